@@ -1,0 +1,15 @@
+// The umbrella header: #include <kiln/kiln.h>
+#pragma once
+#include "kiln/autograd.h"
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/generator.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/shape.h"
+#include "kiln/scalar.h"
+#include "kiln/tensor.h"
+#include "kiln/version.h"

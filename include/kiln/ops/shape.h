@@ -1,0 +1,84 @@
+// Views, shape manipulation and indexing. View ops return tensors that alias
+// their input's storage (writes through one are seen by the other).
+#pragma once
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// ---- views (alias the input) ----
+Tensor view(const Tensor& x, SymIntArrayRef size);  // one size may be -1
+Tensor reshape(const Tensor& x, SymIntArrayRef size);  // a view when strides allow, else a copy
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unflatten(const Tensor& x, int64_t dim, SymIntArrayRef sizes);
+Tensor permute(const Tensor& x, IntArrayRef dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor t(const Tensor& x);  // 0-D and 1-D unchanged, 2-D transposed
+Tensor expand(const Tensor& x, SymIntArrayRef size);  // -1 keeps a size
+Tensor expand_as(const Tensor& x, const Tensor& other);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, IntArrayRef dims);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor narrow(const Tensor& x, int64_t dim, SymInt start, SymInt length);
+Tensor select(const Tensor& x, int64_t dim, SymInt index);
+Tensor slice(const Tensor& x, int64_t dim = 0, std::optional<SymInt> start = std::nullopt,
+             std::optional<SymInt> end = std::nullopt, SymInt step = 1);
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+Tensor as_strided(const Tensor& x, SymIntArrayRef size, SymIntArrayRef stride,
+                  std::optional<SymInt> storage_offset = std::nullopt);
+Tensor detach(const Tensor& x);
+std::vector<Tensor> split(const Tensor& x, SymInt split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, SymIntArrayRef split_sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+
+// ---- copies ----
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor repeat(const Tensor& x, SymIntArrayRef repeats);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor flip(const Tensor& x, IntArrayRef dims);
+Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims = {});
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// pad: (left, right) pairs starting from the last dim, as torch.nn.functional.pad.
+// mode: "constant", "reflect" or "replicate".
+Tensor pad(const Tensor& x, IntArrayRef pad, const std::string& mode = "constant",
+           std::optional<double> value = std::nullopt);
+
+// ---- indexing ----
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// reduce: "sum", "prod", "mean", "amax", "amin".
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha = 1);
+// x[indices...] = values; undefined tensors in `indices` stand for full slices (":").
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,
+                 bool accumulate = false);
+Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,
+                   bool accumulate = false);
+// x[indices...] with advanced (tensor) indices; undefined entries stand for ":".
+Tensor index(const Tensor& x, const std::vector<Tensor>& indices);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+Tensor masked_select(const Tensor& x, const Tensor& mask);  // data-dependent size
+Tensor nonzero(const Tensor& x);                             // [n, dim] int64, data-dependent
+std::vector<Tensor> where(const Tensor& cond);               // nonzero as a tuple of 1-D indices
+Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                                bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+
+}  // namespace kiln

@@ -1,0 +1,27 @@
+// Per-tensor autograd state, allocated the first time autograd touches a tensor.
+#pragma once
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln::autograd {
+
+struct Node;
+
+struct AutogradMeta {
+  bool requires_grad = false;  // leaves only; non-leaves require grad through grad_fn
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  uint32_t output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the AccumulateGrad node, made on demand
+  // Hooks on the gradient w.r.t. a leaf, run before it is accumulated.
+  std::vector<std::pair<int64_t, Tensor::Hook>> hooks;
+  bool retains_grad = false;
+};
+
+AutogradMeta& autograd_meta(const Tensor& t);          // creates it when missing
+AutogradMeta* autograd_meta_or_null(const Tensor& t);  // never creates
+
+}  // namespace kiln::autograd

@@ -1,0 +1,134 @@
+// The backward engine: runs the autograd graph from its roots in dependency
+// order, summing gradients that meet at a node.
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/autograd_meta.h"
+#include "autograd/engine.h"
+#include "kiln/autograd.h"
+#include "kiln/ops/creation.h"
+
+namespace kiln::autograd {
+
+namespace {
+struct ReadyOrder {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+void accumulate(std::vector<Tensor>& buf, size_t k, const Tensor& g) {
+  if (buf.size() <= k) buf.resize(k + 1);
+  if (!g.defined()) return;
+  buf[k] = buf[k].defined() ? buf[k] + g : g;
+}
+}  // namespace
+
+std::vector<Tensor> run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads,
+                                 bool keep_graph, bool create_graph, const std::vector<Edge>& captures) {
+  // 1. Reachable nodes and how many edges lead into each.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> order;
+  {
+    std::vector<Node*> stack;
+    std::unordered_set<Node*> seen;
+    for (const Edge& e : roots)
+      if (e.valid() && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
+      for (const Edge& e : n->next_edges) {
+        if (!e.valid()) continue;
+        deps[e.fn.get()]++;
+        if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+      }
+    }
+  }
+  // 2. With captures (autograd::grad), run only nodes that lead to a capture.
+  bool capture_mode = !captures.empty();
+  std::unordered_set<Node*> needed;
+  if (capture_mode) {
+    std::unordered_set<Node*> targets;
+    for (const Edge& c : captures)
+      if (c.valid()) targets.insert(c.fn.get());
+    // Reverse topological pass: a node is needed when any child is needed or it is a target.
+    std::unordered_map<Node*, int> pending = deps;
+    std::vector<Node*> topo;
+    std::vector<Node*> ready;
+    for (const Edge& e : roots)
+      if (e.valid() && pending[e.fn.get()] == 0) ready.push_back(e.fn.get());
+    std::unordered_set<Node*> queued(ready.begin(), ready.end());
+    while (!ready.empty()) {
+      Node* n = ready.back();
+      ready.pop_back();
+      topo.push_back(n);
+      for (const Edge& e : n->next_edges)
+        if (e.valid() && --pending[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push_back(e.fn.get());
+    }
+    for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+      Node* n = *it;
+      bool need = targets.count(n) > 0;
+      for (const Edge& e : n->next_edges) need = need || (e.valid() && needed.count(e.fn.get()));
+      if (need) needed.insert(n);
+    }
+  }
+  std::vector<Tensor> captured(captures.size());
+
+  // 3. Execute.
+  GradModeGuard grad_mode(create_graph);
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
+  std::unordered_set<Node*> pushed;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Edge& e = roots[i];
+    if (!e.valid()) continue;
+    accumulate(buffers[e.fn.get()], e.input_nr, root_grads[i]);
+  }
+  for (const Edge& e : roots)
+    if (e.valid() && deps[e.fn.get()] == 0 && pushed.insert(e.fn.get()).second) ready.push(e.fn.get());
+
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    std::vector<Tensor> grads = std::move(buffers[n]);
+    buffers.erase(n);
+    grads.resize(std::max(grads.size(), n->output_meta.size()));
+    for (auto& [k, hooks] : n->pre_hooks) {
+      if (k >= grads.size() || !grads[k].defined()) continue;
+      for (auto& [id, hook] : hooks) {
+        Tensor r = hook(grads[k]);
+        if (r.defined()) grads[k] = r;
+      }
+    }
+    for (auto& [k, weak] : n->retained) {
+      if (auto impl = weak.lock(); impl && k < grads.size() && grads[k].defined()) {
+        Tensor t(impl);
+        auto& m = autograd_meta(t);
+        Tensor g = create_graph ? grads[k] : grads[k].detach();
+        m.grad = m.grad.defined() ? m.grad + g : g.clone();
+      }
+    }
+    if (capture_mode) {
+      for (size_t c = 0; c < captures.size(); ++c)
+        if (captures[c].fn.get() == n && captures[c].input_nr < grads.size()) {
+          const Tensor& g = grads[captures[c].input_nr];
+          if (g.defined()) captured[c] = captured[c].defined() ? captured[c] + g : g;
+        }
+    }
+    bool run = !capture_mode || (needed.count(n) && dynamic_cast<AccumulateGrad*>(n) == nullptr);
+    std::vector<Tensor> outs;
+    if (run) {
+      outs = n->apply(std::move(grads));
+      if (!keep_graph) n->release_saved();
+    }
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.valid()) continue;
+      if (i < outs.size()) accumulate(buffers[e.fn.get()], e.input_nr, outs[i]);
+      if (--deps[e.fn.get()] == 0 && pushed.insert(e.fn.get()).second) ready.push(e.fn.get());
+    }
+  }
+  return captured;
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,172 @@
+#include "autograd/node.h"
+
+#include "autograd/autograd_meta.h"
+#include "dispatch/dispatch.h"
+#include "kiln/autograd.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/pointwise.h"
+
+namespace kiln::autograd {
+
+namespace {
+std::atomic<uint64_t> g_sequence_nr{0};
+}
+
+Node::Node() : sequence_nr(g_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+AutogradMeta& autograd_meta(const Tensor& t) {
+  TensorImpl* impl = t.unsafe_impl();
+  if (!impl->autograd) impl->autograd = std::make_unique<AutogradMeta>();
+  return *impl->autograd;
+}
+AutogradMeta* autograd_meta_or_null(const Tensor& t) { return t.defined() ? t.unsafe_impl()->autograd.get() : nullptr; }
+
+// Note [Version counter]
+// Every in-place write bumps the counter shared by a tensor and its views.
+// SavedTensor remembers the value when saved; a mismatch at backward means the
+// VJP would read a modified value, which is an error rather than a wrong gradient.
+SavedTensor::SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner)
+    : defined_(t.defined()), is_output_(is_output) {
+  if (!defined_) return;
+  version_ = t._version();
+  requires_grad_ = t.requires_grad();
+  if (is_output && t.grad_fn() == owner) {
+    // Keep a detached alias: the output's grad_fn is `owner` (Note [Saved tensors]).
+    data_ = make_view(t, t.sizes(), t.strides(), t.storage_offset());
+    data_.unsafe_impl()->view_base = t.unsafe_impl()->view_base;
+    data_.unsafe_impl()->is_wrapped_number = t.unsafe_impl()->is_wrapped_number;
+    output_nr_ = t.output_nr();
+  } else {
+    data_ = t;
+    is_output_ = false;
+  }
+}
+
+Tensor SavedTensor::unpack(const char* op_name, const std::shared_ptr<Node>& owner) const {
+  if (!defined_) return {};
+  KILN_CHECK(!released_, "Trying to backward through the graph a second time (or directly access saved tensors "
+             "after they have already been freed) in ", op_name,
+             ". Saved intermediate values of the graph are freed when you call backward(); pass "
+             "retain_graph=true if you need to backward through the graph a second time.");
+  KILN_CHECK(data_._version() == version_, "one of the tensors needed for gradient computation has been modified "
+             "by an in-place operation: the ", (is_output_ ? "output" : "input"), " of ", op_name, " of shape ",
+             shape_str(data_.sizes()), " is at version ", data_._version(), "; expected version ", version_,
+             " instead.");
+  if (is_output_ && requires_grad_) {
+    // Give the alias back its history for create_graph backward passes.
+    Tensor t = make_view(data_, data_.sizes(), data_.strides(), data_.storage_offset());
+    t.unsafe_impl()->view_base = data_.unsafe_impl()->view_base;
+    auto& m = autograd_meta(t);
+    m.grad_fn = owner;
+    m.output_nr = output_nr_;
+    return t;
+  }
+  return data_;
+}
+
+void SavedTensor::release() {
+  data_ = Tensor();
+  released_ = true;
+}
+
+std::string OpNode::name() const { return std::string(op_name(op)) + "Backward"; }
+
+void OpNode::release_saved() {
+  for (auto& s : saved_inputs) s.release();
+  for (auto& s : saved_outputs) s.release();
+  released = true;
+}
+
+std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grads) {
+  const OpInfo& info = op_info(op);
+  VjpCall vc{op, attrs, {}, {}, {}, input_meta, {}};
+  auto self = shared_from_this();
+  vc.inputs.reserve(saved_inputs.size());
+  for (auto& s : saved_inputs) vc.inputs.push_back(s.unpack(info.name, self));
+  for (auto& s : saved_outputs) vc.outputs.push_back(s.unpack(info.name, self));
+  vc.inputs.resize(input_meta.size());
+  vc.outputs.resize(output_meta.size());
+  for (size_t k = 0; k < grads.size(); ++k)
+    if (!grads[k].defined() && is_floating_point(output_meta[k].dtype)) grads[k] = zeros_for(output_meta[k]);
+  vc.grads = std::move(grads);
+  vc.needs_grad.resize(next_edges.size());
+  for (size_t i = 0; i < next_edges.size(); ++i) vc.needs_grad[i] = next_edges[i].valid();
+  std::vector<Tensor> result = info.vjp(vc);
+  result.resize(next_edges.size());
+  for (size_t i = 0; i < result.size(); ++i) {
+    if (!next_edges[i].valid()) {
+      result[i] = Tensor();
+      continue;
+    }
+    Tensor& g = result[i];
+    if (!g.defined()) continue;
+    const TensorMeta& m = input_meta[i];
+    KILN_CHECK(g.sizes() == IntArrayRef(m.sizes), "internal: the VJP of ", info.name, " returned a gradient of shape ",
+               shape_str(g.sizes()), " for input ", i, " of shape ", shape_str(m.sizes));
+    if (g.dtype() != m.dtype) g = g.to(m.dtype);
+  }
+  return result;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor g = std::move(grads.at(0));
+  Tensor var(variable);
+  auto& meta = autograd_meta(var);
+  for (auto& [id, hook] : meta.hooks) {
+    Tensor r = hook(g);
+    if (r.defined()) g = r;
+  }
+  if (!g.defined()) return {};
+  if (g.dtype() != var.dtype()) g = g.to(var.dtype());
+  if (!meta.grad.defined()) {
+    if (is_grad_enabled()) {
+      meta.grad = g;  // create_graph: keep the graph of the gradient
+    } else {
+      // Steal a fresh gradient; copy one that someone else may still hold.
+      bool fresh = g.impl_ptr().use_count() == 1 && !g.is_view() && g.is_contiguous();
+      meta.grad = fresh ? g.detach() : g.detach().clone();
+    }
+  } else if (is_grad_enabled()) {
+    meta.grad = meta.grad + g;
+  } else {
+    meta.grad.add_(g);
+  }
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* m = autograd_meta_or_null(t);
+  if (!m) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  auto acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    acc->output_meta = {meta_of(t)};
+    m->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+TensorMeta meta_of(const Tensor& t) {
+  TensorMeta m;
+  m.sizes = t.sizes().vec();
+  m.dtype = t.dtype();
+  m.device = t.device();
+  return m;
+}
+
+Tensor zeros_for(const TensorMeta& m) { return zeros(m.sizes, TensorOptions(m.dtype).device(m.device)); }
+
+void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node) {
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& t = outputs[k];
+    if (!t.defined() || !is_floating_point(t.dtype())) continue;
+    auto& m = autograd_meta(t);
+    m.grad_fn = node;
+    m.output_nr = static_cast<uint32_t>(k);
+    m.requires_grad = false;
+  }
+}
+
+}  // namespace kiln::autograd

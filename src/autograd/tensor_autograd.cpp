@@ -1,0 +1,192 @@
+// Tensor's autograd methods and the autograd::grad / autograd::backward entry points.
+#include <atomic>
+
+#include "autograd/autograd_meta.h"
+#include "autograd/engine.h"
+#include "kiln/autograd.h"
+#include "kiln/ops/creation.h"
+
+namespace kiln {
+
+using autograd::autograd_meta;
+using autograd::autograd_meta_or_null;
+
+namespace {
+std::atomic<int64_t> g_hook_id{1};
+const Tensor& undefined_tensor() {
+  static const Tensor t;
+  return t;
+}
+}  // namespace
+
+bool Tensor::requires_grad() const {
+  auto* m = autograd_meta_or_null(*this);
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+Tensor& Tensor::requires_grad_(bool r) {
+  KILN_CHECK(defined(), "requires_grad_: undefined tensor");
+  if (!r && !requires_grad()) return *this;
+  KILN_CHECK(is_leaf(), "requires_grad_: you can only change requires_grad flags of leaf tensors; use detach() to "
+             "get a tensor that does not require grad");
+  KILN_CHECK(!r || kiln::is_floating_point(dtype()), "requires_grad_: only tensors of floating point dtype can require "
+             "gradients, got ", dtype());
+  autograd_meta(*this).requires_grad = r;
+  return *this;
+}
+
+const Tensor& Tensor::grad() const {
+  auto* m = autograd_meta_or_null(*this);
+  return m ? m->grad : undefined_tensor();
+}
+Tensor& Tensor::mutable_grad() { return autograd_meta(*this).grad; }
+void Tensor::set_grad(const Tensor& g) {
+  KILN_CHECK(!g.defined() || g.sizes() == sizes(), "set_grad: assigned grad has shape ", shape_str(g.sizes()),
+             " but the tensor has shape ", shape_str(sizes()));
+  autograd_meta(*this).grad = g;
+}
+bool Tensor::is_leaf() const {
+  auto* m = autograd_meta_or_null(*this);
+  return !m || !m->grad_fn;
+}
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  auto* m = autograd_meta_or_null(*this);
+  return m ? m->grad_fn : nullptr;
+}
+uint32_t Tensor::output_nr() const {
+  auto* m = autograd_meta_or_null(*this);
+  return m ? m->output_nr : 0;
+}
+
+Tensor Tensor::detach() const {
+  Tensor t = make_view(*this, sizes(), strides(), storage_offset());
+  t.unsafe_impl()->is_wrapped_number = unsafe_impl()->is_wrapped_number;
+  if (!unsafe_impl()->storage) t.unsafe_impl()->view_base = nullptr;
+  return t;
+}
+
+Tensor& Tensor::detach_() {
+  KILN_CHECK(!is_view() || !_base().requires_grad(), "detach_: can't detach a view of a tensor that requires grad "
+             "in place; use detach()");
+  if (auto* m = autograd_meta_or_null(*this)) {
+    m->grad_fn = nullptr;
+    m->requires_grad = false;
+    m->output_nr = 0;
+  }
+  return *this;
+}
+
+void Tensor::retain_grad() const {
+  KILN_CHECK(requires_grad(), "retain_grad: can't retain_grad on a tensor that doesn't require grad");
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  auto& m = autograd_meta(*this);
+  if (m.retains_grad) return;
+  m.retains_grad = true;
+  m.grad_fn->retained[m.output_nr] = impl_ptr();
+}
+bool Tensor::retains_grad() const {
+  auto* m = autograd_meta_or_null(*this);
+  return m && m->retains_grad;
+}
+
+int64_t Tensor::register_hook(Hook hook) const {
+  KILN_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  int64_t id = g_hook_id.fetch_add(1);
+  auto& m = autograd_meta(*this);
+  if (m.grad_fn) m.grad_fn->pre_hooks[m.output_nr].emplace_back(id, std::move(hook));
+  else m.hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_hook(int64_t handle) const {
+  auto& m = autograd_meta(*this);
+  auto drop = [handle](auto& v) { std::erase_if(v, [handle](const auto& p) { return p.first == handle; }); };
+  drop(m.hooks);
+  if (m.grad_fn)
+    for (auto& [k, hooks] : m.grad_fn->pre_hooks) drop(hooks);
+}
+
+namespace autograd {
+namespace {
+std::vector<Tensor> make_root_grads(const std::vector<Tensor>& outputs, const std::vector<Tensor>& given,
+                                    const char* fn) {
+  KILN_CHECK(given.empty() || given.size() == outputs.size(), fn, ": got ", given.size(), " gradients for ",
+             outputs.size(), " outputs");
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    KILN_CHECK(out.defined(), fn, ": output ", i, " is undefined");
+    KILN_CHECK(out.requires_grad(), fn, ": element ", i, " of tensors does not require grad and does not have a "
+               "grad_fn");
+    if (!given.empty() && given[i].defined()) {
+      KILN_CHECK(given[i].sizes() == out.sizes(), fn, ": mismatch in shape: grad_output[", i, "] has a shape of ",
+                 shape_str(given[i].sizes()), " and output[", i, "] has a shape of ", shape_str(out.sizes()));
+      grads.push_back(given[i]);
+    } else {
+      KILN_CHECK(out.numel() == 1, fn, ": grad can be implicitly created only for scalar outputs, but output ", i,
+                 " has shape ", shape_str(out.sizes()));
+      grads.push_back(ones_like(out));
+    }
+  }
+  return grads;
+}
+
+std::vector<Edge> root_edges(const std::vector<Tensor>& outputs) {
+  std::vector<Edge> roots;
+  for (const Tensor& t : outputs) roots.push_back(gradient_edge(t));
+  return roots;
+}
+}  // namespace
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
+  auto grads = make_root_grads(outputs, grad_outputs, "autograd::grad");
+  std::vector<Edge> captures;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad: input ", i,
+               " does not require grad");
+    captures.push_back(gradient_edge(inputs[i]));
+  }
+  auto result = run_backward(root_edges(outputs), grads, retain_graph.value_or(create_graph), create_graph,
+                             captures);
+  for (size_t i = 0; i < result.size(); ++i) {
+    KILN_CHECK(result[i].defined() || allow_unused, "autograd::grad: one of the differentiated tensors (input ", i,
+               ") appears to not have been used in the graph; pass allow_unused=true if this is desired");
+    if (result[i].defined() && !create_graph) result[i] = result[i].detach();
+  }
+  return result;
+}
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph, const std::vector<Tensor>& inputs) {
+  auto grads = make_root_grads(tensors, grad_tensors, "backward");
+  bool keep = retain_graph.value_or(create_graph);
+  if (inputs.empty()) {
+    run_backward(root_edges(tensors), grads, keep, create_graph);
+    return;
+  }
+  // Only accumulate into the given inputs.
+  std::vector<Edge> captures;
+  for (const Tensor& t : inputs) {
+    KILN_CHECK(t.requires_grad(), "backward: an input passed in `inputs` does not require grad");
+    captures.push_back(gradient_edge(t));
+  }
+  auto result = run_backward(root_edges(tensors), grads, keep, create_graph, captures);
+  GradModeGuard mode(create_graph);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!result[i].defined()) continue;
+    auto& m = autograd_meta(inputs[i]);
+    Tensor g = create_graph ? result[i] : result[i].detach();
+    m.grad = m.grad.defined() ? m.grad + g : g.clone();
+  }
+}
+}  // namespace autograd
+
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph,
+                      const std::vector<Tensor>& inputs) const {
+  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
+                     retain_graph, create_graph, inputs);
+}
+
+}  // namespace kiln

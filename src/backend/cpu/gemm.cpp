@@ -1,0 +1,551 @@
+#include "backend/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "core/parallel.h"
+
+#ifdef KILN_HAVE_OPENBLAS
+#include <atomic>
+
+#include <cblas.h>
+#endif
+
+namespace kiln::cpu {
+namespace {
+
+// Note [GEMM vector width]
+// The micro-kernel uses GCC vector extensions instead of intrinsics so the file
+// builds for any x86 (or non-x86) target. The width follows what the compiler
+// targets: with -march=native on an AVX-512 machine a vector is one zmm
+// register, with plain -O2 it is one SSE register. A vector wider than the
+// target would be split by GCC and spill the accumulators.
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64;
+constexpr int kVecRegs = 32;
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32;
+constexpr int kVecRegs = 16;
+#else
+constexpr int kVecBytes = 16;
+constexpr int kVecRegs = 16;
+#endif
+
+// Register tile MR x NR (NR = 2 vectors) and cache blocks, BLIS style:
+// a KC x NR micro-panel of B stays in L1, an MC x KC block of A in L2 and a
+// KC x NC panel of B in L3. MR leaves two registers for B and one for the
+// broadcast A value: 2*MR accumulators + 3 <= kVecRegs.
+template <class T>
+struct Blocking {
+  static constexpr int VL = kVecBytes / static_cast<int>(sizeof(T));
+  static constexpr int NR = 2 * VL;
+  static constexpr int MR = kVecRegs == 32 ? 12 : 6;
+  static constexpr int64_t KC = 256;
+  static constexpr int64_t MC = MR * (sizeof(T) == 4 ? 12 : 8);
+  static constexpr int64_t NC = sizeof(T) == 4 ? 4096 : 2048;
+};
+
+constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Grow-only, 64-byte aligned scratch that lives as long as its thread, so
+// repeated GEMM calls do not pay for page faults on fresh allocations.
+struct ScratchBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { std::free(data); }
+  void* get(size_t n) {
+    if (n > bytes) {
+      std::free(data);
+      size_t rounded = static_cast<size_t>(round_up(static_cast<int64_t>(n), 64));
+      data = std::aligned_alloc(64, rounded);
+      if (!data) {
+        bytes = 0;
+        throw std::bad_alloc();
+      }
+      bytes = rounded;
+    }
+    return data;
+  }
+};
+
+// Slot 0 holds packed A (one per worker thread), slot 1 packed B (owned by the
+// calling thread and shared read-only with the workers).
+template <class T, int Slot>
+T* thread_scratch(int64_t elems) {
+  thread_local ScratchBuffer buf;
+  return static_cast<T*>(buf.get(static_cast<size_t>(elems) * sizeof(T)));
+}
+
+template <class T>
+void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  if (beta == T(1)) return;
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    if (beta == T(0)) {
+      std::fill(c, c + N, T(0));  // not 0 * c: C may hold NaN
+    } else {
+      for (int64_t j = 0; j < N; ++j) c[j] = beta * c[j];
+    }
+  }
+}
+
+// Packs rows [0, mc) x cols [0, kc) of A (A(i,k) = A[i*rs + k*cs]) into
+// micro-panels of MR rows, each stored k-major: dst[p*MR*kc + k*MR + r].
+// Rows past mc are zero so the micro-kernel never needs a row mask.
+template <class T, int MR>
+void pack_a(int64_t mc, int64_t kc, const T* A, int64_t rs, int64_t cs, T* dst) {
+  for (int64_t i = 0; i < mc; i += MR, dst += MR * kc) {
+    const int64_t mr = std::min<int64_t>(MR, mc - i);
+    const T* a = A + i * rs;
+    if (mr == MR && cs == 1) {
+      for (int r = 0; r < MR; ++r) {
+        const T* ar = a + r * rs;
+        for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = ar[k];
+      }
+    } else if (mr == MR && rs == 1) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* ak = a + k * cs;
+        for (int r = 0; r < MR; ++r) dst[k * MR + r] = ak[r];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t r = 0; r < mr; ++r) dst[k * MR + r] = a[r * rs + k * cs];
+        for (int64_t r = mr; r < MR; ++r) dst[k * MR + r] = T(0);
+      }
+    }
+  }
+}
+
+// Packs panels [q0, q1) of NR columns of the kc x nc block of B
+// (B(k,j) = B[k*rs + j*cs]) as dst[q*NR*kc + k*NR + c], zero-padding columns.
+template <class T, int NR>
+void pack_b(int64_t q0, int64_t q1, int64_t nc, int64_t kc, const T* B, int64_t rs,
+            int64_t cs, T* dst) {
+  for (int64_t q = q0; q < q1; ++q) {
+    const int64_t j = q * NR;
+    const int64_t nr = std::min<int64_t>(NR, nc - j);
+    const T* b = B + j * cs;
+    T* d = dst + q * NR * kc;
+    if (nr == NR && cs == 1) {
+      for (int64_t k = 0; k < kc; ++k) std::memcpy(d + k * NR, b + k * rs, NR * sizeof(T));
+    } else if (nr == NR && rs == 1) {
+      for (int c = 0; c < NR; ++c) {
+        const T* bc = b + c * cs;
+        for (int64_t k = 0; k < kc; ++k) d[k * NR + c] = bc[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t c = 0; c < nr; ++c) d[k * NR + c] = b[k * rs + c * cs];
+        for (int64_t c = nr; c < NR; ++c) d[k * NR + c] = T(0);
+      }
+    }
+  }
+}
+
+// C[0:MR, 0:NR] = alpha * Ap @ Bp + beta * C over packed micro-panels.
+// beta == 0 does not read C. Ap and Bp are 64-byte aligned and NR*sizeof(T) is
+// a multiple of the vector size, so B loads are aligned; C accesses go through
+// memcpy because C rows have arbitrary alignment.
+template <class T, int MR, int NR>
+inline void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict Bp,
+                         T* __restrict C, int64_t ldc, T alpha, T beta) {
+  typedef T V __attribute__((vector_size(kVecBytes)));
+  constexpr int VL = kVecBytes / static_cast<int>(sizeof(T));
+  constexpr int NV = NR / VL;
+  static_assert(NR % VL == 0, "NR must be whole vectors");
+
+  V acc[MR][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+
+  for (int64_t k = 0; k < kc; ++k) {
+    V b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = *reinterpret_cast<const V*>(Bp + v * VL);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      const T a = Ap[r];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+    }
+    Ap += MR;
+    Bp += NR;
+  }
+
+  if (beta == T(0)) {
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        V x = alpha * acc[r][v];
+        std::memcpy(C + r * ldc + v * VL, &x, sizeof(V));
+      }
+  } else {
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        V old;
+        std::memcpy(&old, C + r * ldc + v * VL, sizeof(V));
+        V x = alpha * acc[r][v] + beta * old;
+        std::memcpy(C + r * ldc + v * VL, &x, sizeof(V));
+      }
+  }
+}
+
+// Partial tile at a matrix edge: run the full kernel into a scratch tile
+// (the packed panels are zero-padded) and copy out the valid part.
+template <class T, int MR, int NR>
+void edge_kernel(int64_t mr, int64_t nr, int64_t kc, const T* Ap, const T* Bp, T* C,
+                 int64_t ldc, T alpha, T beta) {
+  alignas(64) T tile[MR * NR];
+  micro_kernel<T, MR, NR>(kc, Ap, Bp, tile, NR, alpha, T(0));
+  for (int64_t r = 0; r < mr; ++r) {
+    T* c = C + r * ldc;
+    const T* t = tile + r * NR;
+    if (beta == T(0)) {
+      for (int64_t j = 0; j < nr; ++j) c[j] = t[j];
+    } else {
+      for (int64_t j = 0; j < nr; ++j) c[j] = t[j] + beta * c[j];
+    }
+  }
+}
+
+// Blocked float/double GEMM over element-strided A and B and row-major C.
+// Loop order jc (NC) -> pc (KC, pack B shared) -> ic (MC, pack A per thread)
+// -> jr (NR) -> ir (MR). Threads split the rows of C (or its columns when C
+// has too few row panels), so no two threads write the same element.
+template <class T>
+void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t ars,
+                  int64_t acs, const T* B, int64_t brs, int64_t bcs, T beta, T* C,
+                  int64_t ldc) {
+  using Bk = Blocking<T>;
+  constexpr int MR = Bk::MR;
+  constexpr int NR = Bk::NR;
+  const int64_t KC = Bk::KC;
+  const int64_t MC = Bk::MC;
+  const int64_t NC = Bk::NC;
+
+  // Fork/join costs a few microseconds; below ~0.5 MFLOP it is not worth it.
+  const bool threaded = !in_parallel_region() && get_num_threads() > 1 &&
+                        M * N * K >= int64_t(64) * 64 * 64;
+  const int64_t nt = threaded ? get_num_threads() : 1;
+
+  const int64_t nc_cap = std::min(NC, round_up(N, NR));
+  T* bpack = thread_scratch<T, 1>(std::min(KC, K) * nc_cap);
+
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    const int64_t n_panels = (nc + NR - 1) / NR;
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc);
+      const T beta_k = pc == 0 ? beta : T(1);  // later K blocks accumulate
+      const T* Bblk = B + pc * brs + jc * bcs;
+      const T* Ablk = A + pc * acs;
+
+      auto pack = [&](int64_t q0, int64_t q1) {
+        pack_b<T, NR>(q0, q1, nc, kc, Bblk, brs, bcs, bpack);
+      };
+      if (threaded) {
+        parallel_for(0, n_panels, 1, pack);
+      } else {
+        pack(0, n_panels);
+      }
+
+      // Rows [i0, i1) (i0 a multiple of MR) against column panels [q0, q1).
+      auto compute = [&](int64_t i0, int64_t i1, int64_t q0, int64_t q1) {
+        T* apack = thread_scratch<T, 0>(MC * kc);
+        for (int64_t ic = i0; ic < i1; ic += MC) {
+          const int64_t mc = std::min(MC, i1 - ic);
+          pack_a<T, MR>(mc, kc, Ablk + ic * ars, ars, acs, apack);
+          for (int64_t q = q0; q < q1; ++q) {
+            const int64_t j = q * NR;
+            const int64_t nr = std::min<int64_t>(NR, nc - j);
+            const T* bp = bpack + q * NR * kc;
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+              const int64_t mr = std::min<int64_t>(MR, mc - ir);
+              T* c = C + (ic + ir) * ldc + jc + j;
+              const T* ap = apack + ir * kc;
+              if (mr == MR && nr == NR) {
+                micro_kernel<T, MR, NR>(kc, ap, bp, c, ldc, alpha, beta_k);
+              } else {
+                edge_kernel<T, MR, NR>(mr, nr, kc, ap, bp, c, ldc, alpha, beta_k);
+              }
+            }
+          }
+        }
+      };
+
+      const int64_t m_panels = (M + MR - 1) / MR;
+      if (!threaded) {
+        compute(0, M, 0, n_panels);
+      } else if (m_panels >= 2 * nt || m_panels >= n_panels) {
+        // parallel_for hands each thread one contiguous, equal run of panels.
+        parallel_for(0, m_panels, 1, [&](int64_t b, int64_t e) {
+          compute(b * MR, std::min(e * MR, M), 0, n_panels);
+        });
+      } else {
+        // Few rows: split columns; each thread packs the (small) A itself.
+        parallel_for(0, n_panels, 1, [&](int64_t b, int64_t e) { compute(0, M, b, e); });
+      }
+    }
+  }
+}
+
+// Integer GEMM. Arithmetic is done in an unsigned type of at least 32 bits so
+// overflow wraps (as PyTorch's integer matmul does) instead of being UB, and
+// uint16 * uint16 cannot hit signed-int promotion overflow. Modular arithmetic
+// makes the truncated result equal to wrapping in T itself.
+template <class T>
+void gemm_integer(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t ars,
+                  int64_t acs, const T* B, int64_t brs, int64_t bcs, T beta, T* C,
+                  int64_t ldc) {
+  using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+  // op(B) as a contiguous K x N copy: unit-stride inner loop that vectorizes,
+  // and the widening happens once instead of M times.
+  std::vector<U> b(static_cast<size_t>(K * N));
+  parallel_for(0, K, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)),
+               [&](int64_t k0, int64_t k1) {
+                 for (int64_t k = k0; k < k1; ++k)
+                   for (int64_t j = 0; j < N; ++j)
+                     b[k * N + j] = static_cast<U>(B[k * brs + j * bcs]);
+               });
+
+  // Blocks of kRows rows x kCols columns reuse each B row segment kRows times
+  // while the accumulators stay in L1.
+  constexpr int64_t kRows = 8;
+  constexpr int64_t kCols = 256;
+  const U ualpha = static_cast<U>(alpha);
+  const U ubeta = static_cast<U>(beta);
+  const int64_t row_blocks = (M + kRows - 1) / kRows;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(N * K * kRows, 1));
+  parallel_for(0, row_blocks, grain, [&](int64_t rb0, int64_t rb1) {
+    U acc[kRows][kCols];
+    for (int64_t rb = rb0; rb < rb1; ++rb) {
+      const int64_t i0 = rb * kRows;
+      const int64_t rows = std::min(kRows, M - i0);
+      for (int64_t j0 = 0; j0 < N; j0 += kCols) {
+        const int64_t cols = std::min(kCols, N - j0);
+        for (int64_t r = 0; r < rows; ++r) std::fill(acc[r], acc[r] + cols, U(0));
+        for (int64_t k = 0; k < K; ++k) {
+          const U* brow = b.data() + k * N + j0;
+          for (int64_t r = 0; r < rows; ++r) {
+            const U a = static_cast<U>(A[(i0 + r) * ars + k * acs]);
+            U* acc_r = acc[r];
+            for (int64_t j = 0; j < cols; ++j) acc_r[j] += a * brow[j];
+          }
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          T* c = C + (i0 + r) * ldc + j0;
+          for (int64_t j = 0; j < cols; ++j) {
+            U v = ualpha * acc[r][j];
+            if (beta != T(0)) v += ubeta * static_cast<U>(c[j]);
+            c[j] = static_cast<T>(v);
+          }
+        }
+      }
+    }
+  });
+}
+
+// Whether a rows x cols operand with element strides (s0, s1) can be handed
+// to cblas as a row-major matrix (trans = false) or the transpose of one
+// (trans = true), and with which leading dimension. Strides of size-1
+// dimensions do not matter, but cblas still insists on ld >= max(1, width).
+bool as_blas_operand(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& trans,
+                     int64_t& ld) {
+  if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= std::max<int64_t>(cols, 1))) {
+    trans = false;
+    ld = rows == 1 ? std::max<int64_t>(cols, 1) : s0;
+    return true;
+  }
+  if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= std::max<int64_t>(rows, 1))) {
+    trans = true;
+    ld = cols == 1 ? std::max<int64_t>(rows, 1) : s1;
+    return true;
+  }
+  return false;
+}
+
+#ifdef KILN_HAVE_OPENBLAS
+// OpenBLAS has its own thread pool; keep its size in step with kiln's.
+void sync_blas_threads() {
+  static std::atomic<int> applied{0};
+  const int want = get_num_threads();
+  if (applied.load(std::memory_order_relaxed) != want) {
+    openblas_set_num_threads(want);
+    applied.store(want, std::memory_order_relaxed);
+  }
+}
+
+void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha,
+              A, static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(ldc));
+}
+void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+               int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha,
+              A, static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(ldc));
+}
+
+// cblas rejects leading dimensions below the row width (and Debian's OpenBLAS
+// uses 32-bit ints); such calls go to the fallback, which accepts any stride.
+bool blas_accepts(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t& lda,
+                  int64_t& ldb, int64_t& ldc) {
+  constexpr int64_t kMaxInt = (int64_t(1) << 31) - 1;
+  auto fix = [](int64_t rows, int64_t cols, int64_t& ld) {
+    if (rows == 1) ld = std::max(ld, cols);
+    return ld >= std::max<int64_t>(cols, 1) && ld <= kMaxInt;
+  };
+  const bool ok_a = ta ? fix(K, M, lda) : fix(M, K, lda);
+  const bool ok_b = tb ? fix(N, K, ldb) : fix(K, N, ldb);
+  if (M == 1) ldc = std::max(ldc, N);
+  const bool ok_c = ldc >= std::max<int64_t>(N, 1);
+  return ok_a && ok_b && ok_c && M <= kMaxInt && N <= kMaxInt && K <= kMaxInt &&
+         ldc <= kMaxInt;
+}
+#endif
+
+}  // namespace
+
+namespace detail {
+
+template <class T>
+void gemm_fallback(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
+                   const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
+                   int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  const int64_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
+  const int64_t brs = trans_b ? 1 : ldb, bcs = trans_b ? ldb : 1;
+  if constexpr (std::is_floating_point_v<T>) {
+    gemm_blocked<T>(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
+  } else {
+    gemm_integer<T>(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
+  }
+}
+
+}  // namespace detail
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+#ifdef KILN_HAVE_OPENBLAS
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    // Inside a kiln parallel region (e.g. conv over the batch) each thread
+    // runs our single-threaded kernel: OpenBLAS's pthread pool does not know
+    // about OpenMP and would oversubscribe the cores.
+    if (!in_parallel_region() && blas_accepts(trans_a, trans_b, M, N, K, lda, ldb, ldc)) {
+      sync_blas_threads();
+      blas_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    }
+  }
+#endif
+  detail::gemm_fallback<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <class T>
+void gemm_strided(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t sa0,
+                  int64_t sa1, const T* B, int64_t sb0, int64_t sb1, T beta, T* C,
+                  int64_t sc0, int64_t sc1) {
+  if (M <= 0 || N <= 0) return;
+
+  // C must be row-major-like; a column-major C is handled as C^T = B^T A^T.
+  bool tc = false;
+  int64_t ldc = 0;
+  const bool c_ok = as_blas_operand(M, N, sc0, sc1, tc, ldc);
+  if (c_ok && tc) {
+    gemm_strided<T>(N, M, K, alpha, B, sb1, sb0, A, sa1, sa0, beta, C, sc1, sc0);
+    return;
+  }
+
+  // Any other layout is gathered into contiguous row-major temporaries.
+  std::vector<T> a_tmp, b_tmp, c_tmp;
+  bool ta = false, tb = false;
+  int64_t lda = 0, ldb = 0;
+  if (K > 0 && !as_blas_operand(M, K, sa0, sa1, ta, lda)) {
+    a_tmp.resize(static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) a_tmp[i * K + k] = A[i * sa0 + k * sa1];
+    A = a_tmp.data();
+    ta = false;
+    lda = K;
+  }
+  if (K > 0 && !as_blas_operand(K, N, sb0, sb1, tb, ldb)) {
+    b_tmp.resize(static_cast<size_t>(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) b_tmp[k * N + j] = B[k * sb0 + j * sb1];
+    B = b_tmp.data();
+    tb = false;
+    ldb = N;
+  }
+  if (K <= 0) lda = ldb = 1;  // A and B are not read
+
+  T* c = C;
+  if (!c_ok) {
+    c_tmp.resize(static_cast<size_t>(M * N));
+    if (beta != T(0)) {
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) c_tmp[i * N + j] = C[i * sc0 + j * sc1];
+    }
+    c = c_tmp.data();
+    ldc = N;
+  }
+  gemm<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, c, ldc);
+  if (!c_ok) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * sc0 + j * sc1] = c_tmp[i * N + j];
+  }
+}
+
+const char* blas_name() {
+#ifdef KILN_HAVE_OPENBLAS
+  return "openblas";
+#else
+  return "kiln";
+#endif
+}
+
+#define KILN_INSTANTIATE_GEMM(T)                                                            \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t,       \
+                        const T*, int64_t, T, T*, int64_t);                                 \
+  template void gemm_strided<T>(int64_t, int64_t, int64_t, T, const T*, int64_t, int64_t, \
+                                const T*, int64_t, int64_t, T, T*, int64_t, int64_t);     \
+  template void detail::gemm_fallback<T>(bool, bool, int64_t, int64_t, int64_t, T,         \
+                                         const T*, int64_t, const T*, int64_t, T, T*,      \
+                                         int64_t);
+
+KILN_INSTANTIATE_GEMM(float)
+KILN_INSTANTIATE_GEMM(double)
+KILN_INSTANTIATE_GEMM(int64_t)
+KILN_INSTANTIATE_GEMM(int32_t)
+KILN_INSTANTIATE_GEMM(int16_t)
+KILN_INSTANTIATE_GEMM(int8_t)
+KILN_INSTANTIATE_GEMM(uint8_t)
+
+#undef KILN_INSTANTIATE_GEMM
+
+}  // namespace kiln::cpu

@@ -1,0 +1,165 @@
+// Strided elementwise loops for CPU kernels (Note [Elementwise iteration]).
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <numeric>
+
+#include "core/parallel.h"
+#include "core/tensor_impl.h"
+#include "backend/cpu/dtype_dispatch.h"
+
+namespace kiln::cpu {
+
+// Note [Elementwise iteration]
+// Operand 0 is the output; inputs are viewed at the output's shape (broadcast
+// dims get stride 0). Dims are ordered by the output's strides (innermost
+// last) and adjacent dims that are contiguous for every operand are merged,
+// so a dense tensor of any shape becomes one flat loop that vectorizes.
+// Work is split across threads by ranges of the flattened index.
+template <size_t N>
+struct StridedIter {
+  Shape sizes;                                 // coalesced, innermost last
+  std::array<std::vector<int64_t>, N> strides;  // in bytes, per operand
+  std::array<char*, N> base{};
+  int64_t numel = 0;
+
+  StridedIter(const std::array<const Tensor*, N>& ops) {
+    const Tensor& out = *ops[0];
+    int64_t nd = out.dim();
+    numel = out.numel();
+    // Broadcast strides of every operand to the output shape.
+    std::array<Shape, N> st;
+    for (size_t k = 0; k < N; ++k) {
+      const Tensor& t = *ops[k];
+      base[k] = static_cast<char*>(t.data_ptr());
+      st[k].assign(nd, 0);
+      int64_t off = nd - t.dim();
+      for (int64_t d = 0; d < t.dim(); ++d)
+        st[k][d + off] = t.sizes()[d] == 1 && out.sizes()[d + off] != 1 ? 0 : t.strides()[d] * int64_t(t.element_size());
+    }
+    // Order dims by the output's stride (largest first) so the output is walked in memory order.
+    std::vector<int64_t> perm(nd);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+      for (size_t k = 0; k < N; ++k) {
+        int64_t sa = std::abs(st[k][a]), sb = std::abs(st[k][b]);
+        if (sa == 0 || sb == 0) continue;
+        if (sa != sb) return sa > sb;
+      }
+      return false;
+    });
+    // Drop size-1 dims, then merge dims that every operand steps through evenly.
+    for (int64_t i = 0; i < nd; ++i) {
+      int64_t d = perm[i];
+      int64_t sz = out.sizes()[d];
+      if (sz == 1) continue;
+      sizes.push_back(sz);
+      for (size_t k = 0; k < N; ++k) strides[k].push_back(st[k][d]);
+    }
+    coalesce();
+    if (sizes.empty()) {
+      sizes.push_back(1);
+      for (size_t k = 0; k < N; ++k) strides[k].push_back(0);
+    }
+  }
+
+  // Merges dim i into i+1 (outer into inner) when for every operand stride[i] == stride[i+1] * size[i+1].
+  void coalesce() {
+    if (sizes.size() < 2) return;
+    Shape ns{sizes[0]};
+    std::array<std::vector<int64_t>, N> nst;
+    for (size_t k = 0; k < N; ++k) nst[k] = {strides[k][0]};
+    for (size_t i = 1; i < sizes.size(); ++i) {
+      bool ok = true;
+      for (size_t k = 0; k < N; ++k)
+        if (nst[k].back() != strides[k][i] * sizes[i]) ok = false;
+      if (ok) {
+        ns.back() *= sizes[i];
+        for (size_t k = 0; k < N; ++k) nst[k].back() = strides[k][i];
+      } else {
+        ns.push_back(sizes[i]);
+        for (size_t k = 0; k < N; ++k) nst[k].push_back(strides[k][i]);
+      }
+    }
+    sizes = std::move(ns);
+    strides = std::move(nst);
+  }
+
+  // Calls body(ptrs, inner_strides, n) for each run of the innermost dim within [begin, end).
+  template <class Body>
+  void for_range(int64_t begin, int64_t end, const Body& body) const {
+    int64_t nd = static_cast<int64_t>(sizes.size());
+    int64_t inner = sizes[nd - 1];
+    std::array<int64_t, N> inner_st;
+    for (size_t k = 0; k < N; ++k) inner_st[k] = strides[k][nd - 1];
+    int64_t idx = begin;
+    while (idx < end) {
+      // Decompose idx into a multi-index to find each operand's pointer.
+      int64_t rem = idx / inner;
+      int64_t pos = idx % inner;
+      std::array<char*, N> ptr;
+      for (size_t k = 0; k < N; ++k) ptr[k] = base[k] + pos * inner_st[k];
+      for (int64_t d = nd - 2; d >= 0 && rem > 0; --d) {
+        int64_t c = rem % sizes[d];
+        rem /= sizes[d];
+        for (size_t k = 0; k < N; ++k) ptr[k] += c * strides[k][d];
+      }
+      int64_t n = std::min(inner - pos, end - idx);
+      body(ptr, inner_st, n);
+      idx += n;
+    }
+  }
+};
+
+inline constexpr int64_t kElementwiseGrain = 32768;
+
+// out[i] = f(in0[i], in1[i], ...) with exact types: Out is out's C++ type and
+// In... the inputs' (callers convert dtypes first). Inputs broadcast to out.
+template <class Out, class... In, class F>
+void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& ins, const F& f) {
+  constexpr size_t N = sizeof...(In) + 1;
+  if (out.numel() == 0) return;
+  std::array<const Tensor*, N> ops;
+  ops[0] = &out;
+  for (size_t k = 0; k < sizeof...(In); ++k) ops[k + 1] = &ins[k];
+  StridedIter<N> it(ops);
+  parallel_for(0, it.numel, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    it.for_range(b, e, [&](const std::array<char*, N>& p, const std::array<int64_t, N>& st, int64_t n) {
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        bool dense = st[0] == sizeof(Out) && ((st[I + 1] == sizeof(In)) && ...);
+        if (dense) {
+          Out* o = reinterpret_cast<Out*>(p[0]);
+          std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
+          for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(in)[i]...);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<Out*>(p[0] + i * st[0]) =
+                f(*reinterpret_cast<const In*>(p[I + 1] + i * st[I + 1])...);
+        }
+      }(std::index_sequence_for<In...>{});
+    });
+  });
+}
+
+// Converts between element types the way a C cast (and torch's copy_) does,
+// going through float for Half/BFloat16 and mapping non-zero to true for bool.
+template <class To, class From>
+inline To convert(From v) {
+  constexpr bool from16 = std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>;
+  constexpr bool to16 = std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>;
+  if constexpr (std::is_same_v<To, From>) return v;
+  else if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (from16) return static_cast<float>(v) != 0.0f;
+    else return v != From(0);
+  } else if constexpr (from16) return static_cast<To>(static_cast<float>(v));
+  else if constexpr (to16) return To(static_cast<float>(v));
+  else return static_cast<To>(v);
+}
+
+// dst = src (same shape after broadcasting, any dtypes, any strides).
+void copy_cpu(const Tensor& dst, const Tensor& src);
+// The input converted to dtype `t` (itself when it already has it).
+Tensor cast_to(const Tensor& x, DType t);
+
+}  // namespace kiln::cpu

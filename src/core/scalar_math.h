@@ -1,0 +1,952 @@
+// Scalar math, written once as functors and shared by eager CPU kernels, CUDA kernels
+// and generated (C++/OpenMP, NVRTC) code, so that eager and compiled numerics agree by
+// construction. Semantics follow PyTorch's CPU kernels op by op; where PyTorch is
+// itself inconsistent (scalar vs vectorized paths) the choice is stated at the functor.
+//
+// Conventions:
+//  - T is float, double, Half, BFloat16, int64_t, int32_t, int16_t, int8_t, uint8_t or
+//    bool. Half/BFloat16 compute in float (opmath_t<T>) and round once at the end.
+//  - Ops that PyTorch defines only for floating types static_assert on that: integer
+//    inputs are promoted by the caller (type promotion lives in the meta functions).
+//  - Integer arithmetic wraps (two's complement), like PyTorch, without C++ signed
+//    overflow UB. Integer division/modulo by zero returns 0: the caller raises the error.
+//  - Math goes through kiln::math::fn, thin wrappers over the C library names
+//    (expf/exp, ...) that exist on host, in CUDA device code and in NVRTC.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "core/half.h"
+
+namespace kiln::math {
+
+// ---------------------------------------------------------------------------------
+// Type traits
+
+using ::kiln::is_reduced_float_v;  // Half or BFloat16
+
+template <class T>
+inline constexpr bool is_floating_v = std::is_floating_point_v<T> || is_reduced_float_v<T>;
+
+template <class T>
+inline constexpr bool is_integer_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// Type a single op computes in: float for Half/BFloat16, else T itself.
+template <class T>
+using opmath_t = std::conditional_t<is_reduced_float_v<T>, float, T>;
+
+// Type to accumulate sums/products in: double for double, float for float/Half/BFloat16,
+// int64_t for integers and bool. (PyTorch's CPU accumulates float in double; kiln uses
+// float on every device so CPU and CUDA reductions agree.)
+template <class T>
+struct AccumulateType {
+  using type = std::conditional_t<
+      std::is_same_v<T, double>, double,
+      std::conditional_t<std::is_same_v<T, float> || is_reduced_float_v<T>, float, int64_t>>;
+};
+template <class T>
+using acc_t = typename AccumulateType<T>::type;
+
+// ---------------------------------------------------------------------------------
+// fn: float/double overloads of the C math library, callable on host and device.
+
+namespace fn {
+
+#define KILN_MATH_FN1(name)                                          \
+  KILN_HD inline float name(float x) { return ::name##f(x); }       \
+  KILN_HD inline double name(double x) { return ::name(x); }
+#define KILN_MATH_FN2(name)                                                 \
+  KILN_HD inline float name(float x, float y) { return ::name##f(x, y); }  \
+  KILN_HD inline double name(double x, double y) { return ::name(x, y); }
+
+KILN_MATH_FN1(exp)
+KILN_MATH_FN1(exp2)
+KILN_MATH_FN1(expm1)
+KILN_MATH_FN1(log)
+KILN_MATH_FN1(log2)
+KILN_MATH_FN1(log10)
+KILN_MATH_FN1(log1p)
+KILN_MATH_FN1(sqrt)
+KILN_MATH_FN1(sin)
+KILN_MATH_FN1(cos)
+KILN_MATH_FN1(tan)
+KILN_MATH_FN1(tanh)
+KILN_MATH_FN1(erf)
+KILN_MATH_FN1(erfc)
+KILN_MATH_FN1(floor)
+KILN_MATH_FN1(ceil)
+KILN_MATH_FN1(trunc)
+KILN_MATH_FN1(nearbyint)
+KILN_MATH_FN1(fabs)
+KILN_MATH_FN2(fmod)
+KILN_MATH_FN2(pow)
+KILN_MATH_FN2(atan2)
+KILN_MATH_FN2(hypot)
+KILN_MATH_FN2(copysign)
+
+#undef KILN_MATH_FN1
+#undef KILN_MATH_FN2
+
+template <class C>
+KILN_HD inline bool isnan(C x) {
+  return x != x;
+}
+KILN_HD inline bool signbit(float x) { return (::kiln::detail::f32_bits(x) >> 31) != 0; }
+KILN_HD inline bool signbit(double x) { return (::kiln::detail::f64_bits(x) >> 63) != 0; }
+
+// Constants built from bits: std::numeric_limits' functions are host-only constexpr
+// and would need --expt-relaxed-constexpr in device code.
+template <class C>
+KILN_HD inline C inf() {
+  if constexpr (std::is_same_v<C, float>) return ::kiln::detail::f32_from_bits(0x7f800000u);
+  else return ::kiln::detail::f64_from_bits(0x7ff0000000000000ull);
+}
+template <class C>
+KILN_HD inline C nan() {
+  if constexpr (std::is_same_v<C, float>) return ::kiln::detail::f32_from_bits(0x7fc00000u);
+  else return ::kiln::detail::f64_from_bits(0x7ff8000000000000ull);
+}
+template <class C>
+KILN_HD inline bool isinf(C x) {
+  return fabs(x) == inf<C>();
+}
+
+}  // namespace fn
+
+// ---------------------------------------------------------------------------------
+// Helpers
+
+namespace detail {
+
+// Wrapping integer arithmetic: compute in an unsigned type at least 32 bits wide
+// (modular, no UB) and convert back (modular since C++20).
+template <class T>
+using wide_unsigned_t = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+
+template <class T>
+KILN_HD inline T wrap_add(T a, T b) {
+  using W = wide_unsigned_t<T>;
+  return static_cast<T>(static_cast<W>(a) + static_cast<W>(b));
+}
+template <class T>
+KILN_HD inline T wrap_sub(T a, T b) {
+  using W = wide_unsigned_t<T>;
+  return static_cast<T>(static_cast<W>(a) - static_cast<W>(b));
+}
+template <class T>
+KILN_HD inline T wrap_mul(T a, T b) {
+  using W = wide_unsigned_t<T>;
+  return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
+}
+template <class T>
+KILN_HD inline T wrap_neg(T a) {
+  using W = wide_unsigned_t<T>;
+  return static_cast<T>(W(0) - static_cast<W>(a));
+}
+
+template <class T>
+KILN_HD inline bool is_negative(T x) {
+  if constexpr (std::is_signed_v<T>) return x < T(0);
+  else return false;
+}
+
+template <class T>
+KILN_HD inline T quiet_nan() {
+  return T(fn::nan<opmath_t<T>>());
+}
+
+// Truth value of a number: nonzero (NaN is true, -0.0 is false).
+template <class T>
+KILN_HD inline bool truthy(T x) {
+  if constexpr (std::is_same_v<T, bool>) return x;
+  else return opmath_t<T>(x) != opmath_t<T>(0);
+}
+
+inline constexpr double kSqrtPiOver2 = 0.886226925452758013649;   // sqrt(pi)/2
+inline constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2/sqrt(pi)
+inline constexpr double kSqrt1_2 = 0.707106781186547524401;       // 1/sqrt(2)
+inline constexpr double kSqrt2OverPi = 0.797884560802865355880;   // sqrt(2/pi)
+inline constexpr double kInvSqrt2Pi = 0.398942280401432677940;    // 1/sqrt(2*pi)
+inline constexpr double kGeluKappa = 0.044715;
+
+// erfinv in C (float or double). An initial guess accurate to ~3e-4 (Maclaurin series
+// on |x| <= 0.5, Winitzki's closed form above) is refined by two Halley steps on
+// f(y) = erf(y) - |x|, whose cubic convergence takes it to full precision.
+template <class C>
+KILN_HD inline C erfinv(C x) {
+  const C ax = fn::fabs(x);
+  if (!(ax <= C(1))) return fn::nan<C>();  // NaN or |x| > 1
+  if (ax == C(1)) return fn::copysign(fn::inf<C>(), x);
+  C y;
+  if (ax <= C(0.5)) {
+    // erfinv(z) = sqrt(pi)/2 (z + pi/12 z^3 + 7pi^2/480 z^5 + 127pi^3/40320 z^7 + ...)
+    const C z2 = ax * ax;
+    y = C(kSqrtPiOver2) * ax *
+        (C(1) + z2 * (C(0.2617993877991494365) +
+                      z2 * (C(0.1439317308492198132) + z2 * C(0.0976636195039205645))));
+  } else {
+    // Winitzki (2008), a = 0.147. (1 - ax) is exact for ax >= 0.5 (Sterbenz).
+    const C l = fn::log((C(1) - ax) * (C(1) + ax));
+    const C t = C(4.3307467507998733242) + C(0.5) * l;  // 2/(pi a) + l/2
+    y = fn::sqrt(fn::sqrt(t * t - l / C(0.147)) - t);
+  }
+  for (int i = 0; i < 2; ++i) {
+    // Halley: y -= r/f' / (1 + y r/f'), using f''/f' = -2y. In the tail the residual
+    // is formed as (1-|x|) - erfc(y): erf(y) - |x| would cancel catastrophically
+    // near 1 and cap the accuracy of large results.
+    const C r = ax <= C(0.5) ? fn::erf(y) - ax : (C(1) - ax) - fn::erfc(y);
+    const C step = r / (C(kTwoOverSqrtPi) * fn::exp(-y * y));
+    y -= step / (C(1) + y * step);
+  }
+  return fn::copysign(y, x);
+}
+
+}  // namespace detail
+
+#define KILN_REQUIRE_FLOAT(T, op) \
+  static_assert(::kiln::math::is_floating_v<T>, op ": floating types only (promote first)")
+#define KILN_REQUIRE_INT_OR_BOOL(T, op) \
+  static_assert(std::is_integral_v<T>, op ": integer or bool types only")
+
+// ---------------------------------------------------------------------------------
+// Unary
+
+struct Neg {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    static_assert(!std::is_same_v<T, bool>, "Neg: not defined for bool (as in PyTorch)");
+    if constexpr (is_integer_v<T>) return detail::wrap_neg(x);  // INT_MIN -> INT_MIN
+    else return -x;  // Half/BFloat16: sign-bit flip, exact
+  }
+};
+
+struct Abs {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_reduced_float_v<T>) return T::from_bits(static_cast<uint16_t>(x.x & 0x7fffu));
+    else if constexpr (std::is_floating_point_v<T>) return fn::fabs(x);
+    else if constexpr (std::is_signed_v<T>) return x < 0 ? detail::wrap_neg(x) : x;
+    else return x;  // unsigned, bool
+  }
+};
+
+// PyTorch: (0 < x) - (x < 0), so sign(NaN) = 0 and sign(-0.0) = +0.
+struct Sign {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) return x;
+    else {
+      using C = opmath_t<T>;
+      const C c = C(x);
+      return T(static_cast<int>(C(0) < c) - static_cast<int>(detail::is_negative(c)));
+    }
+  }
+};
+
+// Float-only ops that are a single C library call.
+#define KILN_UNARY_FN(Name, fname)                   \
+  struct Name {                                      \
+    template <class T>                               \
+    KILN_HD T operator()(T x) const {                \
+      KILN_REQUIRE_FLOAT(T, #Name);                  \
+      return T(fn::fname(opmath_t<T>(x)));           \
+    }                                                \
+  };
+
+KILN_UNARY_FN(Exp, exp)
+KILN_UNARY_FN(Exp2, exp2)
+KILN_UNARY_FN(Expm1, expm1)
+KILN_UNARY_FN(Log, log)
+KILN_UNARY_FN(Log2, log2)
+KILN_UNARY_FN(Log10, log10)
+KILN_UNARY_FN(Log1p, log1p)
+KILN_UNARY_FN(Sqrt, sqrt)
+KILN_UNARY_FN(Sin, sin)
+KILN_UNARY_FN(Cos, cos)
+KILN_UNARY_FN(Tan, tan)
+KILN_UNARY_FN(Tanh, tanh)
+KILN_UNARY_FN(Erf, erf)
+#undef KILN_UNARY_FN
+
+// 1/sqrt(x) (not a fused rsqrt), like PyTorch's CPU kernel: rsqrt(-0) = -inf.
+struct Rsqrt {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Rsqrt");
+    using C = opmath_t<T>;
+    return T(C(1) / fn::sqrt(C(x)));
+  }
+};
+
+struct Reciprocal {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Reciprocal");
+    using C = opmath_t<T>;
+    return T(C(1) / C(x));
+  }
+};
+
+// 1 / (1 + exp(-x)), PyTorch's formula: exact 0 for x < ~-88 (float), 1 for large x.
+struct Sigmoid {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Sigmoid");
+    using C = opmath_t<T>;
+    return T(C(1) / (C(1) + fn::exp(-C(x))));
+  }
+};
+
+// PyTorch's relu is clamp_min(x, 0) = std::max(x, 0): NaN propagates, relu(-0.0) = -0.0.
+struct Relu {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (std::is_signed_v<opmath_t<T>>) return opmath_t<T>(x) < 0 ? T(0) : x;
+    else return x;  // unsigned, bool
+  }
+};
+
+// Exact gelu: x/2 (1 + erf(x/sqrt 2)).
+struct Gelu {
+  template <class T>
+  KILN_HD T operator()(T v) const {
+    KILN_REQUIRE_FLOAT(T, "Gelu");
+    using C = opmath_t<T>;
+    const C x = C(v);
+    return T(x * C(0.5) * (C(1) + fn::erf(x * C(detail::kSqrt1_2))));
+  }
+};
+
+// gelu(approximate='tanh'): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluTanh {
+  template <class T>
+  KILN_HD T operator()(T v) const {
+    KILN_REQUIRE_FLOAT(T, "GeluTanh");
+    using C = opmath_t<T>;
+    const C x = C(v);
+    const C inner = C(detail::kSqrt2OverPi) * (x + C(detail::kGeluKappa) * x * x * x);
+    return T(C(0.5) * x * (C(1) + fn::tanh(inner)));
+  }
+};
+
+// x / (1 + exp(-x)), PyTorch's formula; note silu(-inf) = -inf/inf = NaN, as in PyTorch.
+struct Silu {
+  template <class T>
+  KILN_HD T operator()(T v) const {
+    KILN_REQUIRE_FLOAT(T, "Silu");
+    using C = opmath_t<T>;
+    const C x = C(v);
+    return T(x / (C(1) + fn::exp(-x)));
+  }
+};
+
+// Inverse error function: NaN outside [-1, 1], +-inf at +-1. Float computes in float.
+struct Erfinv {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Erfinv");
+    return T(detail::erfinv(opmath_t<T>(x)));
+  }
+};
+
+// Rounding ops are the identity on integers and bool (PyTorch returns a copy).
+#define KILN_ROUNDING_FN(Name, fname)                  \
+  struct Name {                                        \
+    template <class T>                                 \
+    KILN_HD T operator()(T x) const {                  \
+      if constexpr (std::is_integral_v<T>) return x;   \
+      else return T(fn::fname(opmath_t<T>(x)));        \
+    }                                                  \
+  };
+KILN_ROUNDING_FN(Floor, floor)
+KILN_ROUNDING_FN(Ceil, ceil)
+KILN_ROUNDING_FN(Trunc, trunc)
+KILN_ROUNDING_FN(Round, nearbyint)  // half to even (default rounding mode)
+#undef KILN_ROUNDING_FN
+
+// torch.round(x, decimals=d): scale by 10^|d| in the compute type, round half to even,
+// scale back; negative d divides first. Same operation order as PyTorch, so results
+// (including their double-rounding artefacts) match.
+struct RoundDecimals {
+  int64_t decimals;
+  template <class T>
+  KILN_HD T operator()(T v) const {
+    KILN_REQUIRE_FLOAT(T, "RoundDecimals");
+    using C = opmath_t<T>;
+    const bool neg = decimals < 0;
+    const C scale = C(fn::pow(10.0, static_cast<double>(neg ? -decimals : decimals)));
+    const C x = C(v);
+    return T(neg ? fn::nearbyint(x / scale) * scale : fn::nearbyint(x * scale) / scale);
+  }
+};
+
+// x - trunc(x): keeps the sign (frac(-1.5) = -0.5); frac(+-inf) = NaN as in PyTorch.
+struct Frac {
+  template <class T>
+  KILN_HD T operator()(T v) const {
+    KILN_REQUIRE_FLOAT(T, "Frac");
+    using C = opmath_t<T>;
+    const C x = C(v);
+    return T(x - fn::trunc(x));
+  }
+};
+
+struct IsNan {
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    if constexpr (is_floating_v<T>) return fn::isnan(opmath_t<T>(x));
+    else return false;
+  }
+};
+
+struct IsInf {
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    if constexpr (is_floating_v<T>) return fn::isinf(opmath_t<T>(x));
+    else return false;
+  }
+};
+
+struct IsFinite {
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    if constexpr (is_floating_v<T>) {
+      const opmath_t<T> c = opmath_t<T>(x);
+      return !fn::isnan(c) && !fn::isinf(c);
+    } else {
+      return true;
+    }
+  }
+};
+
+struct LogicalNot {
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    return !detail::truthy(x);
+  }
+};
+
+struct BitwiseNot {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_INT_OR_BOOL(T, "BitwiseNot");
+    if constexpr (std::is_same_v<T, bool>) return !x;
+    else return static_cast<T>(~x);
+  }
+};
+
+// nan_to_num: the caller fills in PyTorch's defaults (0, T's max, T's lowest) and
+// passes values representable in T. Integers and bool pass through.
+struct NanToNum {
+  double nan;
+  double posinf;
+  double neginf;
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_floating_v<T>) {
+      const opmath_t<T> c = opmath_t<T>(x);
+      if (fn::isnan(c)) return T(nan);
+      if (fn::isinf(c)) return T(c > 0 ? posinf : neginf);
+      return x;
+    } else {
+      return x;
+    }
+  }
+};
+
+struct Square {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) return x;
+    else if constexpr (is_integer_v<T>) return detail::wrap_mul(x, x);
+    else {
+      const opmath_t<T> c = opmath_t<T>(x);
+      return T(c * c);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// Binary: arithmetic
+
+struct Add {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) return a || b;
+    else if constexpr (is_integer_v<T>) return detail::wrap_add(a, b);
+    else return T(opmath_t<T>(a) + opmath_t<T>(b));
+  }
+};
+
+struct Sub {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    static_assert(!std::is_same_v<T, bool>, "Sub: not defined for bool (as in PyTorch)");
+    if constexpr (is_integer_v<T>) return detail::wrap_sub(a, b);
+    else return T(opmath_t<T>(a) - opmath_t<T>(b));
+  }
+};
+
+struct Mul {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) return a && b;
+    else if constexpr (is_integer_v<T>) return detail::wrap_mul(a, b);
+    else return T(opmath_t<T>(a) * opmath_t<T>(b));
+  }
+};
+
+// a + alpha * b, alpha converted to the compute type (PyTorch's add/sub with alpha).
+// Not fused: a + alpha*b rounds twice, like PyTorch's scalar path (its AVX path uses
+// an FMA, so PyTorch itself differs in the last bit there). The template parameter
+// keeps integer alphas exact: AddAlpha<int64_t>{k}.
+template <class S = double>
+struct AddAlpha {
+  S alpha;
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) return a || (alpha != S(0) && b);
+    else if constexpr (is_integer_v<T>) return detail::wrap_add(a, detail::wrap_mul(static_cast<T>(alpha), b));
+    else {
+      using C = opmath_t<T>;
+      return T(C(a) + C(alpha) * C(b));
+    }
+  }
+};
+
+// True division (floats only; integers are promoted by the caller).
+struct Div {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    KILN_REQUIRE_FLOAT(T, "Div");
+    return T(opmath_t<T>(a) / opmath_t<T>(b));
+  }
+};
+
+// div(rounding_mode='trunc'). Floats: trunc(a / b). Integers: C++ division; b == 0 -> 0
+// (caller raises), b == -1 handled by negation so INT_MIN / -1 wraps instead of trapping.
+struct DivTrunc {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+      if constexpr (is_integer_v<T> && std::is_signed_v<T>) {
+        if (b == T(-1)) return detail::wrap_neg(a);
+      }
+      return static_cast<T>(a / b);
+    } else {
+      using C = opmath_t<T>;
+      return T(fn::trunc(C(a) / C(b)));
+    }
+  }
+};
+
+namespace detail {
+// Python's float floor division (CPython float_divmod, which PyTorch also follows):
+// derived from fmod so that a == q*b + r holds as closely as possible, rather than
+// floor(a/b), whose rounded quotient can land on the wrong integer (1 // 0.1 == 9).
+template <class C>
+KILN_HD inline C div_floor_float(C a, C b) {
+  if (b == C(0)) return a / b;  // IEEE result: +-inf or NaN
+  const C mod = fn::fmod(a, b);
+  C div = (a - mod) / b;  // close to an integer: a - mod is a multiple of b
+  if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) div -= C(1);
+  if (div == C(0)) return fn::copysign(C(0), a / b);  // signed zero of the true quotient
+  C q = fn::floor(div);
+  if (div - q > C(0.5)) q += C(1);  // snap rounding error in (a - mod) / b
+  return q;
+}
+}  // namespace detail
+
+// div(rounding_mode='floor'): Python semantics for floats and integers.
+struct DivFloor {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+      if constexpr (is_integer_v<T> && std::is_signed_v<T>) {
+        if (b == T(-1)) return detail::wrap_neg(a);
+        const T q = static_cast<T>(a / b);
+        const T r = static_cast<T>(a % b);
+        // Truncation rounded toward zero; step down when the signs differ and it was inexact.
+        return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
+      } else {
+        return static_cast<T>(a / b);
+      }
+    } else {
+      using C = opmath_t<T>;
+      return T(detail::div_floor_float(C(a), C(b)));
+    }
+  }
+};
+
+// C fmod: result has the sign of the dividend. Integers: b == 0 -> 0 (caller raises).
+struct Fmod {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+      if constexpr (is_integer_v<T> && std::is_signed_v<T>) {
+        if (b == T(-1)) return T(0);  // avoids INT_MIN % -1 (UB)
+      }
+      return static_cast<T>(a % b);
+    } else {
+      using C = opmath_t<T>;
+      return T(fn::fmod(C(a), C(b)));
+    }
+  }
+};
+
+// Python modulo: result has the sign of the divisor. Floats follow PyTorch exactly:
+// fmod, then add b when the signs disagree; so remainder(-0.0, 1) = -0.0 (Python: 0.0)
+// and remainder(-1, inf) = inf.
+struct Remainder {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+      if constexpr (is_integer_v<T> && std::is_signed_v<T>) {
+        if (b == T(-1)) return T(0);
+        const T r = static_cast<T>(a % b);
+        return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
+      } else {
+        return static_cast<T>(a % b);
+      }
+    } else {
+      using C = opmath_t<T>;
+      const C ca = C(a), cb = C(b);
+      const C mod = fn::fmod(ca, cb);
+      return T((mod != C(0) && ((cb < C(0)) != (mod < C(0)))) ? mod + cb : mod);
+    }
+  }
+};
+
+// Floats: C pow (pow(x, 0) = 1 even for NaN x; pow(1, y) = 1). Integers: exact, wrapping
+// exponentiation by squaring; a negative exponent follows PyTorch's 1/x^n truncation:
+// 1 for x == 1, +-1 for x == -1 (by parity), 0 otherwise (x == 0 included).
+struct Pow {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else if constexpr (is_integer_v<T>) {
+      if constexpr (std::is_signed_v<T>) {
+        if (b < 0) {
+          if (a == 1) return T(1);
+          if (a == -1) return (b & 1) ? T(-1) : T(1);
+          return T(0);
+        }
+      }
+      using W = detail::wide_unsigned_t<T>;
+      W result = 1, base = static_cast<W>(a);
+      for (W e = static_cast<W>(b); e != 0; e >>= 1) {
+        if (e & 1) result *= base;
+        base *= base;
+      }
+      return static_cast<T>(result);
+    } else {
+      using C = opmath_t<T>;
+      return T(fn::pow(C(a), C(b)));
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// Binary: max/min. For zeros, -0 < +0 (IEEE 754-2019 maximum/minimum), so the result
+// does not depend on operand order; PyTorch's scalar path returns the first operand
+// and its vectorized path the second, so it has no single answer there.
+
+struct Maximum {  // NaN-propagating (torch.maximum)
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return a > b ? a : b;
+    } else {
+      using C = opmath_t<T>;
+      const C x = C(a), y = C(b);
+      if (fn::isnan(x) || fn::isnan(y)) return detail::quiet_nan<T>();
+      if (x == y) return fn::signbit(x) ? b : a;
+      return x > y ? a : b;
+    }
+  }
+};
+
+struct Minimum {  // NaN-propagating (torch.minimum)
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return a < b ? a : b;
+    } else {
+      using C = opmath_t<T>;
+      const C x = C(a), y = C(b);
+      if (fn::isnan(x) || fn::isnan(y)) return detail::quiet_nan<T>();
+      if (x == y) return fn::signbit(x) ? a : b;
+      return x < y ? a : b;
+    }
+  }
+};
+
+struct Fmax {  // NaN-ignoring (torch.fmax): NaN only when both are NaN
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_floating_v<T>) {
+      if (fn::isnan(opmath_t<T>(a))) return b;
+      if (fn::isnan(opmath_t<T>(b))) return a;
+    }
+    return Maximum{}(a, b);
+  }
+};
+
+struct Fmin {  // NaN-ignoring (torch.fmin)
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_floating_v<T>) {
+      if (fn::isnan(opmath_t<T>(a))) return b;
+      if (fn::isnan(opmath_t<T>(b))) return a;
+    }
+    return Minimum{}(a, b);
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// Binary: other float math
+
+struct Atan2 {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    KILN_REQUIRE_FLOAT(T, "Atan2");
+    using C = opmath_t<T>;
+    return T(fn::atan2(C(a), C(b)));
+  }
+};
+
+struct Hypot {  // hypot(+-inf, NaN) = inf (C semantics)
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    KILN_REQUIRE_FLOAT(T, "Hypot");
+    using C = opmath_t<T>;
+    return T(fn::hypot(C(a), C(b)));
+  }
+};
+
+struct CopySign {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    KILN_REQUIRE_FLOAT(T, "CopySign");
+    using C = opmath_t<T>;
+    return T(fn::copysign(C(a), C(b)));
+  }
+};
+
+// x * log(y) with 0 * log(y) = 0 (even for y = 0 or inf), but NaN if y is NaN.
+struct Xlogy {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    KILN_REQUIRE_FLOAT(T, "Xlogy");
+    using C = opmath_t<T>;
+    const C x = C(a), y = C(b);
+    if (fn::isnan(y)) return detail::quiet_nan<T>();
+    if (x == C(0)) return T(0);
+    return T(x * fn::log(y));
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// Binary: comparisons and logical ops (return bool; Half/BFloat16 compare as float)
+
+#define KILN_COMPARE_FN(Name, op)                                \
+  struct Name {                                                  \
+    template <class T>                                           \
+    KILN_HD bool operator()(T a, T b) const {                    \
+      return opmath_t<T>(a) op opmath_t<T>(b);                   \
+    }                                                            \
+  };
+KILN_COMPARE_FN(Eq, ==)
+KILN_COMPARE_FN(Ne, !=)
+KILN_COMPARE_FN(Lt, <)
+KILN_COMPARE_FN(Le, <=)
+KILN_COMPARE_FN(Gt, >)
+KILN_COMPARE_FN(Ge, >=)
+#undef KILN_COMPARE_FN
+
+struct LogicalAnd {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return detail::truthy(a) && detail::truthy(b);
+  }
+};
+struct LogicalOr {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return detail::truthy(a) || detail::truthy(b);
+  }
+};
+struct LogicalXor {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return detail::truthy(a) != detail::truthy(b);
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// Binary: bitwise ops (integers and bool)
+
+#define KILN_BITWISE_FN(Name, op)                                \
+  struct Name {                                                  \
+    template <class T>                                           \
+    KILN_HD T operator()(T a, T b) const {                       \
+      KILN_REQUIRE_INT_OR_BOOL(T, #Name);                        \
+      return static_cast<T>(a op b);                             \
+    }                                                            \
+  };
+KILN_BITWISE_FN(BitwiseAnd, &)
+KILN_BITWISE_FN(BitwiseOr, |)
+KILN_BITWISE_FN(BitwiseXor, ^)
+#undef KILN_BITWISE_FN
+
+// PyTorch: a shift count that is negative (as a signed value) or >= the bit width
+// gives 0, instead of C++'s UB.
+struct BitwiseLeftShift {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    static_assert(is_integer_v<T>, "BitwiseLeftShift: integer types only");
+    using S = std::make_signed_t<T>;
+    using U = std::make_unsigned_t<T>;
+    constexpr uint64_t kBits = sizeof(T) * 8;
+    if (static_cast<S>(b) < 0 || static_cast<uint64_t>(b) >= kBits) return T(0);
+    return static_cast<T>(static_cast<U>(a) << b);
+  }
+};
+
+// PyTorch: arithmetic shift for signed types; an out-of-range count (negative or >=
+// the width) shifts everything out: -1 or 0 for signed (the sign fills), 0 for unsigned.
+struct BitwiseRightShift {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    static_assert(is_integer_v<T>, "BitwiseRightShift: integer types only");
+    using S = std::make_signed_t<T>;
+    constexpr uint64_t kBits = sizeof(T) * 8;
+    if (static_cast<S>(b) < 0 || static_cast<uint64_t>(b) >= kBits) {
+      if constexpr (std::is_signed_v<T>) return static_cast<T>(a >> (kBits - 1));
+      else return T(0);
+    }
+    return static_cast<T>(a >> b);
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// Ternary
+
+// torch.lerp: two formulas for accuracy at both ends; the switch is on |w| < 0.5
+// (PyTorch's is_lerp_weight_small), so lerp(a, b, 1) == b exactly.
+struct Lerp {
+  template <class T>
+  KILN_HD T operator()(T a, T b, T w) const {
+    KILN_REQUIRE_FLOAT(T, "Lerp");
+    using C = opmath_t<T>;
+    const C s = C(a), e = C(b), wt = C(w);
+    return T(fn::fabs(wt) < C(0.5) ? s + wt * (e - s) : e - (e - s) * (C(1) - wt));
+  }
+};
+
+struct Where {
+  template <class T>
+  KILN_HD T operator()(bool cond, T a, T b) const {
+    return cond ? a : b;
+  }
+};
+
+// torch.clamp with tensor bounds: min(max(x, lo), hi), so lo > hi gives hi; a NaN in
+// x, lo or hi gives NaN (PyTorch's scalar-bound kernel ignores NaN bounds; kiln does not).
+struct Clamp {
+  template <class T>
+  KILN_HD T operator()(T x, T lo, T hi) const {
+    using C = opmath_t<T>;
+    const C cx = C(x), clo = C(lo), chi = C(hi);
+    if constexpr (is_floating_v<T>) {
+      if (fn::isnan(cx) || fn::isnan(clo) || fn::isnan(chi)) return detail::quiet_nan<T>();
+    }
+    const bool below = cx < clo;
+    const C m = below ? clo : cx;
+    if (chi < m) return hi;
+    return below ? lo : x;
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// Gradient helpers shared by autograd and the compiler (float types; same formulas as
+// PyTorch's backward kernels).
+
+struct SigmoidBackward {  // grad * y * (1 - y), y = sigmoid(x)
+  template <class T>
+  KILN_HD T operator()(T grad, T y) const {
+    KILN_REQUIRE_FLOAT(T, "SigmoidBackward");
+    using C = opmath_t<T>;
+    const C yy = C(y);
+    return T(C(grad) * (C(1) - yy) * yy);
+  }
+};
+
+struct TanhBackward {  // grad * (1 - y^2), y = tanh(x)
+  template <class T>
+  KILN_HD T operator()(T grad, T y) const {
+    KILN_REQUIRE_FLOAT(T, "TanhBackward");
+    using C = opmath_t<T>;
+    const C yy = C(y);
+    return T(C(grad) * (C(1) - yy * yy));
+  }
+};
+
+struct GeluBackward {  // grad * (Phi(x) + x phi(x))
+  template <class T>
+  KILN_HD T operator()(T grad, T v) const {
+    KILN_REQUIRE_FLOAT(T, "GeluBackward");
+    using C = opmath_t<T>;
+    const C x = C(v);
+    const C cdf = C(0.5) * (C(1) + fn::erf(x * C(detail::kSqrt1_2)));
+    const C pdf = C(detail::kInvSqrt2Pi) * fn::exp(C(-0.5) * x * x);
+    return T(C(grad) * (cdf + x * pdf));
+  }
+};
+
+struct GeluTanhBackward {
+  template <class T>
+  KILN_HD T operator()(T grad, T v) const {
+    KILN_REQUIRE_FLOAT(T, "GeluTanhBackward");
+    using C = opmath_t<T>;
+    const C x = C(v);
+    const C beta = C(detail::kSqrt2OverPi), kappa = C(detail::kGeluKappa);
+    const C x2 = x * x;
+    const C t = fn::tanh(beta * (x + kappa * x2 * x));
+    const C d_left = C(0.5) * (C(1) + t);                          // d/dx of x/2, times (1+t)
+    const C d_inner = beta * (C(1) + C(3) * kappa * x2);           // d/dx of tanh's argument
+    const C d_right = C(0.5) * x * (C(1) - t * t) * d_inner;       // x/2 * d/dx (1+t)
+    return T(C(grad) * (d_left + d_right));
+  }
+};
+
+struct SiluBackward {  // grad * s * (1 + x (1 - s)), s = sigmoid(x)
+  template <class T>
+  KILN_HD T operator()(T grad, T v) const {
+    KILN_REQUIRE_FLOAT(T, "SiluBackward");
+    using C = opmath_t<T>;
+    const C x = C(v);
+    const C s = C(1) / (C(1) + fn::exp(-x));
+    return T(C(grad) * s * (C(1) + x * (C(1) - s)));
+  }
+};
+
+struct ErfinvDerivative {  // d/dx erfinv(x) = sqrt(pi)/2 exp(erfinv(x)^2)
+  template <class T>
+  KILN_HD T operator()(T v) const {
+    KILN_REQUIRE_FLOAT(T, "ErfinvDerivative");
+    using C = opmath_t<T>;
+    const C y = detail::erfinv(C(v));
+    return T(C(detail::kSqrtPiOver2) * fn::exp(y * y));
+  }
+};
+
+}  // namespace kiln::math

@@ -1,0 +1,136 @@
+#include "core/tensor_impl.h"
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "autograd/autograd_meta.h"
+
+namespace kiln {
+
+TensorImpl::TensorImpl() = default;
+TensorImpl::~TensorImpl() = default;
+
+Shape contiguous_strides(IntArrayRef sizes) {
+  Shape strides(sizes.size());
+  int64_t s = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+int64_t compute_numel(IntArrayRef sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] == 1) continue;  // any stride is fine for a size-1 dim
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+void TensorImpl::refresh_metadata() {
+  numel = compute_numel(sizes);
+  is_contiguous = compute_contiguous(sizes, strides);
+}
+
+namespace {
+std::array<Allocator*, kNumDeviceTypes>& allocators() {
+  static std::array<Allocator*, kNumDeviceTypes> a{};
+  return a;
+}
+}  // namespace
+
+void register_allocator(DeviceType type, Allocator* alloc) { allocators()[static_cast<int>(type)] = alloc; }
+
+Allocator* get_allocator(DeviceType type) {
+  Allocator* a = allocators()[static_cast<int>(type)];
+  KILN_CHECK(a, "no allocator for device type ", device_type_name(type),
+             (type == DeviceType::CUDA ? " (kiln was built without CUDA, or no GPU is available)" : ""));
+  return a;
+}
+
+Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes.vec();
+  impl->strides = strides.vec();
+  impl->dtype = dtype;
+  impl->device = device;
+  for (int64_t s : sizes) KILN_CHECK(s >= 0, "negative dimension in size ", shape_str(sizes));
+  impl->refresh_metadata();
+  // Storage extent: the largest reachable element + 1.
+  int64_t extent = impl->numel == 0 ? 0 : 1;
+  if (impl->numel > 0)
+    for (size_t i = 0; i < sizes.size(); ++i) extent += (sizes[i] - 1) * strides[i];
+  impl->storage = get_allocator(device.type)->allocate(static_cast<size_t>(extent) * itemsize(dtype), device);
+  return Tensor(std::move(impl));
+}
+
+Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device) {
+  return make_tensor_strided(sizes, contiguous_strides(sizes), dtype, device);
+}
+
+Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes.vec();
+  impl->strides = strides.vec();
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->refresh_metadata();
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset) {
+  const TensorImpl* b = base.unsafe_impl();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = b->storage;
+  impl->sizes = sizes.vec();
+  impl->strides = strides.vec();
+  impl->storage_offset = storage_offset;
+  impl->dtype = b->dtype;
+  impl->device = b->device;
+  impl->version = b->version;
+  impl->view_base = b->view_base ? b->view_base : base.impl_ptr();
+  impl->refresh_metadata();
+  return Tensor(std::move(impl));
+}
+
+Tensor wrap_scalar(const Scalar& s, Device device) {
+  DType dt = s.dtype();
+  Tensor t = make_tensor({}, dt, kCPU);
+  switch (dt) {
+    case DType::Bool: *static_cast<bool*>(t.data_ptr()) = s.to_bool(); break;
+    case DType::Int64: *static_cast<int64_t*>(t.data_ptr()) = s.to_long(); break;
+    default: *static_cast<double*>(t.data_ptr()) = s.to_double(); break;
+  }
+  t.unsafe_impl()->is_wrapped_number = true;
+  (void)device;  // wrapped numbers stay on the CPU; kernels read them as scalars
+  return t;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  KILN_CHECK(dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [", -n, ", ",
+             n - 1, "], but got ", dim, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+std::string shape_str(IntArrayRef sizes) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) os << (i ? ", " : "") << sizes[i];
+  os << "]";
+  return os.str();
+}
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// TensorImpl and Storage: what a Tensor handle points at.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+namespace autograd {
+struct Node;
+struct AutogradMeta;
+}  // namespace autograd
+
+using Shape = std::vector<int64_t>;
+
+// A reference-counted buffer on one device. Views share it.
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  std::function<void(void*)> deleter;  // frees `data`; empty for borrowed memory
+
+  Storage(void* d, size_t n, Device dev, std::function<void(void*)> del)
+      : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
+  ~Storage() {
+    if (deleter) deleter(data);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+// Shared by a tensor and all its views: bumped by every in-place write, so
+// autograd can tell that a tensor it saved has changed (Note [Version counter]).
+struct VersionCounter {
+  std::atomic<uint32_t> version{0};
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;  // null for tracer/meta tensors
+  Shape sizes;
+  Shape strides;
+  int64_t storage_offset = 0;
+  int64_t numel = 1;
+  DType dtype = DType::Float32;
+  Device device;
+  bool is_contiguous = true;
+  // A 0-d tensor made from a C++ number: promotes like a Python scalar.
+  bool is_wrapped_number = false;
+  std::shared_ptr<VersionCounter> version = std::make_shared<VersionCounter>();
+  std::unique_ptr<autograd::AutogradMeta> autograd;  // null until autograd touches it
+  // For views: the tensor whose storage this one aliases (for Tensor::_base()).
+  std::shared_ptr<TensorImpl> view_base;
+
+  TensorImpl();
+  ~TensorImpl();
+  // Recomputes numel and is_contiguous from sizes/strides.
+  void refresh_metadata();
+  char* data() const { return static_cast<char*>(storage->data) + storage_offset * itemsize(dtype); }
+  void bump_version() { version->version.fetch_add(1, std::memory_order_relaxed); }
+};
+
+// Row-major (contiguous) strides for `sizes`.
+Shape contiguous_strides(IntArrayRef sizes);
+int64_t compute_numel(IntArrayRef sizes);
+bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
+
+// Allocates storage on `device` for a contiguous tensor (uninitialised contents).
+Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device);
+Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
+// A tensor without storage (tracer / meta).
+Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
+// A new impl aliasing base's storage and version counter (a view).
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset);
+// A 0-d tensor from a Scalar, flagged as a wrapped number.
+Tensor wrap_scalar(const Scalar& s, Device device = kCPU);
+
+// Memory allocation per device; the CPU one aligns to 64 bytes.
+struct Allocator {
+  virtual ~Allocator() = default;
+  virtual std::shared_ptr<Storage> allocate(size_t nbytes, Device device) = 0;
+};
+void register_allocator(DeviceType type, Allocator* alloc);
+Allocator* get_allocator(DeviceType type);
+
+// Wraps a dimension index into [0, ndim) (ndim 0 accepts -1 and 0), or throws
+// naming the op.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+std::string shape_str(IntArrayRef sizes);
+
+}  // namespace kiln

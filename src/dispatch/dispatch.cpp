@@ -1,0 +1,218 @@
+#include "dispatch/dispatch.h"
+
+#include <array>
+
+#include "kiln/autograd.h"
+
+namespace kiln {
+
+// Note [Op call path]
+// Every op, eager or traced, enters through call_op. Modes (the tracer) see
+// the call first and may handle it entirely; the autograd layer records a
+// node and calls below itself with grad mode off; backend_call picks the
+// kernel by device, or runs the decomposition when a device has no kernel.
+
+namespace {
+thread_local std::vector<DispatchMode*> tls_modes;
+thread_local size_t tls_active_modes = 0;
+
+AutogradLayer g_autograd_layer = nullptr;
+NeedsAutograd g_needs_autograd = nullptr;
+RebaseHistory g_rebase_history = nullptr;
+
+std::array<Backend*, kNumDeviceTypes>& backends() {
+  static std::array<Backend*, kNumDeviceTypes> b{};
+  return b;
+}
+
+// The device an op runs on: that of its tensor inputs (0-d CPU tensors, such
+// as wrapped scalars, may accompany tensors of another device).
+Device common_device(OpId op, std::span<const Tensor> inputs, bool& found) {
+  Device dev = kCPU;
+  found = false;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (t.dim() == 0 && t.is_cpu()) continue;
+    if (!found) {
+      dev = t.device();
+      found = true;
+    } else {
+      KILN_CHECK(t.device() == dev, op_name(op), ": expected all tensors to be on the same device, but found ",
+                 dev, " and ", t.device());
+    }
+  }
+  if (!found) {
+    for (const Tensor& t : inputs)
+      if (t.defined()) {
+        dev = t.device();
+        found = true;
+        break;
+      }
+  }
+  return dev;
+}
+}  // namespace
+
+void push_dispatch_mode(DispatchMode* mode) {
+  tls_modes.resize(tls_active_modes);
+  tls_modes.push_back(mode);
+  tls_active_modes = tls_modes.size();
+}
+void pop_dispatch_mode() {
+  KILN_CHECK(tls_active_modes > 0, "pop_dispatch_mode: no mode is active");
+  tls_modes.resize(tls_active_modes - 1);
+  tls_active_modes = tls_modes.size();
+}
+ExcludeModeGuard::ExcludeModeGuard() : saved_(tls_active_modes) {
+  if (tls_active_modes > 0) --tls_active_modes;
+}
+ExcludeModeGuard::~ExcludeModeGuard() { tls_active_modes = saved_; }
+
+void set_autograd_layer(AutogradLayer layer, NeedsAutograd needs, RebaseHistory rebase) {
+  g_autograd_layer = layer;
+  g_needs_autograd = needs;
+  g_rebase_history = rebase;
+}
+
+void register_backend(DeviceType type, Backend* backend) { backends()[static_cast<int>(type)] = backend; }
+Backend* get_backend(DeviceType type) { return backends()[static_cast<int>(type)]; }
+
+std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
+  if (tls_active_modes > 0) {
+    DispatchMode* mode = tls_modes[tls_active_modes - 1];
+    ExcludeModeGuard guard;
+    return mode->call(op, inputs, attrs);
+  }
+  if (g_needs_autograd && g_needs_autograd(inputs)) return g_autograd_layer(op, inputs, attrs);
+  return backend_call(op, inputs, attrs);
+}
+
+Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
+  auto outs = call_op(op, std::move(inputs), std::move(attrs));
+  KILN_CHECK(!outs.empty(), "internal: ", op_name(op), " returned no outputs");
+  return outs[0];
+}
+
+std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  OpCall call{op, inputs, attrs};
+  if (info.has(VIEW) && info.meta) {
+    std::vector<TensorMeta> metas = info.meta(call);
+    std::vector<Tensor> outs;
+    outs.reserve(metas.size());
+    for (const TensorMeta& m : metas) outs.push_back(make_view(inputs[0], m.sizes, m.strides, m.storage_offset));
+    return outs;
+  }
+  bool found = false;
+  Device dev = common_device(op, inputs, found);
+  std::vector<TensorMeta> metas;
+  if (!found && info.meta) {
+    metas = info.meta(call);
+    if (!metas.empty()) dev = metas[0].device;
+  }
+  if (KernelFn kernel = info.kernels[static_cast<int>(dev.type)]) {
+    std::vector<Tensor> outs;
+    if (!info.has(DATA_DEPENDENT)) {
+      KILN_CHECK(info.meta, "internal: ", info.name, " has a kernel but no meta function");
+      if (metas.empty()) metas = info.meta(call);
+      outs.reserve(metas.size());
+      for (const TensorMeta& m : metas) outs.push_back(make_tensor(m.sizes, m.dtype, m.device));
+    }
+    kernel(call, outs);
+    return outs;
+  }
+  if (info.decomp) return info.decomp(call);
+  KILN_FAIL(info.name, ": not supported yet on ", dev, " (no kernel and no decomposition)");
+}
+
+namespace {
+bool shares_storage_but_differs(const Tensor& self, const Tensor& other) {
+  if (!other.defined() || other.is_same(self) || !other.has_storage() || !self.has_storage()) return false;
+  if (!self.is_alias_of(other)) return false;
+  return !(other.sizes() == self.sizes() && other.strides() == self.strides() &&
+           other.storage_offset() == self.storage_offset());
+}
+}  // namespace
+
+Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs attrs) {
+  const OpInfo& info = op_info(op);
+  const char* name = info.name;
+  if (tls_active_modes == 0 && g_needs_autograd && g_needs_autograd(inputs)) {
+    KILN_CHECK(!(self.is_leaf() && self.requires_grad()), name,
+               "_: a leaf tensor that requires grad is being used in an in-place operation; "
+               "wrap it in kiln::NoGradGuard or clone() it first");
+    KILN_CHECK(!self.is_view() || !self._base().requires_grad(), name,
+               "_: not supported yet: an in-place op on a view of a tensor that requires grad");
+    // The node may save self's old value, which is about to be overwritten:
+    // give it a copy of its own so the version check stays meaningful.
+    if (static_cast<uint8_t>(info.save) & static_cast<uint8_t>(SaveMask::SaveIn))
+      for (Tensor& t : inputs)
+        if (t.is_same(self)) t = self.clone();
+    Tensor r = call_op1(op, std::move(inputs), std::move(attrs));
+    KILN_CHECK(r.sizes() == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
+               " doesn't match the broadcast shape ", shape_str(r.sizes()));
+    KILN_CHECK(can_cast(r.dtype(), self.dtype()), name, "_: result type ", r.dtype(),
+               " can't be cast to the desired output type ", self.dtype());
+    {
+      NoGradGuard no_grad;
+      copy_into(self, r);
+    }
+    self.unsafe_impl()->bump_version();
+    // self now holds r's value: it takes over r's place in the graph.
+    g_rebase_history(self, r);
+    return self;
+  }
+  OpCall call{op, inputs, attrs};
+  std::vector<TensorMeta> metas;
+  if (info.meta && !info.has(DATA_DEPENDENT)) {
+    metas = info.meta(call);
+    KILN_CHECK(metas.size() == 1, name, "_: in-place form needs an op with one output");
+    KILN_CHECK(metas[0].sizes == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
+               " doesn't match the broadcast shape ", shape_str(metas[0].sizes));
+    KILN_CHECK(can_cast(metas[0].dtype, self.dtype()), name, "_: result type ", metas[0].dtype,
+               " can't be cast to the desired output type ", self.dtype());
+  }
+  bool overlap = false;
+  for (const Tensor& t : inputs) overlap = overlap || shares_storage_but_differs(self, t);
+  bool found = false;
+  Device dev = common_device(op, inputs, found);
+  KernelFn kernel = info.kernels[static_cast<int>(dev.type)];
+  if (tls_active_modes == 0 && kernel && info.has(POINTWISE) && !metas.empty() && metas[0].dtype == self.dtype() &&
+      !overlap && self.has_storage()) {
+    std::vector<Tensor> outs{self};
+    kernel(call, outs);
+  } else {
+    Tensor r = call_op1(op, std::move(inputs), std::move(attrs));
+    copy_into(self, r);
+  }
+  self.unsafe_impl()->bump_version();
+  return self;
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  KILN_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
+  Tensor s = src;
+  if (s.sizes() != dst.sizes()) {
+    // Broadcast src to dst's shape (same rules as expand).
+    int64_t nd = dst.dim(), ns = s.dim();
+    KILN_CHECK(ns <= nd, "copy_: source of shape ", shape_str(s.sizes()), " can't be broadcast to ",
+               shape_str(dst.sizes()));
+    Shape strides(nd, 0);
+    for (int64_t i = 0; i < ns; ++i) {
+      int64_t di = nd - ns + i;
+      int64_t sz = s.sizes()[i];
+      KILN_CHECK(sz == dst.sizes()[di] || sz == 1, "copy_: source of shape ", shape_str(s.sizes()),
+                 " can't be broadcast to ", shape_str(dst.sizes()));
+      strides[di] = sz == 1 ? 0 : s.strides()[i];
+    }
+    s = make_view(s, dst.sizes(), strides, s.storage_offset());
+  }
+  if (dst.numel() == 0) return;
+  Device dd = dst.device(), sd = s.device();
+  Backend* b = get_backend(dd.is_cpu() ? sd.type : dd.type);
+  KILN_CHECK(b, "copy_: no backend for ", (dd.is_cpu() ? sd : dd));
+  KILN_CHECK(dd.is_cpu() || sd.is_cpu() || dd.type == sd.type, "copy_: not supported yet: copy from ", sd, " to ", dd);
+  b->copy(dst, s);
+}
+
+}  // namespace kiln

@@ -1,0 +1,64 @@
+// The op call path (Note [Op call path]):
+//   call_op → top DispatchMode (the tracer, while compiling)
+//           → autograd layer (grad mode on and an input requires grad)
+//           → backend_call (the device's kernel, or the op's decomposition).
+#pragma once
+#include <span>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace kiln {
+
+std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs = {});
+Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+// Below autograd: runs the device kernel, else the decomposition, else throws.
+std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
+
+// Note [In-place ops]: writes op(inputs) into `self` (which is inputs[0] for
+// ops like add_), bumping its version. Without autograd a pointwise kernel
+// writes straight into self; with autograd the result is computed out of
+// place and self takes over its history.
+Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+// Copies src into dst (broadcasting src, converting dtype, across devices),
+// without autograd.
+void copy_into(const Tensor& dst, const Tensor& src);
+
+// A mode intercepts every op call above autograd (the tracer is one).
+struct DispatchMode {
+  virtual ~DispatchMode() = default;
+  virtual std::vector<Tensor> call(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) = 0;
+};
+void push_dispatch_mode(DispatchMode* mode);
+void pop_dispatch_mode();
+// RAII: modes below the current one see calls made while this guard lives.
+class ExcludeModeGuard {
+ public:
+  ExcludeModeGuard();
+  ~ExcludeModeGuard();
+
+ private:
+  size_t saved_;
+};
+
+// The autograd layer, installed by src/autograd (which sits above backends).
+using AutogradLayer = std::vector<Tensor> (*)(OpId op, std::vector<Tensor>& inputs, const Attrs& attrs);
+using NeedsAutograd = bool (*)(const std::vector<Tensor>& inputs);
+// Makes `self` take over `result`'s place in the graph after an in-place op.
+using RebaseHistory = void (*)(Tensor& self, const Tensor& result);
+void set_autograd_layer(AutogradLayer layer, NeedsAutograd needs, RebaseHistory rebase);
+
+// A device backend: the small interface a device implements besides kernels.
+struct Backend {
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // dst and src have the same sizes; either may live on this device, the other on the CPU.
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  virtual void synchronize() {}
+};
+void register_backend(DeviceType type, Backend* backend);
+Backend* get_backend(DeviceType type);  // null when the device has none
+
+}  // namespace kiln

@@ -1,0 +1,40 @@
+// Shared pieces of meta functions: broadcasting, type promotion, dim lists.
+#pragma once
+#include <span>
+
+#include "ops/registry.h"
+
+namespace kiln {
+
+// torch.broadcast_shapes; throws naming `op` and both shapes on mismatch.
+Shape broadcast_shapes(IntArrayRef a, IntArrayRef b, const char* op);
+Shape broadcast_all(std::span<const Tensor> ts, const char* op);
+
+// torch.result_type over tensors (wrapped numbers and 0-d tensors promote
+// only across categories, as in PyTorch). Undefined tensors are skipped.
+DType result_type(std::span<const Tensor> ts);
+// For ops that compute in floating point (exp, div, ...): integral/bool → default float.
+inline DType to_floating(DType t) { return is_floating_point(t) ? t : default_dtype(); }
+
+// The device the outputs go to: the first non-0-d-CPU input's device.
+Device output_device(std::span<const Tensor> ts);
+
+// Normalises a dim list (wraps negatives, checks range and duplicates); an
+// empty list means every dim. Returns a mask of reduced dims.
+std::vector<bool> dim_mask(IntArrayRef dims, int64_t ndim, const char* op);
+// Output shape of a reduction over the dims in `mask`.
+Shape reduced_shape(IntArrayRef sizes, const std::vector<bool>& mask, bool keepdim);
+
+// A meta result with one output.
+inline std::vector<TensorMeta> one_output(Shape sizes, DType dtype, Device device) {
+  TensorMeta m;
+  m.sizes = std::move(sizes);
+  m.dtype = dtype;
+  m.device = device;
+  return {m};
+}
+
+// The usual check that an input is defined and what its dtype category is.
+void check_floating(const Tensor& t, const char* op, const char* arg);
+
+}  // namespace kiln

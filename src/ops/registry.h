@@ -1,0 +1,96 @@
+// The op registry: per-op meta function, decomposition, VJP rule and kernels,
+// filled in by KILN_REGISTER_* next to each definition and derived from
+// ops.def for everything else (Note [Op table]).
+#pragma once
+#include <span>
+#include <vector>
+
+#include "core/tensor_impl.h"
+#include "ops/attrs.h"
+#include "ops/op_id.h"
+
+namespace kiln {
+
+enum class OpKind : uint8_t { Prim, Composite };
+enum OpFlags : uint32_t {
+  POINTWISE = 1u << 0,
+  REDUCTION = 1u << 1,
+  VIEW = 1u << 2,
+  RANDOM = 1u << 3,
+  DATA_DEPENDENT = 1u << 4,
+  FACTORY = 1u << 5,
+  NONDIFF = 1u << 6,
+};
+enum class SaveMask : uint8_t { SaveNone = 0, SaveIn = 1, SaveOut = 2, SaveAll = 3 };
+
+// What a meta function reports about one output.
+struct TensorMeta {
+  Shape sizes;
+  DType dtype = DType::Float32;
+  Device device;
+  // Views only: the alias's strides and storage offset (input 0's storage).
+  Shape strides;
+  int64_t storage_offset = 0;
+};
+
+struct OpCall {
+  OpId op;
+  std::span<const Tensor> inputs;
+  const Attrs& attrs;
+  const char* name() const { return op_name(op); }
+  const Tensor& in(size_t i) const { return inputs[i]; }
+};
+
+struct VjpCall {
+  OpId op;
+  const Attrs& attrs;
+  std::vector<Tensor> inputs;       // saved inputs (undefined unless the op saves inputs)
+  std::vector<Tensor> outputs;      // saved outputs (undefined unless the op saves outputs)
+  std::vector<Tensor> grads;        // one per output; zeros where no gradient flowed
+  std::vector<TensorMeta> input_meta;  // sizes/dtype/device of every input, always present
+  std::vector<bool> needs_grad;     // which inputs need a gradient
+  bool needs(size_t i) const { return i < needs_grad.size() && needs_grad[i]; }
+};
+
+using MetaFn = std::vector<TensorMeta> (*)(const OpCall&);
+using DecompFn = std::vector<Tensor> (*)(const OpCall&);
+using VjpFn = std::vector<Tensor> (*)(const VjpCall&);
+// Writes into preallocated outputs (from the meta function). DATA_DEPENDENT
+// ops receive an empty `outputs` and append what they produce.
+using KernelFn = void (*)(const OpCall&, std::vector<Tensor>& outputs);
+
+struct OpInfo {
+  const char* name;
+  OpKind kind;
+  uint32_t flags;
+  SaveMask save;
+  const char* signature;
+  MetaFn meta = nullptr;
+  DecompFn decomp = nullptr;
+  VjpFn vjp = nullptr;
+  KernelFn kernels[kNumDeviceTypes] = {};
+
+  bool has(uint32_t f) const { return (flags & f) != 0; }
+  bool differentiable() const { return !has(NONDIFF) && (vjp != nullptr || decomp != nullptr); }
+};
+
+OpInfo& op_info(OpId op);
+
+bool register_meta(OpId op, MetaFn fn);
+bool register_decomp(OpId op, DecompFn fn);
+bool register_vjp(OpId op, VjpFn fn);
+bool register_kernel(OpId op, DeviceType device, KernelFn fn);
+
+}  // namespace kiln
+
+#define KILN_CONCAT_INNER(a, b) a##b
+#define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
+#define KILN_REGISTER_META(op, fn) \
+  [[maybe_unused]] static const bool KILN_CONCAT(kiln_meta_, op) = ::kiln::register_meta(::kiln::OpId::op, fn)
+#define KILN_REGISTER_DECOMP(op, fn) \
+  [[maybe_unused]] static const bool KILN_CONCAT(kiln_decomp_, op) = ::kiln::register_decomp(::kiln::OpId::op, fn)
+#define KILN_REGISTER_VJP(op, fn) \
+  [[maybe_unused]] static const bool KILN_CONCAT(kiln_vjp_, op) = ::kiln::register_vjp(::kiln::OpId::op, fn)
+#define KILN_REGISTER_KERNEL(op, device, fn)                           \
+  [[maybe_unused]] static const bool KILN_CONCAT(kiln_kernel_##device##_, op) = \
+      ::kiln::register_kernel(::kiln::OpId::op, ::kiln::DeviceType::device, fn)

@@ -1,0 +1,46 @@
+// The table-driven op tests (Note [Op samples]): each op of ops.def registers
+// sample inputs with an independent reference; the generated tests run every
+// sample, compare with the reference, gradcheck differentiable ops, and check
+// that bad inputs throw kiln::Error. An op without samples fails the suite.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "ops/registry.h"
+#include "tests/ops/ref.h"
+
+namespace kiln::test {
+
+using TensorList = std::vector<Tensor>;
+using OpFn = std::function<TensorList(const TensorList&)>;
+
+struct OpSample {
+  std::string name;    // what the case covers, e.g. "broadcast float32 [3,1]x[4]"
+  TensorList inputs;
+  OpFn fn;             // calls the public kiln function(s) under test
+  OpFn reference;      // independent fp64 / naive-loop result, in the expected dtypes
+  double atol = 0, rtol = 0;  // 0: the defaults for the output dtype
+  bool check_grad = true;     // gradcheck (float64) when the op is differentiable
+  std::vector<size_t> grad_inputs;  // inputs to differentiate (empty: every floating input)
+  // For random or data-dependent ops whose values cannot be compared: only
+  // shapes and dtypes are compared, and `check` (if set) validates outputs.
+  std::function<void(const TensorList& outputs)> check;
+  bool compare_values = true;
+};
+
+struct ErrorSample {
+  std::string name;
+  std::function<void()> call;
+  std::string expect;  // a substring the kiln::Error message must contain
+};
+
+using SampleFn = std::vector<OpSample> (*)();
+using ErrorFn = std::vector<ErrorSample> (*)();
+bool register_samples(OpId op, SampleFn samples, ErrorFn errors = nullptr);
+
+}  // namespace kiln::test
+
+#define KILN_OP_SAMPLES(op, samples, errors) \
+  [[maybe_unused]] static const bool KILN_CONCAT(kiln_samples_, op) = ::kiln::test::register_samples(::kiln::OpId::op, samples, errors)

@@ -1,0 +1,132 @@
+// The generated op tests: one test per op in ops.def (Note [Op samples]).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "tests/ops/op_samples.h"
+
+namespace kiln::test {
+
+namespace {
+struct Registered {
+  SampleFn samples = nullptr;
+  ErrorFn errors = nullptr;
+};
+std::map<OpId, Registered>& registry() {
+  static std::map<OpId, Registered> r;
+  return r;
+}
+
+// Tolerances like torch.testing.assert_close, by dtype.
+void default_tol(DType t, double& atol, double& rtol) {
+  switch (t) {
+    case DType::Float16: atol = 1e-5; rtol = 1e-3; break;
+    case DType::BFloat16: atol = 1e-5; rtol = 1.6e-2; break;
+    case DType::Float32: atol = 1e-5; rtol = 1.3e-6; break;
+    case DType::Float64: atol = 1e-7; rtol = 1e-7; break;
+    default: atol = 0; rtol = 0; break;
+  }
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const OpSample& s, size_t k, const char* what) {
+  ASSERT_TRUE(got.defined()) << what << " output " << k << " is undefined";
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what << " output " << k << " shape";
+  ASSERT_EQ(got.dtype(), want.dtype()) << what << " output " << k << " dtype";
+  if (!s.compare_values) return;
+  double atol = s.atol, rtol = s.rtol;
+  double da, dr;
+  default_tol(got.dtype(), da, dr);
+  atol = std::max(atol, da);
+  rtol = std::max(rtol, dr);
+  auto g = got.to_vector<double>();
+  auto w = want.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
+              std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
+    if (!ok && bad++ < 5)
+      ADD_FAILURE() << what << " output " << k << " element " << i << ": got " << g[i] << ", expected " << w[i]
+                    << " (atol " << atol << ", rtol " << rtol << ")";
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << g.size() << " elements differ";
+}
+
+class OpTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(OpTest, Samples) {
+  OpId op = static_cast<OpId>(GetParam());
+  const OpInfo& info = op_info(op);
+  auto it = registry().find(op);
+  ASSERT_TRUE(it != registry().end() && it->second.samples) << "op '" << info.name << "' has no test samples";
+  std::vector<OpSample> samples = it->second.samples();
+  ASSERT_FALSE(samples.empty()) << "op '" << info.name << "' registered an empty sample list";
+  for (const OpSample& s : samples) {
+    SCOPED_TRACE(std::string(info.name) + ": " + s.name);
+    TensorList got, want;
+    try {
+      got = s.fn(s.inputs);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw: " << e.what();
+      continue;
+    }
+    if (s.reference) {
+      want = s.reference(s.inputs);
+      ASSERT_EQ(got.size(), want.size()) << "number of outputs";
+      for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], s, k, "eager");
+    }
+    if (s.check) s.check(got);
+    // Gradients against finite differences, in float64.
+    if (s.check_grad && info.differentiable()) {
+      TensorList in;
+      bool any = false;
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        const Tensor& t = s.inputs[i];
+        bool want_grad = t.defined() && is_floating_point(t.dtype()) &&
+                         (s.grad_inputs.empty() ||
+                          std::find(s.grad_inputs.begin(), s.grad_inputs.end(), i) != s.grad_inputs.end());
+        if (want_grad) {
+          in.push_back(t.detach().to(kFloat64, true).requires_grad_(true));
+          any = true;
+        } else {
+          in.push_back(t.defined() && is_floating_point(t.dtype()) ? t.to(kFloat64) : t);
+        }
+      }
+      if (any) {
+        try {
+          EXPECT_TRUE(gradcheck(s.fn, in));
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "gradcheck: " << e.what();
+        }
+      }
+    }
+  }
+  if (it->second.errors) {
+    for (const ErrorSample& e : it->second.errors()) {
+      SCOPED_TRACE(std::string(info.name) + " bad input: " + e.name);
+      try {
+        e.call();
+        ADD_FAILURE() << "expected kiln::Error containing '" << e.expect << "'";
+      } catch (const kiln::Error& err) {
+        EXPECT_NE(std::string(err.what()).find(e.expect), std::string::npos)
+            << "message '" << err.what() << "' lacks '" << e.expect << "'";
+      } catch (const std::exception& err) {
+        ADD_FAILURE() << "threw a non-kiln exception: " << err.what();
+      }
+    }
+  }
+}
+
+std::string op_test_name(const ::testing::TestParamInfo<int>& p) { return op_name(static_cast<OpId>(p.param)); }
+INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range(0, kNumOps), op_test_name);
+
+}  // namespace
+
+bool register_samples(OpId op, SampleFn samples, ErrorFn errors) {
+  auto& r = registry()[op];
+  r.samples = samples;
+  r.errors = errors;
+  return true;
+}
+
+}  // namespace kiln::test
