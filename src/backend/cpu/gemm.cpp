@@ -83,6 +83,22 @@ T* thread_scratch(int64_t elems) {
   return static_cast<T*>(buf.get(static_cast<size_t>(elems) * sizeof(T)));
 }
 
+// Integer arithmetic is done in an unsigned type of at least 32 bits so
+// overflow wraps (as PyTorch's integer matmul does) instead of being UB, and
+// uint16 * uint16 cannot hit signed-int promotion overflow. Modular arithmetic
+// makes the truncated result equal to wrapping in T itself.
+template <class T>
+using Wrapping = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+
+template <class T>
+T mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<Wrapping<T>>(a) * static_cast<Wrapping<T>>(b));
+  } else {
+    return a * b;
+  }
+}
+
 template <class T>
 void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
   if (beta == T(1)) return;
@@ -91,7 +107,7 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
     if (beta == T(0)) {
       std::fill(c, c + N, T(0));  // not 0 * c: C may hold NaN
     } else {
-      for (int64_t j = 0; j < N; ++j) c[j] = beta * c[j];
+      for (int64_t j = 0; j < N; ++j) c[j] = mul(beta, c[j]);
     }
   }
 }
@@ -301,15 +317,12 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
   }
 }
 
-// Integer GEMM. Arithmetic is done in an unsigned type of at least 32 bits so
-// overflow wraps (as PyTorch's integer matmul does) instead of being UB, and
-// uint16 * uint16 cannot hit signed-int promotion overflow. Modular arithmetic
-// makes the truncated result equal to wrapping in T itself.
+// Integer GEMM, wrapping on overflow (see Wrapping).
 template <class T>
 void gemm_integer(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t ars,
                   int64_t acs, const T* B, int64_t brs, int64_t bcs, T beta, T* C,
                   int64_t ldc) {
-  using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+  using U = Wrapping<T>;
   // op(B) as a contiguous K x N copy: unit-stride inner loop that vectorizes,
   // and the widening happens once instead of M times.
   std::vector<U> b(static_cast<size_t>(K * N));
