@@ -165,7 +165,7 @@ struct Half {
   constexpr KILN_HD Half(uint16_t bits, BitsTag) : x(bits) {}
   template <class U>
   static KILN_HD uint16_t convert(U v) {
-    if constexpr (std::is_same_v<U, double> || std::is_same_v<U, long double> ||
+    if constexpr ((std::is_floating_point_v<U> && !std::is_same_v<U, float>) ||
                   (std::is_integral_v<U> && sizeof(U) > 2)) {
       return detail::float_to_half_bits(
           detail::double_to_float_round_odd(static_cast<double>(v)));
@@ -191,7 +191,7 @@ struct BFloat16 {
   template <class U>
   static KILN_HD uint16_t convert(U v) {
     // Integers wider than 16 bits may exceed float's 24-bit significand: go via double.
-    if constexpr (std::is_same_v<U, double> || std::is_same_v<U, long double> ||
+    if constexpr ((std::is_floating_point_v<U> && !std::is_same_v<U, float>) ||
                   (std::is_integral_v<U> && sizeof(U) > 2)) {
       return detail::float_to_bf16_bits(
           detail::double_to_float_round_odd(static_cast<double>(v)));
