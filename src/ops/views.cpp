@@ -463,6 +463,5 @@ std::vector<Tensor> Tensor::split(SymInt s, int64_t d) const { return kiln::spli
 std::vector<Tensor> Tensor::split(SymIntArrayRef s, int64_t d) const { return kiln::split(*this, s, d); }
 std::vector<Tensor> Tensor::chunk(int64_t n, int64_t d) const { return kiln::chunk(*this, n, d); }
 std::vector<Tensor> Tensor::unbind(int64_t d) const { return kiln::unbind(*this, d); }
-Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 
 }  // namespace kiln

@@ -62,7 +62,7 @@ std::vector<OpSample> samples_empty() {
 std::vector<ErrorSample> errors_factory(const char* name, std::function<void(Shape)> f) {
   return {err(std::string(name) + " negative size", [f] { f({2, -1}); }, "negative dimension")};
 }
-std::vector<ErrorSample> errors_empty() { return errors_factory("empty", [](Shape s) { empty(s); }); }
+std::vector<ErrorSample> errors_empty() { return errors_factory("empty", [](Shape s) { kiln::empty(s); }); }
 
 std::vector<OpSample> samples_full() {
   std::vector<OpSample> out;
