@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "core/philox.h"
+#include <gtest/gtest.h>
+
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
@@ -43,7 +45,7 @@ std::vector<OpSample> samples_empty() {
   for (DType t : kAll)
     for (const Shape& s : kShapes) {
       OpSample smp = value_sample(dname(t) + " " + shape_str(s), [s, t](const TensorList&) {
-        return TensorList{empty(s, t)};
+        return TensorList{kiln::empty(s, t)};
       }, [s, t](const TensorList&) { return TensorList{Ref(s).to(t)}; });
       smp.compare_values = false;
       out.push_back(smp);
@@ -55,14 +57,14 @@ std::vector<OpSample> samples_empty() {
     EXPECT_FALSE(o[0].is_contiguous());
   }));
   out.push_back(check_sample("requires_grad option", [](const TensorList&) {
-    return TensorList{empty({2}, TensorOptions(kFloat64).requires_grad())};
+    return TensorList{kiln::empty({2}, TensorOptions(kFloat64).requires_grad())};
   }, [](const TensorList& o) { EXPECT_TRUE(o[0].requires_grad()); }));
   return out;
 }
 std::vector<ErrorSample> errors_factory(const char* name, std::function<void(Shape)> f) {
   return {err(std::string(name) + " negative size", [f] { f({2, -1}); }, "negative dimension")};
 }
-std::vector<ErrorSample> errors_empty() { return errors_factory("empty", [](Shape s) { empty(s); }); }
+std::vector<ErrorSample> errors_empty() { return errors_factory("empty", [](Shape s) { kiln::empty(s); }); }
 
 std::vector<OpSample> samples_full() {
   std::vector<OpSample> out;

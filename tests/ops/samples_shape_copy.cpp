@@ -2,6 +2,8 @@
 // References index the fp64 Ref arrays directly (naive loops).
 #include <algorithm>
 
+#include <gtest/gtest.h>
+
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
