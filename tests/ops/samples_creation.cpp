@@ -248,6 +248,10 @@ std::vector<OpSample> samples_linspace() {
                                r.v = {0, 3, 6, 10};
                                return TensorList{r.to(kInt64)};
                              }));
+  out.push_back(value_sample("decomposition", [](const TensorList&) {
+    OpCall c{OpId::linspace, {}, Attrs{Scalar(-1), Scalar(3), int64_t(7), kFloat64, kCPU}};
+    return TensorList{op_info(OpId::linspace).decomp(c)[0]};
+  }, [](const TensorList&) { return TensorList{ref_linspace(-1, 3, 7).to(kFloat64)}; }));
   for (DType t : kFloats)
     out.push_back(value_sample(dname(t), [t](const TensorList&) { return TensorList{linspace(0, 1, 9, t)}; },
                                [t](const TensorList&) { return TensorList{ref_linspace(0, 1, 9).to(t)}; }));
@@ -266,6 +270,10 @@ std::vector<OpSample> samples_eye() {
     out.push_back(value_sample(std::to_string(n) + "x" + std::to_string(m), [n, m](const TensorList&) {
       return TensorList{eye(n, m)};
     }, [n, m](const TensorList&) { return TensorList{ref_eye(n, m).to(kFloat32)}; }));
+  out.push_back(value_sample("decomposition", [](const TensorList&) {
+    OpCall c{OpId::eye, {}, Attrs{int64_t(3), int64_t(4), kFloat32, kCPU}};
+    return TensorList{op_info(OpId::eye).decomp(c)[0]};
+  }, [](const TensorList&) { return TensorList{ref_eye(3, 4).to(kFloat32)}; }));
   out.push_back(value_sample("square default", [](const TensorList&) { return TensorList{eye(3)}; },
                              [](const TensorList&) { return TensorList{ref_eye(3, 3).to(kFloat32)}; }));
   for (DType t : kAll)

@@ -324,6 +324,14 @@ std::vector<OpSample> samples_bernoulli() {
       s.inputs = {make_input({4, 6}, t, 4, 0.0, 1.0, nc)};
       out.push_back(s);
     }
+  OpSample d = sample("decomposition matches the kernel", [](const TensorList& in) {
+    OpCall c{OpId::bernoulli, in, Attrs{int64_t(8), int64_t(0)}};
+    Tensor viadecomp = op_info(OpId::bernoulli).decomp(c)[0];
+    Generator g(8);
+    return TensorList{viadecomp, bernoulli(in[0], &g)};
+  }, nullptr, [](const TensorList& o) { expect_equal(o[0], o[1]); });
+  d.inputs = {make_input({4, 6}, kFloat32, 5, 0.0, 1.0)};
+  out.push_back(d);
   OpSample z = sample("0-d and empty", [](const TensorList& in) {
     return TensorList{bernoulli(in[0]), bernoulli(in[1])};
   }, [](const TensorList&) { return TensorList{Ref(Shape{}, 1).to(kFloat32), Ref({0, 3}).to(kFloat64)}; });
