@@ -32,7 +32,11 @@ Red red_of(const VjpCall& v, const Ints& dims) {
   return r;
 }
 // A reduction's result (or its grad) with the reduced dims kept as size 1.
-Tensor keep(const Tensor& t, const Red& r) { return t.sizes() == IntArrayRef(r.keep_sizes) ? t : reshape(t, r.keep_sizes); }
+Tensor keep(const Tensor& t, const Red& r) {
+  if (t.sizes() == IntArrayRef(r.keep_sizes)) return t;
+  // A 0-d result means every dim was reduced: all kept sizes are 1, so expand is exact.
+  return t.dim() == 0 ? expand(t, r.keep_sizes) : reshape(t, r.keep_sizes);
+}
 Tensor expand_back(const Tensor& t, const Red& r) { return expand(keep(t, r), r.in_sizes); }
 // The gradient in input 0's dtype (a reduction may have changed it).
 Tensor as_input(const VjpCall& v, const Tensor& g) {

@@ -197,6 +197,7 @@ std::vector<Tensor> decomp_logsumexp(const OpCall& c) {
   x = to(x, compute_dtype(out));
   const Ints& dims = c.attrs.ints(0);
   bool keepdim = c.attrs.b(1);
+  dim_mask(dims, x.dim(), c.name());  // errors name logsumexp, not amax
   Tensor m = x.numel() == 0 ? full(IntArrayRef{}, Scalar(0.0), TensorOptions(x.dtype()).device(x.device()))
                             : call_op1(OpId::amax, {x}, {dims, true});
   m = where(isinf(m), Scalar(0.0), m);
@@ -218,6 +219,7 @@ std::vector<Tensor> decomp_norm(const OpCall& c) {
   double p = c.attrs.f(0);
   const Ints& dims = c.attrs.ints(1);
   bool keepdim = c.attrs.b(2);
+  dim_mask(dims, x0.dim(), c.name());  // errors name norm, not the reductions it uses
   Tensor x = to(x0, compute_dtype(x0.dtype()));
   auto red = [&](OpId op, const Tensor& t) {
     if (op == OpId::sum) return call_op1(op, {t}, {dims, keepdim, std::monostate{}});
