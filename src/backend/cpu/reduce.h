@@ -46,7 +46,8 @@ ReducePlan make_reduce_plan(const Tensor& x, const std::vector<bool>& mask);
 inline constexpr int kLanes = 16;
 inline constexpr int64_t kChunk = 256;      // elements per lane flush (inner)
 inline constexpr int64_t kRowChunk = 32;    // rows per lane flush (outer)
-inline constexpr int64_t kBlock = 64;       // outputs per outer-loop block
+inline constexpr int64_t kBlock = 64;       // outputs per block (index reductions, scans)
+inline constexpr int64_t kOuterBlock = 512; // outputs per block of the row-accumulating reduce loop
 inline constexpr int64_t kReduceGrain = 32768;
 
 template <class T>
@@ -125,7 +126,7 @@ template <class Op, class T>
 void reduce_rows(const Op& op, const T* p, const std::vector<RDim>& red, int64_t rb, int64_t re, int64_t w,
                  typename Op::acc_t* acc) {
   using L = typename Op::lane_t;
-  L lanes[kBlock];
+  L lanes[kOuterBlock];
   for (int64_t j = 0; j < w; ++j) lanes[j] = op.lane_init();
   int64_t rows = 0;
   for_runs(red, rb, re, [&](int64_t off, int64_t n, int64_t st) {
@@ -156,7 +157,7 @@ void reduce_loop(const Tensor& out, const Tensor& x, const std::vector<bool>& ma
   O* op_out = static_cast<O*>(out.data_ptr());
   bool outer = !pl.kept.empty() && pl.kept.back().stride == 1 && !pl.red.empty() && pl.red.back().stride != 1;
   int64_t kin = outer ? pl.kept.back().size : 1;
-  int64_t nblk = outer ? (kin + kBlock - 1) / kBlock : 1;
+  int64_t nblk = outer ? (kin + kOuterBlock - 1) / kOuterBlock : 1;
   int64_t units = pl.n_out / kin * nblk;
   size_t nk_outer = outer ? pl.kept.size() - 1 : pl.kept.size();
 
@@ -164,8 +165,8 @@ void reduce_loop(const Tensor& out, const Tensor& x, const std::vector<bool>& ma
   // the index of its first output.
   auto run_unit = [&](int64_t u, int64_t rb, int64_t re, A* acc) -> int64_t {
     if (outer) {
-      int64_t ko = u / nblk, j0 = (u % nblk) * kBlock;
-      int64_t w = std::min(kBlock, kin - j0);
+      int64_t ko = u / nblk, j0 = (u % nblk) * kOuterBlock;
+      int64_t w = std::min(kOuterBlock, kin - j0);
       const T* base = xp + flat_offset(pl.kept, nk_outer, ko) + j0;
       reduce_rows(op, base, pl.red, rb, re, w, acc);
       return ko * kin + j0;
@@ -176,17 +177,17 @@ void reduce_loop(const Tensor& out, const Tensor& x, const std::vector<bool>& ma
     acc[0] = a;
     return u;
   };
-  auto unit_width = [&](int64_t u) { return outer ? std::min(kBlock, kin - (u % nblk) * kBlock) : int64_t(1); };
+  auto unit_width = [&](int64_t u) { return outer ? std::min(kOuterBlock, kin - (u % nblk) * kOuterBlock) : int64_t(1); };
 
   int nt = get_num_threads();
   int64_t work = pl.n_out * std::max<int64_t>(pl.n_red, 1);
   bool split = nt > 1 && !in_parallel_region() && units < 4 * nt && work > kReduceGrain &&
                pl.n_red >= 4 * kChunk;
   if (!split) {
-    int64_t per_unit = std::max<int64_t>(1, pl.n_red * (outer ? kBlock : 1));
+    int64_t per_unit = std::max<int64_t>(1, pl.n_red * (outer ? kOuterBlock : 1));
     int64_t grain = std::max<int64_t>(1, kReduceGrain / per_unit);
     parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
-      A acc[kBlock];
+      A acc[kOuterBlock];
       for (int64_t u = b; u < e; ++u) {
         int64_t w = unit_width(u);
         for (int64_t j = 0; j < w; ++j) acc[j] = op.acc_init();
@@ -205,7 +206,7 @@ void reduce_loop(const Tensor& out, const Tensor& x, const std::vector<bool>& ma
       int64_t rb = pl.n_red * c / nchunks, re = pl.n_red * (c + 1) / nchunks;
       A* part = partial.get() + c * pl.n_out;
       for (int64_t u = 0; u < units; ++u) {
-        A acc[kBlock];
+        A acc[kOuterBlock];
         int64_t w = unit_width(u);
         for (int64_t j = 0; j < w; ++j) acc[j] = op.acc_init();
         int64_t o = run_unit(u, rb, re, acc);
@@ -304,8 +305,9 @@ struct MinMaxOp {
   lane_t step(lane_t a, T xin) const { return fold(a, convert<lane_t>(xin)); }
   acc_t acc_init() const { return lane_init(); }
   acc_t fold(acc_t a, acc_t x) const {
-    if constexpr (IsMax) return (x > a || is_nan_value(x)) ? x : a;
-    else return (x < a || is_nan_value(x)) ? x : a;
+    // Non-short-circuit `|` keeps this branch-free so the lanes vectorize.
+    if constexpr (IsMax) return (static_cast<int>(x > a) | static_cast<int>(is_nan_value(x))) ? x : a;
+    else return (static_cast<int>(x < a) | static_cast<int>(is_nan_value(x))) ? x : a;
   }
   acc_t combine(acc_t a, acc_t b) const { return fold(a, b); }
   out_t project(acc_t a) const { return convert<out_t>(a); }
