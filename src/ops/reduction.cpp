@@ -167,6 +167,8 @@ KILN_REGISTER_DECOMP(mean, decomp_mean);
 // var = sum((x - mean)^2) / max(0, N - correction): two passes, numerically stable.
 std::vector<Tensor> decomp_var_mean(const OpCall& c) {
   const Tensor& x = c.in(0);
+  KILN_CHECK(is_floating_point(x.dtype()), c.name(), ": std and var only support floating point dtypes, got ",
+             x.dtype());
   auto mask = dim_mask(c.attrs.ints(0), x.dim(), c.name());
   double corr = c.attrs.f(1);
   bool keepdim = c.attrs.b(2);
@@ -219,6 +221,8 @@ std::vector<Tensor> decomp_norm(const OpCall& c) {
   double p = c.attrs.f(0);
   const Ints& dims = c.attrs.ints(1);
   bool keepdim = c.attrs.b(2);
+  // Eager composites run their decomposition without the meta: check here too.
+  KILN_CHECK(is_floating_point(x0.dtype()), c.name(), ": expected a floating point input, got ", x0.dtype());
   dim_mask(dims, x0.dim(), c.name());  // errors name norm, not the reductions it uses
   Tensor x = to(x0, compute_dtype(x0.dtype()));
   auto red = [&](OpId op, const Tensor& t) {
