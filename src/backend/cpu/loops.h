@@ -41,14 +41,8 @@ struct StridedIter {
     // Order dims by the output's stride (largest first) so the output is walked in memory order.
     std::vector<int64_t> perm(nd);
     std::iota(perm.begin(), perm.end(), 0);
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
-      for (size_t k = 0; k < N; ++k) {
-        int64_t sa = std::abs(st[k][a]), sb = std::abs(st[k][b]);
-        if (sa == 0 || sb == 0) continue;
-        if (sa != sb) return sa > sb;
-      }
-      return false;
-    });
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](int64_t a, int64_t b) { return std::abs(st[0][a]) > std::abs(st[0][b]); });
     // Drop size-1 dims, then merge dims that every operand steps through evenly.
     for (int64_t i = 0; i < nd; ++i) {
       int64_t d = perm[i];
