@@ -488,7 +488,8 @@ std::vector<OpSample> addc_samples() {
     o.name = std::move(name);
     o.inputs = std::move(in);
     o.fn = [value](const TensorList& in) {
-      return TensorList{Div ? kiln::addcdiv(in[0], in[1], in[2], value) : kiln::addcmul(in[0], in[1], in[2], value)};
+      Scalar sv = in[0].is_floating_point() ? Scalar(value) : Scalar(static_cast<int64_t>(value));
+      return TensorList{Div ? kiln::addcdiv(in[0], in[1], in[2], sv) : kiln::addcmul(in[0], in[1], in[2], sv)};
     };
     o.reference = [value, out](const TensorList& in) {
       return TensorList{ref_map3(Ref::of(in[0]), Ref::of(in[1]), Ref::of(in[2]), [value](double s, double a, double b) {

@@ -114,7 +114,7 @@ std::vector<OpSample> unary_samples_for(OpId op, const UnarySpec& s) {
   const std::vector<DType> floats{kFloat32, kFloat64, DType::Float16, DType::BFloat16};
   uint64_t seed = static_cast<uint64_t>(op) * 100;
   for (DType t : floats)
-    v.push_back(unary_sample(s, std::string(dtype_name(t)) + " [3,4]", make_input({3, 4}, t, ++seed, s.lo, s.hi), t,
+    v.push_back(unary_sample(s, std::string(dtype_name(t)) + " [3,4]", make_input({3, 4}, t, ++seed, s.lo, s.hi), out_dtype(s.kind, t),
                              t == kFloat32));
   v.push_back(unary_sample(s, "noncontig float32 [4,3]", make_input({4, 3}, kFloat32, ++seed, s.lo, s.hi, true),
                            out_dtype(s.kind, kFloat32)));
@@ -380,13 +380,14 @@ std::vector<OpSample> to_samples() {
   o.inputs = {make_input({0, 3}, kFloat32, 1), make_input({}, kFloat64, 2)};
   o.fn = [](const TensorList& in) { return TensorList{in[0].to(kFloat64), in[1].to(kFloat32)}; };
   o.reference = [](const TensorList& in) { return TensorList{Ref::of(in[0]).to(kFloat64), Ref::of(in[1]).to(kFloat32)}; };
+  o.check_grad = false;  // float64 -> float32 is lossy under finite differences
   v.push_back(o);
   OpSample same;
   same.name = "same dtype without copy aliases";
   same.inputs = {make_input({3}, kFloat32, 3)};
   same.fn = [](const TensorList& in) { return TensorList{in[0].to(kFloat32)}; };
   same.reference = [](const TensorList& in) { return TensorList{Ref::of(in[0]).to(kFloat32)}; };
-  same.check = [](const TensorList&) {};
+  same.check_grad = false;
   v.push_back(same);
   return v;
 }
