@@ -1,6 +1,8 @@
 // The CPU backend: 64-byte aligned allocation and copies.
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "backend/cpu/loops.h"
 #include "dispatch/dispatch.h"
@@ -8,13 +10,63 @@
 namespace kiln::cpu {
 namespace {
 
-struct CpuAllocator : Allocator {
+// Large blocks are cached and reused: returning them to the OS and faulting
+// fresh pages back in on every op costs far more than the op itself for big
+// tensors (one page fault per 4 KiB). Small blocks go to malloc, which
+// already reuses them. KILN_CPU_CACHE_MB caps the cache (default 1024; 0 disables).
+class CpuAllocator : public Allocator {
+ public:
   std::shared_ptr<Storage> allocate(size_t nbytes, Device device) override {
-    size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
+    size_t rounded = round_size(nbytes);
+    void* p = nullptr;
+    if (rounded >= kCacheMin) p = take(rounded);
+    if (!p) p = std::aligned_alloc(64, rounded);
     if (!p) throw std::bad_alloc();
-    return std::make_shared<Storage>(p, nbytes, device, [](void* q) { std::free(q); });
+    return std::make_shared<Storage>(p, nbytes, device, [this, rounded](void* q) { give_back(q, rounded); });
   }
+
+ private:
+  static constexpr size_t kCacheMin = 1 << 20;
+  // 64-byte granules for small sizes; large sizes round up to 1/8 of their power of two so
+  // nearby sizes share a bucket.
+  static size_t round_size(size_t n) {
+    n = std::max<size_t>(n, 1);
+    if (n < kCacheMin) return (n + 63) / 64 * 64;
+    size_t p = 1;
+    while (p < n) p <<= 1;
+    size_t step = p / 8;
+    return (n + step - 1) / step * step;
+  }
+  void* take(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(rounded);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= rounded;
+    return p;
+  }
+  void give_back(void* p, size_t rounded) {
+    if (rounded >= kCacheMin) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + rounded <= limit()) {
+        free_[rounded].push_back(p);
+        cached_ += rounded;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  static size_t limit() {
+    static const size_t l = [] {
+      const char* env = std::getenv("KILN_CPU_CACHE_MB");
+      return static_cast<size_t>(env ? std::atoll(env) : 1024) << 20;
+    }();
+    return l;
+  }
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
 };
 
 struct CpuBackend : Backend {
@@ -22,10 +74,11 @@ struct CpuBackend : Backend {
   void copy(const Tensor& dst, const Tensor& src) override { copy_cpu(dst, src); }
 };
 
-CpuAllocator g_allocator;
+// Never destroyed: tensors held in other statics may be freed after this file's statics.
+CpuAllocator* g_allocator = new CpuAllocator;
 CpuBackend g_backend;
 [[maybe_unused]] const bool registered = [] {
-  register_allocator(DeviceType::CPU, &g_allocator);
+  register_allocator(DeviceType::CPU, g_allocator);
   register_backend(DeviceType::CPU, &g_backend);
   return true;
 }();

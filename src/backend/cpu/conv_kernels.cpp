@@ -203,9 +203,10 @@ int64_t channel_grain(const ConvGeom& g, int64_t len) {
 // When there are enough work units (samples, or sample x band pairs) to keep
 // every thread busy, threads split the units and each owns one column buffer;
 // the GEMMs inside then run single-threaded (nested parallel_for is serial,
-// and gemm() uses kiln's own kernel inside a parallel region). Otherwise the
-// units run one after another on a single buffer and the threads go to
-// im2col/col2im and the GEMM instead.
+// and so is gemm() inside a parallel region). Otherwise the units run one
+// after another on a single buffer and the threads go to im2col/col2im and
+// the GEMM instead. An uneven split (3 units on 2 threads) would idle a thread
+// for a third of the time, so it is only taken when units are plentiful.
 bool split_units(int64_t units) {
   const int64_t nt = get_num_threads();
   return nt > 1 && !in_parallel_region() && units >= nt && (units % nt == 0 || units >= 4 * nt);
