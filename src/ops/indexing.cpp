@@ -95,6 +95,7 @@ std::vector<TensorMeta> meta_scatter(const OpCall& c) {
     const std::string& r = c.attrs.str(1);
     KILN_CHECK(r == "sum" || r == "prod" || r == "mean" || r == "amax" || r == "amin", c.name(),
                ": reduce argument must be one of sum, prod, mean, amax, amin, got '", r, "'");
+    KILN_CHECK(r != "mean" || x.dtype() != kBool, c.name(), ": reduce 'mean' is not supported for dtype bool");
   }
   return one_output(x.sizes().vec(), x.dtype(), x.device());
 }
@@ -200,8 +201,8 @@ KILN_REGISTER_META(embedding, meta_embedding);
 std::vector<Tensor> decomp_index_select(const OpCall& c) {
   meta_index_select(c);
   const Tensor &x = c.in(0), &index = c.in(1);
-  Tensor idx = index.dim() == 0 ? index.reshape({1}) : index;
-  if (x.dim() == 0) return {kiln::index(x.reshape({1}), {idx}).reshape({})};
+  Tensor idx = index.dim() == 0 ? index.reshape(Shape{1}) : index;
+  if (x.dim() == 0) return {kiln::index(x.reshape(Shape{1}), {idx}).reshape(Shape{})};
   std::vector<Tensor> in{x};
   in.resize(static_cast<size_t>(wrap_dim(c.attrs.i(0), x.dim(), c.name())) + 1);  // ':' before dim
   in.push_back(idx);
@@ -300,7 +301,7 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) { return call_op1(OpId
 Tensor nonzero(const Tensor& x) { return call_op1(OpId::nonzero, {x}); }
 std::vector<Tensor> where(const Tensor& cond) {
   // A 0-d condition behaves as a one-element 1-d one (torch.nonzero(as_tuple=True)).
-  Tensor nz = nonzero(cond.dim() == 0 ? cond.reshape({1}) : cond);
+  Tensor nz = nonzero(cond.dim() == 0 ? cond.reshape(Shape{1}) : cond);
   std::vector<Tensor> r;
   for (int64_t d = 0; d < nz.sizes()[1]; ++d) r.push_back(nz.select(1, d));
   return r;
