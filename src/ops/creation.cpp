@@ -15,7 +15,7 @@ Shape checked_size(SymIntArrayRef size, const char* op) {
 
 // Attrs (size, [value,] dtype, device): the common factory meta.
 std::vector<TensorMeta> meta_factory(const OpCall& c) {
-  size_t k = c.op == OpId::full ? 3 : 1;
+  size_t k = c.op == OpId::full ? 2 : 1;
   return one_output(checked_size(c.attrs.ints(0), c.name()), c.attrs.dtype(k), c.attrs.device(k + 1));
 }
 KILN_REGISTER_META(empty, meta_factory);

@@ -33,6 +33,9 @@ Tensor gather_to_src(const VjpCall& v, const Tensor& g, int64_t dim, const Tenso
   return pad(r, pads);
 }
 
+// A 1-d view of t (0-d becomes [1]).
+Tensor flat(const Tensor& t) { return t.dim() == 0 ? t.unsqueeze(0) : t.reshape(Shape{-1}); }
+
 std::vector<Tensor> index_inputs(const VjpCall& v, size_t first) {
   return std::vector<Tensor>(v.inputs.begin() + static_cast<int64_t>(first), v.inputs.end());
 }
@@ -133,7 +136,7 @@ KILN_REGISTER_VJP(index_add, vjp_index_add);
 std::vector<Tensor> vjp_index_select(const VjpCall& v) {
   const Tensor& g = v.grads[0];
   std::vector<Tensor> r(2);
-  if (v.needs(0)) r[0] = index_add(zeros_for(v, 0, g), dim_attr(v, 0), v.inputs[1].reshape(Shape{-1}), g);
+  if (v.needs(0)) r[0] = index_add(zeros_for(v, 0, g), dim_attr(v, 0), flat(v.inputs[1]), g);
   return r;
 }
 KILN_REGISTER_VJP(index_select, vjp_index_select);
@@ -180,8 +183,10 @@ std::vector<Tensor> vjp_masked_select(const VjpCall& v) {
     // Scatter the selected gradients back to the mask's true positions (masked_scatter).
     Shape bs = broadcast_shapes(v.input_meta[0].sizes, mask.sizes(), "masked_select");
     Tensor m = mask.sizes() == IntArrayRef(bs) ? mask : mask.expand(bs);
-    Tensor full_grad = index_put(zeros(bs, TensorOptions(g.dtype()).device(g.device())), {m}, g);
-    r[0] = reduce_grad(v, 0, full_grad);
+    bool scalar = bs.empty();  // a 0-d mask is indexed as a one-element 1-d one
+    if (scalar) m = m.unsqueeze(0);
+    Tensor full_grad = index_put(zeros(m.sizes(), TensorOptions(g.dtype()).device(g.device())), {m}, g);
+    r[0] = reduce_grad(v, 0, scalar ? full_grad.squeeze(0) : full_grad);
   }
   return r;
 }
@@ -206,7 +211,7 @@ std::vector<Tensor> vjp_embedding(const VjpCall& v) {
     // The padding row gets no gradient.
     if (padding_idx >= 0) g = masked_fill(g, eq(indices, Scalar(padding_idx)).unsqueeze(-1), Scalar(0));
     int64_t d = v.input_meta[0].sizes[1];
-    r[0] = index_add(zeros_for(v, 0, g), 0, indices.reshape(Shape{-1}), g.reshape(Shape{-1, d}));
+    r[0] = index_add(zeros_for(v, 0, g), 0, flat(indices), g.reshape(Shape{-1, d}));
   }
   return r;
 }

@@ -143,8 +143,11 @@ std::vector<TensorMeta> meta_index_put(const OpCall& c) {
   IndexPlan p = plan_index(x.sizes(), c.inputs.subspan(2), c.name());
   KILN_CHECK(values.dtype() == x.dtype(), c.name(), ": index_put requires the source and destination dtypes to match, got ",
              x.dtype(), " for the destination and ", values.dtype(), " for the source");
-  Shape b = broadcast_shapes(p.result, values.sizes(), c.name());
-  KILN_CHECK(b == p.result, c.name(), ": shape mismatch: values of shape ", shape_str(values.sizes()),
+  int64_t off = static_cast<int64_t>(p.result.size()) - values.dim();
+  bool fits = off >= 0;
+  for (int64_t d = 0; fits && d < values.dim(); ++d)
+    fits = values.sizes()[d] == 1 || values.sizes()[d] == p.result[d + off];
+  KILN_CHECK(fits, c.name(), ": shape mismatch: values of shape ", shape_str(values.sizes()),
              " cannot be broadcast to indexing result of shape ", shape_str(p.result));
   return one_output(x.sizes().vec(), x.dtype(), x.device());
 }
@@ -201,8 +204,8 @@ KILN_REGISTER_META(embedding, meta_embedding);
 std::vector<Tensor> decomp_index_select(const OpCall& c) {
   meta_index_select(c);
   const Tensor &x = c.in(0), &index = c.in(1);
-  Tensor idx = index.dim() == 0 ? index.reshape(Shape{1}) : index;
-  if (x.dim() == 0) return {kiln::index(x.reshape(Shape{1}), {idx}).reshape(Shape{})};
+  Tensor idx = index.dim() == 0 ? index.unsqueeze(0) : index;
+  if (x.dim() == 0) return {kiln::index(x.unsqueeze(0), {idx}).squeeze(0)};
   std::vector<Tensor> in{x};
   in.resize(static_cast<size_t>(wrap_dim(c.attrs.i(0), x.dim(), c.name())) + 1);  // ':' before dim
   in.push_back(idx);
@@ -301,7 +304,7 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) { return call_op1(OpId
 Tensor nonzero(const Tensor& x) { return call_op1(OpId::nonzero, {x}); }
 std::vector<Tensor> where(const Tensor& cond) {
   // A 0-d condition behaves as a one-element 1-d one (torch.nonzero(as_tuple=True)).
-  Tensor nz = nonzero(cond.dim() == 0 ? cond.reshape(Shape{1}) : cond);
+  Tensor nz = nonzero(cond.dim() == 0 ? cond.unsqueeze(0) : cond);
   std::vector<Tensor> r;
   for (int64_t d = 0; d < nz.sizes()[1]; ++d) r.push_back(nz.select(1, d));
   return r;
