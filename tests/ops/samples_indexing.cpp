@@ -840,6 +840,7 @@ std::vector<OpSample> embedding_samples() {
   for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16})
     add("2-d indices " + dn(t), val({5, 3}, t, 1), rand_idx({2, 3}, 0, 4, 2), -1);
   add("padding_idx repeats noncontig", val({4, 3}, kFloat64, 3, true), idx({1, 2, 1, 0, 2}, {5}, kInt32), 2);
+  v.back().check_grad = false;  // by definition the padding row gets no gradient (finite differences disagree)
   add("0-d index", val({4, 2}, kFloat64, 4), idx({3}, {}), -1);
   add("empty", val({4, 2}, kFloat32, 5), idx({}, {0}), -1);
   // The padding row gets exactly zero gradient.
@@ -851,7 +852,8 @@ std::vector<OpSample> embedding_samples() {
   g.check_grad = false;
   g.check = [w0 = g.inputs[0]](const TensorList&) {
     Tensor w = w0.detach().clone().requires_grad_(true);
-    embedding(w, idx({0, 1, 1, 2}, {4}), 1).sum().backward();
+    Tensor out = embedding(w, idx({0, 1, 1, 2}, {4}), 1);
+    out.backward(ones_like(out));
     auto gr = w.grad().to_vector<double>();
     std::vector<double> want = {1, 1, 0, 0, 1, 1};
     EXPECT_EQ(gr, want);
