@@ -1,5 +1,7 @@
 // Samples for view ops and sum (the op table's core). References index the
 // input directly with the view's definition.
+#include <gtest/gtest.h>
+
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
