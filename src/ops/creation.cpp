@@ -298,6 +298,5 @@ Tensor Tensor::to(const TensorOptions& o, bool copy) const {
   if (o.requires_grad_ && !r.requires_grad()) r.requires_grad_(true);
   return r;
 }
-Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 
 }  // namespace kiln
