@@ -1,0 +1,32 @@
+// Shared shape logic of the indexing family, used by meta functions and CPU
+// kernels alike so both agree on where advanced-indexed dims go.
+#pragma once
+#include <span>
+
+#include "ops/registry.h"
+
+namespace kiln {
+
+// Note [Advanced indexing layout]
+// x[i0, :, i2] with integer index tensors: the index tensors broadcast to a
+// shape B. When the indexed dims are adjacent, B replaces them in place
+// (result = x dims before, B, x dims after); when a slice separates them, B
+// goes first and every non-indexed dim follows in order (PyTorch's rule).
+// Either way the result is [P, B, Q] where P and Q are lists of x dims.
+struct IndexPlan {
+  Shape result;                 // the sizes of x[indices]
+  Shape bshape;                 // broadcast shape of the index tensors
+  std::vector<int64_t> dims;    // x dims that carry an index tensor, in order
+  std::vector<Tensor> indices;  // the index tensors of those dims
+  std::vector<int64_t> pre;     // x dims of P
+  std::vector<int64_t> post;    // x dims of Q
+};
+
+// Validates integer index tensors (undefined = ':') against x and lays out
+// the result. Bool masks must have been turned into integer tensors already.
+IndexPlan plan_index(IntArrayRef x_sizes, std::span<const Tensor> indices, const char* op);
+
+// Index tensors must be int64 or int32 (torch also accepts those two).
+void check_index_dtype(const Tensor& index, const char* op, const char* what = "index");
+
+}  // namespace kiln
