@@ -3,89 +3,120 @@
 cmake_policy(SET CMP0009 NEW)
 
 # KILN_EXAMPLES at CMakeLists.txt:79 (file)
-file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/main/examples/*.cpp")
+file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/wt/nn/examples/*.cpp")
 set(OLD_GLOB
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
-  file(TOUCH_NOCREATE "/work/main/build/CMakeFiles/cmake.verify_globs")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
+endif()
+
+# OPS_SOURCES at tests/CMakeLists.txt:18 (file)
+file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/wt/nn/tests/ops/*.cpp")
+set(OLD_GLOB
+  "/work/wt/nn/tests/ops/op_tests.cpp"
+  "/work/wt/nn/tests/ops/ref.cpp"
+  )
+if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
+  message("-- GLOB mismatch!")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
+endif()
+
+# UNIT_SOURCES at tests/CMakeLists.txt:9 (file)
+file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/wt/nn/tests/unit/*.cpp")
+set(OLD_GLOB
+  "/work/wt/nn/tests/unit/test_conv_kernels.cpp"
+  "/work/wt/nn/tests/unit/test_gemm.cpp"
+  "/work/wt/nn/tests/unit/test_scalar_math.cpp"
+  )
+if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
+  message("-- GLOB mismatch!")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
 endif()
 
 # KILN_TOOL_SOURCES at CMakeLists.txt:65 (file)
-file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/main/tools/kiln/*.cpp")
+file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/wt/nn/tools/kiln/*.cpp")
 set(OLD_GLOB
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
-  file(TOUCH_NOCREATE "/work/main/build/CMakeFiles/cmake.verify_globs")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
 endif()
 
 # KILN_SOURCES at CMakeLists.txt:50 (file)
-file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/main/src/autograd/*.cpp")
+file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/wt/nn/src/autograd/*.cpp")
 set(OLD_GLOB
-  "/work/main/src/autograd/engine.cpp"
-  "/work/main/src/autograd/grad_mode.cpp"
-  "/work/main/src/autograd/node.cpp"
-  "/work/main/src/autograd/record.cpp"
-  "/work/main/src/autograd/tensor_autograd.cpp"
+  "/work/wt/nn/src/autograd/custom_function.cpp"
+  "/work/wt/nn/src/autograd/engine.cpp"
+  "/work/wt/nn/src/autograd/grad_mode.cpp"
+  "/work/wt/nn/src/autograd/gradcheck.cpp"
+  "/work/wt/nn/src/autograd/node.cpp"
+  "/work/wt/nn/src/autograd/record.cpp"
+  "/work/wt/nn/src/autograd/tensor_autograd.cpp"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
-  file(TOUCH_NOCREATE "/work/main/build/CMakeFiles/cmake.verify_globs")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
 endif()
 
 # KILN_SOURCES at CMakeLists.txt:50 (file)
-file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/main/src/backend/cpu/*.cpp")
+file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/wt/nn/src/backend/cpu/*.cpp")
 set(OLD_GLOB
-  "/work/main/src/backend/cpu/backend.cpp"
-  "/work/main/src/backend/cpu/conv_kernels.cpp"
-  "/work/main/src/backend/cpu/creation.cpp"
-  "/work/main/src/backend/cpu/gemm.cpp"
-  "/work/main/src/backend/cpu/pointwise.cpp"
+  "/work/wt/nn/src/backend/cpu/backend.cpp"
+  "/work/wt/nn/src/backend/cpu/conv_kernels.cpp"
+  "/work/wt/nn/src/backend/cpu/creation.cpp"
+  "/work/wt/nn/src/backend/cpu/gemm.cpp"
+  "/work/wt/nn/src/backend/cpu/nn.cpp"
+  "/work/wt/nn/src/backend/cpu/pointwise.cpp"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
-  file(TOUCH_NOCREATE "/work/main/build/CMakeFiles/cmake.verify_globs")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
 endif()
 
 # KILN_SOURCES at CMakeLists.txt:50 (file)
-file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/main/src/core/*.cpp")
+file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/wt/nn/src/core/*.cpp")
 set(OLD_GLOB
-  "/work/main/src/core/device.cpp"
-  "/work/main/src/core/dtype.cpp"
-  "/work/main/src/core/error.cpp"
-  "/work/main/src/core/parallel.cpp"
-  "/work/main/src/core/scalar.cpp"
-  "/work/main/src/core/tensor.cpp"
-  "/work/main/src/core/tensor_impl.cpp"
+  "/work/wt/nn/src/core/device.cpp"
+  "/work/wt/nn/src/core/dtype.cpp"
+  "/work/wt/nn/src/core/error.cpp"
+  "/work/wt/nn/src/core/parallel.cpp"
+  "/work/wt/nn/src/core/scalar.cpp"
+  "/work/wt/nn/src/core/tensor.cpp"
+  "/work/wt/nn/src/core/tensor_impl.cpp"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
-  file(TOUCH_NOCREATE "/work/main/build/CMakeFiles/cmake.verify_globs")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
 endif()
 
 # KILN_SOURCES at CMakeLists.txt:50 (file)
-file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/main/src/dispatch/*.cpp")
+file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/wt/nn/src/dispatch/*.cpp")
 set(OLD_GLOB
-  "/work/main/src/dispatch/dispatch.cpp"
+  "/work/wt/nn/src/dispatch/dispatch.cpp"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
-  file(TOUCH_NOCREATE "/work/main/build/CMakeFiles/cmake.verify_globs")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
 endif()
 
 # KILN_SOURCES at CMakeLists.txt:50 (file)
-file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/main/src/ops/*.cpp")
+file(GLOB_RECURSE NEW_GLOB LIST_DIRECTORIES false "/work/wt/nn/src/ops/*.cpp")
 set(OLD_GLOB
-  "/work/main/src/ops/creation.cpp"
-  "/work/main/src/ops/grad_pointwise.cpp"
-  "/work/main/src/ops/grad_util.cpp"
-  "/work/main/src/ops/meta_util.cpp"
-  "/work/main/src/ops/pointwise.cpp"
-  "/work/main/src/ops/registry.cpp"
-  "/work/main/src/ops/tensor_data.cpp"
+  "/work/wt/nn/src/ops/creation.cpp"
+  "/work/wt/nn/src/ops/grad_nn.cpp"
+  "/work/wt/nn/src/ops/grad_pointwise.cpp"
+  "/work/wt/nn/src/ops/grad_util.cpp"
+  "/work/wt/nn/src/ops/meta_util.cpp"
+  "/work/wt/nn/src/ops/nn_activation.cpp"
+  "/work/wt/nn/src/ops/nn_attention.cpp"
+  "/work/wt/nn/src/ops/nn_loss.cpp"
+  "/work/wt/nn/src/ops/nn_norm.cpp"
+  "/work/wt/nn/src/ops/pointwise.cpp"
+  "/work/wt/nn/src/ops/registry.cpp"
+  "/work/wt/nn/src/ops/tensor_data.cpp"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
-  file(TOUCH_NOCREATE "/work/main/build/CMakeFiles/cmake.verify_globs")
+  file(TOUCH_NOCREATE "/work/wt/nn/build/CMakeFiles/cmake.verify_globs")
 endif()
