@@ -73,8 +73,7 @@ KILN_HD inline uint16_t float_to_half_bits(float f) {
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7fffffffu;
   if (a >= 0x7f800000u) {  // inf or NaN
-    return static_cast<uint16_t>(a > 0x7f800000u ? sign | 0x7e00u | ((a >> 13) & 0x3ffu)
-                                                 : sign | 0x7c00u);
+    return static_cast<uint16_t>(a > 0x7f800000u ? sign | 0x7e00u | ((a >> 13) & 0x3ffu) : sign | 0x7c00u);
   }
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow
   if (a < 0x38800000u) {
@@ -124,9 +123,7 @@ KILN_HD inline uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-KILN_HD inline float bf16_bits_to_float(uint16_t b) {
-  return f32_from_bits(static_cast<uint32_t>(b) << 16);
-}
+KILN_HD inline float bf16_bits_to_float(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
 
 // double -> float rounded to odd: truncate, and set the lowest bit when inexact.
 // Rounding that result to any format with at least two fewer significand bits than
@@ -167,8 +164,7 @@ struct Half {
   static KILN_HD uint16_t convert(U v) {
     if constexpr ((std::is_floating_point_v<U> && !std::is_same_v<U, float>) ||
                   (std::is_integral_v<U> && sizeof(U) > 2)) {
-      return detail::float_to_half_bits(
-          detail::double_to_float_round_odd(static_cast<double>(v)));
+      return detail::float_to_half_bits(detail::double_to_float_round_odd(static_cast<double>(v)));
     } else {
       return detail::float_to_half_bits(static_cast<float>(v));
     }
@@ -193,8 +189,7 @@ struct BFloat16 {
     // Integers wider than 16 bits may exceed float's 24-bit significand: go via double.
     if constexpr ((std::is_floating_point_v<U> && !std::is_same_v<U, float>) ||
                   (std::is_integral_v<U> && sizeof(U) > 2)) {
-      return detail::float_to_bf16_bits(
-          detail::double_to_float_round_odd(static_cast<double>(v)));
+      return detail::float_to_bf16_bits(detail::double_to_float_round_odd(static_cast<double>(v)));
     } else {
       return detail::float_to_bf16_bits(static_cast<float>(v));
     }
@@ -213,41 +208,41 @@ inline constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_sa
 // H op double -> double (the mixed forms are templates so that every arithmetic type
 // is an exact match and no call is ambiguous). Comparisons go through the implicit
 // conversion to float, so NaN and signed-zero behave as in float.
-#define KILN_HALF_OPERATORS(H)                                                        \
-  KILN_HD inline H operator+(H a, H b) { return H(float(a) + float(b)); }             \
-  KILN_HD inline H operator-(H a, H b) { return H(float(a) - float(b)); }             \
-  KILN_HD inline H operator*(H a, H b) { return H(float(a) * float(b)); }             \
-  KILN_HD inline H operator/(H a, H b) { return H(float(a) / float(b)); }             \
-  /* Negation flips the sign bit: exact, and keeps NaN payloads. */                   \
+#define KILN_HALF_OPERATORS(H)                                                                   \
+  KILN_HD inline H operator+(H a, H b) { return H(float(a) + float(b)); }                        \
+  KILN_HD inline H operator-(H a, H b) { return H(float(a) - float(b)); }                        \
+  KILN_HD inline H operator*(H a, H b) { return H(float(a) * float(b)); }                        \
+  KILN_HD inline H operator/(H a, H b) { return H(float(a) / float(b)); }                        \
+  /* Negation flips the sign bit: exact, and keeps NaN payloads. */                              \
   KILN_HD inline H operator-(H a) { return H::from_bits(static_cast<uint16_t>(a.x ^ 0x8000u)); } \
-  KILN_HD inline H operator+(H a) { return a; }                                       \
-  KILN_HD inline H& operator+=(H& a, H b) { return a = a + b; }                       \
-  KILN_HD inline H& operator-=(H& a, H b) { return a = a - b; }                       \
-  KILN_HD inline H& operator*=(H& a, H b) { return a = a * b; }                       \
-  KILN_HD inline H& operator/=(H& a, H b) { return a = a / b; }                       \
-  KILN_HALF_MIXED_OP(H, +)                                                            \
-  KILN_HALF_MIXED_OP(H, -)                                                            \
-  KILN_HALF_MIXED_OP(H, *)                                                            \
+  KILN_HD inline H operator+(H a) { return a; }                                                  \
+  KILN_HD inline H& operator+=(H& a, H b) { return a = a + b; }                                  \
+  KILN_HD inline H& operator-=(H& a, H b) { return a = a - b; }                                  \
+  KILN_HD inline H& operator*=(H& a, H b) { return a = a * b; }                                  \
+  KILN_HD inline H& operator/=(H& a, H b) { return a = a / b; }                                  \
+  KILN_HALF_MIXED_OP(H, +)                                                                       \
+  KILN_HALF_MIXED_OP(H, -)                                                                       \
+  KILN_HALF_MIXED_OP(H, *)                                                                       \
   KILN_HALF_MIXED_OP(H, /)
 
-#define KILN_HALF_MIXED_OP(H, OP)                                                     \
-  template <class U, std::enable_if_t<std::is_arithmetic_v<U>, int> = 0>              \
-  KILN_HD inline auto operator OP(H a, U b) {                                         \
-    if constexpr (std::is_floating_point_v<U>) {                                      \
-      using R = std::common_type_t<float, U>;                                         \
-      return static_cast<R>(float(a)) OP static_cast<R>(b);                           \
-    } else {                                                                          \
-      return H(float(a) OP float(b));                                                 \
-    }                                                                                 \
-  }                                                                                   \
-  template <class U, std::enable_if_t<std::is_arithmetic_v<U>, int> = 0>              \
-  KILN_HD inline auto operator OP(U a, H b) {                                         \
-    if constexpr (std::is_floating_point_v<U>) {                                      \
-      using R = std::common_type_t<float, U>;                                         \
-      return static_cast<R>(a) OP static_cast<R>(float(b));                           \
-    } else {                                                                          \
-      return H(float(a) OP float(b));                                                 \
-    }                                                                                 \
+#define KILN_HALF_MIXED_OP(H, OP)                                        \
+  template <class U, std::enable_if_t<std::is_arithmetic_v<U>, int> = 0> \
+  KILN_HD inline auto operator OP(H a, U b) {                            \
+    if constexpr (std::is_floating_point_v<U>) {                         \
+      using R = std::common_type_t<float, U>;                            \
+      return static_cast<R>(float(a)) OP static_cast<R>(b);              \
+    } else {                                                             \
+      return H(float(a) OP float(b));                                    \
+    }                                                                    \
+  }                                                                      \
+  template <class U, std::enable_if_t<std::is_arithmetic_v<U>, int> = 0> \
+  KILN_HD inline auto operator OP(U a, H b) {                            \
+    if constexpr (std::is_floating_point_v<U>) {                         \
+      using R = std::common_type_t<float, U>;                            \
+      return static_cast<R>(a) OP static_cast<R>(float(b));              \
+    } else {                                                             \
+      return H(float(a) OP float(b));                                    \
+    }                                                                    \
   }
 
 KILN_HALF_OPERATORS(Half)
@@ -332,7 +327,9 @@ class numeric_limits<kiln::BFloat16> {
   static constexpr KILN_HD kiln::BFloat16 round_error() noexcept { return kiln::BFloat16::from_bits(0x3F00); }
   static constexpr KILN_HD kiln::BFloat16 infinity() noexcept { return kiln::BFloat16::from_bits(0x7F80); }
   static constexpr KILN_HD kiln::BFloat16 quiet_NaN() noexcept { return kiln::BFloat16::from_bits(0x7FC0); }
-  static constexpr KILN_HD kiln::BFloat16 signaling_NaN() noexcept { return kiln::BFloat16::from_bits(0x7FA0); }
+  static constexpr KILN_HD kiln::BFloat16 signaling_NaN() noexcept {
+    return kiln::BFloat16::from_bits(0x7FA0);
+  }
   static constexpr KILN_HD kiln::BFloat16 denorm_min() noexcept { return kiln::BFloat16::from_bits(0x0001); }
 };
 

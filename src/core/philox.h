@@ -92,9 +92,7 @@ KILN_HD inline uint4x32 philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
 }
 
 // The block for stream position `block` (see Note [Philox stream]).
-KILN_HD inline uint4x32 philox_block(uint64_t seed, uint64_t block) {
-  return philox4x32(seed, 0, block);
-}
+KILN_HD inline uint4x32 philox_block(uint64_t seed, uint64_t block) { return philox4x32(seed, 0, block); }
 
 // ---------------------------------------------------------------------------------
 // Bits -> uniform [0, 1)
@@ -148,8 +146,7 @@ KILN_HD inline uint32_t philox_u32(uint64_t seed, uint64_t offset, uint64_t i) {
 
 KILN_HD inline uint64_t philox_u64(uint64_t seed, uint64_t offset, uint64_t i) {
   const uint4x32 b = philox_block(seed, offset + i / 2);
-  return (i % 2) == 0 ? (static_cast<uint64_t>(b.y) << 32 | b.x)
-                      : (static_cast<uint64_t>(b.w) << 32 | b.z);
+  return (i % 2) == 0 ? (static_cast<uint64_t>(b.y) << 32 | b.x) : (static_cast<uint64_t>(b.w) << 32 | b.z);
 }
 
 // Uniform in [0, 1): T = float, double, Half or BFloat16.
@@ -175,8 +172,7 @@ KILN_HD inline T philox_normal(uint64_t seed, uint64_t offset, uint64_t i) {
                   "philox_normal: float, double, Half or BFloat16");
     const uint4x32 b = philox_block(seed, offset + i / 4);
     const uint32_t pair = static_cast<uint32_t>(i % 4) / 2;
-    const float n = box_muller(uniform_float(b.lane(2 * pair)), uniform_float(b.lane(2 * pair + 1)),
-                               use_sin);
+    const float n = box_muller(uniform_float(b.lane(2 * pair)), uniform_float(b.lane(2 * pair + 1)), use_sin);
     return T(n);
   }
 }

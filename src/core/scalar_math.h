@@ -16,7 +16,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "core/half.h"
@@ -55,11 +54,11 @@ using acc_t = typename AccumulateType<T>::type;
 
 namespace fn {
 
-#define KILN_MATH_FN1(name)                                          \
-  KILN_HD inline float name(float x) { return ::name##f(x); }       \
+#define KILN_MATH_FN1(name)                                   \
+  KILN_HD inline float name(float x) { return ::name##f(x); } \
   KILN_HD inline double name(double x) { return ::name(x); }
-#define KILN_MATH_FN2(name)                                                 \
-  KILN_HD inline float name(float x, float y) { return ::name##f(x, y); }  \
+#define KILN_MATH_FN2(name)                                               \
+  KILN_HD inline float name(float x, float y) { return ::name##f(x, y); } \
   KILN_HD inline double name(double x, double y) { return ::name(x, y); }
 
 KILN_MATH_FN1(exp)
@@ -101,13 +100,17 @@ KILN_HD inline bool signbit(double x) { return (::kiln::detail::f64_bits(x) >> 6
 // and would need --expt-relaxed-constexpr in device code.
 template <class C>
 KILN_HD inline C inf() {
-  if constexpr (std::is_same_v<C, float>) return ::kiln::detail::f32_from_bits(0x7f800000u);
-  else return ::kiln::detail::f64_from_bits(0x7ff0000000000000ull);
+  if constexpr (std::is_same_v<C, float>)
+    return ::kiln::detail::f32_from_bits(0x7f800000u);
+  else
+    return ::kiln::detail::f64_from_bits(0x7ff0000000000000ull);
 }
 template <class C>
 KILN_HD inline C nan() {
-  if constexpr (std::is_same_v<C, float>) return ::kiln::detail::f32_from_bits(0x7fc00000u);
-  else return ::kiln::detail::f64_from_bits(0x7ff8000000000000ull);
+  if constexpr (std::is_same_v<C, float>)
+    return ::kiln::detail::f32_from_bits(0x7fc00000u);
+  else
+    return ::kiln::detail::f64_from_bits(0x7ff8000000000000ull);
 }
 template <class C>
 KILN_HD inline bool isinf(C x) {
@@ -149,8 +152,10 @@ KILN_HD inline T wrap_neg(T a) {
 
 template <class T>
 KILN_HD inline bool is_negative(T x) {
-  if constexpr (std::is_signed_v<T>) return x < T(0);
-  else return false;
+  if constexpr (std::is_signed_v<T>)
+    return x < T(0);
+  else
+    return false;
 }
 
 template <class T>
@@ -161,8 +166,10 @@ KILN_HD inline T quiet_nan() {
 // Truth value of a number: nonzero (NaN is true, -0.0 is false).
 template <class T>
 KILN_HD inline bool truthy(T x) {
-  if constexpr (std::is_same_v<T, bool>) return x;
-  else return opmath_t<T>(x) != opmath_t<T>(0);
+  if constexpr (std::is_same_v<T, bool>)
+    return x;
+  else
+    return opmath_t<T>(x) != opmath_t<T>(0);
 }
 
 inline constexpr double kSqrtPiOver2 = 0.886226925452758013649;   // sqrt(pi)/2
@@ -185,8 +192,8 @@ KILN_HD inline C erfinv(C x) {
     // erfinv(z) = sqrt(pi)/2 (z + pi/12 z^3 + 7pi^2/480 z^5 + 127pi^3/40320 z^7 + ...)
     const C z2 = ax * ax;
     y = C(kSqrtPiOver2) * ax *
-        (C(1) + z2 * (C(0.2617993877991494365) +
-                      z2 * (C(0.1439317308492198132) + z2 * C(0.0976636195039205645))));
+        (C(1) +
+         z2 * (C(0.2617993877991494365) + z2 * (C(0.1439317308492198132) + z2 * C(0.0976636195039205645))));
   } else {
     // Winitzki (2008), a = 0.147. (1 - ax) is exact for ax >= 0.5 (Sterbenz).
     const C l = fn::log((C(1) - ax) * (C(1) + ax));
@@ -218,18 +225,24 @@ struct Neg {
   template <class T>
   KILN_HD T operator()(T x) const {
     static_assert(!std::is_same_v<T, bool>, "Neg: not defined for bool (as in PyTorch)");
-    if constexpr (is_integer_v<T>) return detail::wrap_neg(x);  // INT_MIN -> INT_MIN
-    else return -x;  // Half/BFloat16: sign-bit flip, exact
+    if constexpr (is_integer_v<T>)
+      return detail::wrap_neg(x);  // INT_MIN -> INT_MIN
+    else
+      return -x;  // Half/BFloat16: sign-bit flip, exact
   }
 };
 
 struct Abs {
   template <class T>
   KILN_HD T operator()(T x) const {
-    if constexpr (is_reduced_float_v<T>) return T::from_bits(static_cast<uint16_t>(x.x & 0x7fffu));
-    else if constexpr (std::is_floating_point_v<T>) return fn::fabs(x);
-    else if constexpr (std::is_signed_v<T>) return x < 0 ? detail::wrap_neg(x) : x;
-    else return x;  // unsigned, bool
+    if constexpr (is_reduced_float_v<T>)
+      return T::from_bits(static_cast<uint16_t>(x.x & 0x7fffu));
+    else if constexpr (std::is_floating_point_v<T>)
+      return fn::fabs(x);
+    else if constexpr (std::is_signed_v<T>)
+      return x < 0 ? detail::wrap_neg(x) : x;
+    else
+      return x;  // unsigned, bool
   }
 };
 
@@ -237,7 +250,8 @@ struct Abs {
 struct Sign {
   template <class T>
   KILN_HD T operator()(T x) const {
-    if constexpr (std::is_same_v<T, bool>) return x;
+    if constexpr (std::is_same_v<T, bool>)
+      return x;
     else {
       using C = opmath_t<T>;
       const C c = C(x);
@@ -247,13 +261,13 @@ struct Sign {
 };
 
 // Float-only ops that are a single C library call.
-#define KILN_UNARY_FN(Name, fname)                   \
-  struct Name {                                      \
-    template <class T>                               \
-    KILN_HD T operator()(T x) const {                \
-      KILN_REQUIRE_FLOAT(T, #Name);                  \
-      return T(fn::fname(opmath_t<T>(x)));           \
-    }                                                \
+#define KILN_UNARY_FN(Name, fname)         \
+  struct Name {                            \
+    template <class T>                     \
+    KILN_HD T operator()(T x) const {      \
+      KILN_REQUIRE_FLOAT(T, #Name);        \
+      return T(fn::fname(opmath_t<T>(x))); \
+    }                                      \
   };
 
 KILN_UNARY_FN(Exp, exp)
@@ -304,8 +318,10 @@ struct Sigmoid {
 struct Relu {
   template <class T>
   KILN_HD T operator()(T x) const {
-    if constexpr (std::is_signed_v<opmath_t<T>>) return opmath_t<T>(x) < 0 ? T(0) : x;
-    else return x;  // unsigned, bool
+    if constexpr (std::is_signed_v<opmath_t<T>>)
+      return opmath_t<T>(x) < 0 ? T(0) : x;
+    else
+      return x;  // unsigned, bool
   }
 };
 
@@ -353,13 +369,15 @@ struct Erfinv {
 };
 
 // Rounding ops are the identity on integers and bool (PyTorch returns a copy).
-#define KILN_ROUNDING_FN(Name, fname)                  \
-  struct Name {                                        \
-    template <class T>                                 \
-    KILN_HD T operator()(T x) const {                  \
-      if constexpr (std::is_integral_v<T>) return x;   \
-      else return T(fn::fname(opmath_t<T>(x)));        \
-    }                                                  \
+#define KILN_ROUNDING_FN(Name, fname)        \
+  struct Name {                              \
+    template <class T>                       \
+    KILN_HD T operator()(T x) const {        \
+      if constexpr (std::is_integral_v<T>)   \
+        return x;                            \
+      else                                   \
+        return T(fn::fname(opmath_t<T>(x))); \
+    }                                        \
   };
 KILN_ROUNDING_FN(Floor, floor)
 KILN_ROUNDING_FN(Ceil, ceil)
@@ -397,16 +415,20 @@ struct Frac {
 struct IsNan {
   template <class T>
   KILN_HD bool operator()(T x) const {
-    if constexpr (is_floating_v<T>) return fn::isnan(opmath_t<T>(x));
-    else return false;
+    if constexpr (is_floating_v<T>)
+      return fn::isnan(opmath_t<T>(x));
+    else
+      return false;
   }
 };
 
 struct IsInf {
   template <class T>
   KILN_HD bool operator()(T x) const {
-    if constexpr (is_floating_v<T>) return fn::isinf(opmath_t<T>(x));
-    else return false;
+    if constexpr (is_floating_v<T>)
+      return fn::isinf(opmath_t<T>(x));
+    else
+      return false;
   }
 };
 
@@ -433,8 +455,10 @@ struct BitwiseNot {
   template <class T>
   KILN_HD T operator()(T x) const {
     KILN_REQUIRE_INT_OR_BOOL(T, "BitwiseNot");
-    if constexpr (std::is_same_v<T, bool>) return !x;
-    else return static_cast<T>(~x);
+    if constexpr (std::is_same_v<T, bool>)
+      return !x;
+    else
+      return static_cast<T>(~x);
   }
 };
 
@@ -460,8 +484,10 @@ struct NanToNum {
 struct Square {
   template <class T>
   KILN_HD T operator()(T x) const {
-    if constexpr (std::is_same_v<T, bool>) return x;
-    else if constexpr (is_integer_v<T>) return detail::wrap_mul(x, x);
+    if constexpr (std::is_same_v<T, bool>)
+      return x;
+    else if constexpr (is_integer_v<T>)
+      return detail::wrap_mul(x, x);
     else {
       const opmath_t<T> c = opmath_t<T>(x);
       return T(c * c);
@@ -475,9 +501,12 @@ struct Square {
 struct Add {
   template <class T>
   KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) return a || b;
-    else if constexpr (is_integer_v<T>) return detail::wrap_add(a, b);
-    else return T(opmath_t<T>(a) + opmath_t<T>(b));
+    if constexpr (std::is_same_v<T, bool>)
+      return a || b;
+    else if constexpr (is_integer_v<T>)
+      return detail::wrap_add(a, b);
+    else
+      return T(opmath_t<T>(a) + opmath_t<T>(b));
   }
 };
 
@@ -485,17 +514,22 @@ struct Sub {
   template <class T>
   KILN_HD T operator()(T a, T b) const {
     static_assert(!std::is_same_v<T, bool>, "Sub: not defined for bool (as in PyTorch)");
-    if constexpr (is_integer_v<T>) return detail::wrap_sub(a, b);
-    else return T(opmath_t<T>(a) - opmath_t<T>(b));
+    if constexpr (is_integer_v<T>)
+      return detail::wrap_sub(a, b);
+    else
+      return T(opmath_t<T>(a) - opmath_t<T>(b));
   }
 };
 
 struct Mul {
   template <class T>
   KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) return a && b;
-    else if constexpr (is_integer_v<T>) return detail::wrap_mul(a, b);
-    else return T(opmath_t<T>(a) * opmath_t<T>(b));
+    if constexpr (std::is_same_v<T, bool>)
+      return a && b;
+    else if constexpr (is_integer_v<T>)
+      return detail::wrap_mul(a, b);
+    else
+      return T(opmath_t<T>(a) * opmath_t<T>(b));
   }
 };
 
@@ -508,8 +542,10 @@ struct AddAlpha {
   S alpha;
   template <class T>
   KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) return a || (alpha != S(0) && b);
-    else if constexpr (is_integer_v<T>) return detail::wrap_add(a, detail::wrap_mul(static_cast<T>(alpha), b));
+    if constexpr (std::is_same_v<T, bool>)
+      return a || (alpha != S(0) && b);
+    else if constexpr (is_integer_v<T>)
+      return detail::wrap_add(a, detail::wrap_mul(static_cast<T>(alpha), b));
     else {
       using C = opmath_t<T>;
       return T(C(a) + C(alpha) * C(b));
@@ -757,12 +793,12 @@ struct Xlogy {
 // ---------------------------------------------------------------------------------
 // Binary: comparisons and logical ops (return bool; Half/BFloat16 compare as float)
 
-#define KILN_COMPARE_FN(Name, op)                                \
-  struct Name {                                                  \
-    template <class T>                                           \
-    KILN_HD bool operator()(T a, T b) const {                    \
-      return opmath_t<T>(a) op opmath_t<T>(b);                   \
-    }                                                            \
+#define KILN_COMPARE_FN(Name, op)              \
+  struct Name {                                \
+    template <class T>                         \
+    KILN_HD bool operator()(T a, T b) const {  \
+      return opmath_t<T>(a) op opmath_t<T>(b); \
+    }                                          \
   };
 KILN_COMPARE_FN(Eq, ==)
 KILN_COMPARE_FN(Ne, !=)
@@ -794,13 +830,13 @@ struct LogicalXor {
 // ---------------------------------------------------------------------------------
 // Binary: bitwise ops (integers and bool)
 
-#define KILN_BITWISE_FN(Name, op)                                \
-  struct Name {                                                  \
-    template <class T>                                           \
-    KILN_HD T operator()(T a, T b) const {                       \
-      KILN_REQUIRE_INT_OR_BOOL(T, #Name);                        \
-      return static_cast<T>(a op b);                             \
-    }                                                            \
+#define KILN_BITWISE_FN(Name, op)          \
+  struct Name {                            \
+    template <class T>                     \
+    KILN_HD T operator()(T a, T b) const { \
+      KILN_REQUIRE_INT_OR_BOOL(T, #Name);  \
+      return static_cast<T>(a op b);       \
+    }                                      \
   };
 KILN_BITWISE_FN(BitwiseAnd, &)
 KILN_BITWISE_FN(BitwiseOr, |)
@@ -830,8 +866,10 @@ struct BitwiseRightShift {
     using S = std::make_signed_t<T>;
     constexpr uint64_t kBits = sizeof(T) * 8;
     if (static_cast<S>(b) < 0 || static_cast<uint64_t>(b) >= kBits) {
-      if constexpr (std::is_signed_v<T>) return static_cast<T>(a >> (kBits - 1));
-      else return T(0);
+      if constexpr (std::is_signed_v<T>)
+        return static_cast<T>(a >> (kBits - 1));
+      else
+        return T(0);
     }
     return static_cast<T>(a >> b);
   }
@@ -921,9 +959,9 @@ struct GeluTanhBackward {
     const C beta = C(detail::kSqrt2OverPi), kappa = C(detail::kGeluKappa);
     const C x2 = x * x;
     const C t = fn::tanh(beta * (x + kappa * x2 * x));
-    const C d_left = C(0.5) * (C(1) + t);                          // d/dx of x/2, times (1+t)
-    const C d_inner = beta * (C(1) + C(3) * kappa * x2);           // d/dx of tanh's argument
-    const C d_right = C(0.5) * x * (C(1) - t * t) * d_inner;       // x/2 * d/dx (1+t)
+    const C d_left = C(0.5) * (C(1) + t);                     // d/dx of x/2, times (1+t)
+    const C d_inner = beta * (C(1) + C(3) * kappa * x2);      // d/dx of tanh's argument
+    const C d_right = C(0.5) * x * (C(1) - t * t) * d_inner;  // x/2 * d/dx (1+t)
     return T(C(grad) * (d_left + d_right));
   }
 };
@@ -948,5 +986,8 @@ struct ErfinvDerivative {  // d/dx erfinv(x) = sqrt(pi)/2 exp(erfinv(x)^2)
     return T(C(detail::kSqrtPiOver2) * fn::exp(y * y));
   }
 };
+
+#undef KILN_REQUIRE_FLOAT
+#undef KILN_REQUIRE_INT_OR_BOOL
 
 }  // namespace kiln::math

@@ -48,7 +48,8 @@ bool is_nan(T x) {
 
 template <class T>
 uint64_t bits_of(T x) {
-  if constexpr (kiln::is_reduced_float_v<T>) return x.x;
+  if constexpr (kiln::is_reduced_float_v<T>)
+    return x.x;
   else if constexpr (std::is_same_v<T, float>) {
     uint32_t u;
     std::memcpy(&u, &x, 4);
@@ -75,15 +76,21 @@ bool same(T a, T b) {
 
 template <class T>
 constexpr long double eps_of() {
-  if constexpr (std::is_same_v<T, Half>) return 0.0009765625L;
-  else if constexpr (std::is_same_v<T, BFloat16>) return 0.0078125L;
-  else return std::numeric_limits<T>::epsilon();
+  if constexpr (std::is_same_v<T, Half>)
+    return 0.0009765625L;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return 0.0078125L;
+  else
+    return std::numeric_limits<T>::epsilon();
 }
 template <class T>
 constexpr long double min_normal_of() {
-  if constexpr (std::is_same_v<T, Half>) return 6.103515625e-05L;
-  else if constexpr (std::is_same_v<T, BFloat16>) return std::numeric_limits<float>::min();
-  else return std::numeric_limits<T>::min();
+  if constexpr (std::is_same_v<T, Half>)
+    return 6.103515625e-05L;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return std::numeric_limits<float>::min();
+  else
+    return std::numeric_limits<T>::min();
 }
 
 // actual (in T) against an exact expected value: within `ulps` units in the last place
@@ -94,31 +101,66 @@ template <class T>
   const long double a = to_ld(actual);
   if (std::isnan(expected) || std::isnan(a)) {
     if (std::isnan(expected) && std::isnan(a)) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "got " << static_cast<double>(a) << " expected "
-                                         << static_cast<double>(expected);
+    return ::testing::AssertionFailure()
+           << "got " << static_cast<double>(a) << " expected " << static_cast<double>(expected);
   }
   const long double rounded = to_ld(T(static_cast<double>(expected)));
   if (std::isinf(a) || std::isinf(expected)) {
     if (a == expected || a == rounded) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "got " << static_cast<double>(a) << " expected "
-                                         << static_cast<double>(expected);
+    return ::testing::AssertionFailure()
+           << "got " << static_cast<double>(a) << " expected " << static_cast<double>(expected);
   }
   const long double ulp = eps_of<T>() * std::max(std::fabs(expected), min_normal_of<T>());
   const long double diff = std::fabs(a - expected);
   if (diff <= ulps * ulp + abs_tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << std::hexfloat << "got " << static_cast<double>(a)
-                                       << " expected " << static_cast<double>(expected) << std::defaultfloat
-                                       << " (" << static_cast<double>(diff / ulp) << " ulp)";
+  return ::testing::AssertionFailure()
+         << std::hexfloat << "got " << static_cast<double>(a) << " expected " << static_cast<double>(expected)
+         << std::defaultfloat << " (" << static_cast<double>(diff / ulp) << " ulp)";
 }
 
 // A grid of interesting floating values (in double; converted to T by the caller).
 std::vector<double> float_grid(bool sweep = true) {
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> v = {0.0, 1e-310, 1.4e-45, 1e-40, 1.1754943508222875e-38, 6e-8, 6.1035e-05,
-                           1e-30, 1e-7, 1e-3, 0.1, 0.25, 0.5, 0.75, 0.999, 1.0, 1.0000001, 1.5, 2.0,
-                           2.5, 3.0, 3.14159265358979, 7.0, 10.0, 20.0, 50.0, 88.7, 89.5, 100.0, 700.0,
-                           710.0, 65504.0, 65520.0, 1e10, 1e30, 3.4028234663852886e38, 1e300,
-                           1.7976931348623157e308, inf, std::numeric_limits<double>::quiet_NaN()};
+  std::vector<double> v = {0.0,
+                           1e-310,
+                           1.4e-45,
+                           1e-40,
+                           1.1754943508222875e-38,
+                           6e-8,
+                           6.1035e-05,
+                           1e-30,
+                           1e-7,
+                           1e-3,
+                           0.1,
+                           0.25,
+                           0.5,
+                           0.75,
+                           0.999,
+                           1.0,
+                           1.0000001,
+                           1.5,
+                           2.0,
+                           2.5,
+                           3.0,
+                           3.14159265358979,
+                           7.0,
+                           10.0,
+                           20.0,
+                           50.0,
+                           88.7,
+                           89.5,
+                           100.0,
+                           700.0,
+                           710.0,
+                           65504.0,
+                           65520.0,
+                           1e10,
+                           1e30,
+                           3.4028234663852886e38,
+                           1e300,
+                           1.7976931348623157e308,
+                           inf,
+                           std::numeric_limits<double>::quiet_NaN()};
   const size_t n = v.size();
   for (size_t i = 0; i < n; ++i) v.push_back(-v[i]);
   if (sweep) {
@@ -147,8 +189,10 @@ std::vector<T> all_16bit() {
 // Floating inputs to test a unary op on: a grid for float/double, every value for 16-bit.
 template <class T>
 std::vector<T> unary_inputs() {
-  if constexpr (kiln::is_reduced_float_v<T>) return all_16bit<T>();
-  else return grid_as<T>();
+  if constexpr (kiln::is_reduced_float_v<T>)
+    return all_16bit<T>();
+  else
+    return grid_as<T>();
 }
 
 // Checks f(x) against ref(x) for x in unary_inputs<T>(). ref receives long double for
@@ -162,10 +206,12 @@ void check_unary(const char* name, F f, Ref ref, double ulps, double abs_k = 0) 
     const T got = f(x);
     const long double want = static_cast<long double>(ref(static_cast<R>(to_ld(x))));
     const long double xa = std::fabs(to_ld(x));
-    const long double abs_tol = abs_k * eps_of<C>() * std::max(1.0L, std::isfinite(xa) ? xa : 1.0L) +
-                                4 * min_normal_of<C>();
+    const long double abs_tol =
+        abs_k * eps_of<C>() * std::max(1.0L, std::isfinite(xa) ? xa : 1.0L) + 4 * min_normal_of<C>();
     auto r = close_to(got, want, ulps, abs_tol);
-    if (!r && ++failures <= 5) ADD_FAILURE() << name << "<" << sizeof(T) << ">(" << static_cast<double>(to_ld(x)) << "): " << r.message();
+    if (!r && ++failures <= 5)
+      ADD_FAILURE() << name << "<" << sizeof(T) << ">(" << static_cast<double>(to_ld(x))
+                    << "): " << r.message();
   }
   EXPECT_EQ(failures, 0) << name;
 }
@@ -185,9 +231,12 @@ void check_unary_all_float(const char* name, F f, Ref ref, double ulps, double a
 double decode_half(uint16_t h) {
   const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v;
-  if (e == 31) v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (e == 0) v = std::ldexp(m, -24);
-  else v = std::ldexp(1024 + m, e - 25);
+  if (e == 31)
+    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (e == 0)
+    v = std::ldexp(m, -24);
+  else
+    v = std::ldexp(1024 + m, e - 25);
   return s ? -v : v;
 }
 
@@ -302,7 +351,7 @@ TEST(Half, RoundsToNearestEven) {
   EXPECT_EQ(Half(std::nextafter(std::ldexp(1.0f, -25), 1.0f)).x, 0x0001);
   EXPECT_EQ(Half(std::ldexp(3.0f, -25)).x, 0x0002);  // 1.5 units -> 2
   EXPECT_EQ(Half(-0.0f).x, 0x8000);
-  EXPECT_EQ(BFloat16(3.4e38f).x, 0x7f80);  // past bf16 max + half ulp
+  EXPECT_EQ(BFloat16(3.4e38f).x, 0x7f80);      // past bf16 max + half ulp
   EXPECT_EQ(BFloat16(1.00390625f).x, 0x3f80);  // tie 1 + 2^-8 -> 1.0 (even)
   EXPECT_EQ(BFloat16(1.01171875f).x, 0x3f82);  // tie 1 + 3*2^-8 -> 1 + 2^-6 (even)
   // double -> Half rounds once: 1 + 2^-11 + 2^-40 is just above a tie, but rounding to
@@ -355,7 +404,7 @@ TEST(Half, Operators) {
   EXPECT_EQ(static_cast<float>(a * b), 3.375f);
   EXPECT_EQ((a / Half(3.0f)).x, Half(0.5f).x);
   EXPECT_EQ((Half(1.0f) / Half(3.0f)).x, Half(1.0f / 3.0f).x);  // rounded once from float
-  EXPECT_EQ((Half(2048.0f) + Half(1.0f)).x, Half(2048.0f).x);  // 2049 ties to even 2048
+  EXPECT_EQ((Half(2048.0f) + Half(1.0f)).x, Half(2048.0f).x);   // 2049 ties to even 2048
   EXPECT_EQ((-Half(0.0f)).x, 0x8000);
   EXPECT_EQ(static_cast<float>(a + 1), 2.5f);
   Half c = a;
@@ -403,27 +452,45 @@ R ref_erfinv(R x) {
 }
 
 TEST(ScalarMath, UnaryTranscendental) {
-  check_unary_all_float("Exp", km::Exp{}, [](auto x) { return std::exp(x); }, 2);
-  check_unary_all_float("Exp2", km::Exp2{}, [](auto x) { return std::exp2(x); }, 2);
-  check_unary_all_float("Expm1", km::Expm1{}, [](auto x) { return std::expm1(x); }, 2);
-  check_unary_all_float("Log", km::Log{}, [](auto x) { return std::log(x); }, 2);
-  check_unary_all_float("Log2", km::Log2{}, [](auto x) { return std::log2(x); }, 2);
-  check_unary_all_float("Log10", km::Log10{}, [](auto x) { return std::log10(x); }, 2);
-  check_unary_all_float("Log1p", km::Log1p{}, [](auto x) { return std::log1p(x); }, 2);
-  check_unary_all_float("Sqrt", km::Sqrt{}, [](auto x) { return std::sqrt(x); }, 1);
-  check_unary_all_float("Rsqrt", km::Rsqrt{}, [](auto x) { return 1 / std::sqrt(x); }, 2);
-  check_unary_all_float("Reciprocal", km::Reciprocal{}, [](auto x) { return 1 / x; }, 1);
-  check_unary_all_float("Sin", km::Sin{}, [](auto x) { return std::sin(x); }, 2);
-  check_unary_all_float("Cos", km::Cos{}, [](auto x) { return std::cos(x); }, 2);
-  check_unary_all_float("Tan", km::Tan{}, [](auto x) { return std::tan(x); }, 2);
-  check_unary_all_float("Tanh", km::Tanh{}, [](auto x) { return std::tanh(x); }, 2);
-  check_unary_all_float("Erf", km::Erf{}, [](auto x) { return std::erf(x); }, 2);
-  check_unary_all_float("Sigmoid", km::Sigmoid{}, [](auto x) { return 1 / (1 + std::exp(-x)); }, 4);
+  check_unary_all_float(
+      "Exp", km::Exp{}, [](auto x) { return std::exp(x); }, 2);
+  check_unary_all_float(
+      "Exp2", km::Exp2{}, [](auto x) { return std::exp2(x); }, 2);
+  check_unary_all_float(
+      "Expm1", km::Expm1{}, [](auto x) { return std::expm1(x); }, 2);
+  check_unary_all_float(
+      "Log", km::Log{}, [](auto x) { return std::log(x); }, 2);
+  check_unary_all_float(
+      "Log2", km::Log2{}, [](auto x) { return std::log2(x); }, 2);
+  check_unary_all_float(
+      "Log10", km::Log10{}, [](auto x) { return std::log10(x); }, 2);
+  check_unary_all_float(
+      "Log1p", km::Log1p{}, [](auto x) { return std::log1p(x); }, 2);
+  check_unary_all_float(
+      "Sqrt", km::Sqrt{}, [](auto x) { return std::sqrt(x); }, 1);
+  check_unary_all_float(
+      "Rsqrt", km::Rsqrt{}, [](auto x) { return 1 / std::sqrt(x); }, 2);
+  check_unary_all_float(
+      "Reciprocal", km::Reciprocal{}, [](auto x) { return 1 / x; }, 1);
+  check_unary_all_float(
+      "Sin", km::Sin{}, [](auto x) { return std::sin(x); }, 2);
+  check_unary_all_float(
+      "Cos", km::Cos{}, [](auto x) { return std::cos(x); }, 2);
+  check_unary_all_float(
+      "Tan", km::Tan{}, [](auto x) { return std::tan(x); }, 2);
+  check_unary_all_float(
+      "Tanh", km::Tanh{}, [](auto x) { return std::tanh(x); }, 2);
+  check_unary_all_float(
+      "Erf", km::Erf{}, [](auto x) { return std::erf(x); }, 2);
+  check_unary_all_float(
+      "Sigmoid", km::Sigmoid{}, [](auto x) { return 1 / (1 + std::exp(-x)); }, 4);
   // Exact gelu written with erfc: well conditioned where the 1 + erf(x) form cancels, so
   // the slack is absolute, proportional to |x| eps. Both give NaN at -inf (0 * inf).
   check_unary_all_float(
       "Gelu", km::Gelu{},
-      [](auto x) { return std::isinf(x) && x < 0 ? std::nan("") : x / 2 * std::erfc(-x / std::sqrt(decltype(x)(2))); },
+      [](auto x) {
+        return std::isinf(x) && x < 0 ? std::nan("") : x / 2 * std::erfc(-x / std::sqrt(decltype(x)(2)));
+      },
       4, 4);
   check_unary_all_float(
       "GeluTanh", km::GeluTanh{},
@@ -433,8 +500,10 @@ TEST(ScalarMath, UnaryTranscendental) {
         return x / 2 * (1 + std::tanh(k * (x + R(0.044715) * x * x * x)));
       },
       8, 16);
-  check_unary_all_float("Silu", km::Silu{}, [](auto x) { return x / (1 + std::exp(-x)); }, 4, 2);
-  check_unary_all_float("Erfinv", km::Erfinv{}, [](auto x) { return ref_erfinv(x); }, 4);
+  check_unary_all_float(
+      "Silu", km::Silu{}, [](auto x) { return x / (1 + std::exp(-x)); }, 4, 2);
+  check_unary_all_float(
+      "Erfinv", km::Erfinv{}, [](auto x) { return ref_erfinv(x); }, 4);
 }
 
 TEST(ScalarMath, ErfinvDoubleAccuracy) {
@@ -463,7 +532,7 @@ TEST(ScalarMath, ErfinvDoubleAccuracy) {
   for (int k = 1; k <= 52; ++k) {  // the tail, 1 - 2^-k
     const double x = 1 - std::ldexp(1.0, -k);
     const long double ref = ref_erfinv(static_cast<long double>(x));
-    worst = std::max(worst, static_cast<double>(std::fabs((km::Erfinv{}(x) - ref) / ref)));
+    worst = std::max(worst, static_cast<double>(std::fabs((km::Erfinv{}(x)-ref) / ref)));
     worst = std::max(worst, static_cast<double>(std::fabs((km::Erfinv{}(-x) + ref) / ref)));
   }
   EXPECT_LT(worst, 1e-14);
@@ -483,8 +552,9 @@ void check_exact_unary(const char* name, F f, Ref ref) {
   for (T x : unary_inputs<T>()) {
     const T want = T(ref(static_cast<double>(to_ld(x))));
     if (!same(f(x), want) && ++failures <= 5)
-      ADD_FAILURE() << name << "(" << static_cast<double>(to_ld(x)) << ") = " << static_cast<double>(to_ld(f(x)))
-                    << ", expected " << static_cast<double>(to_ld(want));
+      ADD_FAILURE() << name << "(" << static_cast<double>(to_ld(x))
+                    << ") = " << static_cast<double>(to_ld(f(x))) << ", expected "
+                    << static_cast<double>(to_ld(want));
   }
   EXPECT_EQ(failures, 0) << name;
 }
@@ -512,9 +582,8 @@ TEST(ScalarMath, UnaryExactFloat) {
     const double r = std::round(x);
     return std::fabs(x - std::trunc(x)) == 0.5 ? 2 * std::round(x / 2) : r;
   });
-  check_exact_unary_all_float("Frac", km::Frac{}, [](double x) {
-    return std::isinf(x) ? std::nan("") : x - std::trunc(x);
-  });
+  check_exact_unary_all_float("Frac", km::Frac{},
+                              [](double x) { return std::isinf(x) ? std::nan("") : x - std::trunc(x); });
   check_exact_unary<float>("Square", km::Square{}, [](double x) { return x * x; });
   check_exact_unary<Half>("Square", km::Square{}, [](double x) { return static_cast<float>(x * x); });
   for (double x : float_grid()) {
@@ -546,7 +615,7 @@ TEST(ScalarMath, RoundEdgeCases) {
   EXPECT_EQ(km::RoundDecimals{-1}(1235.0), 1240.0);  // 123.5 -> 124 (even)
   EXPECT_EQ(km::RoundDecimals{-2}(-250.0), -200.0);
   EXPECT_FLOAT_EQ(km::RoundDecimals{2}(-0.125f), -0.12f);
-  EXPECT_EQ(km::RoundDecimals{2}(1.005), 1.0);  // 1.005 is below 1.005 in binary
+  EXPECT_EQ(km::RoundDecimals{2}(1.005), 1.0);     // 1.005 is below 1.005 in binary
   EXPECT_EQ(km::RoundDecimals{3}(2.0005), 2.001);  // 2.0005 * 1000 = 2000.5000000000002
   EXPECT_TRUE(std::isnan(km::RoundDecimals{1}(std::nan(""))));
   EXPECT_EQ(static_cast<float>(km::RoundDecimals{1}(Half(0.25f))), static_cast<float>(Half(0.2f)));
@@ -688,7 +757,9 @@ TEST(ScalarMath, IntegerBinary) {
         const i128 eb = b;
         T want;
         if (eb < 0) {
-          want = a == 1 ? T(1) : (std::is_signed_v<T> && a == static_cast<T>(-1)) ? static_cast<T>((eb % 2) ? -1 : 1) : T(0);
+          want = a == 1                                             ? T(1)
+                 : (std::is_signed_v<T> && a == static_cast<T>(-1)) ? static_cast<T>((eb % 2) ? -1 : 1)
+                                                                    : T(0);
         } else {
           T p = 1;
           for (i128 k = 0; k < eb; ++k) p = wrap<T>(i128(p) * a);
@@ -766,7 +837,8 @@ void check_binary(const char* name, F f, Ref ref, double ulps) {
   for (T a : g) {
     for (T b : g) {
       const T got = f(a, b);
-      const long double want = static_cast<long double>(ref(static_cast<R>(to_ld(a)), static_cast<R>(to_ld(b))));
+      const long double want =
+          static_cast<long double>(ref(static_cast<R>(to_ld(a)), static_cast<R>(to_ld(b))));
       auto r = close_to(got, want, ulps, 4 * min_normal_of<km::opmath_t<T>>());
       if (!r && ++failures <= 5)
         ADD_FAILURE() << name << "<" << sizeof(T) << ">(" << static_cast<double>(to_ld(a)) << ", "
@@ -785,40 +857,62 @@ void check_binary_all_float(const char* name, F f, Ref ref, double ulps) {
 }
 
 TEST(ScalarMath, BinaryFloat) {
-  check_binary_all_float("Add", km::Add{}, [](auto a, auto b) { return a + b; }, 0.5);
-  check_binary_all_float("Sub", km::Sub{}, [](auto a, auto b) { return a - b; }, 0.5);
-  check_binary_all_float("Mul", km::Mul{}, [](auto a, auto b) { return a * b; }, 0.5);
-  check_binary_all_float("Div", km::Div{}, [](auto a, auto b) { return a / b; }, 0.5);
-  check_binary_all_float("Fmod", km::Fmod{}, [](auto a, auto b) { return std::fmod(a, b); }, 0);
-  check_binary_all_float("Pow", km::Pow{}, [](auto a, auto b) { return std::pow(a, b); }, 2);
-  check_binary_all_float("Atan2", km::Atan2{}, [](auto a, auto b) { return std::atan2(a, b); }, 2);
-  check_binary_all_float("Hypot", km::Hypot{}, [](auto a, auto b) { return std::hypot(a, b); }, 1);
-  check_binary_all_float("CopySign", km::CopySign{}, [](auto a, auto b) { return std::copysign(a, b); }, 0);
-  check_binary_all_float("Xlogy", km::Xlogy{}, [](auto a, auto b) {
-    using R = decltype(a);
-    return std::isnan(b) ? R(NAN) : a == 0 ? R(0) : a * std::log(b);
-  }, 2);
+  check_binary_all_float(
+      "Add", km::Add{}, [](auto a, auto b) { return a + b; }, 0.5);
+  check_binary_all_float(
+      "Sub", km::Sub{}, [](auto a, auto b) { return a - b; }, 0.5);
+  check_binary_all_float(
+      "Mul", km::Mul{}, [](auto a, auto b) { return a * b; }, 0.5);
+  check_binary_all_float(
+      "Div", km::Div{}, [](auto a, auto b) { return a / b; }, 0.5);
+  check_binary_all_float(
+      "Fmod", km::Fmod{}, [](auto a, auto b) { return std::fmod(a, b); }, 0);
+  check_binary_all_float(
+      "Pow", km::Pow{}, [](auto a, auto b) { return std::pow(a, b); }, 2);
+  check_binary_all_float(
+      "Atan2", km::Atan2{}, [](auto a, auto b) { return std::atan2(a, b); }, 2);
+  check_binary_all_float(
+      "Hypot", km::Hypot{}, [](auto a, auto b) { return std::hypot(a, b); }, 1);
+  check_binary_all_float(
+      "CopySign", km::CopySign{}, [](auto a, auto b) { return std::copysign(a, b); }, 0);
+  check_binary_all_float(
+      "Xlogy", km::Xlogy{},
+      [](auto a, auto b) {
+        using R = decltype(a);
+        return std::isnan(b) ? R(NAN) : a == 0 ? R(0) : a * std::log(b);
+      },
+      2);
   // Python floor division / modulo: the exact floor of the quotient, and the exact
   // remainder fmod moved into the divisor's sign. Zero results keep fmod's sign (PyTorch).
-  check_binary_all_float("DivFloor", km::DivFloor{}, [](auto a, auto b) {
-    using R = decltype(a);
-    if (b == 0 || std::isnan(a) || std::isnan(b)) return a / b;
-    if (std::isinf(a)) return R(NAN);  // Python: inf // 5 is nan
-    if (std::isinf(b)) return (a == 0 || (a < 0) == (b < 0)) ? std::copysign(R(0), a / b) : R(-1);
-    const R m = std::fmod(a, b);
-    R q = std::round((a - m) / b);  // exact integer quotient of the truncation
-    if (m != 0 && ((m < 0) != (b < 0))) q -= 1;
-    return q == 0 ? std::copysign(R(0), a / b) : q;
-  }, 2);  // PyTorch's algorithm, run in float, can miss by one when the quotient nears 2^24
-  check_binary_all_float("Remainder", km::Remainder{}, [](auto a, auto b) {
-    const auto m = std::fmod(a, b);
-    return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
-  }, 1);
-  check_binary_all_float("Maximum", km::Maximum{}, [](auto a, auto b) {
-    using R = decltype(a);
-    return std::isnan(a) || std::isnan(b) ? R(NAN) : a > b ? a : b;
-  }, 0);
-  check_binary_all_float("Fmin", km::Fmin{}, [](auto a, auto b) { return std::fmin(a, b); }, 0);
+  check_binary_all_float(
+      "DivFloor", km::DivFloor{},
+      [](auto a, auto b) {
+        using R = decltype(a);
+        if (b == 0 || std::isnan(a) || std::isnan(b)) return a / b;
+        if (std::isinf(a)) return R(NAN);  // Python: inf // 5 is nan
+        if (std::isinf(b)) return (a == 0 || (a < 0) == (b < 0)) ? std::copysign(R(0), a / b) : R(-1);
+        const R m = std::fmod(a, b);
+        R q = std::round((a - m) / b);  // exact integer quotient of the truncation
+        if (m != 0 && ((m < 0) != (b < 0))) q -= 1;
+        return q == 0 ? std::copysign(R(0), a / b) : q;
+      },
+      2);  // PyTorch's algorithm, run in float, can miss by one when the quotient nears 2^24
+  check_binary_all_float(
+      "Remainder", km::Remainder{},
+      [](auto a, auto b) {
+        const auto m = std::fmod(a, b);
+        return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+      },
+      1);
+  check_binary_all_float(
+      "Maximum", km::Maximum{},
+      [](auto a, auto b) {
+        using R = decltype(a);
+        return std::isnan(a) || std::isnan(b) ? R(NAN) : a > b ? a : b;
+      },
+      0);
+  check_binary_all_float(
+      "Fmin", km::Fmin{}, [](auto a, auto b) { return std::fmin(a, b); }, 0);
   for_types<float, double, Half, BFloat16>([](auto tag) {
     using T = typename decltype(tag)::type;
     using C = km::opmath_t<T>;
@@ -828,8 +922,8 @@ TEST(ScalarMath, BinaryFloat) {
         ASSERT_TRUE(same(km::DivTrunc{}(a, b), T(std::trunc(C(a) / C(b)))));
         // a + alpha*b, unfused: the product is rounded in the compute type first.
         const long double prod = to_ld(C(C(-2.5) * C(b)));
-        ASSERT_TRUE(close_to(km::AddAlpha<double>{-2.5}(a, b), to_ld(a) + prod, std::is_same_v<T, C> ? 0.5 : 1.0,
-                             4 * min_normal_of<C>()));
+        ASSERT_TRUE(close_to(km::AddAlpha<double>{-2.5}(a, b), to_ld(a) + prod,
+                             std::is_same_v<T, C> ? 0.5 : 1.0, 4 * min_normal_of<C>()));
         const double x = static_cast<double>(to_ld(a)), y = static_cast<double>(to_ld(b));
         ASSERT_EQ(km::Eq{}(a, b), x == y);
         ASSERT_EQ(km::Ne{}(a, b), x != y);
@@ -862,8 +956,8 @@ TEST(ScalarMath, BinaryFloatTables) {
                         {-7.5, 2.0, -4.0, 0.5},
                         {7.5, -2.0, -4.0, -0.5},
                         {-7.5, -2.0, 3.0, -1.5},
-                        {0.0, -1.0, -0.0, 0.0},    // CPython: -0.0 (sign of divisor)
-                        {-0.0, 1.0, -0.0, -0.0},   // CPython: 0.0
+                        {0.0, -1.0, -0.0, 0.0},   // CPython: -0.0 (sign of divisor)
+                        {-0.0, 1.0, -0.0, -0.0},  // CPython: 0.0
                         {5.0, inf, 0.0, 5.0},
                         {-5.0, inf, -1.0, inf},
                         {5.0, -inf, -1.0, -inf},
@@ -876,8 +970,10 @@ TEST(ScalarMath, BinaryFloatTables) {
                         {-1.0, 0.0, -inf, nan},
                         {0.0, 0.0, nan, nan}};
   for (const Case& c : cases) {
-    EXPECT_TRUE(same(km::DivFloor{}(c.a, c.b), c.floor_q)) << c.a << " // " << c.b << " = " << km::DivFloor{}(c.a, c.b);
-    EXPECT_TRUE(same(km::Remainder{}(c.a, c.b), c.rem)) << c.a << " % " << c.b << " = " << km::Remainder{}(c.a, c.b);
+    EXPECT_TRUE(same(km::DivFloor{}(c.a, c.b), c.floor_q))
+        << c.a << " // " << c.b << " = " << km::DivFloor{}(c.a, c.b);
+    EXPECT_TRUE(same(km::Remainder{}(c.a, c.b), c.rem))
+        << c.a << " % " << c.b << " = " << km::Remainder{}(c.a, c.b);
   }
   EXPECT_TRUE(same(km::DivTrunc{}(-1.0, 3.0), -0.0));
   // Maximum/minimum: NaN wins; -0 < +0 whichever the order.
@@ -919,10 +1015,12 @@ TEST(ScalarMath, Lerp) {
       for (double b : {0.0, 2.0, -1.0, 1e4, 7.25}) {
         for (double w : ws) {
           const T ta(a), tb(b), tw(w);
-          const R ra = static_cast<R>(to_ld(ta)), rb = static_cast<R>(to_ld(tb)), rw = static_cast<R>(to_ld(tw));
+          const R ra = static_cast<R>(to_ld(ta)), rb = static_cast<R>(to_ld(tb)),
+                  rw = static_cast<R>(to_ld(tw));
           const T got = km::Lerp{}(ta, tb, tw);
           // Two roundings in the compute type, then the conversion to T.
-          EXPECT_TRUE(close_to(got, ra + rw * (rb - ra), 3, 4 * eps_of<km::opmath_t<T>>() * (std::fabs(ra) + std::fabs(rb))))
+          EXPECT_TRUE(close_to(got, ra + rw * (rb - ra), 3,
+                               4 * eps_of<km::opmath_t<T>>() * (std::fabs(ra) + std::fabs(rb))))
               << a << " " << b << " " << w;
         }
         EXPECT_TRUE(same(km::Lerp{}(T(a), T(b), T(0.0)), T(a)));
@@ -942,9 +1040,10 @@ TEST(ScalarMath, WhereAndClamp) {
   struct Case {
     double x, lo, hi, want;
   };
-  const Case cases[] = {{5, 0, 3, 3}, {-1, 0, 3, 0}, {2, 0, 3, 2}, {2, 3, 1, 1},  // lo > hi -> hi
-                        {nan, 0, 1, nan}, {0.5, nan, 1, nan}, {0.5, 0, nan, nan},
-                        {-std::numeric_limits<double>::infinity(), -1, 1, -1}};
+  const Case cases[] = {{5, 0, 3, 3},       {-1, 0, 3, 0},
+                        {2, 0, 3, 2},       {2, 3, 1, 1},  // lo > hi -> hi
+                        {nan, 0, 1, nan},   {0.5, nan, 1, nan},
+                        {0.5, 0, nan, nan}, {-std::numeric_limits<double>::infinity(), -1, 1, -1}};
   for (const Case& c : cases) {
     EXPECT_TRUE(same(km::Clamp{}(c.x, c.lo, c.hi), c.want)) << c.x << " " << c.lo << " " << c.hi;
     EXPECT_TRUE(same(km::Clamp{}(static_cast<float>(c.x), static_cast<float>(c.lo), static_cast<float>(c.hi)),
@@ -953,8 +1052,7 @@ TEST(ScalarMath, WhereAndClamp) {
   }
   for_types<int8_t, int16_t, int32_t, int64_t, uint8_t>([](auto tag) {
     using T = typename decltype(tag)::type;
-    for (T x : int_grid<T>())
-      EXPECT_EQ(km::Clamp{}(x, T(2), T(100)), x < 2 ? T(2) : x > 100 ? T(100) : x);
+    for (T x : int_grid<T>()) EXPECT_EQ(km::Clamp{}(x, T(2), T(100)), x < 2 ? T(2) : x > 100 ? T(100) : x);
   });
   EXPECT_EQ(km::Clamp{}(true, false, false), false);
 }
@@ -1026,13 +1124,16 @@ TEST(Philox, KnownAnswerVectors) {
   };
   const Kat kats[] = {
       {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
-      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
        {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
        {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
   };
   for (const Kat& k : kats) {
-    const kiln::uint4x32 r = kiln::philox4x32_10({k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}, k.key[0], k.key[1]);
+    const kiln::uint4x32 r =
+        kiln::philox4x32_10({k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}, k.key[0], k.key[1]);
     EXPECT_EQ(r.x, k.out[0]);
     EXPECT_EQ(r.y, k.out[1]);
     EXPECT_EQ(r.z, k.out[2]);
