@@ -16,7 +16,14 @@ class ArrayRef {
   ArrayRef(const T* data, size_t n) : data_(data), size_(n) {}
   ArrayRef(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   // The braced list must outlive the call it is passed to, as with c10::ArrayRef.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"  // intended: the list outlives the call
+#endif
   ArrayRef(std::initializer_list<T> l) : data_(l.begin()), size_(l.size()) {}  // NOLINT
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
   const T* begin() const { return data_; }
   const T* end() const { return data_ + size_; }
