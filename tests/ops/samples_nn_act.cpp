@@ -76,7 +76,9 @@ std::vector<OpSample> dropout_samples() {
         double scale = Ref({}, 1.0 / (1.0 - p)).to(t).item<double>();
         for (double e : v) {
           if (e == 0) ++zeros;
-          else EXPECT_NEAR(e, scale, 1e-6) << "survivors are scaled by 1/(1-p)";
+          else {
+            EXPECT_NEAR(e, scale, 1e-6) << "survivors are scaled by 1/(1-p)";
+          }
         }
         EXPECT_NEAR(static_cast<double>(zeros) / v.size(), p, 0.04) << "fraction dropped";
       };

@@ -101,7 +101,9 @@ std::vector<OpSample> sdpa_samples() {
       int64_t dropped = 0;
       for (size_t i = 0; i < w.size(); ++i) {
         if (w[i] == 0) ++dropped;
-        else EXPECT_NEAR(w[i], 2 * p.v[i], 1e-12);
+        else {
+          EXPECT_NEAR(w[i], 2 * p.v[i], 1e-12);
+        }
       }
       EXPECT_GT(dropped, 0);
       EXPECT_LT(dropped, static_cast<int64_t>(w.size()));

@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test::nn {
