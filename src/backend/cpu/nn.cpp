@@ -1,0 +1,165 @@
+// CPU kernels for softmax, log_softmax and layer_norm: one pass per row over
+// contiguous data, computing in the opmath type (float for Half/BFloat16),
+// parallel over rows. The decompositions in src/ops/nn_*.cpp define the
+// semantics; these are the fast eager path.
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/loops.h"
+#include "core/scalar_math.h"
+#include "ops/registry.h"
+
+namespace kiln::cpu {
+namespace {
+
+// x converted to dtype t and made contiguous (x itself when it already is).
+Tensor dense(const Tensor& x, DType t) {
+  if (x.dtype() == t && x.is_contiguous()) return x;
+  Tensor out = make_tensor(x.sizes(), t, x.device());
+  copy_cpu(out, x);
+  return out;
+}
+
+// The [outer, n, inner] view of a tensor around dim d.
+struct Split3 {
+  int64_t outer = 1, n = 1, inner = 1;
+  Split3(IntArrayRef s, int64_t d) {
+    for (int64_t i = 0; i < static_cast<int64_t>(s.size()); ++i) {
+      if (i < d) outer *= s[i];
+      else if (i == d) n = s[i];
+      else inner *= s[i];
+    }
+  }
+};
+
+template <class T, bool Log>
+void softmax_lastdim(const T* x, T* y, int64_t rows, int64_t n) {
+  using C = math::opmath_t<T>;
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const T* xr = x + r * n;
+      T* yr = y + r * n;
+      C mx = -std::numeric_limits<C>::infinity();
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, C(xr[i]));
+      // A row of -inf (or a NaN) has no finite shift: x - mx gives NaN, as torch.
+      C s = 0;
+      if constexpr (Log) {
+        for (int64_t i = 0; i < n; ++i) s += std::exp(C(xr[i]) - mx);
+        C lse = mx + std::log(s);
+        for (int64_t i = 0; i < n; ++i) yr[i] = T(C(xr[i]) - lse);
+      } else {
+        // Write exp into y when T is C (saves recomputing it); else recompute.
+        for (int64_t i = 0; i < n; ++i) {
+          C ev = std::exp(C(xr[i]) - mx);
+          if constexpr (std::is_same_v<T, C>) yr[i] = ev;
+          s += ev;
+        }
+        C inv = C(1) / s;
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_same_v<T, C>) yr[i] = yr[i] * inv;
+          else yr[i] = T(std::exp(C(xr[i]) - mx) * inv);
+        }
+      }
+    }
+  });
+}
+
+// Reduction over a non-innermost dim: columns of `inner` are processed together
+// so the inner loops run over contiguous memory.
+template <class T, bool Log>
+void softmax_inner(const T* x, T* y, const Split3& sp) {
+  using C = math::opmath_t<T>;
+  constexpr int64_t kBlock = 256;
+  int64_t nblk = (sp.inner + kBlock - 1) / kBlock;
+  int64_t tasks = sp.outer * nblk;
+  parallel_for(0, tasks, std::max<int64_t>(1, 16384 / std::max<int64_t>(sp.n * kBlock, 1)), [&](int64_t b, int64_t e) {
+    std::vector<C> mx(kBlock), s(kBlock);
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / nblk, j0 = (t % nblk) * kBlock, w = std::min(kBlock, sp.inner - j0);
+      const T* xb = x + o * sp.n * sp.inner + j0;
+      T* yb = y + o * sp.n * sp.inner + j0;
+      std::fill(mx.begin(), mx.begin() + w, -std::numeric_limits<C>::infinity());
+      std::fill(s.begin(), s.begin() + w, C(0));
+      for (int64_t i = 0; i < sp.n; ++i)
+        for (int64_t j = 0; j < w; ++j) mx[j] = std::max(mx[j], C(xb[i * sp.inner + j]));
+      for (int64_t i = 0; i < sp.n; ++i)
+        for (int64_t j = 0; j < w; ++j) s[j] += std::exp(C(xb[i * sp.inner + j]) - mx[j]);
+      for (int64_t j = 0; j < w; ++j) s[j] = Log ? mx[j] + std::log(s[j]) : C(1) / s[j];
+      for (int64_t i = 0; i < sp.n; ++i)
+        for (int64_t j = 0; j < w; ++j) {
+          C v = C(xb[i * sp.inner + j]);
+          yb[i * sp.inner + j] = Log ? T(v - s[j]) : T(std::exp(v - mx[j]) * s[j]);
+        }
+    }
+  });
+}
+
+void softmax_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  Tensor x = dense(c.in(0), out.dtype());
+  int64_t d = x.dim() == 0 ? 0 : wrap_dim(c.attrs.i(0), x.dim(), c.name());
+  Split3 sp(x.sizes(), d);
+  bool log = c.op == OpId::log_softmax;
+  visit_floating(out.dtype(), c.name(), [&]<class T>() {
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* yp = static_cast<T*>(out.data_ptr());
+    if (sp.inner == 1) {
+      if (log) softmax_lastdim<T, true>(xp, yp, sp.outer, sp.n);
+      else softmax_lastdim<T, false>(xp, yp, sp.outer, sp.n);
+    } else {
+      if (log) softmax_inner<T, true>(xp, yp, sp);
+      else softmax_inner<T, false>(xp, yp, sp);
+    }
+  });
+}
+KILN_REGISTER_KERNEL(softmax, CPU, softmax_kernel);
+KILN_REGISTER_KERNEL(log_softmax, CPU, softmax_kernel);
+
+// layer_norm over the trailing N elements of each of M rows. Two passes
+// (mean, then the sum of squared deviations) for accuracy.
+void layer_norm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  const Tensor& x0 = c.in(0);
+  int64_t N = 1;
+  for (int64_t s : c.attrs.ints(0)) N *= s;
+  int64_t M = x0.numel() / N;
+  double eps = c.attrs.f(1);
+  visit_floating(out.dtype(), c.name(), [&]<class T>() {
+    using C = math::opmath_t<T>;
+    Tensor x = dense(x0, out.dtype());
+    DType cd = dtype_of<C>();
+    Tensor w = c.in(1).defined() ? dense(c.in(1), cd) : Tensor();
+    Tensor b = c.in(2).defined() ? dense(c.in(2), cd) : Tensor();
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* yp = static_cast<T*>(out.data_ptr());
+    const C* wp = w.defined() ? static_cast<const C*>(w.data_ptr()) : nullptr;
+    const C* bp = b.defined() ? static_cast<const C*>(b.data_ptr()) : nullptr;
+    parallel_for(0, M, std::max<int64_t>(1, 16384 / N), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const T* xr = xp + r * N;
+        T* yr = yp + r * N;
+        C mu = 0;
+        for (int64_t i = 0; i < N; ++i) mu += C(xr[i]);
+        mu /= C(N);
+        C var = 0;
+        for (int64_t i = 0; i < N; ++i) {
+          C dv = C(xr[i]) - mu;
+          var += dv * dv;
+        }
+        C rstd = C(1) / std::sqrt(var / C(N) + C(eps));
+        for (int64_t i = 0; i < N; ++i) {
+          C v = (C(xr[i]) - mu) * rstd;
+          if (wp) v *= wp[i];
+          if (bp) v += bp[i];
+          yr[i] = T(v);
+        }
+      }
+    });
+  });
+}
+KILN_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,95 @@
+// VJP rules of softmax, log_softmax, layer_norm and batch_norm, written with
+// kiln ops (so double backward works), so autograd does not differentiate
+// through their decompositions. Statistics are recomputed from the saved input.
+#include "ops/grad_util.h"
+#include "ops/nn_util.h"
+
+namespace kiln {
+
+using namespace nn_detail;
+
+namespace {
+
+std::vector<Tensor> vjp_softmax(const VjpCall& v) {
+  const Tensor& y = v.outputs[0];
+  Tensor g = v.grads[0].to(y.dtype());
+  std::vector<Tensor> r(1);
+  if (!v.needs(0)) return r;
+  if (y.dim() == 0) return {reduce_grad(v, 0, g * 0.0)};  // softmax of one element is constant
+  int64_t d = wrap_dim(v.attrs.i(0), y.dim(), "softmax");
+  Tensor gx;
+  if (v.op == OpId::softmax) gx = y * (g - sum(g * y, {d}, true));
+  else gx = g - exp(y) * sum(g, {d}, true);
+  r[0] = reduce_grad(v, 0, gx);
+  return r;
+}
+KILN_REGISTER_VJP(softmax, vjp_softmax);
+KILN_REGISTER_VJP(log_softmax, vjp_softmax);
+
+// Shared by layer_norm and batch_norm: with xhat = (x - mean) * rstd over
+// `dims`, and gh = dL/dxhat, dL/dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)).
+Tensor norm_input_grad(const Tensor& gh, const Tensor& xhat, const Tensor& rstd, const std::vector<int64_t>& dims) {
+  return rstd * (gh - mean(gh, dims, true) - xhat * mean(gh * xhat, dims, true));
+}
+
+std::vector<Tensor> vjp_layer_norm(const VjpCall& v) {
+  const Tensor &x0 = v.inputs[0], &w = v.inputs[1];
+  int64_t k = static_cast<int64_t>(v.attrs.ints(0).size());
+  double eps = v.attrs.f(1);
+  std::vector<Tensor> r(3);
+  if (x0.numel() == 0) {
+    for (size_t i = 0; i < 3; ++i)
+      if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(x0.device()));
+    return r;
+  }
+  DType ct = opmath(x0.dtype());
+  Tensor x = x0.to(ct), g = v.grads[0].to(ct);
+  std::vector<int64_t> dims = last_dims(x.dim(), k), lead = last_dims(x.dim() - k, x.dim() - k);
+  Tensor d = x - mean(x, dims, true);
+  Tensor rstd = rsqrt(mean(d * d, dims, true) + eps);
+  Tensor xhat = d * rstd;
+  auto sum_lead = [&](const Tensor& t) { return lead.empty() ? t : sum(t, lead); };
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, norm_input_grad(w.defined() ? g * w.to(ct) : g, xhat, rstd, dims));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, sum_lead(g * xhat));
+  if (v.needs(2)) r[2] = reduce_grad(v, 2, sum_lead(g));
+  return r;
+}
+KILN_REGISTER_VJP(layer_norm, vjp_layer_norm);
+
+std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
+  const Tensor &x0 = v.inputs[0], &rm = v.inputs[1], &rv = v.inputs[2], &w = v.inputs[3];
+  bool training = v.attrs.b(0);
+  double eps = v.attrs.f(2);
+  std::vector<Tensor> r(5);
+  if (x0.numel() == 0) {
+    for (size_t i : {0, 3, 4})
+      if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(x0.device()));
+    return r;
+  }
+  int64_t nd = x0.dim(), C = x0.sizes()[1];
+  Shape cs = channel_shape(nd, C);
+  std::vector<int64_t> dims{0};
+  for (int64_t i = 2; i < nd; ++i) dims.push_back(i);
+  DType ct = opmath(x0.dtype());
+  Tensor x = x0.to(ct), g = v.grads[0].to(ct);
+  Tensor xhat, rstd;
+  if (training) {
+    Tensor d = x - mean(x, dims, true);
+    rstd = rsqrt(mean(d * d, dims, true) + eps);
+    xhat = d * rstd;
+  } else {
+    rstd = reshape(rsqrt(rv.to(ct) + eps), cs);
+    xhat = (x - reshape(rm.to(ct), cs)) * rstd;
+  }
+  if (v.needs(0)) {
+    Tensor gh = w.defined() ? g * reshape(w.to(ct), cs) : g;
+    r[0] = reduce_grad(v, 0, training ? norm_input_grad(gh, xhat, rstd, dims) : gh * rstd);
+  }
+  if (v.needs(3)) r[3] = reduce_grad(v, 3, reshape(sum(g * xhat, dims), {C}));
+  if (v.needs(4)) r[4] = reduce_grad(v, 4, reshape(sum(g, dims), {C}));
+  return r;
+}
+KILN_REGISTER_VJP(batch_norm, vjp_batch_norm);
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,341 @@
+// scaled_dot_product_attention, embedding_bag and interpolate: public
+// functions, meta functions and decompositions.
+#include <cmath>
+#include <limits>
+
+#include "core/philox.h"
+#include "kiln/autograd.h"
+#include "ops/nn_util.h"
+
+namespace kiln {
+
+using namespace nn_detail;
+
+namespace {
+
+Shape batch_dims(const Tensor& t, int64_t keep) {
+  Shape s = t.sizes().vec();
+  s.resize(static_cast<size_t>(std::max<int64_t>(0, t.dim() - keep)));
+  return s;
+}
+
+// ---- scaled_dot_product_attention: (q, k, v, attn_mask?; dropout_p, is_causal, scale?, seed, offset) ----
+// Sizes of the attention weights [..., L, S] (batch dims of q, k and the mask broadcast).
+Shape attn_weight_shape(const Tensor& q, const Tensor& k, const Tensor& mask, const char* op) {
+  Shape b = broadcast_shapes(batch_dims(q, 2), batch_dims(k, 2), op);
+  Shape s = b;
+  s.push_back(q.sizes()[q.dim() - 2]);
+  s.push_back(k.sizes()[k.dim() - 2]);
+  if (mask.defined()) s = broadcast_shapes(s, mask.sizes(), op);
+  return s;
+}
+
+std::vector<TensorMeta> meta_sdpa(const OpCall& c) {
+  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2), &mask = c.in(3);
+  const char* op = c.name();
+  KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, op,
+             ": expected query, key and value with at least 2 dims, got shapes ", shape_str(q.sizes()), ", ",
+             shape_str(k.sizes()), ", ", shape_str(v.sizes()));
+  KILN_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
+             ": expected query, key and value to have the same dtype, got ", q.dtype(), ", ", k.dtype(), " and ",
+             v.dtype());
+  KILN_CHECK(is_floating_point(q.dtype()), op, ": expected floating query/key/value, got dtype ", q.dtype());
+  KILN_CHECK(q.sizes().back() == k.sizes().back(), op,
+             ": expected query and key to have the same embedding size, got shapes ", shape_str(q.sizes()), " and ",
+             shape_str(k.sizes()));
+  KILN_CHECK(k.sizes()[k.dim() - 2] == v.sizes()[v.dim() - 2], op,
+             ": expected key and value to have the same sequence length, got shapes ", shape_str(k.sizes()), " and ",
+             shape_str(v.sizes()));
+  double p = c.attrs.f(0);
+  KILN_CHECK(p >= 0 && p < 1, op, ": dropout_p must be in [0, 1), got ", p);
+  if (mask.defined()) {
+    KILN_CHECK(!c.attrs.b(1), op, ": explicit attn_mask should not be set when is_causal=true");
+    KILN_CHECK(mask.dtype() == kBool || mask.dtype() == q.dtype(), op,
+               ": expected attn_mask of dtype bool or the query's dtype ", q.dtype(), ", got ", mask.dtype());
+  }
+  attn_weight_shape(q, k, mask, op);
+  Shape out = broadcast_shapes(broadcast_shapes(batch_dims(q, 2), batch_dims(k, 2), op), batch_dims(v, 2), op);
+  out.push_back(q.sizes()[q.dim() - 2]);
+  out.push_back(v.sizes().back());
+  return one_output(out, q.dtype(), q.device());
+}
+KILN_REGISTER_META(scaled_dot_product_attention, meta_sdpa);
+
+// softmax(q k^T * scale + mask) v, in the opmath type. Rows whose keys are all
+// masked out give zeros (torch's safe softmax) rather than NaN.
+std::vector<Tensor> decomp_sdpa(const OpCall& c) {
+  meta_sdpa(c);
+  const Tensor& mask = c.in(3);
+  DType dt = c.in(0).dtype(), ct = opmath(dt);
+  Tensor q = c.in(0).to(ct), k = c.in(1).to(ct), v = c.in(2).to(ct);
+  int64_t L = q.sizes()[q.dim() - 2], S = k.sizes()[k.dim() - 2], E = q.sizes().back();
+  double scale = c.attrs.opt_f(2).value_or(1.0 / std::sqrt(static_cast<double>(E)));
+  Tensor attn = matmul(q, transpose(k, -2, -1)) * scale;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  Tensor keep;
+  if (c.attrs.b(1)) keep = tril(ones({L, S}, TensorOptions(kBool).device(q.device())));
+  else if (mask.defined() && mask.dtype() == kBool) keep = mask;
+  if (keep.defined()) attn = where(keep, attn, Scalar(ninf));
+  else if (mask.defined()) attn = attn + mask.to(ct);
+  Tensor p;
+  if (mask.defined()) {
+    Tensor empty_row;
+    {
+      NoGradGuard no_grad;
+      empty_row = eq(amax(attn, {-1}, true), Scalar(ninf));
+    }
+    p = where(empty_row, Scalar(0.0), softmax(where(empty_row, Scalar(0.0), attn), -1));
+  } else {
+    p = softmax(attn, -1);
+  }
+  double dp = c.attrs.f(0);
+  if (dp > 0) p = call_op1(OpId::dropout, {p}, {dp, true, c.attrs[3], c.attrs[4]});
+  return {matmul(p, v).to(dt)};
+}
+KILN_REGISTER_DECOMP(scaled_dot_product_attention, decomp_sdpa);
+
+// ---- embedding_bag: (weight, indices, offsets?, per_sample_weights?; mode, include_last_offset, padding_idx) ----
+std::vector<TensorMeta> meta_embedding_bag(const OpCall& c) {
+  const Tensor &w = c.in(0), &idx = c.in(1), &offs = c.in(2), &psw = c.in(3);
+  const char* op = c.name();
+  const std::string& mode = c.attrs.str(0);
+  KILN_CHECK(mode == "sum" || mode == "mean" || mode == "max", op, ": mode must be 'sum', 'mean' or 'max', got '",
+             mode, "'");
+  KILN_CHECK(w.dim() == 2, op, ": expected a 2-D weight, got shape ", shape_str(w.sizes()));
+  KILN_CHECK(is_floating_point(w.dtype()), op, ": expected a floating weight, got dtype ", w.dtype());
+  KILN_CHECK(is_integral(idx.dtype(), false), op, ": expected integer indices, got dtype ", idx.dtype());
+  KILN_CHECK(idx.dim() == 1 || idx.dim() == 2, op, ": expected 1-D or 2-D indices, got shape ",
+             shape_str(idx.sizes()));
+  int64_t B;
+  if (idx.dim() == 2) {
+    KILN_CHECK(!offs.defined(), op, ": if input is 2-D, then offsets has to be undefined");
+    B = idx.sizes()[0];
+  } else {
+    KILN_CHECK(offs.defined() && offs.dim() == 1, op, ": offsets has to be a 1-D tensor for 1-D input");
+    KILN_CHECK(is_integral(offs.dtype(), false), op, ": expected integer offsets, got dtype ", offs.dtype());
+    bool last = c.attrs.b(1);
+    KILN_CHECK(!last || offs.numel() >= 1, op, ": include_last_offset needs at least one offset");
+    B = offs.numel() - (last ? 1 : 0);
+  }
+  if (psw.defined()) {
+    KILN_CHECK(mode == "sum", op, ": per_sample_weights is only supported for mode='sum', got mode='", mode, "'");
+    KILN_CHECK(psw.sizes() == idx.sizes(), op, ": expected per_sample_weights of the indices' shape ",
+               shape_str(idx.sizes()), ", got ", shape_str(psw.sizes()));
+  }
+  int64_t pad = c.attrs.i(2);
+  KILN_CHECK(pad < w.sizes()[0], op, ": padding_idx must be within the number of embeddings (", w.sizes()[0],
+             "), got ", pad);
+  return one_output({B, w.sizes()[1]}, w.dtype(), w.device());
+}
+KILN_REGISTER_META(embedding_bag, meta_embedding_bag);
+
+// Every index gets the id of its bag; padding entries (and, with
+// include_last_offset, entries past the last offset) go to a dummy bag B that
+// is sliced off, so sum/mean/max are one index_add / scatter_reduce each.
+std::vector<Tensor> decomp_embedding_bag(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_embedding_bag(c);
+  const Tensor &w = c.in(0), &indices = c.in(1), &psw = c.in(3);
+  const std::string& mode = c.attrs.str(0);
+  int64_t pad = c.attrs.i(2);
+  int64_t B = m[0].sizes[0], D = m[0].sizes[1];
+  TensorOptions lopt = TensorOptions(kInt64).device(w.device());
+  Tensor idx = flatten(indices).to(kInt64);
+  int64_t n = idx.numel();
+  Tensor bag, valid;
+  if (indices.dim() == 2) {
+    int64_t len = indices.sizes()[1];
+    bag = flatten(expand(unsqueeze(arange(B, lopt), 1), {B, len}));
+  } else {
+    Tensor offs = c.in(2).to(kInt64);
+    Tensor starts = c.attrs.b(1) ? slice(offs, 0, 0, B) : offs;
+    // A mark at each bag start; the running count of marks is the bag id + 1.
+    Tensor marks = index_add(zeros({n + 1}, lopt), 0, starts, ones({B}, lopt));
+    bag = cumsum(slice(marks, 0, 0, n), 0) - 1;
+    valid = ge(bag, Scalar(int64_t(0)));
+    if (c.attrs.b(1)) valid = logical_and(valid, lt(arange(n, lopt), select(offs, 0, B)));
+  }
+  if (pad >= 0) {
+    Tensor not_pad = ne(idx, Scalar(pad));
+    valid = valid.defined() ? logical_and(valid, not_pad) : not_pad;
+  }
+  if (valid.defined()) bag = where(valid, bag, Scalar(B));
+  Tensor rows = index_select(w, 0, idx);
+  Tensor out;
+  if (mode == "max") {
+    out = scatter_reduce(zeros({B + 1, D}, TensorOptions(w.dtype()).device(w.device())), 0,
+                         expand(unsqueeze(bag, 1), {n, D}), rows, "amax", /*include_self=*/false);
+  } else {
+    if (psw.defined()) rows = rows * unsqueeze(flatten(psw).to(w.dtype()), 1);
+    out = index_add(zeros({B + 1, D}, TensorOptions(w.dtype()).device(w.device())), 0, bag, rows);
+    if (mode == "mean") {
+      Tensor counts = index_add(zeros({B + 1}, TensorOptions(w.dtype()).device(w.device())), 0, bag,
+                                ones({n}, TensorOptions(w.dtype()).device(w.device())));
+      out = out / unsqueeze(clamp_min(counts, 1.0), 1);
+    }
+  }
+  return {slice(out, 0, 0, B)};
+}
+KILN_REGISTER_DECOMP(embedding_bag, decomp_embedding_bag);
+
+// ---- interpolate: (x; size, mode, align_corners?, scale_factor?) ----
+// Output spatial sizes: `size` when given, else floor(in * scale_factor) (as torch, in double).
+Shape interp_out_sizes(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const auto& size = c.attrs.ints(0);
+  int64_t sd = x.dim() - 2;
+  Shape out;
+  if (!size.empty()) return size;
+  const auto& sf = c.attrs.doubles(3);
+  for (int64_t i = 0; i < sd; ++i)
+    out.push_back(static_cast<int64_t>(std::floor(static_cast<double>(x.sizes()[i + 2]) * sf[i])));
+  return out;
+}
+
+std::vector<TensorMeta> meta_interpolate(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const char* op = c.name();
+  const std::string& mode = c.attrs.str(1);
+  KILN_CHECK(mode == "nearest" || mode == "bilinear", op, ": mode must be 'nearest' or 'bilinear', got '", mode, "'");
+  if (mode == "nearest") {
+    KILN_CHECK(x.dim() == 3 || x.dim() == 4, op, ": nearest mode expects a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape ",
+               shape_str(x.sizes()));
+    KILN_CHECK(x.dtype() == kUInt8 || is_floating_point(x.dtype()), op,
+               ": nearest mode expects a floating or uint8 input, got dtype ", x.dtype());
+    KILN_CHECK(c.attrs.none(2), op,
+               ": align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | "
+               "trilinear");
+  } else {
+    KILN_CHECK(x.dim() == 4, op, ": got ", x.dim(), "-D input, but bilinear mode needs a 4-D (N, C, H, W) input");
+    KILN_CHECK(is_floating_point(x.dtype()), op, ": bilinear mode expects a floating input, got dtype ", x.dtype());
+  }
+  int64_t sd = x.dim() - 2;
+  bool has_size = !c.attrs.ints(0).empty(), has_sf = !c.attrs.none(3);
+  KILN_CHECK(has_size != has_sf, op, ": either size or scale_factor should be defined, and only one of them");
+  if (has_size)
+    KILN_CHECK(static_cast<int64_t>(c.attrs.ints(0).size()) == sd, op, ": expected size with ", sd,
+               " spatial sizes for input of shape ", shape_str(x.sizes()), ", got ", shape_str(c.attrs.ints(0)));
+  if (has_sf) {
+    KILN_CHECK(static_cast<int64_t>(c.attrs.doubles(3).size()) == sd, op, ": expected scale_factor with ", sd,
+               " values for input of shape ", shape_str(x.sizes()));
+    for (double f : c.attrs.doubles(3)) KILN_CHECK(f > 0, op, ": scale_factor must be positive, got ", f);
+  }
+  Shape out{x.sizes()[0], x.sizes()[1]};
+  for (int64_t s : interp_out_sizes(c)) {
+    KILN_CHECK(s > 0, op, ": output sizes should be greater than 0, got ", shape_str(interp_out_sizes(c)),
+               " for input of shape ", shape_str(x.sizes()));
+    out.push_back(s);
+  }
+  for (int64_t i = 2; i < x.dim(); ++i)
+    KILN_CHECK(x.sizes()[i] > 0, op, ": input spatial sizes should be greater than 0, got shape ",
+               shape_str(x.sizes()));
+  return one_output(out, x.dtype(), x.device());
+}
+KILN_REGISTER_META(interpolate, meta_interpolate);
+
+// torch's source-index rules (UpSample.h): scale = 1/scale_factor when given, else in/out.
+template <class A>
+A interp_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> sf) {
+  if (align_corners) return out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0);
+  if (sf && *sf > 0) return static_cast<A>(1.0 / *sf);
+  return static_cast<A>(in) / static_cast<A>(out);
+}
+
+Tensor nearest_indices(int64_t in, int64_t out, std::optional<double> sf, Device dev) {
+  std::vector<int64_t> idx(static_cast<size_t>(out));
+  float scale = interp_scale<float>(in, out, false, sf);
+  for (int64_t o = 0; o < out; ++o) {
+    if (out == in) idx[o] = o;
+    else if (out == 2 * in) idx[o] = o >> 1;
+    else idx[o] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
+  }
+  return tensor<int64_t>(idx, {out}, TensorOptions(kInt64).device(dev));
+}
+
+// Interpolates x along `dim` between the two neighbouring source rows, with torch's weights.
+template <class A>
+Tensor linear_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners, std::optional<double> sf) {
+  int64_t in = x.sizes()[dim];
+  std::vector<int64_t> i0(out), i1(out);
+  std::vector<A> l0(out), l1(out);
+  A scale = interp_scale<A>(in, out, align_corners, sf);
+  for (int64_t o = 0; o < out; ++o) {
+    if (in == out) {
+      i0[o] = i1[o] = o;
+      l0[o] = 1;
+      l1[o] = 0;
+      continue;
+    }
+    A src = align_corners ? scale * static_cast<A>(o) : std::max(scale * (static_cast<A>(o) + A(0.5)) - A(0.5), A(0));
+    i0[o] = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+    l1[o] = std::min(std::max(src - static_cast<A>(i0[o]), A(0)), A(1));
+    i1[o] = i0[o] + (i0[o] < in - 1 ? 1 : 0);
+    l0[o] = A(1) - l1[o];
+  }
+  Device dev = x.device();
+  TensorOptions io = TensorOptions(kInt64).device(dev), fo = TensorOptions(x.dtype()).device(dev);
+  Shape ws(static_cast<size_t>(x.dim() - dim), 1);
+  ws[0] = out;
+  Tensor w0 = tensor<A>(l0, ws, fo), w1 = tensor<A>(l1, ws, fo);
+  return index_select(x, dim, tensor<int64_t>(i0, {out}, io)) * w0 +
+         index_select(x, dim, tensor<int64_t>(i1, {out}, io)) * w1;
+}
+
+std::vector<Tensor> decomp_interpolate(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_interpolate(c);
+  const Tensor& x = c.in(0);
+  Shape out = interp_out_sizes(c);
+  std::vector<double> sf = c.attrs.none(3) ? std::vector<double>() : c.attrs.doubles(3);
+  auto sf_at = [&](size_t i) { return sf.empty() ? std::nullopt : std::optional<double>(sf[i]); };
+  if (c.attrs.str(1) == "nearest") {
+    Tensor r = x;
+    for (size_t i = 0; i < out.size(); ++i)
+      r = index_select(r, static_cast<int64_t>(i) + 2, nearest_indices(x.sizes()[i + 2], out[i], sf_at(i), x.device()));
+    return {r};
+  }
+  bool ac = c.attrs.opt_b(2).value_or(false);
+  DType ct = opmath(x.dtype());
+  Tensor r = x.to(ct);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t d = static_cast<int64_t>(i) + 2;
+    r = ct == kFloat64 ? linear_along<double>(r, d, out[i], ac, sf_at(i)) : linear_along<float>(r, d, out[i], ac, sf_at(i));
+  }
+  return {r.to(x.dtype())};
+}
+KILN_REGISTER_DECOMP(interpolate, decomp_interpolate);
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
+  uint64_t seed = 0, offset = 0;
+  if (dropout_p > 0 && dropout_p < 1 && q.dim() >= 2 && k.dim() >= 2) {
+    const char* op = "scaled_dot_product_attention";
+    int64_t n = 1;
+    for (int64_t s : attn_weight_shape(q, k, attn_mask, op)) n *= s;
+    Generator& g = gen ? *gen : default_generator(q.device());
+    std::tie(seed, offset) = g.reserve(philox_blocks<float>(static_cast<uint64_t>(n)));
+  }
+  return call_op1(OpId::scaled_dot_product_attention, {q, k, v, attn_mask},
+                  {dropout_p, is_causal, opt_attr(scale), as_attr(seed), as_attr(offset)});
+}
+
+Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets, const std::string& mode,
+                     const Tensor& per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+  return call_op1(OpId::embedding_bag, {weight, indices, offsets, per_sample_weights},
+                  {mode, include_last_offset, padding_idx});
+}
+
+Tensor interpolate(const Tensor& x, std::optional<std::vector<int64_t>> size,
+                   std::optional<std::vector<double>> scale_factor, const std::string& mode,
+                   std::optional<bool> align_corners) {
+  // A single size / scale factor applies to every spatial dim, as torch.
+  int64_t sd = std::max<int64_t>(0, x.dim() - 2);
+  if (size && size->size() == 1) size = std::vector<int64_t>(static_cast<size_t>(sd), (*size)[0]);
+  if (scale_factor && scale_factor->size() == 1)
+    scale_factor = std::vector<double>(static_cast<size_t>(sd), (*scale_factor)[0]);
+  KILN_CHECK(!size || !size->empty(), "interpolate: size must not be empty");
+  return call_op1(OpId::interpolate, {x}, {size.value_or(std::vector<int64_t>{}), mode, opt_attr(align_corners),
+                                           opt_attr(scale_factor)});
+}
+
+}  // namespace kiln

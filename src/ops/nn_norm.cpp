@@ -1,0 +1,206 @@
+// Normalisation ops: batch_norm, layer_norm, group_norm, rms_norm — public
+// functions, meta functions and decompositions (VJPs in grad_nn.cpp).
+#include <limits>
+
+#include "kiln/autograd.h"
+#include "ops/nn_util.h"
+
+namespace kiln {
+
+using namespace nn_detail;
+
+namespace {
+
+void check_param(const Tensor& p, IntArrayRef expect, const char* op, const char* what) {
+  if (!p.defined()) return;
+  KILN_CHECK(is_floating_point(p.dtype()), op, ": expected ", what, " to have a floating dtype, got ", p.dtype());
+  KILN_CHECK(p.sizes() == expect, op, ": expected ", what, " of shape ", shape_str(expect), ", got shape ",
+             shape_str(p.sizes()));
+}
+
+// Result dtype: the input's (torch's fused kernels also take float weights with
+// reduced-precision input); rms_norm, a composite in torch, promotes with its weight.
+DType norm_dtype(const OpCall& c) {
+  DType t = c.in(0).dtype();
+  if (c.op == OpId::rms_norm && c.in(1).defined()) t = promote_types(t, c.in(1).dtype());
+  return t;
+}
+
+// ---- batch_norm: (x, running_mean?, running_var?, weight?, bias?; training, momentum, eps) ----
+std::vector<TensorMeta> meta_batch_norm(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const char* op = c.name();
+  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
+             shape_str(x.sizes()));
+  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  int64_t C = x.sizes()[1];
+  Shape cs{C};
+  check_param(c.in(1), cs, op, "running_mean");
+  check_param(c.in(2), cs, op, "running_var");
+  check_param(c.in(3), cs, op, "weight");
+  check_param(c.in(4), cs, op, "bias");
+  bool training = c.attrs.b(0);
+  KILN_CHECK(c.in(1).defined() == c.in(2).defined(), op,
+             ": running_mean and running_var must both be given or both be undefined");
+  KILN_CHECK(training || c.in(1).defined(), op, ": running_mean and running_var must be defined in evaluation mode");
+  if (training && x.numel() > 0) {
+    int64_t per_channel = x.numel() / C;
+    KILN_CHECK(per_channel > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
+               shape_str(x.sizes()));
+  }
+  return one_output(x.sizes().vec(), norm_dtype(c), x.device());
+}
+KILN_REGISTER_META(batch_norm, meta_batch_norm);
+
+std::vector<int64_t> non_channel_dims(int64_t ndim) {
+  std::vector<int64_t> d{0};
+  for (int64_t i = 2; i < ndim; ++i) d.push_back(i);
+  return d;
+}
+
+// Training: normalise with the batch statistics (biased variance) and update
+// the running statistics in place with the unbiased variance, as torch.
+std::vector<Tensor> decomp_batch_norm(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_batch_norm(c);
+  const Tensor& x0 = c.in(0);
+  Tensor rm = c.in(1), rv = c.in(2), w = c.in(3), b = c.in(4);
+  bool training = c.attrs.b(0);
+  double momentum = c.attrs.f(1), eps = c.attrs.f(2);
+  int64_t nd = x0.dim(), C = x0.sizes()[1];
+  Shape cs = channel_shape(nd, C);
+  DType ct = opmath(x0.dtype());
+  Tensor x = x0.to(ct);
+  Tensor mu, var;
+  if (training) {
+    if (x.numel() == 0) return {x.to(m[0].dtype, true)};
+    std::vector<int64_t> dims = non_channel_dims(nd);
+    mu = mean(x, dims, true);
+    Tensor d = x - mu;
+    var = mean(d * d, dims, true);
+    if (rm.defined()) {
+      NoGradGuard no_grad;  // buffers, not part of the differentiated computation
+      double n = static_cast<double>(x.numel() / C);
+      Tensor mu_c = reshape(mu, {C}).to(rm.dtype());
+      Tensor var_c = (reshape(var, {C}) * (n / (n - 1))).to(rv.dtype());
+      rm.mul_(1.0 - momentum).add_(mu_c, momentum);
+      rv.mul_(1.0 - momentum).add_(var_c, momentum);
+    }
+  } else {
+    mu = reshape(rm.to(ct), cs);
+    var = reshape(rv.to(ct), cs);
+  }
+  Tensor y = (x - mu) * rsqrt(var + eps);
+  if (w.defined()) y = y * reshape(w, cs);
+  if (b.defined()) y = y + reshape(b, cs);
+  return {y.to(m[0].dtype)};
+}
+KILN_REGISTER_DECOMP(batch_norm, decomp_batch_norm);
+
+// ---- layer_norm: (x, weight?, bias?; normalized_shape, eps) ----
+void check_normalized_shape(const Tensor& x, IntArrayRef ns, const char* op) {
+  KILN_CHECK(!ns.empty(), op, ": normalized_shape must have at least one dim");
+  int64_t k = static_cast<int64_t>(ns.size());
+  bool ok = x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.sizes()[x.dim() - k + i] == ns[i];
+  KILN_CHECK(ok, op, ": given normalized_shape=", shape_str(ns), ", expected input with shape [*, ",
+             shape_str(ns).substr(1), ", but got input of shape ", shape_str(x.sizes()));
+}
+
+std::vector<TensorMeta> meta_layer_norm(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const auto& ns = c.attrs.ints(0);
+  KILN_CHECK(is_floating_point(x.dtype()), c.name(), ": expected a floating input, got dtype ", x.dtype());
+  check_normalized_shape(x, ns, c.name());
+  check_param(c.in(1), ns, c.name(), "weight");
+  if (c.op == OpId::layer_norm) check_param(c.in(2), ns, c.name(), "bias");
+  return one_output(x.sizes().vec(), norm_dtype(c), x.device());
+}
+KILN_REGISTER_META(layer_norm, meta_layer_norm);
+
+std::vector<Tensor> decomp_layer_norm(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_layer_norm(c);
+  const Tensor& x0 = c.in(0);
+  const Tensor &w = c.in(1), &b = c.in(2);
+  int64_t k = static_cast<int64_t>(c.attrs.ints(0).size());
+  Tensor x = x0.to(opmath(x0.dtype()));
+  if (x.numel() == 0) return {x.to(m[0].dtype, true)};
+  std::vector<int64_t> dims = last_dims(x.dim(), k);
+  Tensor d = x - mean(x, dims, true);
+  Tensor y = d * rsqrt(mean(d * d, dims, true) + c.attrs.f(1));
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return {y.to(m[0].dtype)};
+}
+KILN_REGISTER_DECOMP(layer_norm, decomp_layer_norm);
+
+// ---- group_norm: (x, weight?, bias?; num_groups, eps) ----
+std::vector<TensorMeta> meta_group_norm(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const char* op = c.name();
+  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
+             shape_str(x.sizes()));
+  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  int64_t C = x.sizes()[1], G = c.attrs.i(0);
+  KILN_CHECK(G > 0 && C % G == 0, op, ": expected number of channels in input to be divisible by num_groups, but "
+             "got input of shape ", shape_str(x.sizes()), " and num_groups=", G);
+  check_param(c.in(1), Shape{C}, op, "weight");
+  check_param(c.in(2), Shape{C}, op, "bias");
+  return one_output(x.sizes().vec(), norm_dtype(c), x.device());
+}
+KILN_REGISTER_META(group_norm, meta_group_norm);
+
+std::vector<Tensor> decomp_group_norm(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_group_norm(c);
+  const Tensor& x0 = c.in(0);
+  const Tensor &w = c.in(1), &b = c.in(2);
+  int64_t N = x0.sizes()[0], C = x0.sizes()[1], G = c.attrs.i(0);
+  Tensor x = x0.to(opmath(x0.dtype()));
+  if (x.numel() == 0) return {x.to(m[0].dtype, true)};
+  Tensor g = reshape(x, {N, G, x.numel() / (N * G)});
+  Tensor d = g - mean(g, {2}, true);
+  Tensor y = reshape(d * rsqrt(mean(d * d, {2}, true) + c.attrs.f(1)), x.sizes().vec());
+  Shape cs = channel_shape(x.dim(), C);
+  if (w.defined()) y = y * reshape(w, cs);
+  if (b.defined()) y = y + reshape(b, cs);
+  return {y.to(m[0].dtype)};
+}
+KILN_REGISTER_DECOMP(group_norm, decomp_group_norm);
+
+// ---- rms_norm: (x, weight?; normalized_shape, eps?) ----
+KILN_REGISTER_META(rms_norm, meta_layer_norm);
+
+// As torch: computed in the opmath type; eps defaults to that type's machine epsilon.
+std::vector<Tensor> decomp_rms_norm(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_layer_norm(c);
+  const Tensor& x0 = c.in(0);
+  const Tensor& w = c.in(1);
+  int64_t k = static_cast<int64_t>(c.attrs.ints(0).size());
+  DType ct = opmath(x0.dtype());
+  double eps = c.attrs.opt_f(1).value_or(ct == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                        : double(std::numeric_limits<float>::epsilon()));
+  Tensor x = x0.to(ct);
+  if (x.numel() == 0) return {x.to(m[0].dtype, true)};
+  Tensor y = (x * rsqrt(mean(x * x, last_dims(x.dim(), k), true) + eps)).to(x0.dtype());
+  if (w.defined()) y = y * w;
+  return {y.to(m[0].dtype)};
+}
+KILN_REGISTER_DECOMP(rms_norm, decomp_rms_norm);
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  return call_op1(OpId::batch_norm, {x, running_mean, running_var, weight, bias}, {training, momentum, eps});
+}
+Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  return call_op1(OpId::layer_norm, {x, weight, bias}, {normalized_shape.vec(), eps});
+}
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  return call_op1(OpId::group_norm, {x, weight, bias}, {num_groups, eps});
+}
+Tensor rms_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight, std::optional<double> eps) {
+  return call_op1(OpId::rms_norm, {x, weight}, {normalized_shape.vec(), opt_attr(eps)});
+}
+
+}  // namespace kiln

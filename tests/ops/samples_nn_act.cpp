@@ -1,0 +1,133 @@
+// Samples for softmax, log_softmax and dropout (Note [Op samples]).
+#include "tests/ops/samples_nn_util.h"
+
+namespace kiln::test {
+namespace {
+using namespace nn;
+
+std::vector<OpSample> softmax_samples_for(bool log) {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, int64_t dim, std::optional<DType> dt = std::nullopt, bool grad = true) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x};
+    s.fn = [=](const TensorList& in) {
+      return TensorList{log ? log_softmax(in[0], dim, dt) : softmax(in[0], dim, dt)};
+    };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      int64_t d = a.dim() == 0 ? 0 : (dim < 0 ? dim + a.dim() : dim);
+      for_rows(a, d, [&](std::vector<double>& r) { softmax_row(r, log); });
+      return TensorList{a.to(dt.value_or(in[0].dtype()))};
+    };
+    s.check_grad = grad;
+    if (in_reduced(dt.value_or(x.dtype()))) s.atol = 2e-3;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) {
+    add("[3,5] dim -1 " + dname(t), make_input({3, 5}, t, 1), -1);
+    add("[3,5] dim 0 " + dname(t), make_input({3, 5}, t, 2), 0);
+    add("[2,3,4] dim 1 noncontig " + dname(t), make_input({2, 3, 4}, t, 3, -3, 3, true), 1);
+  }
+  add("0-d", make_input({}, kFloat32, 4), 0);
+  add("empty [0,3]", make_input({0, 3}, kFloat32, 5), 1);
+  add("int64 input with dtype=float64", make_input({2, 4}, kInt64, 6, -5, 5), 1, kFloat64);
+  add("float32 input with dtype=float64", make_input({2, 4}, kFloat32, 7), -1, kFloat64);
+  add("large rows [64,1000] dim -1 (parallel)", make_input({64, 1000}, kFloat32, 8, -10, 10), -1, std::nullopt, false);
+  add("large [300,2,200] dim 0 (strided kernel)", make_input({300, 2, 200}, kFloat32, 9, -10, 10), 0, std::nullopt,
+      false);
+  add("large values [2,3]", make_input({2, 3}, kFloat32, 10, -1000, 1000), 1, std::nullopt,
+      false);
+  return out;
+}
+std::vector<OpSample> softmax_samples() { return softmax_samples_for(false); }
+std::vector<OpSample> log_softmax_samples() { return softmax_samples_for(true); }
+
+std::vector<ErrorSample> softmax_errors_for(bool log) {
+  auto f = [log](const Tensor& x, int64_t d) { return log ? log_softmax(x, d) : softmax(x, d); };
+  return {
+      {"dim out of range", [=] { f(make_input({2, 3}, kFloat32, 1), 2); }, "out of range"},
+      {"integer input", [=] { f(make_input({2, 3}, kInt64, 1), 1); }, "expected a floating dtype"},
+  };
+}
+std::vector<ErrorSample> softmax_errors() { return softmax_errors_for(false); }
+std::vector<ErrorSample> log_softmax_errors() { return softmax_errors_for(true); }
+
+KILN_OP_SAMPLES(softmax, softmax_samples, softmax_errors);
+KILN_OP_SAMPLES(log_softmax, log_softmax_samples, log_softmax_errors);
+
+// ---- dropout: structural checks (Note [Dropout mask]) ----
+std::vector<OpSample> dropout_samples() {
+  std::vector<OpSample> out;
+  for (double p : {0.2, 0.5, 0.8}) {
+    for (DType t : {kFloat32, kFloat64, DType::BFloat16}) {
+      OpSample s;
+      s.name = "p=" + std::to_string(p) + " " + dname(t);
+      s.inputs = {ones({4000}, t)};
+      s.fn = [p](const TensorList& in) {
+        Generator g(1234);
+        return TensorList{dropout(in[0], p, true, &g)};
+      };
+      s.compare_values = false;
+      s.check_grad = false;
+      s.check = [p, t](const TensorList& o) {
+        auto v = o[0].to_vector<double>();
+        int64_t zeros = 0;
+        double scale = Ref({}, 1.0 / (1.0 - p)).to(t).item<double>();
+        for (double e : v) {
+          if (e == 0) ++zeros;
+          else {
+            EXPECT_NEAR(e, scale, 1e-6) << "survivors are scaled by 1/(1-p)";
+          }
+        }
+        EXPECT_NEAR(static_cast<double>(zeros) / v.size(), p, 0.04) << "fraction dropped";
+      };
+      out.push_back(s);
+    }
+  }
+  {
+    OpSample s;  // determinism and gradient: the mask is a constant of the generator state
+    s.name = "same seed, same mask; grad = mask / (1-p)";
+    s.inputs = {make_input({3, 4}, kFloat64, 1, 0.5, 2.0)};
+    s.fn = [](const TensorList& in) {
+      Generator g(7);
+      return TensorList{dropout(in[0], 0.4, true, &g)};
+    };
+    s.compare_values = false;
+    s.check = [x = s.inputs[0]](const TensorList& o) {
+      Generator g(7);
+      Tensor again = dropout(x, 0.4, true, &g);
+      EXPECT_EQ(o[0].to_vector<double>(), again.to_vector<double>());
+      Tensor third = dropout(x, 0.4, true, &g);  // the generator moved on
+      EXPECT_NE(third.to_vector<double>(), again.to_vector<double>());
+      auto xv = x.to_vector<double>(), ov = o[0].to_vector<double>();
+      for (size_t i = 0; i < xv.size(); ++i)
+        EXPECT_TRUE(ov[i] == 0 || std::abs(ov[i] - xv[i] / 0.6) < 1e-12);
+    };
+    out.push_back(s);
+  }
+  auto exact = [&](std::string name, double p, bool train, bool zero) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {make_input({3, 5}, kFloat32, 3, -2, 2, true)};
+    s.fn = [=](const TensorList& in) { return TensorList{dropout(in[0], p, train)}; };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      if (zero) a = Ref(a.shape, 0.0);
+      return TensorList{a.to(kFloat32)};
+    };
+    out.push_back(s);
+  };
+  exact("p=0 is the identity", 0.0, true, false);
+  exact("eval is the identity", 0.5, false, false);
+  exact("p=1 gives zeros", 1.0, true, true);
+  return out;
+}
+std::vector<ErrorSample> dropout_errors() {
+  return {{"p > 1", [] { dropout(make_input({3}, kFloat32, 1), 1.5); }, "between 0 and 1"},
+          {"p < 0", [] { dropout(make_input({3}, kFloat32, 1), -0.1); }, "between 0 and 1"}};
+}
+KILN_OP_SAMPLES(dropout, dropout_samples, dropout_errors);
+
+}  // namespace
+}  // namespace kiln::test

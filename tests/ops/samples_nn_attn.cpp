@@ -1,0 +1,302 @@
+// Samples for scaled_dot_product_attention, embedding_bag and interpolate (Note [Op samples]).
+#include "tests/ops/samples_nn_util.h"
+
+namespace kiln::test {
+namespace {
+using namespace nn;
+
+// ---- scaled_dot_product_attention ----
+// q [B..., L, E], k [B..., S, E], v [B..., S, Ev], all with the same batch dims here;
+// mask (optional) broadcast to [B..., L, S]: bool (true = keep) or float (added).
+Ref ref_attention(const Ref& q, const Ref& k, const Ref& v, const Tensor& mask, bool causal, std::optional<double> scale) {
+  int64_t nd = q.dim(), L = q.shape[nd - 2], E = q.shape[nd - 1], S = k.shape[nd - 2], Ev = v.shape[nd - 1];
+  int64_t B = q.numel() / (L * E);
+  double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
+  Ref m = mask.defined() ? Ref::of(mask) : Ref();
+  bool bool_mask = mask.defined() && mask.dtype() == kBool;
+  Shape out_shape = q.shape;
+  out_shape[nd - 1] = Ev;
+  Ref out(out_shape);
+  Shape bshape(q.shape.begin(), q.shape.end() - 2);
+  for (int64_t b = 0; b < B; ++b) {
+    Shape bidx = unravel(b, bshape);
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> s(S);
+      bool any = false;
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += q.v[(b * L + i) * E + e] * k.v[(b * S + j) * E + e];
+        s[j] = dot * sc;
+        bool keep = !causal || j <= i;
+        if (mask.defined()) {
+          Shape full = bidx;
+          full.push_back(i);
+          full.push_back(j);
+          double mv = m.v[broadcast_index(full, m.shape)];
+          if (bool_mask) keep = keep && mv != 0;
+          else s[j] += mv;
+        }
+        if (!keep) s[j] = -std::numeric_limits<double>::infinity();
+        any = any || s[j] != -std::numeric_limits<double>::infinity();
+      }
+      if (any) softmax_row(s, false);
+      else std::fill(s.begin(), s.end(), 0.0);  // a row with every key masked gives zeros
+      for (int64_t c = 0; c < Ev; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < S; ++j) acc += s[j] * v.v[(b * S + j) * Ev + c];
+        out.v[(b * L + i) * Ev + c] = acc;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<OpSample> sdpa_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Shape qs, Shape ks, Shape vs, DType t, Tensor mask, bool causal,
+                 std::optional<double> scale = std::nullopt, bool nc = false) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {make_input(qs, t, 1, -1, 1, nc), make_input(ks, t, 2), make_input(vs, t, 3), mask};
+    s.fn = [=](const TensorList& in) {
+      return TensorList{scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.0, causal, scale)};
+    };
+    s.reference = [=](const TensorList& in) {
+      return TensorList{ref_attention(Ref::of(in[0]), Ref::of(in[1]), Ref::of(in[2]), in[3], causal, scale).to(t)};
+    };
+    s.grad_inputs = {0, 1, 2};
+    if (in_reduced(t)) s.atol = 2e-2;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) add("[2,3,4]x[2,5,4]x[2,5,6] " + dname(t), {2, 3, 4}, {2, 5, 4}, {2, 5, 6}, t, {}, false);
+  add("4-D batch, scale 0.3, noncontig q", {2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 2}, kFloat64, {}, false, 0.3, true);
+  add("causal L=3 S=5", {1, 3, 4}, {1, 5, 4}, {1, 5, 2}, kFloat64, {}, true);
+  add("causal L=4 S=4", {2, 4, 3}, {2, 4, 3}, {2, 4, 3}, kFloat32, {}, true);
+  add("bool mask [3,5]", {2, 3, 4}, {2, 5, 4}, {2, 5, 2}, kFloat64,
+      tensor<bool>({true, false, true, true, false, false, true, true, true, true, true, false, false, false, true},
+                   {3, 5}, kBool),
+      false);
+  add("float mask [2,1,5]", {2, 3, 4}, {2, 5, 4}, {2, 5, 2}, kFloat64, make_input({2, 1, 5}, kFloat64, 9), false);
+  add("fully masked row gives zeros", {1, 2, 3}, {1, 3, 3}, {1, 3, 2}, kFloat64,
+      tensor<bool>({false, false, false, true, false, true}, {2, 3}, kBool), false);
+  {
+    // dropout_p: with a fixed generator the output is a deterministic function (gradcheck works);
+    // every attention weight is either dropped or scaled by 1/(1-p).
+    OpSample s;
+    s.name = "dropout_p 0.5 with a fixed generator";
+    s.inputs = {make_input({2, 3, 4}, kFloat64, 1), make_input({2, 5, 4}, kFloat64, 2), make_input({2, 5, 2}, kFloat64, 3)};
+    s.fn = [](const TensorList& in) {
+      Generator g(99);
+      return TensorList{scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.5, false, std::nullopt, &g)};
+    };
+    s.compare_values = false;
+    s.check = [in = s.inputs](const TensorList& o) {
+      // Identity value matrix: the output is the (dropped, rescaled) attention weights themselves.
+      Tensor eye5 = tensor<double>({1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1}, {5, 5},
+                                   kFloat64);
+      Generator g(5);
+      auto w = scaled_dot_product_attention(in[0], in[1], eye5, {}, 0.5, false, std::nullopt, &g).to_vector<double>();
+      Ref p = ref_attention(Ref::of(in[0]), Ref::of(in[1]), Ref::of(eye5.unsqueeze(0).expand({2, 5, 5}).contiguous()),
+                            {}, false, std::nullopt);
+      int64_t dropped = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (w[i] == 0) ++dropped;
+        else {
+          EXPECT_NEAR(w[i], 2 * p.v[i], 1e-12);
+        }
+      }
+      EXPECT_GT(dropped, 0);
+      EXPECT_LT(dropped, static_cast<int64_t>(w.size()));
+      EXPECT_EQ(o[0].sizes().vec(), (Shape{2, 3, 2}));
+    };
+    out.push_back(s);
+  }
+  return out;
+}
+std::vector<ErrorSample> sdpa_errors() {
+  auto q = [] { return make_input({2, 3, 4}, kFloat32, 1); };
+  return {
+      {"causal with a mask",
+       [=] { scaled_dot_product_attention(q(), q(), q(), ones({3, 3}, kBool), 0.0, true); }, "is_causal"},
+      {"embedding size", [=] { scaled_dot_product_attention(q(), make_input({2, 3, 5}, kFloat32, 2), q()); },
+       "same embedding size"},
+      {"dtype mismatch", [=] { scaled_dot_product_attention(q(), q(), make_input({2, 3, 4}, kFloat64, 2)); },
+       "same dtype"},
+      {"key/value length", [=] { scaled_dot_product_attention(q(), q(), make_input({2, 4, 4}, kFloat32, 2)); },
+       "sequence length"},
+  };
+}
+KILN_OP_SAMPLES(scaled_dot_product_attention, sdpa_samples, sdpa_errors);
+
+// ---- embedding_bag ----
+std::vector<OpSample> embedding_bag_samples() {
+  std::vector<OpSample> out;
+  // bags: list of index lists; psw: per-index weights (flat) or empty.
+  auto add = [&](std::string name, Tensor idx, Tensor offs, std::string mode, Tensor psw, bool last, int64_t pad,
+                 std::vector<std::vector<int64_t>> bags_pos) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {make_input({10, 3}, kFloat64, 1), idx, offs, psw};
+    s.fn = [=](const TensorList& in) {
+      return TensorList{embedding_bag(in[0], in[1], in[2], mode, in[3], last, pad)};
+    };
+    s.reference = [=](const TensorList& in) {
+      Ref w = Ref::of(in[0]), ix = Ref::of(in[1]);
+      Ref pw = in[3].defined() ? Ref::of(in[3]) : Ref();
+      int64_t B = static_cast<int64_t>(bags_pos.size()), D = 3;
+      Ref o({B, D});
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t cnt = 0;
+        for (int64_t d = 0; d < D; ++d) o.v[b * D + d] = mode == "max" ? -INFINITY : 0;
+        for (int64_t pos : bags_pos[b]) {
+          int64_t r = static_cast<int64_t>(ix.v[pos]);
+          if (r == pad) continue;
+          ++cnt;
+          for (int64_t d = 0; d < D; ++d) {
+            double e = w.v[r * D + d] * (in[3].defined() ? pw.v[pos] : 1.0);
+            double& acc = o.v[b * D + d];
+            acc = mode == "max" ? std::max(acc, e) : acc + e;
+          }
+        }
+        for (int64_t d = 0; d < D; ++d) {
+          double& acc = o.v[b * D + d];
+          if (cnt == 0) acc = 0;
+          else if (mode == "mean") acc /= cnt;
+        }
+      }
+      return TensorList{o.to(kFloat64)};
+    };
+    s.grad_inputs = {0, 3};
+    out.push_back(s);
+  };
+  Tensor idx2 = tensor<int64_t>({1, 2, 4, 5, 4, 3, 2, 9}, {2, 4}, kInt64);
+  std::vector<std::vector<int64_t>> bags2{{0, 1, 2, 3}, {4, 5, 6, 7}};
+  Tensor idx1 = tensor<int64_t>({1, 2, 4, 5, 4, 3, 2, 9, 7}, {9}, kInt64);
+  Tensor offs = tensor<int64_t>({0, 2, 2, 5}, {4}, kInt64);
+  std::vector<std::vector<int64_t>> bags1{{0, 1}, {}, {2, 3, 4}, {5, 6, 7, 8}};
+  for (std::string mode : {"sum", "mean", "max"}) {
+    add("2-D " + mode, idx2, {}, mode, {}, false, -1, bags2);
+    add("1-D offsets, empty bag " + mode, idx1, offs, mode, {}, false, -1, bags1);
+    add("1-D include_last_offset " + mode, idx1, tensor<int64_t>({0, 2, 2, 5, 8}, {5}, kInt64), mode, {}, true, -1,
+        {{0, 1}, {}, {2, 3, 4}, {5, 6, 7}});
+    add("padding_idx 4 " + mode, idx1, offs, mode, {}, false, 4, bags1);
+  }
+  add("per_sample_weights sum", idx1, offs, "sum", make_input({9}, kFloat64, 5), false, -1, bags1);
+  add("per_sample_weights 2-D", idx2, {}, "sum", make_input({2, 4}, kFloat64, 6), false, 2, bags2);
+  add("int32 indices", tensor<int64_t>({3, 3, 0}, {3}, kInt64).to(kInt32), tensor<int64_t>({0, 1}, {2}, kInt64).to(kInt32),
+      "mean", {}, false, -1, {{0}, {1, 2}});
+  return out;
+}
+std::vector<ErrorSample> embedding_bag_errors() {
+  auto w = [] { return make_input({10, 3}, kFloat32, 1); };
+  auto i1 = [] { return tensor<int64_t>({1, 2, 3}, {3}, kInt64); };
+  return {
+      {"bad mode", [=] { embedding_bag(w(), i1(), tensor<int64_t>({0}, {1}, kInt64), "min"); }, "mode"},
+      {"1-D without offsets", [=] { embedding_bag(w(), i1()); }, "offsets"},
+      {"2-D with offsets",
+       [=] { embedding_bag(w(), i1().view({1, 3}), tensor<int64_t>({0}, {1}, kInt64)); }, "offsets"},
+      {"per_sample_weights with mean",
+       [=] { embedding_bag(w(), i1(), tensor<int64_t>({0}, {1}, kInt64), "mean", ones({3})); }, "per_sample_weights"},
+      {"float indices", [=] { embedding_bag(w(), ones({3}), tensor<int64_t>({0}, {1}, kInt64)); }, "integer indices"},
+  };
+}
+KILN_OP_SAMPLES(embedding_bag, embedding_bag_samples, embedding_bag_errors);
+
+// ---- interpolate ----
+// torch's source indices (UpSample.h): nearest in float; linear in the opmath type.
+int64_t ref_nearest(int64_t o, int64_t in, int64_t out, std::optional<double> sf) {
+  if (out == in) return o;
+  if (out == 2 * in) return o >> 1;
+  float scale = sf ? static_cast<float>(1.0 / *sf) : static_cast<float>(in) / static_cast<float>(out);
+  return std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
+}
+void ref_linear(int64_t o, int64_t in, int64_t out, bool ac, std::optional<double> sf, int64_t& i0, int64_t& i1,
+                double& l1) {
+  if (in == out) {
+    i0 = i1 = o;
+    l1 = 0;
+    return;
+  }
+  double scale = ac ? (out > 1 ? double(in - 1) / double(out - 1) : 0.0) : (sf ? 1.0 / *sf : double(in) / double(out));
+  double src = ac ? scale * o : std::max(scale * (o + 0.5) - 0.5, 0.0);
+  i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+  l1 = std::min(std::max(src - i0, 0.0), 1.0);
+  i1 = i0 + (i0 < in - 1 ? 1 : 0);
+}
+
+std::vector<OpSample> interpolate_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, std::optional<std::vector<int64_t>> size,
+                 std::optional<std::vector<double>> sf, std::string mode, std::optional<bool> ac) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x};
+    s.fn = [=](const TensorList& in) { return TensorList{interpolate(in[0], size, sf, mode, ac)}; };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      int64_t sd = a.dim() - 2;
+      Shape os{a.shape[0], a.shape[1]};
+      for (int64_t i = 0; i < sd; ++i) {
+        int64_t v = size ? (*size)[size->size() == 1 ? 0 : i]
+                         : static_cast<int64_t>(std::floor(double(a.shape[i + 2]) * (*sf)[sf->size() == 1 ? 0 : i]));
+        os.push_back(v);
+      }
+      auto sfi = [&](int64_t i) {
+        return sf ? std::optional<double>((*sf)[sf->size() == 1 ? 0 : i]) : std::nullopt;
+      };
+      Ref o(os);
+      for (int64_t f = 0; f < o.numel(); ++f) {
+        Shape idx = unravel(f, os);
+        if (mode == "nearest") {
+          Shape src = idx;
+          for (int64_t i = 0; i < sd; ++i) src[i + 2] = ref_nearest(idx[i + 2], a.shape[i + 2], os[i + 2], sfi(i));
+          o.v[f] = a.at(src);
+        } else {
+          int64_t h0, h1, w0, w1;
+          double lh, lw;
+          ref_linear(idx[2], a.shape[2], os[2], ac.value_or(false), sfi(0), h0, h1, lh);
+          ref_linear(idx[3], a.shape[3], os[3], ac.value_or(false), sfi(1), w0, w1, lw);
+          auto at = [&](int64_t h, int64_t w) { return a.at({idx[0], idx[1], h, w}); };
+          o.v[f] = (1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) + lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1));
+        }
+      }
+      return TensorList{o.to(in[0].dtype())};
+    };
+    if (in_reduced(x.dtype())) s.atol = 2e-2;
+    out.push_back(s);
+  };
+  using IV = std::vector<int64_t>;
+  using DV = std::vector<double>;
+  for (DType t : kFloatTypes) {
+    add("nearest 4-D size [5,3] " + dname(t), make_input({1, 2, 3, 4}, t, 1), IV{5, 3}, std::nullopt, "nearest", std::nullopt);
+    add("bilinear size [5,7] " + dname(t), make_input({1, 2, 3, 4}, t, 2), IV{5, 7}, std::nullopt, "bilinear", std::nullopt);
+  }
+  add("nearest uint8 x2", make_input({1, 1, 2, 3}, kUInt8, 3, 0, 200), std::nullopt, DV{2.0}, "nearest", std::nullopt);
+  add("nearest scale 1.7", make_input({2, 1, 3, 4}, kFloat64, 4), std::nullopt, DV{1.7, 0.6}, "nearest", std::nullopt);
+  add("nearest 3-D size 7", make_input({2, 2, 5}, kFloat64, 5, -2, 2, true), IV{7}, std::nullopt, "nearest", std::nullopt);
+  add("nearest 3-D scale 0.5", make_input({1, 2, 6}, kFloat32, 6), std::nullopt, DV{0.5}, "nearest", std::nullopt);
+  add("bilinear align_corners", make_input({1, 2, 3, 4}, kFloat64, 7), IV{5, 7}, std::nullopt, "bilinear", true);
+  add("bilinear scale 1.5 (scale used as given)", make_input({1, 1, 4, 4}, kFloat64, 8), std::nullopt, DV{1.5}, "bilinear",
+      false);
+  add("bilinear downsample scale 0.4", make_input({1, 1, 5, 6}, kFloat64, 9, -2, 2, true), std::nullopt, DV{0.4, 0.7},
+      "bilinear", std::nullopt);
+  add("bilinear align_corners to 1x1", make_input({1, 1, 3, 3}, kFloat64, 10), IV{1, 1}, std::nullopt, "bilinear", true);
+  add("bilinear same size", make_input({1, 1, 3, 3}, kFloat64, 11), IV{3, 3}, std::nullopt, "bilinear", std::nullopt);
+  return out;
+}
+std::vector<ErrorSample> interpolate_errors() {
+  auto x = [] { return make_input({1, 1, 3, 3}, kFloat32, 1); };
+  return {
+      {"size and scale", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::vector<double>{2.0}); }, "only one"},
+      {"neither", [=] { interpolate(x(), std::nullopt); }, "either size or scale_factor"},
+      {"align_corners with nearest", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::nullopt, "nearest", true); },
+       "align_corners"},
+      {"bilinear on 3-D", [] { interpolate(make_input({1, 1, 3}, kFloat32, 1), std::vector<int64_t>{4}, std::nullopt, "bilinear"); },
+       "bilinear mode needs a 4-D"},
+      {"bad mode", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::nullopt, "bicubic"); }, "mode"},
+  };
+}
+KILN_OP_SAMPLES(interpolate, interpolate_samples, interpolate_errors);
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,252 @@
+// Samples for batch_norm, layer_norm, group_norm and rms_norm (Note [Op samples]).
+#include "tests/ops/samples_nn_util.h"
+
+namespace kiln::test {
+namespace {
+using namespace nn;
+
+// Normalises groups of `a`: `group_of(flat)` gives each element's group id;
+// y = (x - mean_g) / sqrt(var_g + eps) (biased variance), in place.
+Ref ref_normalize(Ref a, int64_t ngroups, const std::function<int64_t(const Shape&)>& group_of, double eps,
+                  bool rms = false) {
+  std::vector<double> s(ngroups, 0), ss(ngroups, 0), cnt(ngroups, 0);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    int64_t g = group_of(unravel(i, a.shape));
+    s[g] += a.v[i];
+    cnt[g] += 1;
+  }
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    int64_t g = group_of(unravel(i, a.shape));
+    double d = rms ? a.v[i] : a.v[i] - s[g] / cnt[g];
+    ss[g] += d * d;
+  }
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    int64_t g = group_of(unravel(i, a.shape));
+    double mu = rms ? 0 : s[g] / cnt[g];
+    a.v[i] = (a.v[i] - mu) / std::sqrt(ss[g] / cnt[g] + eps);
+  }
+  return a;
+}
+
+// y * w[c] + b[c] where c = param_index(idx).
+Ref ref_affine(Ref y, const Tensor& w, const Tensor& b, const std::function<int64_t(const Shape&)>& param_index) {
+  Ref rw = w.defined() ? Ref::of(w) : Ref(), rb = b.defined() ? Ref::of(b) : Ref();
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    int64_t c = param_index(unravel(i, y.shape));
+    if (w.defined()) y.v[i] *= rw.v[c];
+    if (b.defined()) y.v[i] += rb.v[c];
+  }
+  return y;
+}
+
+double norm_atol(DType t) { return in_reduced(t) ? 2e-2 : 1e-5; }
+
+// ---- layer_norm ----
+std::vector<OpSample> layer_norm_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, Shape ns, Tensor w, Tensor b, double eps = 1e-5) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x, w, b};
+    s.fn = [=](const TensorList& in) { return TensorList{layer_norm(in[0], ns, in[1], in[2], eps)}; };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      int64_t n = ref_numel(ns), rows = n ? a.numel() / n : 0;
+      auto row = [&](const Shape& idx) { return ravel(idx, a.shape) / n; };
+      auto col = [&](const Shape& idx) { return ravel(idx, a.shape) % n; };
+      Ref y = ref_affine(ref_normalize(a, rows, row, eps), in[1], in[2], col);
+      return TensorList{y.to(in[0].dtype())};
+    };
+    s.atol = norm_atol(x.dtype());
+    s.rtol = in_reduced(x.dtype()) ? 2e-2 : 0;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) {
+    add("[4,5] ns [5] affine " + dname(t), make_input({4, 5}, t, 1), {5}, make_input({5}, t, 2),
+        make_input({5}, t, 3));
+    add("[2,3,4] ns [3,4] noncontig " + dname(t), make_input({2, 3, 4}, t, 4, -2, 2, true), {3, 4},
+        make_input({3, 4}, t, 5), Tensor());
+  }
+  add("[6] ns [6] bias only", make_input({6}, kFloat64, 6), {6}, Tensor(), make_input({6}, kFloat64, 7));
+  add("no affine, eps 0.1", make_input({3, 4}, kFloat32, 8), {4}, Tensor(), Tensor(), 0.1);
+  add("empty [0,5]", make_input({0, 5}, kFloat32, 9), {5}, make_input({5}, kFloat32, 2), Tensor());
+  add("float32 input, float64 weight", make_input({2, 3}, kFloat32, 10), {3}, make_input({3}, kFloat64, 11), Tensor());
+  {
+    auto x = make_input({64, 512}, kFloat32, 12);
+    add("large [64,512] (parallel)", x, {512}, make_input({512}, kFloat32, 13), make_input({512}, kFloat32, 14));
+    out.back().check_grad = false;
+  }
+  return out;
+}
+std::vector<ErrorSample> layer_norm_errors() {
+  return {
+      {"normalized_shape mismatch", [] { layer_norm(make_input({2, 3}, kFloat32, 1), {4}); }, "normalized_shape"},
+      {"weight shape", [] { layer_norm(make_input({2, 3}, kFloat32, 1), {3}, make_input({4}, kFloat32, 2)); },
+       "expected weight of shape"},
+      {"integer input", [] { layer_norm(make_input({2, 3}, kInt64, 1), {3}); }, "floating"},
+  };
+}
+KILN_OP_SAMPLES(layer_norm, layer_norm_samples, layer_norm_errors);
+
+// ---- batch_norm ----
+std::vector<OpSample> batch_norm_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, bool affine, bool training, bool stats = true, double eps = 1e-5) {
+    int64_t C = x.sizes()[1];
+    DType t = x.dtype();
+    OpSample s;
+    s.name = std::move(name);
+    Tensor rm = stats ? make_input({C}, kFloat32, 21, -0.5, 0.5) : Tensor();
+    Tensor rv = stats ? make_input({C}, kFloat32, 22, 0.5, 2.0) : Tensor();
+    s.inputs = {x, rm, rv, affine ? make_input({C}, t, 23) : Tensor(), affine ? make_input({C}, t, 24) : Tensor()};
+    const double momentum = 0.3;
+    // The running stats are updated in place: work on copies, and return them too.
+    auto run = [=](const TensorList& in, bool with_stats) {
+      Tensor m = in[1].defined() ? in[1].detach().clone() : Tensor();
+      Tensor v = in[2].defined() ? in[2].detach().clone() : Tensor();
+      Tensor y = batch_norm(in[0], m, v, in[3], in[4], training, momentum, eps);
+      if (!with_stats || !m.defined()) return TensorList{y};
+      return TensorList{y, m, v};
+    };
+    s.fn = [=](const TensorList& in) { return run(in, false); };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      auto chan = [&](const Shape& idx) { return idx[1]; };
+      Ref y;
+      if (training) {
+        y = ref_normalize(a, C, chan, eps);
+      } else {
+        Ref m = Ref::of(in[1]), v = Ref::of(in[2]);
+        y = a;
+        for (int64_t i = 0; i < a.numel(); ++i) {
+          int64_t c = unravel(i, a.shape)[1];
+          y.v[i] = (a.v[i] - m.v[c]) / std::sqrt(v.v[c] + eps);
+        }
+      }
+      return TensorList{ref_affine(y, in[3], in[4], chan).to(t)};
+    };
+    s.grad_inputs = {0, 3, 4};
+    s.atol = norm_atol(t);
+    s.rtol = in_reduced(t) ? 2e-2 : 0;
+    out.push_back(s);
+    if (training && stats) {
+      // Running stats: (1 - momentum) * old + momentum * batch stat, with the unbiased variance.
+      OpSample r = s;
+      r.name += " (running stats)";
+      r.fn = [=](const TensorList& in) { return run(in, true); };
+      r.check_grad = false;
+      auto ref_y = s.reference;
+      r.reference = [=](const TensorList& in) {
+        Ref a = Ref::of(in[0]), m = Ref::of(in[1]), v = Ref::of(in[2]);
+        std::vector<double> s1(C, 0), s2(C, 0);
+        double n = static_cast<double>(a.numel() / C);
+        for (int64_t i = 0; i < a.numel(); ++i) s1[unravel(i, a.shape)[1]] += a.v[i];
+        for (int64_t i = 0; i < a.numel(); ++i) {
+          int64_t c = unravel(i, a.shape)[1];
+          s2[c] += (a.v[i] - s1[c] / n) * (a.v[i] - s1[c] / n);
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          m.v[c] = (1 - momentum) * m.v[c] + momentum * s1[c] / n;
+          v.v[c] = (1 - momentum) * v.v[c] + momentum * s2[c] / (n - 1);
+        }
+        TensorList o = ref_y(in);
+        o.push_back(m.to(kFloat32));
+        o.push_back(v.to(kFloat32));
+        return o;
+      };
+      out.push_back(r);
+    }
+  };
+  for (DType t : kFloatTypes) {
+    add("[4,3] training affine " + dname(t), make_input({4, 3}, t, 1), true, true);
+    add("[4,3] eval affine " + dname(t), make_input({4, 3}, t, 2), true, false);
+  }
+  add("[2,3,4] training noncontig", make_input({2, 3, 4}, kFloat64, 3, -2, 2, true), true, true);
+  add("[2,2,2,3] training, no affine", make_input({2, 2, 2, 3}, kFloat32, 4), false, true);
+  add("[2,3,2,2] eval, no affine", make_input({2, 3, 2, 2}, kFloat32, 5), false, false);
+  add("[3,2] training without running stats", make_input({3, 2}, kFloat32, 6), true, true, false);
+  return out;
+}
+std::vector<ErrorSample> batch_norm_errors() {
+  auto rm = [] { return zeros({3}); };
+  return {
+      {"1-D input", [=] { batch_norm(make_input({3}, kFloat32, 1), rm(), ones({3})); }, "at least 2 dims"},
+      {"running stats shape", [=] { batch_norm(make_input({2, 4}, kFloat32, 1), rm(), ones({3})); },
+       "expected running_mean of shape"},
+      {"one value per channel in training",
+       [=] { batch_norm(make_input({1, 3}, kFloat32, 1), rm(), ones({3}), {}, {}, true); },
+       "more than 1 value per channel"},
+      {"eval without running stats", [] { batch_norm(make_input({2, 3}, kFloat32, 1), {}, {}); },
+       "must be defined in evaluation mode"},
+  };
+}
+KILN_OP_SAMPLES(batch_norm, batch_norm_samples, batch_norm_errors);
+
+// ---- group_norm ----
+std::vector<OpSample> group_norm_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, int64_t G, bool affine, double eps = 1e-5) {
+    int64_t C = x.sizes()[1];
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x, affine ? make_input({C}, x.dtype(), 31) : Tensor(), affine ? make_input({C}, x.dtype(), 32) : Tensor()};
+    s.fn = [=](const TensorList& in) { return TensorList{group_norm(in[0], G, in[1], in[2], eps)}; };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      auto grp = [&](const Shape& idx) { return idx[0] * G + idx[1] / (C / G); };
+      Ref y = ref_normalize(a, a.shape[0] * G, grp, eps);
+      return TensorList{ref_affine(y, in[1], in[2], [](const Shape& idx) { return idx[1]; }).to(in[0].dtype())};
+    };
+    s.atol = norm_atol(x.dtype());
+    s.rtol = in_reduced(x.dtype()) ? 2e-2 : 0;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) add("[2,4,3] G=2 affine " + dname(t), make_input({2, 4, 3}, t, 1), 2, true);
+  add("[2,6,2,2] G=3 noncontig", make_input({2, 6, 2, 2}, kFloat64, 2, -2, 2, true), 3, true);
+  add("[3,4] G=4 (per channel), no affine", make_input({3, 4}, kFloat32, 3), 4, false);
+  add("[2,4,3] G=1", make_input({2, 4, 3}, kFloat32, 4), 1, false, 1e-3);
+  return out;
+}
+std::vector<ErrorSample> group_norm_errors() {
+  return {{"channels not divisible", [] { group_norm(make_input({2, 5, 3}, kFloat32, 1), 2); }, "divisible by num_groups"},
+          {"weight shape", [] { group_norm(make_input({2, 4, 3}, kFloat32, 1), 2, ones({3})); }, "expected weight"}};
+}
+KILN_OP_SAMPLES(group_norm, group_norm_samples, group_norm_errors);
+
+// ---- rms_norm ----
+std::vector<OpSample> rms_norm_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, Shape ns, Tensor w, std::optional<double> eps) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x, w};
+    s.fn = [=](const TensorList& in) { return TensorList{rms_norm(in[0], ns, in[1], eps)}; };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      // torch: eps defaults to the machine epsilon of the opmath type (float for half/bfloat16).
+      double e = eps.value_or(in[0].dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                         : double(std::numeric_limits<float>::epsilon()));
+      int64_t n = ref_numel(ns);
+      auto row = [&](const Shape& idx) { return ravel(idx, a.shape) / n; };
+      auto col = [&](const Shape& idx) { return ravel(idx, a.shape) % n; };
+      Ref y = ref_affine(ref_normalize(a, n ? a.numel() / n : 0, row, e, true), in[1], Tensor(), col);
+      DType t = in[1].defined() ? promote_types(in[0].dtype(), in[1].dtype()) : in[0].dtype();
+      return TensorList{y.to(t)};
+    };
+    s.atol = norm_atol(x.dtype());
+    s.rtol = in_reduced(x.dtype()) ? 2e-2 : 0;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes)
+    add("[3,4] ns [4] weight " + dname(t), make_input({3, 4}, t, 1), {4}, make_input({4}, t, 2), std::nullopt);
+  add("[2,3,4] ns [3,4] eps 0.1 noncontig", make_input({2, 3, 4}, kFloat64, 3, -2, 2, true), {3, 4}, Tensor(), 0.1);
+  add("empty [0,4]", make_input({0, 4}, kFloat32, 4), {4}, Tensor(), std::nullopt);
+  return out;
+}
+std::vector<ErrorSample> rms_norm_errors() {
+  return {{"normalized_shape mismatch", [] { rms_norm(make_input({2, 3}, kFloat32, 1), {2}); }, "normalized_shape"}};
+}
+KILN_OP_SAMPLES(rms_norm, rms_norm_samples, rms_norm_errors);
+
+}  // namespace
+}  // namespace kiln::test
