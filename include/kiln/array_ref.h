@@ -15,8 +15,16 @@ class ArrayRef {
   ArrayRef(const T& one) : data_(&one), size_(1) {}  // NOLINT
   ArrayRef(const T* data, size_t n) : data_(data), size_(n) {}
   ArrayRef(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
-  // The braced list must outlive the call it is passed to, as with c10::ArrayRef.
+  // The braced list must outlive the call it is passed to, as with c10::ArrayRef
+  // (GCC warns about every such constructor, not only misuses).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
   ArrayRef(std::initializer_list<T> l) : data_(l.begin()), size_(l.size()) {}  // NOLINT
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
   const T* begin() const { return data_; }
   const T* end() const { return data_ + size_; }

@@ -13,7 +13,7 @@ namespace {
 std::vector<TensorMeta> meta_same(const OpCall& c) {  // output like the promoted inputs
   return one_output(broadcast_all(c.inputs, c.name()), result_type(c.inputs), output_device(c.inputs));
 }
-std::vector<TensorMeta> meta_floating(const OpCall& c) {  // int → default float (exp, div, ...)
+[[maybe_unused]] std::vector<TensorMeta> meta_floating(const OpCall& c) {  // int → default float (exp, div, ...)
   return one_output(broadcast_all(c.inputs, c.name()), to_floating(result_type(c.inputs)), output_device(c.inputs));
 }
 std::vector<TensorMeta> meta_to(const OpCall& c) {

@@ -1,14 +1,11 @@
 // Convolution and pooling kernels against naive double-precision loops, plus
 // adjoint identities that tie each backward kernel to its forward:
 //   <conv(x, w), g> == <x, conv_backward_input(g, w)> == <w, conv_backward_weight(g, x)>.
-#include "backend/cpu/conv_kernels.h"
-
 #include <gtest/gtest.h>
-
-#include <iterator>
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -16,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/conv_kernels.h"
 #include "core/parallel.h"
 
 namespace {
@@ -34,9 +32,9 @@ std::string describe(const Conv2dParams& p) {
 
 std::string describe(const Pool2dParams& p) {
   std::ostringstream s;
-  s << "N=" << p.N << " C=" << p.C << " H=" << p.H << " W=" << p.W << " k=" << p.kH << "x"
-    << p.kW << " stride=" << p.stride_h << "," << p.stride_w << " pad=" << p.pad_h << ","
-    << p.pad_w << " dil=" << p.dil_h << "," << p.dil_w << " ceil=" << p.ceil_mode
+  s << "N=" << p.N << " C=" << p.C << " H=" << p.H << " W=" << p.W << " k=" << p.kH << "x" << p.kW
+    << " stride=" << p.stride_h << "," << p.stride_w << " pad=" << p.pad_h << "," << p.pad_w
+    << " dil=" << p.dil_h << "," << p.dil_w << " ceil=" << p.ceil_mode
     << " include_pad=" << p.count_include_pad << " divisor=" << p.divisor_override;
   return s.str();
 }
@@ -161,22 +159,25 @@ void check_conv(const Conv2dParams& p, bool with_bias, uint32_t seed) {
 
 // N, C_in, H, W, C_out, kH, kW, stride h/w, pad h/w, dil h/w, groups
 const Conv2dParams kConvCases[] = {
-    {2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},          // padded 3x3
-    {3, 4, 10, 8, 6, 3, 2, 2, 1, 1, 0, 1, 1, 2},         // groups, stride
-    {1, 6, 11, 11, 6, 3, 3, 2, 2, 2, 2, 2, 2, 3},        // dilation
-    {4, 8, 5, 5, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1},         // pointwise fast path
-    {4, 8, 5, 5, 16, 1, 1, 1, 1, 0, 0, 1, 1, 2},         // grouped pointwise
-    {2, 4, 7, 7, 3, 1, 1, 2, 2, 0, 0, 1, 1, 1},          // 1x1 strided: general path
-    {2, 5, 9, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5},          // depthwise
-    {3, 4, 12, 10, 4, 5, 3, 2, 3, 2, 1, 2, 1, 4},        // depthwise, stride, dilation
-    {2, 3, 1, 20, 4, 1, 5, 1, 2, 0, 2, 1, 2, 1},         // 1-D as H == 1
-    {5, 2, 6, 6, 3, 2, 2, 3, 3, 0, 0, 1, 1, 1},          // stride > kernel
-    {1, 2, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1},          // 1x1 output
-    {2, 2, 4, 4, 3, 2, 2, 1, 1, 3, 3, 1, 1, 1},          // outputs wholly in padding
-    {8, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // batch split across threads
-    {3, 6, 9, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 3},          // odd batch: serial + threaded GEMM
-    {6, 12, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1, 1, 12},       // channel multiplier: not depthwise
-    {16, 4, 6, 5, 6, 2, 3, 1, 2, 1, 1, 2, 1, 2},         // many small samples
+    {2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // padded 3x3
+    {3, 4, 10, 8, 6, 3, 2, 2, 1, 1, 0, 1, 1, 2},     // groups, stride
+    {1, 6, 11, 11, 6, 3, 3, 2, 2, 2, 2, 2, 2, 3},    // dilation
+    {4, 8, 5, 5, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // pointwise fast path
+    {4, 8, 5, 5, 16, 1, 1, 1, 1, 0, 0, 1, 1, 2},     // grouped pointwise
+    {2, 4, 7, 7, 3, 1, 1, 2, 2, 0, 0, 1, 1, 1},      // 1x1 strided: general path
+    {2, 5, 9, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5},      // depthwise
+    {3, 4, 12, 10, 4, 5, 3, 2, 3, 2, 1, 2, 1, 4},    // depthwise, stride, dilation
+    {2, 3, 1, 20, 4, 1, 5, 1, 2, 0, 2, 1, 2, 1},     // 1-D as H == 1
+    {5, 2, 6, 6, 3, 2, 2, 3, 3, 0, 0, 1, 1, 1},      // stride > kernel
+    {1, 2, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // 1x1 output
+    {2, 2, 4, 4, 3, 2, 2, 1, 1, 3, 3, 1, 1, 1},      // outputs wholly in padding
+    {8, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // batch split across threads
+    {3, 6, 9, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 3},      // odd batch: serial + threaded GEMM
+    {6, 12, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1, 1, 12},   // channel multiplier: not depthwise
+    {16, 4, 6, 5, 6, 2, 3, 1, 2, 1, 1, 2, 1, 2},     // many small samples
+    {2, 32, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2},   // several column bands per sample
+    {1, 64, 50, 30, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // bands, one sample: threaded GEMM
+    {3, 64, 50, 30, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // bands split across threads
 };
 
 TEST(Conv2d, FloatMatchesNaive) {
@@ -206,7 +207,7 @@ TEST(Conv2d, SingleThreadMatchesNaive) {
 TEST(Conv2d, OutputSize) {
   Conv2dParams p{1, 1, 10, 7, 1, 3, 2, 2, 3, 1, 0, 2, 1, 1};
   EXPECT_EQ(p.H_out(), (10 + 2 - 2 * 2 - 1) / 2 + 1);  // 4
-  EXPECT_EQ(p.W_out(), (7 - 1 - 1) / 3 + 1);          // 2
+  EXPECT_EQ(p.W_out(), (7 - 1 - 1) / 3 + 1);           // 2
   Conv2dParams tiny{1, 1, 2, 2, 1, 5, 5, 1, 1, 0, 0, 1, 1, 1};
   EXPECT_LE(tiny.H_out(), 0);
 }
@@ -272,30 +273,49 @@ PoolRef naive_max_pool(const Pool2dParams& p, const std::vector<T>& x) {
   return r;
 }
 
-template <class T>
-std::vector<double> naive_avg_pool(const Pool2dParams& p, const std::vector<T>& x) {
+// Visits every in-bounds tap of every avg-pool window as
+// visit(input offset, output offset, divisor), the divisor following PyTorch:
+// the override, else the window size counting padding (but not the part of a
+// ceil-mode window beyond the padding), else the in-bounds tap count.
+template <class F>
+void for_each_avg_tap(const Pool2dParams& p, F visit) {
   const int64_t Ho = p.H_out(), Wo = p.W_out();
-  std::vector<double> out;
   for (int64_t pl = 0; pl < p.N * p.C; ++pl)
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
-        double sum = 0;
         int64_t in_bounds = 0, in_padded = 0;
-        for (int64_t a = 0; a < p.kH; ++a)
-          for (int64_t b = 0; b < p.kW; ++b) {
-            const int64_t ih = oh * p.stride_h - p.pad_h + a;
-            const int64_t iw = ow * p.stride_w - p.pad_w + b;
-            if (ih < p.H + p.pad_h && iw < p.W + p.pad_w) ++in_padded;
-            if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
-            ++in_bounds;
-            sum += x[(pl * p.H + ih) * p.W + iw];
-          }
-        const int64_t div = p.divisor_override ? p.divisor_override
-                            : p.count_include_pad ? in_padded
-                                                  : in_bounds;
-        out.push_back(in_bounds ? sum / double(div) : 0.0);
+        for (int pass = 0; pass < 2; ++pass)
+          for (int64_t a = 0; a < p.kH; ++a)
+            for (int64_t b = 0; b < p.kW; ++b) {
+              const int64_t ih = oh * p.stride_h - p.pad_h + a;
+              const int64_t iw = ow * p.stride_w - p.pad_w + b;
+              const bool inside = ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
+              if (pass == 0) {
+                in_padded += ih < p.H + p.pad_h && iw < p.W + p.pad_w;
+                in_bounds += inside;
+                continue;
+              }
+              if (!inside) continue;
+              const int64_t div = p.divisor_override    ? p.divisor_override
+                                  : p.count_include_pad ? in_padded
+                                                        : in_bounds;
+              visit((pl * p.H + ih) * p.W + iw, (pl * Ho + oh) * Wo + ow, double(div));
+            }
       }
+}
+
+template <class T>
+std::vector<double> naive_avg_pool(const Pool2dParams& p, const std::vector<T>& x) {
+  std::vector<double> out(static_cast<size_t>(p.N * p.C * p.H_out() * p.W_out()), 0.0);
+  for_each_avg_tap(p, [&](int64_t xi, int64_t yi, double div) { out[yi] += x[xi] / div; });
   return out;
+}
+
+template <class T>
+std::vector<double> naive_avg_pool_backward(const Pool2dParams& p, const std::vector<T>& gy) {
+  std::vector<double> gx(static_cast<size_t>(p.N * p.C * p.H * p.W), 0.0);
+  for_each_avg_tap(p, [&](int64_t xi, int64_t yi, double div) { gx[xi] += gy[yi] / div; });
+  return gx;
 }
 
 // N, C, H, W, kH, kW, stride h/w, pad h/w, dil h/w, ceil, count_include_pad, divisor
@@ -305,7 +325,7 @@ const Pool2dParams kPoolCases[] = {
     {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, true, false, 0},
     {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, false, false, 0},
     {1, 1, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, false, false, 4},
-    {1, 2, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, true, true, 0},  // ceil window dropped
+    {1, 2, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, true, true, 0},   // ceil window dropped
     {1, 1, 1, 11, 1, 3, 1, 2, 0, 1, 1, 1, true, true, 0},  // 1-D
     {3, 2, 6, 5, 4, 3, 1, 3, 2, 1, 1, 1, false, false, 0},
     {2, 3, 10, 11, 3, 3, 3, 2, 1, 1, 1, 1, true, true, 7},
@@ -326,10 +346,10 @@ std::vector<Pool2dParams> max_pool_cases() {
 
 TEST(Pool2d, OutputSizeRule) {
   for (const auto& p : max_pool_cases()) {
-      SCOPED_TRACE(describe(p));
-      EXPECT_EQ(p.H_out(), naive_pool_size(p.H, p.kH, p.pad_h, p.stride_h, p.dil_h, p.ceil_mode));
-      EXPECT_EQ(p.W_out(), naive_pool_size(p.W, p.kW, p.pad_w, p.stride_w, p.dil_w, p.ceil_mode));
-    }
+    SCOPED_TRACE(describe(p));
+    EXPECT_EQ(p.H_out(), naive_pool_size(p.H, p.kH, p.pad_h, p.stride_h, p.dil_h, p.ceil_mode));
+    EXPECT_EQ(p.W_out(), naive_pool_size(p.W, p.kW, p.pad_w, p.stride_w, p.dil_w, p.ceil_mode));
+  }
   // Values PyTorch gives: 5 -> 3 with k=2,s=2 in ceil mode (2 in floor mode),
   // and 3 -> 2 with k=2,s=2,p=1 in ceil mode (a third window would start in padding).
   Pool2dParams a{1, 1, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1, true, true, 0};
@@ -349,8 +369,8 @@ void check_max_pool(const Pool2dParams& p, std::vector<T> x) {
   kiln::cpu::max_pool2d_forward<T>(p, x.data(), y.data(), idx.data());
   const PoolRef ref = naive_max_pool(p, x);
   for (size_t i = 0; i < out_n; ++i) {
-    const bool same_value = std::isnan(ref.out[i]) ? std::isnan(double(y[i]))
-                                                   : double(y[i]) == ref.out[i];
+    const bool same_value =
+        std::isnan(ref.out[i]) ? std::isnan(double(y[i])) : double(y[i]) == ref.out[i];
     if (!same_value || idx[i] != ref.idx[i]) {
       ADD_FAILURE() << "out[" << i << "] = " << y[i] << " @" << idx[i] << ", expected "
                     << ref.out[i] << " @" << ref.idx[i];
@@ -378,40 +398,33 @@ void check_avg_pool(const Pool2dParams& p, uint32_t seed) {
   kiln::cpu::avg_pool2d_forward<T>(p, x.data(), y.data());
   expect_close(y, naive_avg_pool(p, x), "avg_pool2d_forward");
 
-  // The backward is the adjoint of the (linear) forward: compare it with the
-  // transpose of the naive forward, built column by column from unit inputs.
   auto gy = random_vector<T>(out_n, rng);
   std::vector<T> gx(x.size(), T(NAN));
   kiln::cpu::avg_pool2d_backward<T>(p, gy.data(), gx.data());
-  std::vector<double> want(x.size());
-  std::vector<T> unit(x.size(), T(0));
-  for (size_t i = 0; i < x.size(); ++i) {
-    unit[i] = T(1);
-    const auto col = naive_avg_pool(p, unit);
-    double s = 0;
-    for (size_t o = 0; o < out_n; ++o) s += col[o] * double(gy[o]);
-    want[i] = s;
-    unit[i] = T(0);
-  }
-  expect_close(gx, want, "avg_pool2d_backward");
+  expect_close(gx, naive_avg_pool_backward(p, gy), "avg_pool2d_backward");
+  // The backward is the adjoint of the (linear) forward.
+  double lhs = 0, rhs = 0;
+  for (size_t o = 0; o < out_n; ++o) lhs += double(y[o]) * gy[o];
+  for (size_t i = 0; i < x.size(); ++i) rhs += double(x[i]) * gx[i];
+  EXPECT_NEAR(lhs, rhs, tolerance<T>() * 10 * (1 + std::fabs(lhs) + std::sqrt(double(out_n))));
 }
 
 TEST(Pool2d, MaxMatchesNaive) {
   uint32_t seed = 300;
   for (const auto& p : max_pool_cases()) {
-      std::mt19937 rng(seed++);
-      check_max_pool<float>(p, random_vector<float>(p.N * p.C * p.H * p.W, rng));
-      check_max_pool<double>(p, random_vector<double>(p.N * p.C * p.H * p.W, rng));
-    }
+    std::mt19937 rng(seed++);
+    check_max_pool<float>(p, random_vector<float>(p.N * p.C * p.H * p.W, rng));
+    check_max_pool<double>(p, random_vector<double>(p.N * p.C * p.H * p.W, rng));
+  }
 }
 
 TEST(Pool2d, MaxPropagatesNaN) {
   for (const auto& p : max_pool_cases()) {
-      std::mt19937 rng(5);
-      auto x = random_vector<float>(p.N * p.C * p.H * p.W, rng);
-      for (size_t i = 0; i < x.size(); i += 5) x[i] = NAN;
-      check_max_pool<float>(p, x);
-    }
+    std::mt19937 rng(5);
+    auto x = random_vector<float>(p.N * p.C * p.H * p.W, rng);
+    for (size_t i = 0; i < x.size(); i += 5) x[i] = NAN;
+    check_max_pool<float>(p, x);
+  }
 }
 
 TEST(Pool2d, MaxTiesAndInfinities) {
@@ -433,8 +446,7 @@ TEST(Pool2d, AvgMatchesNaive) {
 TEST(Pool2d, AvgRejectsDilation) {
   const Pool2dParams& p = kDilatedPoolCases[0];
   std::vector<float> x(p.N * p.C * p.H * p.W), y(p.N * p.C * p.H_out() * p.W_out());
-  EXPECT_THROW(kiln::cpu::avg_pool2d_forward<float>(p, x.data(), y.data()),
-               std::invalid_argument);
+  EXPECT_THROW(kiln::cpu::avg_pool2d_forward<float>(p, x.data(), y.data()), std::invalid_argument);
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 // double-precision reference with a K-scaled tolerance, integers exactly
 // (with wrap-around). Both gemm() (OpenBLAS when built with it) and the own
 // kernel detail::gemm_fallback are exercised.
-#include "backend/cpu/gemm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "core/parallel.h"
 
 namespace {
@@ -96,13 +95,12 @@ bool close_enough(T got, const RefValue& r, int64_t K) {
 // kernel reading past the row width shows up as NaN) and a C whose padding
 // must stay untouched. beta == 0 fills C with poison: it must not be read.
 template <class T>
-void check_gemm(GemmFn<T> fn, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
-                T beta, int64_t pad, uint32_t seed) {
+void check_gemm(GemmFn<T> fn, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, T beta,
+                int64_t pad, uint32_t seed) {
   SCOPED_TRACE("ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-               " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
-               std::to_string(K) + " alpha=" + std::to_string(static_cast<double>(alpha)) +
-               " beta=" + std::to_string(static_cast<double>(beta)) +
-               " pad=" + std::to_string(pad));
+               " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+               " alpha=" + std::to_string(static_cast<double>(alpha)) + " beta=" +
+               std::to_string(static_cast<double>(beta)) + " pad=" + std::to_string(pad));
   std::mt19937 rng(seed);
   const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
   const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
@@ -128,8 +126,8 @@ void check_gemm(GemmFn<T> fn, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
     for (int64_t j = 0; j < N; ++j) {
       RefValue r = reference<T>(i, j, K, alpha, a, b, beta, C0[i * ldc + j]);
       if (!close_enough(C[i * ldc + j], r, K) && bad++ == 0) {
-        ADD_FAILURE() << "C(" << i << "," << j << ") = " << +C[i * ldc + j]
-                      << " expected " << r.value << " / " << +static_cast<T>(r.wrapped);
+        ADD_FAILURE() << "C(" << i << "," << j << ") = " << +C[i * ldc + j] << " expected "
+                      << r.value << " / " << +static_cast<T>(r.wrapped);
       }
     }
     for (int64_t j = N; j < ldc; ++j) {
@@ -141,23 +139,51 @@ void check_gemm(GemmFn<T> fn, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
   EXPECT_EQ(bad, 0);
 }
 
+// gemm() itself, then the own kernel in every micro-kernel variant this CPU
+// can run (the variant is process-wide state, so each entry switches it).
 template <class T>
-std::vector<std::pair<const char*, GemmFn<T>>> implementations() {
-  return {{"gemm", &gemm<T>}, {"gemm_fallback", &gemm_fallback<T>}};
+struct Impl {
+  std::string name;
+  GemmFn<T> fn;
+  const char* isa;
+};
+
+template <class T>
+std::vector<Impl<T>> implementations() {
+  const std::string best = kiln::cpu::detail::gemm_fallback_isa();
+  std::vector<Impl<T>> out = {{"gemm", &gemm<T>, nullptr}};
+  for (const char* isa : {"avx512", "avx2", "baseline"}) {
+    if (!kiln::cpu::detail::set_gemm_fallback_isa(isa)) continue;
+    out.push_back({std::string("gemm_fallback/") + isa, &gemm_fallback<T>, isa});
+  }
+  kiln::cpu::detail::set_gemm_fallback_isa(best.c_str());
+  return out;
 }
+
+// Selects the implementation's kernel variant for the scope, then restores the best.
+template <class T>
+struct UseImpl {
+  std::string best = kiln::cpu::detail::gemm_fallback_isa();
+  testing::ScopedTrace trace;
+  explicit UseImpl(const Impl<T>& impl) : trace(__FILE__, __LINE__, impl.name) {
+    if (impl.isa) kiln::cpu::detail::set_gemm_fallback_isa(impl.isa);
+  }
+  ~UseImpl() { kiln::cpu::detail::set_gemm_fallback_isa(best.c_str()); }
+};
 
 template <class T>
 void run_size_sweep() {
   const int64_t sizes[] = {1, 7, 33, 100, 257};
   uint32_t seed = 1;
-  for (auto [name, fn] : implementations<T>()) {
-    SCOPED_TRACE(name);
+  for (const auto& impl : implementations<T>()) {
+    UseImpl<T> use(impl);
+    const auto fn = impl.fn;
     for (int t = 0; t < 4; ++t) {
       for (int64_t M : sizes)
         for (int64_t N : sizes)
           for (int64_t K : sizes) {
-            // The full cube with 257 everywhere is slow in the naive reference.
-            if (M == 257 && N == 257 && K > 33) continue;
+            // The largest cubes are slow in the naive reference.
+            if (M * N * K > 100 * 100 * 257) continue;
             check_gemm<T>(fn, t & 1, t & 2, M, N, K, T(1), T(0), 0, seed++);
           }
     }
@@ -169,16 +195,28 @@ TEST(Gemm, BlasName) {
   EXPECT_TRUE(name == "openblas" || name == "kiln") << name;
 }
 
+TEST(Gemm, FallbackIsaSelection) {
+  const std::string best = kiln::cpu::detail::gemm_fallback_isa();
+  EXPECT_TRUE(best == "avx512" || best == "avx2" || best == "baseline") << best;
+  EXPECT_FALSE(kiln::cpu::detail::set_gemm_fallback_isa("no-such-isa"));
+  EXPECT_FALSE(kiln::cpu::detail::set_gemm_fallback_isa(nullptr));
+  EXPECT_EQ(kiln::cpu::detail::gemm_fallback_isa(), best);
+  EXPECT_TRUE(kiln::cpu::detail::set_gemm_fallback_isa("baseline"));
+  EXPECT_STREQ(kiln::cpu::detail::gemm_fallback_isa(), "baseline");
+  EXPECT_TRUE(kiln::cpu::detail::set_gemm_fallback_isa(best.c_str()));
+}
+
 TEST(Gemm, FloatSizesAllTransposes) { run_size_sweep<float>(); }
 TEST(Gemm, DoubleSizesAllTransposes) { run_size_sweep<double>(); }
 
 template <class T>
 void run_alpha_beta_ld() {
-  const std::pair<double, double> scalars[] = {{1, 0}, {1, 1}, {0.5, -2}, {-1.5, 0}, {0, 0.5},
-                                               {0, 0}};
+  const std::pair<double, double> scalars[] = {{1, 0},    {1, 1},   {0.5, -2},
+                                               {-1.5, 0}, {0, 0.5}, {0, 0}};
   uint32_t seed = 100;
-  for (auto [name, fn] : implementations<T>()) {
-    SCOPED_TRACE(name);
+  for (const auto& impl : implementations<T>()) {
+    UseImpl<T> use(impl);
+    const auto fn = impl.fn;
     for (int t = 0; t < 4; ++t)
       for (auto [alpha, beta] : scalars)
         for (int64_t pad : {0, 3})
@@ -198,8 +236,9 @@ TEST(Gemm, DoubleAlphaBetaLeadingDims) { run_alpha_beta_ld<double>(); }
 // blocks per thread) and the threading split on columns (few rows).
 TEST(Gemm, FloatAcrossCacheBlocks) {
   uint32_t seed = 500;
-  for (auto [name, fn] : implementations<float>()) {
-    SCOPED_TRACE(name);
+  for (const auto& impl : implementations<float>()) {
+    UseImpl<float> use(impl);
+    const auto fn = impl.fn;
     check_gemm<float>(fn, false, false, 300, 130, 600, 0.75f, 0.5f, 1, seed++);
     check_gemm<float>(fn, true, true, 45, 70, 1100, 1.0f, 0.0f, 2, seed++);
     check_gemm<float>(fn, false, true, 13, 4200, 20, 1.0f, 2.0f, 0, seed++);
@@ -210,8 +249,9 @@ TEST(Gemm, FloatAcrossCacheBlocks) {
 
 TEST(Gemm, DoubleAcrossCacheBlocks) {
   uint32_t seed = 600;
-  for (auto [name, fn] : implementations<double>()) {
-    SCOPED_TRACE(name);
+  for (const auto& impl : implementations<double>()) {
+    UseImpl<double> use(impl);
+    const auto fn = impl.fn;
     check_gemm<double>(fn, false, false, 300, 130, 600, 0.75, 0.5, 1, seed++);
     check_gemm<double>(fn, true, false, 7, 2100, 300, 1.0, 0.0, 0, seed++);
     check_gemm<double>(fn, false, true, 500, 40, 520, 1.0, 1.0, 3, seed++);
@@ -222,8 +262,9 @@ template <class T>
 void run_integer() {
   uint32_t seed = 900;
   const std::pair<int, int> scalars[] = {{1, 0}, {1, 1}, {3, -2}, {-1, 5}, {0, 1}};
-  for (auto [name, fn] : implementations<T>()) {
-    SCOPED_TRACE(name);
+  for (const auto& impl : implementations<T>()) {
+    UseImpl<T> use(impl);
+    const auto fn = impl.fn;
     for (int t = 0; t < 4; ++t)
       for (auto [alpha, beta] : scalars)
         for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
@@ -231,8 +272,8 @@ void run_integer() {
                                {33, 7, 1},
                                {20, 300, 40},
                                {100, 100, 257}}) {
-          check_gemm<T>(fn, t & 1, t & 2, M, N, K, static_cast<T>(alpha), static_cast<T>(beta),
-                        t, seed++);
+          check_gemm<T>(fn, t & 1, t & 2, M, N, K, static_cast<T>(alpha), static_cast<T>(beta), t,
+                        seed++);
         }
   }
 }
@@ -244,8 +285,9 @@ TEST(Gemm, Int8) { run_integer<int8_t>(); }
 TEST(Gemm, UInt8) { run_integer<uint8_t>(); }
 
 TEST(Gemm, EmptyDimensions) {
-  for (auto [name, fn] : implementations<float>()) {
-    SCOPED_TRACE(name);
+  for (const auto& impl : implementations<float>()) {
+    UseImpl<float> use(impl);
+    const auto fn = impl.fn;
     std::vector<float> C = {1, 2, 3, 4, 5, 6};
     // M or N == 0: nothing is touched, even with null operands.
     fn(false, false, 0, 3, 4, 1.f, nullptr, 4, nullptr, 3, 0.f, C.data(), 3);
@@ -289,10 +331,10 @@ TEST(Gemm, InsideParallelRegion) {
 template <class T>
 void check_strided(int64_t M, int64_t N, int64_t K, int64_t sa0, int64_t sa1, int64_t sb0,
                    int64_t sb1, int64_t sc0, int64_t sc1, T alpha, T beta, uint32_t seed) {
-  SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
-               std::to_string(K) + " sa=(" + std::to_string(sa0) + "," + std::to_string(sa1) +
-               ") sb=(" + std::to_string(sb0) + "," + std::to_string(sb1) + ") sc=(" +
-               std::to_string(sc0) + "," + std::to_string(sc1) + ")");
+  SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+               " sa=(" + std::to_string(sa0) + "," + std::to_string(sa1) + ") sb=(" +
+               std::to_string(sb0) + "," + std::to_string(sb1) + ") sc=(" + std::to_string(sc0) +
+               "," + std::to_string(sc1) + ")");
   std::mt19937 rng(seed);
   // Each view gets a buffer big enough for its extreme offsets, with the base
   // pointer placed so negative strides stay in bounds.

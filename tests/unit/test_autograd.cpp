@@ -1,0 +1,252 @@
+// Autograd behaviour users rely on: accumulation, retain_graph, create_graph,
+// hooks, grad-mode guards, version-counter errors, custom functions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+Tensor vec(std::vector<double> v) { return tensor<double>(v, kFloat64); }
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(Autograd, GradOfProductAndSum) {
+  Tensor x = vec({1, 2, 3}).requires_grad_();
+  Tensor y = vec({4, 5, 6}).requires_grad_();
+  Tensor loss = (x * y + x).sum();
+  loss.backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{5, 6, 7}));
+  EXPECT_EQ(vals(y.grad()), (std::vector<double>{1, 2, 3}));
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(loss.is_leaf());
+  EXPECT_TRUE(loss.requires_grad());
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  (x * 3.0).sum().backward();
+  (x * 2.0).sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{5, 5}));
+}
+
+TEST(Autograd, SharedSubexpressionSumsBothPaths) {
+  Tensor x = vec({2}).requires_grad_();
+  Tensor a = x * x;        // used twice below
+  Tensor loss = (a * a + a).sum();  // x^4 + x^2 → 4x^3 + 2x = 36
+  loss.backward();
+  EXPECT_DOUBLE_EQ(vals(x.grad())[0], 36.0);
+}
+
+TEST(Autograd, BackwardTwiceWithoutRetainGraphFails) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor loss = (x * x).sum();
+  loss.backward();
+  try {
+    loss.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("second time"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, RetainGraphAllowsASecondBackward) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor loss = (x * x).sum();
+  loss.backward({}, /*retain_graph=*/true);
+  loss.backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{4, 8}));
+}
+
+TEST(Autograd, CreateGraphGivesSecondDerivatives) {
+  Tensor x = vec({1.5}).requires_grad_();
+  Tensor y = (x * x * x).sum();  // y = x^3
+  auto g = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_NEAR(vals(g[0])[0], 3 * 1.5 * 1.5, 1e-12);
+  ASSERT_TRUE(g[0].requires_grad());
+  auto gg = autograd::grad({g[0].sum()}, {x});
+  EXPECT_NEAR(vals(gg[0])[0], 6 * 1.5, 1e-12);
+}
+
+TEST(Autograd, GradDoesNotTouchDotGrad) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  auto g = autograd::grad({(x * x).sum()}, {x});
+  EXPECT_EQ(vals(g[0]), (std::vector<double>{2, 4}));
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, UnusedInputNeedsAllowUnused) {
+  Tensor x = vec({1}).requires_grad_();
+  Tensor z = vec({1}).requires_grad_();
+  Tensor y = (x * 2.0).sum();
+  EXPECT_THROW(autograd::grad({y}, {z}, {}, true), Error);
+  auto g = autograd::grad({y}, {z}, {}, true, false, /*allow_unused=*/true);
+  EXPECT_FALSE(g[0].defined());
+}
+
+TEST(Autograd, NoGradGuardStopsRecording) {
+  Tensor x = vec({1}).requires_grad_();
+  Tensor y;
+  {
+    NoGradGuard g;
+    y = x * 2.0;
+    EXPECT_FALSE(is_grad_enabled());
+    {
+      EnableGradGuard e;
+      EXPECT_TRUE((x * 2.0).requires_grad());
+    }
+  }
+  EXPECT_TRUE(is_grad_enabled());
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_THROW(y.sum().backward(), Error);
+}
+
+TEST(Autograd, DetachCutsTheGraphButSharesData) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor d = (x * 2.0).detach();
+  EXPECT_FALSE(d.requires_grad());
+  Tensor loss = (x * d).sum();
+  loss.backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 4}));
+}
+
+TEST(Autograd, HooksSeeAndReplaceGradients) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  std::vector<double> seen;
+  x.register_hook([&](const Tensor& g) {
+    seen = g.to_vector<double>();
+    return g * 10.0;
+  });
+  Tensor h = x * 3.0;
+  h.register_hook([](const Tensor& g) { return g + 1.0; });
+  h.sum().backward();
+  EXPECT_EQ(seen, (std::vector<double>{6, 6}));  // (1 + 1) * 3
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{60, 60}));
+}
+
+TEST(Autograd, RetainGradKeepsNonLeafGradient) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor h = x * 2.0;
+  h.retain_grad();
+  (h * h).sum().backward();
+  EXPECT_EQ(vals(h.grad()), (std::vector<double>{4, 8}));
+}
+
+TEST(Autograd, InPlaceChangeOfASavedTensorIsAnError) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor a = x * 2.0;
+  Tensor b = a * a;  // saves a
+  {
+    NoGradGuard g;
+    a.add_(1.0);
+  }
+  try {
+    b.sum().backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, InPlaceOnALeafThatRequiresGradIsAnError) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  EXPECT_THROW(x.add_(1.0), Error);
+  NoGradGuard g;
+  x.add_(1.0);  // allowed without grad mode
+  EXPECT_EQ(vals(x), (std::vector<double>{2, 3}));
+}
+
+TEST(Autograd, InPlaceOnANonLeafIsRecorded) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor h = x * 2.0;
+  h.mul_(h);  // h = (2x)^2
+  EXPECT_EQ(h._version(), 1u);
+  h.sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{8, 16}));  // 8x
+}
+
+TEST(Autograd, VersionCounterIsSharedWithViews) {
+  Tensor x = zeros({4});
+  Tensor v = x.slice(0, 1, 3);
+  uint32_t before = x._version();
+  v.add_(1.0);
+  EXPECT_EQ(x._version(), before + 1);
+  EXPECT_EQ(vals(x), (std::vector<double>{0, 1, 1, 0}));
+}
+
+TEST(Autograd, GradThroughViews) {
+  Tensor x = vec({1, 2, 3, 4, 5, 6}).requires_grad_();
+  Tensor m = x.view({2, 3}).t();  // [3, 2]
+  Tensor loss = (m.select(0, 1) * m.slice(0, 0, 1).squeeze(0)).sum();  // x1*x0 + x4*x3
+  loss.backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 1, 0, 5, 4, 0}));
+}
+
+TEST(Autograd, BroadcastGradientsAreReduced) {
+  Tensor a = vec({1, 2, 3}).view({3, 1}).detach().requires_grad_();
+  Tensor b = vec({10, 20}).requires_grad_();
+  (a * b).sum().backward();
+  EXPECT_EQ(vals(a.grad()), (std::vector<double>{30, 30, 30}));
+  EXPECT_EQ(vals(b.grad()), (std::vector<double>{6, 6}));
+  EXPECT_EQ(a.grad().sizes().vec(), (std::vector<int64_t>{3, 1}));
+}
+
+TEST(Autograd, ImplicitGradOnlyForScalars) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  EXPECT_THROW((x * 2.0).backward(), Error);
+  (x * 2.0).backward(vec({1, 1}));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 2}));
+}
+
+TEST(Autograd, RequiresGradOnlyForFloatingLeaves) {
+  EXPECT_THROW(tensor<int64_t>({1, 2}).requires_grad_(), Error);
+  Tensor x = vec({1}).requires_grad_();
+  EXPECT_THROW((x * 2.0).requires_grad_(false), Error);
+}
+
+struct CubeFn : autograd::Function<CubeFn> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x) {
+    ctx->save_for_backward({x});
+    return x * x * x;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, const std::vector<Tensor>& g) {
+    Tensor x = ctx->get_saved_variables()[0];
+    return {g[0] * x * x * 3.0};
+  }
+};
+
+TEST(Autograd, CustomFunction) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor y = CubeFn::apply(x);
+  EXPECT_EQ(vals(y), (std::vector<double>{1, 8}));
+  y.sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{3, 12}));
+}
+
+TEST(Autograd, CustomFunctionPassesGradcheck) {
+  Tensor x = vec({0.5, -1.25, 2.0}).requires_grad_();
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{CubeFn::apply(in[0])}; }, {x}));
+}
+
+TEST(Autograd, GradcheckCatchesAWrongRule) {
+  struct WrongFn : autograd::Function<WrongFn> {
+    static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * x; }
+    static std::vector<Tensor> backward(autograd::AutogradContext*, const std::vector<Tensor>& g) { return {g[0]}; }
+  };
+  Tensor x = vec({0.5, 2.0}).requires_grad_();
+  GradcheckOptions o;
+  o.raise_exception = false;
+  EXPECT_FALSE(gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{WrongFn::apply(in[0])}; },
+                         {x}, o));
+}
+
+TEST(Autograd, GradcheckSecondOrder) {
+  Tensor x = vec({0.5, -1.5}).requires_grad_();
+  GradcheckOptions o;
+  o.check_backward_twice = true;
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0] * in[0]}; }, {x}, o));
+}
+
+}  // namespace

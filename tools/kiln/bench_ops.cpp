@@ -1,0 +1,153 @@
+// kiln bench ops: CPU kernels against their hardware bounds, measured in one
+// run (medians of repeated samples; ratios, since absolute times drift).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/gemm.h"
+#include "core/parallel.h"
+#include "kiln/kiln.h"
+#include "tools/kiln/commands.h"
+
+#ifdef KILN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median seconds per call of f over `repeat` samples of at least ~30 ms each.
+double time_median(const std::function<void()>& f, int repeat) {
+  f();  // warm-up
+  auto t0 = Clock::now();
+  f();
+  double once = std::chrono::duration<double>(Clock::now() - t0).count();
+  int inner = std::max(1, static_cast<int>(0.03 / std::max(once, 1e-9)));
+  std::vector<double> samples;
+  for (int r = 0; r < repeat; ++r) {
+    auto s = Clock::now();
+    for (int i = 0; i < inner; ++i) f();
+    samples.push_back(std::chrono::duration<double>(Clock::now() - s).count() / inner);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+// Parallel memcpy: the bandwidth bound elementwise kernels are compared with.
+void par_memcpy(char* dst, const char* src, int64_t n) {
+  parallel_for(0, n, 1 << 20, [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, e - b); });
+}
+
+struct Row {
+  std::string name, measure, bound;
+  double value, bound_value, target;
+};
+
+}  // namespace
+
+int cmd_bench_ops(const BenchOptions& o) {
+  std::vector<Row> rows;
+  const int rep = std::max(3, o.repeat);
+
+  // 1. float32 GEMM 1024^3 through kiln::mm vs the BLAS called directly.
+  {
+    const int64_t n = 1024;
+    Tensor a = randn({n, n}), b = randn({n, n});
+    Tensor c = empty({n, n});
+    double flops = 2.0 * n * n * n;
+    double t_kiln = time_median([&] { (void)mm(a, b); }, rep);
+    const float* pa = a.data_ptr<float>();
+    const float* pb = b.data_ptr<float>();
+    float* pc = c.data_ptr<float>();
+#ifdef KILN_HAVE_OPENBLAS
+    double t_blas = time_median([&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n);
+    }, rep);
+    std::string bound = "cblas_sgemm (OpenBLAS) direct";
+#else
+    double t_blas = time_median([&] { cpu::gemm<float>(false, false, n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n); }, rep);
+    std::string bound = "kiln::cpu::gemm direct (no OpenBLAS)";
+#endif
+    rows.push_back({"mm float32 1024^3", "GFLOP/s", bound, flops / t_kiln / 1e9, flops / t_blas / 1e9, 0.9});
+  }
+
+  // 2. Elementwise ops on 16M float32 vs memcpy of the same bytes (bytes read + written).
+  const int64_t big = 16 << 20;
+  Tensor x = randn({big}), y = randn({big});
+  std::vector<char> src(big * 4 * 2), dst(big * 4 * 2);
+  std::memset(src.data(), 1, src.size());
+  std::memset(dst.data(), 0, dst.size());
+  double t_copy = time_median([&] { par_memcpy(dst.data(), src.data(), big * 4); }, rep);
+  double copy_bw = 2.0 * big * 4 / t_copy / 1e9;  // read + write
+  auto elementwise = [&](const char* name, int arrays, const std::function<void()>& f) {
+    double t = time_median(f, rep);
+    rows.push_back({name, "GB/s", "parallel memcpy", static_cast<double>(arrays) * big * 4 / t / 1e9, copy_bw, 0.5});
+  };
+  elementwise("neg float32 16M (unary)", 2, [&] { (void)neg(x); });
+  elementwise("exp float32 16M (unary)", 2, [&] { (void)exp(x); });
+  elementwise("relu float32 16M (unary)", 2, [&] { (void)relu(x); });
+  elementwise("add float32 16M (binary)", 3, [&] { (void)add(x, y); });
+  elementwise("mul by scalar float32 16M", 2, [&] { (void)mul(x, 2.0); });
+  elementwise("add_ in place float32 16M", 3, [&] { x.add_(y); });
+
+  // 3. Sum of 16M float32: bytes read per second vs memcpy's read+write bandwidth.
+  {
+    double t = time_median([&] { (void)sum(x); }, rep);
+    rows.push_back({"sum float32 16M (full)", "GB/s", "parallel memcpy", big * 4.0 / t / 1e9, copy_bw, 0.5});
+    Tensor m = randn({4096, 4096});
+    double t_rows = time_median([&] { (void)sum(m, {1}); }, rep);
+    rows.push_back({"sum float32 4096x4096 dim=1", "GB/s", "parallel memcpy", m.numel() * 4.0 / t_rows / 1e9, copy_bw, 0.5});
+    double t_cols = time_median([&] { (void)sum(m, {0}); }, rep);
+    rows.push_back({"sum float32 4096x4096 dim=0", "GB/s", "parallel memcpy", m.numel() * 4.0 / t_cols / 1e9, copy_bw, 0.5});
+  }
+
+  // 4. conv2d 3x3, 64->64 channels on 1x64x56x56 vs a GEMM of the same FLOPs (M=64, N=3136, K=576).
+  {
+    Tensor in = randn({1, 64, 56, 56}), w = randn({64, 64, 3, 3});
+    double flops = 2.0 * 64 * 56 * 56 * 64 * 9;
+    double t_conv = time_median([&] { (void)conv2d(in, w, {}, 1, 1); }, rep);
+    Tensor ga = randn({64, 576}), gb = randn({576, 3136});
+    double t_gemm = time_median([&] { (void)mm(ga, gb); }, rep);
+    rows.push_back({"conv2d 3x3 64x56x56", "GFLOP/s", "mm of the same FLOPs", flops / t_conv / 1e9, flops / t_gemm / 1e9, 0.7});
+  }
+
+  // 5. Dispatch overhead: one op on a 1-element tensor.
+  {
+    Tensor s = ones({1}), s2 = ones({1});
+    double t = time_median([&] { (void)add(s, s2); }, rep);
+    rows.push_back({"dispatch: add on 1 element", "us/op", "target", t * 1e6, 1.0, 0});
+    Tensor g = ones({1}).requires_grad_(true);
+    double tg = time_median([&] { (void)add(g, s2); }, rep);
+    rows.push_back({"dispatch: add with autograd", "us/op", "", tg * 1e6, 0, 0});
+  }
+
+  if (o.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const Row& r : rows)
+      arr.push_back({{"name", r.name}, {"measure", r.measure}, {"value", r.value}, {"bound", r.bound},
+                     {"bound_value", r.bound_value}, {"ratio", r.bound_value > 0 ? r.value / r.bound_value : 0.0}});
+    std::cout << nlohmann::json{{"threads", get_num_threads()}, {"blas", cpu::blas_name()}, {"results", arr}}.dump()
+              << "\n";
+    return 0;
+  }
+  std::printf("kiln bench ops: %d threads, BLAS %s, median of %d samples\n", get_num_threads(), cpu::blas_name(), rep);
+  std::printf("%-32s %12s %10s  %-32s %8s %7s\n", "case", "kiln", "", "bound", "ratio", "target");
+  for (const Row& r : rows) {
+    if (r.measure == "us/op") {
+      std::printf("%-32s %12.3f %-10s  %-32s %8s %7s\n", r.name.c_str(), r.value, r.measure.c_str(),
+                  r.bound_value > 0 ? "(target <= 1 us)" : "", "", "");
+      continue;
+    }
+    std::printf("%-32s %12.2f %-10s  %-22s %9.2f %8.2f %7.2f\n", r.name.c_str(), r.value, r.measure.c_str(),
+                r.bound.c_str(), r.bound_value, r.value / r.bound_value, r.target);
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

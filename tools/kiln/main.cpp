@@ -1,0 +1,121 @@
+// The kiln command-line tool: kiln info | ops | bench ops.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/gemm.h"
+#include "core/parallel.h"
+#include "dispatch/dispatch.h"
+#include "kiln/kiln.h"
+#include "ops/registry.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::cli {
+
+namespace {
+std::vector<std::string> kernel_devices(const OpInfo& info) {
+  std::vector<std::string> d;
+  for (int t = 0; t < kNumDeviceTypes; ++t)
+    if (info.kernels[t]) d.emplace_back(device_type_name(static_cast<DeviceType>(t)));
+  return d;
+}
+
+std::string flags_str(const OpInfo& info) {
+  std::string s;
+  auto add = [&](uint32_t f, const char* name) {
+    if (info.has(f)) s += (s.empty() ? "" : ",") + std::string(name);
+  };
+  add(POINTWISE, "pointwise");
+  add(REDUCTION, "reduction");
+  add(VIEW, "view");
+  add(RANDOM, "random");
+  add(DATA_DEPENDENT, "data-dependent");
+  add(FACTORY, "factory");
+  return s;
+}
+}  // namespace
+
+int cmd_info(bool json) {
+  bool cuda = get_backend(DeviceType::CUDA) != nullptr;
+  nlohmann::json j = {
+      {"version", version()},
+      {"compiler", KILN_COMPILER},
+      {"blas", cpu::blas_name()},
+      {"cuda", cuda},
+      {"threads", get_num_threads()},
+      {"devices", cuda ? std::vector<std::string>{"cpu", "cuda"} : std::vector<std::string>{"cpu"}},
+      {"ops", kNumOps},
+  };
+  if (json) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("kiln %s\n", version());
+  std::printf("  compiler : %s\n", KILN_COMPILER);
+  std::printf("  blas     : %s\n", cpu::blas_name());
+  std::printf("  threads  : %d (KILN_NUM_THREADS)\n", get_num_threads());
+  std::printf("  devices  : cpu%s\n", cuda ? ", cuda" : " (built without CUDA)");
+  std::printf("  ops      : %d in the op table\n", kNumOps);
+  return 0;
+}
+
+int cmd_ops(bool json) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo& info = op_info(static_cast<OpId>(i));
+    nlohmann::json o = {
+        {"name", info.name},
+        {"kind", info.kind == OpKind::Prim ? "prim" : "composite"},
+        {"differentiable", info.differentiable()},
+        {"devices", kernel_devices(info)},
+        {"decomposition", info.decomp != nullptr},
+        {"flags", flags_str(info)},
+        {"signature", info.signature},
+    };
+    arr.push_back(o);
+  }
+  if (json) {
+    std::cout << arr.dump() << "\n";
+    return 0;
+  }
+  std::printf("%-34s %-9s %-5s %-9s %-6s %s\n", "op", "kind", "grad", "kernels", "decomp", "flags");
+  for (const auto& o : arr) {
+    std::string devs;
+    for (const auto& d : o["devices"]) devs += (devs.empty() ? "" : ",") + d.get<std::string>();
+    std::printf("%-34s %-9s %-5s %-9s %-6s %s\n", o["name"].get<std::string>().c_str(),
+                o["kind"].get<std::string>().c_str(), o["differentiable"].get<bool>() ? "yes" : "no",
+                devs.empty() ? "-" : devs.c_str(), o["decomposition"].get<bool>() ? "yes" : "no",
+                o["flags"].get<std::string>().c_str());
+  }
+  std::printf("%d ops\n", kNumOps);
+  return 0;
+}
+
+}  // namespace kiln::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: a C++ deep-learning framework with eager and compiled modes"};
+  app.require_subcommand(1);
+  bool json = false;
+  auto* info = app.add_subcommand("info", "version, compiler, BLAS, threads, devices");
+  info->add_flag("--json", json, "print one JSON object");
+  auto* ops = app.add_subcommand("ops", "every op in the op table");
+  ops->add_flag("--json", json, "print one JSON array");
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  auto* bench_ops = bench->add_subcommand("ops", "CPU kernels against their hardware bounds");
+  kiln::cli::BenchOptions bo;
+  bench_ops->add_option("--repeat", bo.repeat, "timed repetitions per case (median reported)");
+  bench_ops->add_flag("--json", bo.json, "print one JSON object");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*info) return kiln::cli::cmd_info(json);
+    if (*ops) return kiln::cli::cmd_ops(json);
+    if (*bench_ops) return kiln::cli::cmd_bench_ops(bo);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
