@@ -1,6 +1,16 @@
-// Factory ops: empty, full, zeros, ones and the *_like family.
+// Factory ops: empty, full, zeros, ones, the *_like family, arange, linspace,
+// eye, tensors from C++ data (tensor<T>, from_blob) and copies between tensors
+// (copy_, to(Device), contiguous). Random ops are in random.cpp.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/dtype_dispatch.h"
 #include "dispatch/dispatch.h"
+#include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/shape.h"
 #include "ops/meta_util.h"
 
 namespace kiln {
@@ -55,6 +65,72 @@ KILN_REGISTER_DECOMP(zeros_like, decomp_like);
 KILN_REGISTER_DECOMP(ones_like, decomp_like);
 KILN_REGISTER_DECOMP(full_like, decomp_like);
 
+// ---- arange / linspace / eye ----
+// torch's length rule: ceil((end - start) / step), computed in double unless
+// all three are integers (exact int64 arithmetic then).
+int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step) {
+  bool integral = !start.is_floating_point() && !end.is_floating_point() && !step.is_floating_point();
+  KILN_CHECK(step.to_double() != 0, "arange: step must be nonzero");
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  KILN_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: ", s, " -> ", e);
+  KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
+             "arange: upper bound and larger bound inconsistent with step sign (start=", start, ", end=", end,
+             ", step=", step, ")");
+  if (integral) {
+    int64_t a = start.to_long(), b = end.to_long(), k = step.to_long();
+    // ceil division for same-sign operands
+    return k > 0 ? (b - a + k - 1) / k : (a - b + (-k) - 1) / (-k);
+  }
+  double n = std::ceil((e - s) / st);
+  KILN_CHECK(n >= 0 && n < static_cast<double>(std::numeric_limits<int64_t>::max()),
+             "arange: invalid size, possible overflow? (start=", start, ", end=", end, ", step=", step, ")");
+  return static_cast<int64_t>(n);
+}
+
+std::vector<TensorMeta> meta_arange(const OpCall& c) {
+  int64_t n = arange_length(c.attrs.s(0), c.attrs.s(1), c.attrs.s(2));
+  DType dt = c.attrs.dtype(3);
+  KILN_CHECK(dt != DType::Bool, "arange: not implemented for dtype bool");
+  return one_output({n}, dt, c.attrs.device(4));
+}
+KILN_REGISTER_META(arange, meta_arange);
+
+std::vector<TensorMeta> meta_linspace(const OpCall& c) {
+  int64_t steps = c.attrs.i(2);
+  KILN_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
+  return one_output({steps}, c.attrs.dtype(3), c.attrs.device(4));
+}
+KILN_REGISTER_META(linspace, meta_linspace);
+
+// linspace = start + i * step in float64 (the compiler's form; the CPU kernel
+// also fills the upper half from `end` downwards, as torch does, so it hits end exactly).
+std::vector<Tensor> decomp_linspace(const OpCall& c) {
+  int64_t steps = c.attrs.i(2);
+  double a = c.attrs.f(0), b = c.attrs.f(1);
+  double step = steps > 1 ? (b - a) / static_cast<double>(steps - 1) : 0.0;
+  Tensor i = call_op1(OpId::arange, {}, {Scalar(0), Scalar(steps), Scalar(1), kFloat64, c.attrs.device(4)});
+  Tensor v = add(mul(i, Scalar(step)), Scalar(a));
+  return {to(v, c.attrs.dtype(3))};
+}
+KILN_REGISTER_DECOMP(linspace, decomp_linspace);
+
+std::vector<TensorMeta> meta_eye(const OpCall& c) {
+  int64_t n = c.attrs.i(0), m = c.attrs.i(1);
+  KILN_CHECK(n >= 0, "eye: n must be greater or equal to 0, got ", n);
+  KILN_CHECK(m >= 0, "eye: m must be greater or equal to 0, got ", m);
+  return one_output({n, m}, c.attrs.dtype(2), c.attrs.device(3));
+}
+KILN_REGISTER_META(eye, meta_eye);
+
+// eye = (arange(n)[:, None] == arange(m)) in the requested dtype.
+std::vector<Tensor> decomp_eye(const OpCall& c) {
+  Device d = c.attrs.device(3);
+  Tensor r = call_op1(OpId::arange, {}, {Scalar(0), Scalar(c.attrs.i(0)), Scalar(1), kInt64, d});
+  Tensor col = call_op1(OpId::arange, {}, {Scalar(0), Scalar(c.attrs.i(1)), Scalar(1), kInt64, d});
+  return {to(eq(unsqueeze(r, 1), col), c.attrs.dtype(2))};
+}
+KILN_REGISTER_DECOMP(eye, decomp_eye);
+
 Tensor finish(Tensor t, const TensorOptions& o) {
   if (o.requires_grad_) t.requires_grad_(true);
   return t;
@@ -96,5 +172,132 @@ Tensor full_like(const Tensor& t, const Scalar& value, std::optional<TensorOptio
   Attrs a = like_attrs(t, o);
   return finish(call_op1(OpId::full_like, {t}, {value, a[0], a[1]}), o.value_or(TensorOptions()));
 }
+
+
+Tensor empty_strided(SymIntArrayRef size, SymIntArrayRef stride, const TensorOptions& o) {
+  Shape sz = checked_size(size, "empty_strided");
+  Shape st = stride.to_ints();
+  KILN_CHECK(sz.size() == st.size(), "empty_strided: mismatch in length of strides and shape (",
+             shape_str(sz), " vs ", shape_str(st), ")");
+  for (int64_t v : st) KILN_CHECK(v >= 0, "empty_strided: strides must be non-negative, got ", shape_str(st));
+  return finish(make_tensor_strided(sz, st, o.dtype_or_default(), o.device_or_default()), o);
+}
+
+Tensor arange(const Scalar& end, const TensorOptions& o) { return arange(Scalar(0), end, Scalar(1), o); }
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const TensorOptions& o) {
+  bool integral = !start.is_floating_point() && !end.is_floating_point() && !step.is_floating_point();
+  DType dt = o.dtype_ ? *o.dtype_ : (integral ? kInt64 : default_dtype());
+  return finish(call_op1(OpId::arange, {}, {start, end, step, dt, o.device_or_default()}), o);
+}
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, const TensorOptions& o) {
+  return finish(call_op1(OpId::linspace, {}, {start, end, steps, o.dtype_or_default(), o.device_or_default()}), o);
+}
+Tensor eye(int64_t n, std::optional<int64_t> m, const TensorOptions& o) {
+  return finish(call_op1(OpId::eye, {}, {n, m.value_or(n), o.dtype_or_default(), o.device_or_default()}), o);
+}
+
+// ---- tensors from C++ data ----
+template <class T>
+Tensor tensor(const std::vector<T>& data, SymIntArrayRef size, const TensorOptions& o) {
+  Shape sz = checked_size(size, "tensor");
+  KILN_CHECK(compute_numel(sz) == static_cast<int64_t>(data.size()), "tensor: shape ", shape_str(sz), " is invalid for ",
+             data.size(), " values");
+  constexpr DType native = dtype_of<T>();
+  Tensor t = make_tensor(sz, native, kCPU);
+  if constexpr (std::is_same_v<T, bool>) {
+    bool* p = static_cast<bool*>(t.data_ptr());  // std::vector<bool> is packed
+    for (size_t i = 0; i < data.size(); ++i) p[i] = data[i];
+  } else if (!data.empty()) {
+    std::memcpy(t.data_ptr(), data.data(), data.size() * sizeof(T));
+  }
+  DType dt = o.dtype_ ? *o.dtype_ : native;
+  Device dev = o.device_or_default();
+  if (dt != native || dev != kCPU) t = t.to(dev, dt);
+  return finish(t, o);
+}
+#define KILN_INSTANTIATE_TENSOR(T) template Tensor tensor<T>(const std::vector<T>&, SymIntArrayRef, const TensorOptions&);
+KILN_INSTANTIATE_TENSOR(bool)
+KILN_INSTANTIATE_TENSOR(uint8_t)
+KILN_INSTANTIATE_TENSOR(int8_t)
+KILN_INSTANTIATE_TENSOR(int16_t)
+KILN_INSTANTIATE_TENSOR(int32_t)
+KILN_INSTANTIATE_TENSOR(int64_t)
+KILN_INSTANTIATE_TENSOR(float)
+KILN_INSTANTIATE_TENSOR(double)
+#undef KILN_INSTANTIATE_TENSOR
+
+Tensor from_blob(void* data, SymIntArrayRef size, const TensorOptions& o, std::function<void(void*)> deleter) {
+  Shape sz = checked_size(size, "from_blob");
+  return from_blob(data, size, SymIntArrayRef(contiguous_strides(sz)), o, std::move(deleter));
+}
+Tensor from_blob(void* data, SymIntArrayRef size, SymIntArrayRef strides, const TensorOptions& o,
+                 std::function<void(void*)> deleter) {
+  Shape sz = checked_size(size, "from_blob");
+  Shape st = strides.to_ints();
+  KILN_CHECK(sz.size() == st.size(), "from_blob: mismatch in length of strides and shape (", shape_str(sz), " vs ",
+             shape_str(st), ")");
+  for (int64_t v : st) KILN_CHECK(v >= 0, "from_blob: strides must be non-negative, got ", shape_str(st));
+  KILN_CHECK(data != nullptr || compute_numel(sz) == 0, "from_blob: data is null");
+  DType dt = o.dtype_or_default();
+  Device dev = o.device_or_default();
+  int64_t extent = compute_numel(sz) == 0 ? 0 : 1;
+  if (extent)
+    for (size_t i = 0; i < sz.size(); ++i) extent += (sz[i] - 1) * st[i];
+  auto impl = std::make_shared<TensorImpl>();
+  // An empty deleter leaves the memory to its owner (Storage frees only through it).
+  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(extent) * itemsize(dt), dev, std::move(deleter));
+  impl->sizes = sz;
+  impl->strides = st;
+  impl->dtype = dt;
+  impl->device = dev;
+  impl->refresh_metadata();
+  return finish(Tensor(std::move(impl)), o);
+}
+
+// ---- copies ----
+// Note [copy_ and autograd]: self = src (broadcast, converted to self's dtype)
+// is the in-place form of `to` applied to src expanded to self's shape, so
+// call_op_inplace records the gradient to src and self takes over its history.
+Tensor& Tensor::copy_(const Tensor& src) {
+  KILN_CHECK(defined() && src.defined(), "copy_: undefined tensor");
+  bool grad = is_grad_enabled() && (src.requires_grad() || requires_grad());
+  if (grad)
+    KILN_CHECK(!(is_leaf() && requires_grad()), "copy_: a leaf tensor that requires grad is being used in an "
+               "in-place operation; wrap it in kiln::NoGradGuard or clone() it first");
+  if (src.device() != device()) {
+    KILN_CHECK(!grad, "copy_: not supported yet: copies across devices of tensors that require grad");
+    copy_into(*this, src);
+    unsafe_impl()->bump_version();
+    return *this;
+  }
+  Tensor s = src;
+  if (s.sizes() != sizes()) {
+    KILN_CHECK(s.dim() <= dim(), "copy_: source of shape ", shape_str(s.sizes()), " can't be broadcast to ",
+               shape_str(sizes()));
+    s = kiln::expand(s, sizes().vec());
+  }
+  if (grad && !src.requires_grad()) {
+    // self's old value is overwritten by a constant: its history ends here.
+    NoGradGuard no_grad;
+    call_op_inplace(*this, OpId::to, {s}, {dtype()});
+    detach_();
+    return *this;
+  }
+  return call_op_inplace(*this, OpId::to, {s}, {dtype()});
+}
+
+Tensor Tensor::to(Device d, std::optional<DType> t, bool copy) const {
+  DType dt = t.value_or(dtype());
+  if (d == device()) return kiln::to(*this, dt, copy);
+  Tensor out = empty(sizes(), TensorOptions(dt).device(d));
+  out.copy_(*this);
+  return out;
+}
+Tensor Tensor::to(const TensorOptions& o, bool copy) const {
+  Tensor r = to(o.device_ ? *o.device_ : device(), o.dtype_, copy);
+  if (o.requires_grad_ && !r.requires_grad()) r.requires_grad_(true);
+  return r;
+}
+Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 
 }  // namespace kiln

@@ -1,11 +1,131 @@
 // VJP rules of pointwise ops, written with kiln ops so they run in eager
-// autograd and trace into ahead-of-time backward graphs alike.
+// autograd, trace into ahead-of-time backward graphs, and differentiate again
+// (double backward) where the math allows.
+#include <cmath>
+
+#include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/grad_util.h"
 
 namespace kiln {
 namespace {
 
+constexpr double kLn2 = 0.693147180559945309417;
+constexpr double kLn10 = 2.30258509299404568402;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kSqrtPiOver2 = 0.886226925452758013649;
+constexpr double kInvSqrt2Pi = 0.398942280401432677940;
+constexpr double kSqrt1_2 = 0.707106781186547524401;
+constexpr double kSqrt2OverPi = 0.797884560802865355880;
+constexpr double kGeluKappa = 0.044715;
+
+using Rule = Tensor (*)(const VjpCall& v, const Tensor& g);
+
+// A unary rule: the gradient of input 0 from g (the output gradient) and what the op saved.
+template <Rule R>
+std::vector<Tensor> unary(const VjpCall& v) {
+  std::vector<Tensor> r(v.input_meta.size());
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, R(v, v.grads[0]));
+  return r;
+}
+const Tensor& x_(const VjpCall& v) { return v.inputs[0]; }
+const Tensor& y_(const VjpCall& v) { return v.outputs[0]; }
+
+// Piecewise-constant ops (floor, sign, rounding modes of div, ...) have a zero gradient, as in PyTorch.
+std::vector<Tensor> zero_grads(const VjpCall& v) {
+  std::vector<Tensor> r(v.input_meta.size());
+  for (size_t i = 0; i < r.size(); ++i)
+    if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(v.input_meta[i].device));
+  return r;
+}
+
+Tensor g_neg(const VjpCall&, const Tensor& g) { return neg(g); }
+Tensor g_abs(const VjpCall& v, const Tensor& g) { return g * sign(x_(v)); }
+Tensor g_exp(const VjpCall& v, const Tensor& g) { return g * y_(v); }
+Tensor g_exp2(const VjpCall& v, const Tensor& g) { return g * y_(v) * kLn2; }
+Tensor g_log(const VjpCall& v, const Tensor& g) { return g / x_(v); }
+Tensor g_log2(const VjpCall& v, const Tensor& g) { return g / (x_(v) * kLn2); }
+Tensor g_log10(const VjpCall& v, const Tensor& g) { return g / (x_(v) * kLn10); }
+Tensor g_log1p(const VjpCall& v, const Tensor& g) { return g / (x_(v) + 1); }
+Tensor g_expm1(const VjpCall& v, const Tensor& g) { return g * (y_(v) + 1); }
+Tensor g_sqrt(const VjpCall& v, const Tensor& g) { return g / (y_(v) * 2); }
+Tensor g_rsqrt(const VjpCall& v, const Tensor& g) { return g * (y_(v) * y_(v) * y_(v)) * -0.5; }
+Tensor g_reciprocal(const VjpCall& v, const Tensor& g) { return -(g * (y_(v) * y_(v))); }
+Tensor g_square(const VjpCall& v, const Tensor& g) { return g * x_(v) * 2; }
+Tensor g_sin(const VjpCall& v, const Tensor& g) { return g * cos(x_(v)); }
+Tensor g_cos(const VjpCall& v, const Tensor& g) { return -(g * sin(x_(v))); }
+Tensor g_tan(const VjpCall& v, const Tensor& g) { return g * (y_(v) * y_(v) + 1); }
+Tensor g_tanh(const VjpCall& v, const Tensor& g) { return g * rsub(y_(v) * y_(v), 1); }
+Tensor g_sigmoid(const VjpCall& v, const Tensor& g) { return g * (y_(v) * rsub(y_(v), 1)); }
+Tensor g_relu(const VjpCall& v, const Tensor& g) { return where(gt(y_(v), 0), g, Scalar(0)); }
+Tensor g_erf(const VjpCall& v, const Tensor& g) { return g * (exp(-square(x_(v))) * kTwoOverSqrtPi); }
+Tensor g_erfinv(const VjpCall& v, const Tensor& g) { return g * (exp(square(y_(v))) * kSqrtPiOver2); }
+Tensor g_nan_to_num(const VjpCall& v, const Tensor& g) { return where(isfinite(x_(v)), g, Scalar(0)); }
+// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x)
+Tensor g_silu(const VjpCall& v, const Tensor& g) {
+  const Tensor& x = x_(v);
+  Tensor s = sigmoid(x);
+  return g * (s * (x * rsub(s, 1) + 1));
+}
+Tensor g_gelu(const VjpCall& v, const Tensor& g) {
+  const Tensor& x = x_(v);
+  if (v.attrs.str(0) == "tanh") {
+    // d/dx x/2 (1 + t), t = tanh(b (x + k x^3)): (1 + t)/2 + x/2 (1 - t^2) b (1 + 3k x^2)
+    Tensor x2 = square(x);
+    Tensor t = tanh((x + x2 * x * kGeluKappa) * kSqrt2OverPi);
+    Tensor left = (t + 1) * 0.5;
+    Tensor right = x * 0.5 * rsub(square(t), 1) * ((x2 * (3 * kGeluKappa) + 1) * kSqrt2OverPi);
+    return g * (left + right);
+  }
+  // Phi(x) + x phi(x)
+  Tensor cdf = (erf(x * kSqrt1_2) + 1) * 0.5;
+  Tensor pdf = exp(square(x) * -0.5) * kInvSqrt2Pi;
+  return g * (cdf + x * pdf);
+}
+// Gradient flows where lo <= x <= hi (NaN x gets none), as PyTorch's clamp_backward.
+Tensor g_clamp(const VjpCall& v, const Tensor& g) {
+  const Tensor& x = x_(v);
+  auto lo = v.attrs.opt_s(0), hi = v.attrs.opt_s(1);
+  Tensor mask;
+  if (lo) mask = ge(x, *lo);
+  if (hi) mask = mask.defined() ? logical_and(mask, le(x, *hi)) : le(x, *hi);
+  return where(mask, g, Scalar(0));
+}
+Tensor g_to(const VjpCall&, const Tensor& g) { return g; }
+
+KILN_REGISTER_VJP(neg, unary<g_neg>);
+KILN_REGISTER_VJP(abs, unary<g_abs>);
+KILN_REGISTER_VJP(exp, unary<g_exp>);
+KILN_REGISTER_VJP(exp2, unary<g_exp2>);
+KILN_REGISTER_VJP(log, unary<g_log>);
+KILN_REGISTER_VJP(log2, unary<g_log2>);
+KILN_REGISTER_VJP(log10, unary<g_log10>);
+KILN_REGISTER_VJP(log1p, unary<g_log1p>);
+KILN_REGISTER_VJP(expm1, unary<g_expm1>);
+KILN_REGISTER_VJP(sqrt, unary<g_sqrt>);
+KILN_REGISTER_VJP(rsqrt, unary<g_rsqrt>);
+KILN_REGISTER_VJP(reciprocal, unary<g_reciprocal>);
+KILN_REGISTER_VJP(square, unary<g_square>);
+KILN_REGISTER_VJP(sin, unary<g_sin>);
+KILN_REGISTER_VJP(cos, unary<g_cos>);
+KILN_REGISTER_VJP(tan, unary<g_tan>);
+KILN_REGISTER_VJP(tanh, unary<g_tanh>);
+KILN_REGISTER_VJP(sigmoid, unary<g_sigmoid>);
+KILN_REGISTER_VJP(relu, unary<g_relu>);
+KILN_REGISTER_VJP(gelu, unary<g_gelu>);
+KILN_REGISTER_VJP(silu, unary<g_silu>);
+KILN_REGISTER_VJP(erf, unary<g_erf>);
+KILN_REGISTER_VJP(erfinv, unary<g_erfinv>);
+KILN_REGISTER_VJP(nan_to_num, unary<g_nan_to_num>);
+KILN_REGISTER_VJP(clamp, unary<g_clamp>);
+KILN_REGISTER_VJP(to, unary<g_to>);
+KILN_REGISTER_VJP(sign, zero_grads);
+KILN_REGISTER_VJP(floor, zero_grads);
+KILN_REGISTER_VJP(ceil, zero_grads);
+KILN_REGISTER_VJP(round, zero_grads);
+KILN_REGISTER_VJP(trunc, zero_grads);
+
+// ---- binary and ternary ----
 std::vector<Tensor> vjp_add(const VjpCall& v) {
   const Tensor& g = v.grads[0];
   std::vector<Tensor> r(2);
@@ -18,6 +138,18 @@ std::vector<Tensor> vjp_add(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(add, vjp_add);
 
+std::vector<Tensor> vjp_sub(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g);
+  if (v.needs(1)) {
+    const Scalar& alpha = v.attrs.s(0);
+    r[1] = reduce_grad(v, 1, alpha == Scalar(1) ? neg(g) : g * (-alpha.to_double()));
+  }
+  return r;
+}
+KILN_REGISTER_VJP(sub, vjp_sub);
+
 std::vector<Tensor> vjp_mul(const VjpCall& v) {
   const Tensor& g = v.grads[0];
   std::vector<Tensor> r(2);
@@ -27,8 +159,124 @@ std::vector<Tensor> vjp_mul(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(mul, vjp_mul);
 
-std::vector<Tensor> vjp_to(const VjpCall& v) { return {reduce_grad(v, 0, v.grads[0])}; }
-KILN_REGISTER_VJP(to, vjp_to);
+std::vector<Tensor> vjp_div(const VjpCall& v) {
+  if (!v.attrs.none(0)) return zero_grads(v);  // trunc/floor: piecewise constant
+  const Tensor& g = v.grads[0];
+  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g / b);
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, -(g * a) / (b * b));
+  return r;
+}
+KILN_REGISTER_VJP(div, vjp_div);
+
+// fmod/remainder: d/da = 1, d/db = -(a / b rounded: trunc for fmod, floor for remainder).
+std::vector<Tensor> vjp_mod(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g);
+  if (v.needs(1)) {
+    const char* mode = v.op == OpId::fmod ? "trunc" : "floor";
+    r[1] = reduce_grad(v, 1, -(g * div(v.inputs[0], v.inputs[1], mode)));
+  }
+  return r;
+}
+KILN_REGISTER_VJP(fmod, vjp_mod);
+KILN_REGISTER_VJP(remainder, vjp_mod);
+
+// As PyTorch: zero where the exponent is 0 (base side) or where base == 0 and exponent >= 0 (exponent side).
+std::vector<Tensor> vjp_pow(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, where(eq(b, 0), Scalar(0), g * (b * pow(a, b - 1))));
+  if (v.needs(1)) {
+    Tensor mask = logical_and(eq(a, 0), ge(b, 0));
+    r[1] = reduce_grad(v, 1, where(mask, Scalar(0), g * (v.outputs[0] * log(a))));
+  }
+  return r;
+}
+KILN_REGISTER_VJP(pow, vjp_pow);
+
+// Ties split the gradient evenly, as PyTorch.
+std::vector<Tensor> vjp_max_min(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  Tensor half = where(eq(a, b), g * 0.5, g);
+  bool is_max = v.op == OpId::maximum;
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, where(is_max ? lt(a, b) : gt(a, b), Scalar(0), half));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, where(is_max ? gt(a, b) : lt(a, b), Scalar(0), half));
+  return r;
+}
+KILN_REGISTER_VJP(maximum, vjp_max_min);
+KILN_REGISTER_VJP(minimum, vjp_max_min);
+
+std::vector<Tensor> vjp_atan2(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  Tensor gd = g / (square(a) + square(b));
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, gd * b);
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, -(gd * a));
+  return r;
+}
+KILN_REGISTER_VJP(atan2, vjp_atan2);
+
+std::vector<Tensor> vjp_hypot(const VjpCall& v) {
+  Tensor gd = v.grads[0] / v.outputs[0];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, gd * v.inputs[0]);
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, gd * v.inputs[1]);
+  return r;
+}
+KILN_REGISTER_VJP(hypot, vjp_hypot);
+
+std::vector<Tensor> vjp_where(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor& cond = v.inputs[0];
+  std::vector<Tensor> r(3);
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, where(cond, g, Scalar(0)));
+  if (v.needs(2)) r[2] = reduce_grad(v, 2, where(cond, Scalar(0), g));
+  return r;
+}
+KILN_REGISTER_VJP(where, vjp_where);
+
+std::vector<Tensor> vjp_lerp(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor &s = v.inputs[0], &e = v.inputs[1], &w = v.inputs[2];
+  std::vector<Tensor> r(3);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g * rsub(w, 1));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, g * w);
+  if (v.needs(2)) r[2] = reduce_grad(v, 2, g * (e - s));
+  return r;
+}
+KILN_REGISTER_VJP(lerp, vjp_lerp);
+
+std::vector<Tensor> vjp_addcmul(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Scalar& value = v.attrs.s(0);
+  Tensor gv = value == Scalar(1) ? g : g * value;
+  std::vector<Tensor> r(3);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g);
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, gv * v.inputs[2]);
+  if (v.needs(2)) r[2] = reduce_grad(v, 2, gv * v.inputs[1]);
+  return r;
+}
+KILN_REGISTER_VJP(addcmul, vjp_addcmul);
+
+std::vector<Tensor> vjp_addcdiv(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Scalar& value = v.attrs.s(0);
+  Tensor gv = value == Scalar(1) ? g : g * value;
+  const Tensor &t1 = v.inputs[1], &t2 = v.inputs[2];
+  std::vector<Tensor> r(3);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g);
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, gv / t2);
+  if (v.needs(2)) r[2] = reduce_grad(v, 2, -(gv * t1) / (t2 * t2));
+  return r;
+}
+KILN_REGISTER_VJP(addcdiv, vjp_addcdiv);
 
 }  // namespace
 }  // namespace kiln

@@ -1,5 +1,6 @@
-// Pointwise ops: public functions, meta functions and decompositions.
-// VJP rules are in grad_pointwise.cpp, CPU kernels in backend/cpu/pointwise.cpp.
+// Binary and ternary pointwise ops: public functions, meta functions and
+// decompositions (unary ops are in pointwise_unary.cpp). VJP rules are in
+// grad_pointwise.cpp, CPU kernels in backend/cpu/pointwise.cpp.
 #include "kiln/ops/pointwise.h"
 
 #include "dispatch/dispatch.h"
@@ -10,17 +11,49 @@ namespace kiln {
 
 namespace {
 // ---- meta ----
+void check_defined(const OpCall& c) {
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    KILN_CHECK(c.in(i).defined(), c.name(), ": input ", i, " is undefined");
+}
+std::string dtypes_str(const OpCall& c) {
+  std::string s;
+  for (const Tensor& t : c.inputs) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t.dtype()));
+  return s;
+}
+
 std::vector<TensorMeta> meta_same(const OpCall& c) {  // output like the promoted inputs
+  check_defined(c);
   return one_output(broadcast_all(c.inputs, c.name()), result_type(c.inputs), output_device(c.inputs));
 }
-[[maybe_unused]] std::vector<TensorMeta> meta_floating(const OpCall& c) {  // int → default float (exp, div, ...)
+std::vector<TensorMeta> meta_floating(const OpCall& c) {  // int → default float (atan2, div, ...)
+  check_defined(c);
   return one_output(broadcast_all(c.inputs, c.name()), to_floating(result_type(c.inputs)), output_device(c.inputs));
 }
-std::vector<TensorMeta> meta_to(const OpCall& c) {
-  return one_output(c.in(0).sizes().vec(), c.attrs.dtype(0), c.in(0).device());
+std::vector<TensorMeta> meta_bool(const OpCall& c) {  // comparisons and logical ops
+  check_defined(c);
+  return one_output(broadcast_all(c.inputs, c.name()), DType::Bool, output_device(c.inputs));
+}
+std::vector<TensorMeta> meta_no_bool(const OpCall& c) {
+  auto m = meta_same(c);
+  KILN_CHECK(m[0].dtype != DType::Bool, c.name(), ": not supported for bool tensors (input dtypes ", dtypes_str(c),
+             ")");
+  return m;
+}
+std::vector<TensorMeta> meta_bitwise(const OpCall& c) {
+  auto m = meta_same(c);
+  KILN_CHECK(!is_floating_point(m[0].dtype), c.name(), ": expected integral or bool tensors, got dtypes ",
+             dtypes_str(c));
+  return m;
+}
+std::vector<TensorMeta> meta_shift(const OpCall& c) {
+  auto m = meta_same(c);
+  KILN_CHECK(!is_floating_point(m[0].dtype) && m[0].dtype != DType::Bool, c.name(),
+             ": expected integral tensors, got dtypes ", dtypes_str(c));
+  return m;
 }
 
 std::vector<TensorMeta> meta_add(const OpCall& c) {
+  check_defined(c);
   DType t = result_type(c.inputs);
   const Scalar& alpha = c.attrs.s(0);
   KILN_CHECK(!(alpha.is_floating_point() && !is_floating_point(t)), c.name(),
@@ -29,25 +62,101 @@ std::vector<TensorMeta> meta_add(const OpCall& c) {
              ": boolean alpha only supports values 0 and 1");
   return one_output(broadcast_all(c.inputs, c.name()), t, output_device(c.inputs));
 }
-KILN_REGISTER_META(add, meta_add);
-KILN_REGISTER_META(sub, meta_add);
-KILN_REGISTER_META(mul, meta_same);
-KILN_REGISTER_META(to, meta_to);
-KILN_REGISTER_META(clone, meta_same);
-
-// ---- decompositions ----
-std::vector<Tensor> decomp_sub(const OpCall& c) {
+std::vector<TensorMeta> meta_sub(const OpCall& c) {
+  check_defined(c);
   KILN_CHECK(c.in(0).dtype() != DType::Bool && c.in(1).dtype() != DType::Bool,
-             "sub: subtraction with two bool tensors is not supported; use logical_xor() instead");
-  const Scalar& a = c.attrs.s(0);
-  Scalar neg = a.is_floating_point() ? Scalar(-a.to_double()) : Scalar(-a.to_long());
-  return {call_op1(OpId::add, {c.in(0), c.in(1)}, {neg})};
+             "sub: subtraction, the `-` operator, with a bool tensor is not supported (input dtypes ", dtypes_str(c),
+             "); use the `~` or logical_not() operator to invert a mask, or logical_xor()");
+  return meta_add(c);
 }
-std::vector<Tensor> decomp_clone(const OpCall& c) { return {call_op1(OpId::to, {c.in(0)}, {c.in(0).dtype()})}; }
+std::vector<TensorMeta> meta_div(const OpCall& c) {
+  auto mode = c.attrs.opt_str(0);
+  if (!mode) return meta_floating(c);
+  KILN_CHECK(*mode == "trunc" || *mode == "floor", "div: expected rounding_mode to be one of None, 'trunc', or "
+             "'floor' but found '", *mode, "'");
+  return meta_no_bool(c);
+}
+std::vector<TensorMeta> meta_where(const OpCall& c) {
+  check_defined(c);
+  KILN_CHECK(c.in(0).dtype() == DType::Bool, "where: expected condition to be a bool tensor, but got dtype ",
+             c.in(0).dtype());
+  return one_output(broadcast_all(c.inputs, c.name()), result_type(c.inputs.subspan(1)), output_device(c.inputs));
+}
+std::vector<TensorMeta> meta_lerp(const OpCall& c) {
+  check_defined(c);
+  KILN_CHECK(is_floating_point(c.in(0).dtype()), "lerp: expected a floating point start tensor, got dtype ",
+             c.in(0).dtype());
+  for (size_t i = 1; i < 3; ++i)
+    KILN_CHECK(c.in(i).unsafe_impl()->is_wrapped_number || c.in(i).dtype() == c.in(0).dtype(), "lerp: expected dtype ",
+               c.in(0).dtype(), " for `", i == 1 ? "end" : "weight", "` but got dtype ", c.in(i).dtype());
+  return one_output(broadcast_all(c.inputs, c.name()), c.in(0).dtype(), output_device(c.inputs));
+}
+std::vector<TensorMeta> meta_addcmul(const OpCall& c) {
+  auto m = meta_no_bool(c);
+  KILN_CHECK(!(c.attrs.s(0).is_floating_point() && !is_floating_point(m[0].dtype)), c.name(),
+             ": for integral input tensors, argument value must not be a floating point number");
+  return m;
+}
+std::vector<TensorMeta> meta_addcdiv(const OpCall& c) {
+  check_defined(c);
+  KILN_CHECK(is_floating_point(c.in(1).dtype()) || is_floating_point(c.in(2).dtype()),
+             "addcdiv: integer division with addcdiv is not supported (tensor1 and tensor2 dtypes ",
+             c.in(1).dtype(), ", ", c.in(2).dtype(), "); use div() instead");
+  return meta_addcmul(c);
+}
+
+KILN_REGISTER_META(add, meta_add);
+KILN_REGISTER_META(sub, meta_sub);
+KILN_REGISTER_META(mul, meta_same);
+KILN_REGISTER_META(div, meta_div);
+KILN_REGISTER_META(fmod, meta_no_bool);
+KILN_REGISTER_META(remainder, meta_no_bool);
+KILN_REGISTER_META(pow, meta_same);
+KILN_REGISTER_META(maximum, meta_same);
+KILN_REGISTER_META(minimum, meta_same);
+KILN_REGISTER_META(atan2, meta_floating);
+KILN_REGISTER_META(hypot, meta_floating);
+KILN_REGISTER_META(eq, meta_bool);
+KILN_REGISTER_META(ne, meta_bool);
+KILN_REGISTER_META(lt, meta_bool);
+KILN_REGISTER_META(le, meta_bool);
+KILN_REGISTER_META(gt, meta_bool);
+KILN_REGISTER_META(ge, meta_bool);
+KILN_REGISTER_META(logical_and, meta_bool);
+KILN_REGISTER_META(logical_or, meta_bool);
+KILN_REGISTER_META(logical_xor, meta_bool);
+KILN_REGISTER_META(bitwise_and, meta_bitwise);
+KILN_REGISTER_META(bitwise_or, meta_bitwise);
+KILN_REGISTER_META(bitwise_xor, meta_bitwise);
+KILN_REGISTER_META(bitwise_left_shift, meta_shift);
+KILN_REGISTER_META(bitwise_right_shift, meta_shift);
+KILN_REGISTER_META(where, meta_where);
+KILN_REGISTER_META(lerp, meta_lerp);
+KILN_REGISTER_META(addcmul, meta_addcmul);
+KILN_REGISTER_META(addcdiv, meta_addcdiv);
+
+// ---- decompositions (into prims) ----
+Scalar negated(const Scalar& a) { return a.is_floating_point() ? Scalar(-a.to_double()) : Scalar(-a.to_long()); }
+
+std::vector<Tensor> decomp_sub(const OpCall& c) {
+  meta_sub(c);  // the bool check
+  return {call_op1(OpId::add, {c.in(0), c.in(1)}, {negated(c.attrs.s(0))})};
+}
+// self + value * t1 * t2 (addcdiv: self + value * t1 / t2), in the promoted dtype.
+std::vector<Tensor> decomp_addc(const OpCall& c) {
+  DType t = meta_same(c)[0].dtype;
+  auto cast = [&](const Tensor& x) { return x.dtype() == t ? x : call_op1(OpId::to, {x}, {t}); };
+  Tensor prod = c.op == OpId::addcdiv ? call_op1(OpId::div, {cast(c.in(1)), cast(c.in(2))}, {std::monostate{}})
+                                      : call_op1(OpId::mul, {cast(c.in(1)), cast(c.in(2))});
+  return {call_op1(OpId::add, {cast(c.in(0)), prod}, {c.attrs.s(0)})};
+}
 KILN_REGISTER_DECOMP(sub, decomp_sub);
-KILN_REGISTER_DECOMP(clone, decomp_clone);
+KILN_REGISTER_DECOMP(addcmul, decomp_addc);
+KILN_REGISTER_DECOMP(addcdiv, decomp_addc);
 
 Tensor wrap(const Scalar& s) { return wrap_scalar(s); }
+Tensor bin(OpId op, const Tensor& a, const Tensor& b) { return call_op1(op, {a, b}); }
+Attrs mode_attr(const std::optional<std::string>& m) { return {opt_attr(m)}; }
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return call_op1(OpId::add, {a, b}, {alpha}); }
@@ -55,17 +164,71 @@ Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return call_
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return call_op1(OpId::sub, {a, b}, {alpha}); }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return call_op1(OpId::sub, {a, wrap(b)}, {alpha}); }
 Tensor rsub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return call_op1(OpId::sub, {wrap(b), a}, {alpha}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return call_op1(OpId::mul, {a, b}); }
-Tensor mul(const Tensor& a, const Scalar& b) { return call_op1(OpId::mul, {a, wrap(b)}); }
-
-Tensor to(const Tensor& x, DType t, bool copy) {
-  if (x.dtype() == t && !copy) return x;
-  return call_op1(OpId::to, {x}, {t});
+Tensor mul(const Tensor& a, const Tensor& b) { return bin(OpId::mul, a, b); }
+Tensor mul(const Tensor& a, const Scalar& b) { return bin(OpId::mul, a, wrap(b)); }
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string> m) {
+  return call_op1(OpId::div, {a, b}, mode_attr(m));
 }
-Tensor clone(const Tensor& x) { return call_op1(OpId::clone, {x}); }
+Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string> m) {
+  return call_op1(OpId::div, {a, wrap(b)}, mode_attr(m));
+}
+Tensor div(const Scalar& a, const Tensor& b, std::optional<std::string> m) {
+  return call_op1(OpId::div, {wrap(a), b}, mode_attr(m));
+}
+Tensor fmod(const Tensor& a, const Tensor& b) { return bin(OpId::fmod, a, b); }
+Tensor fmod(const Tensor& a, const Scalar& b) { return bin(OpId::fmod, a, wrap(b)); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return bin(OpId::remainder, a, b); }
+Tensor remainder(const Tensor& a, const Scalar& b) { return bin(OpId::remainder, a, wrap(b)); }
+Tensor pow(const Tensor& a, const Tensor& b) { return bin(OpId::pow, a, b); }
+Tensor pow(const Tensor& a, const Scalar& b) {
+  KILN_CHECK(!(b.is_integral() && !b.is_bool() && b.to_long() < 0 && !is_floating_point(a.dtype())),
+             "pow: integers to negative integer powers are not allowed (base dtype ", a.dtype(), ", exponent ",
+             b.to_long(), ")");
+  return bin(OpId::pow, a, wrap(b));
+}
+Tensor pow(const Scalar& a, const Tensor& b) { return bin(OpId::pow, wrap(a), b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return bin(OpId::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return bin(OpId::minimum, a, b); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return bin(OpId::atan2, a, b); }
+Tensor hypot(const Tensor& a, const Tensor& b) { return bin(OpId::hypot, a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return bin(OpId::eq, a, b); }
+Tensor eq(const Tensor& a, const Scalar& b) { return bin(OpId::eq, a, wrap(b)); }
+Tensor ne(const Tensor& a, const Tensor& b) { return bin(OpId::ne, a, b); }
+Tensor ne(const Tensor& a, const Scalar& b) { return bin(OpId::ne, a, wrap(b)); }
+Tensor lt(const Tensor& a, const Tensor& b) { return bin(OpId::lt, a, b); }
+Tensor lt(const Tensor& a, const Scalar& b) { return bin(OpId::lt, a, wrap(b)); }
+Tensor le(const Tensor& a, const Tensor& b) { return bin(OpId::le, a, b); }
+Tensor le(const Tensor& a, const Scalar& b) { return bin(OpId::le, a, wrap(b)); }
+Tensor gt(const Tensor& a, const Tensor& b) { return bin(OpId::gt, a, b); }
+Tensor gt(const Tensor& a, const Scalar& b) { return bin(OpId::gt, a, wrap(b)); }
+Tensor ge(const Tensor& a, const Tensor& b) { return bin(OpId::ge, a, b); }
+Tensor ge(const Tensor& a, const Scalar& b) { return bin(OpId::ge, a, wrap(b)); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return bin(OpId::logical_and, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return bin(OpId::logical_or, a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return bin(OpId::logical_xor, a, b); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b) { return bin(OpId::bitwise_and, a, b); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b) { return bin(OpId::bitwise_or, a, b); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return bin(OpId::bitwise_xor, a, b); }
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b) { return bin(OpId::bitwise_left_shift, a, b); }
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b) { return bin(OpId::bitwise_right_shift, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return call_op1(OpId::where, {cond, a, b}); }
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) { return call_op1(OpId::where, {cond, a, wrap(b)}); }
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) { return call_op1(OpId::where, {cond, wrap(a), b}); }
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  return call_op1(OpId::lerp, {start, end, weight});
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  return call_op1(OpId::lerp, {start, end, wrap(weight)});
+}
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return call_op1(OpId::addcmul, {self, t1, t2}, {value});
+}
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return call_op1(OpId::addcdiv, {self, t1, t2}, {value});
+}
 
 // ---- operators ----
-Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
 Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
@@ -86,6 +249,21 @@ Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
 Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(b); }
 Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
 Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, b); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 
 // ---- Tensor methods ----
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return kiln::add(*this, o, alpha); }
@@ -94,13 +272,39 @@ Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return kiln::su
 Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const { return kiln::sub(*this, o, alpha); }
 Tensor Tensor::mul(const Tensor& o) const { return kiln::mul(*this, o); }
 Tensor Tensor::mul(const Scalar& o) const { return kiln::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o, std::optional<std::string> m) const { return kiln::div(*this, o, std::move(m)); }
+Tensor Tensor::div(const Scalar& o, std::optional<std::string> m) const { return kiln::div(*this, o, std::move(m)); }
+Tensor Tensor::pow(const Tensor& e) const { return kiln::pow(*this, e); }
+Tensor Tensor::pow(const Scalar& e) const { return kiln::pow(*this, e); }
+Tensor Tensor::eq(const Tensor& o) const { return kiln::eq(*this, o); }
+Tensor Tensor::eq(const Scalar& o) const { return kiln::eq(*this, o); }
+Tensor Tensor::ne(const Tensor& o) const { return kiln::ne(*this, o); }
+Tensor Tensor::ne(const Scalar& o) const { return kiln::ne(*this, o); }
+Tensor Tensor::lt(const Tensor& o) const { return kiln::lt(*this, o); }
+Tensor Tensor::lt(const Scalar& o) const { return kiln::lt(*this, o); }
+Tensor Tensor::le(const Tensor& o) const { return kiln::le(*this, o); }
+Tensor Tensor::le(const Scalar& o) const { return kiln::le(*this, o); }
+Tensor Tensor::gt(const Tensor& o) const { return kiln::gt(*this, o); }
+Tensor Tensor::gt(const Scalar& o) const { return kiln::gt(*this, o); }
+Tensor Tensor::ge(const Tensor& o) const { return kiln::ge(*this, o); }
+Tensor Tensor::ge(const Scalar& o) const { return kiln::ge(*this, o); }
+
 Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) { return call_op_inplace(*this, OpId::add, {*this, o}, {alpha}); }
 Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) { return call_op_inplace(*this, OpId::add, {*this, wrap(o)}, {alpha}); }
 Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) { return call_op_inplace(*this, OpId::sub, {*this, o}, {alpha}); }
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) { return call_op_inplace(*this, OpId::sub, {*this, wrap(o)}, {alpha}); }
 Tensor& Tensor::mul_(const Tensor& o) { return call_op_inplace(*this, OpId::mul, {*this, o}); }
 Tensor& Tensor::mul_(const Scalar& o) { return call_op_inplace(*this, OpId::mul, {*this, wrap(o)}); }
-Tensor Tensor::to(DType t, bool copy) const { return kiln::to(*this, t, copy); }
-Tensor Tensor::clone() const { return kiln::clone(*this); }
+Tensor& Tensor::div_(const Tensor& o) { return call_op_inplace(*this, OpId::div, {*this, o}, {std::monostate{}}); }
+Tensor& Tensor::div_(const Scalar& o) { return call_op_inplace(*this, OpId::div, {*this, wrap(o)}, {std::monostate{}}); }
+Tensor& Tensor::lerp_(const Tensor& end, const Scalar& weight) {
+  return call_op_inplace(*this, OpId::lerp, {*this, end, wrap(weight)});
+}
+Tensor& Tensor::addcmul_(const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return call_op_inplace(*this, OpId::addcmul, {*this, t1, t2}, {value});
+}
+Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return call_op_inplace(*this, OpId::addcdiv, {*this, t1, t2}, {value});
+}
 
 }  // namespace kiln

@@ -26,8 +26,58 @@ void fill(const Tensor& out, const Scalar& v) {
 
 void full_kernel(const OpCall& c, std::vector<Tensor>& outs) { fill(outs[0], c.attrs.s(1)); }
 
+// arange: (start, end, step, dtype, device). Integral inputs step in exact
+// int64; otherwise start + i * step in double, then converted.
+void arange_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Scalar &start = c.attrs.s(0), &step = c.attrs.s(2);
+  bool integral = !start.is_floating_point() && !step.is_floating_point() && !c.attrs.s(1).is_floating_point();
+  visit_dtype(outs[0].dtype(), [&]<class T>() {
+    T* p = static_cast<T*>(outs[0].data_ptr());
+    parallel_for(0, outs[0].numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+      if (integral) {
+        int64_t a = start.to_long(), k = step.to_long();
+        for (int64_t i = b; i < e; ++i) p[i] = convert<T, int64_t>(a + i * k);
+      } else {
+        double a = start.to_double(), k = step.to_double();
+        for (int64_t i = b; i < e; ++i) p[i] = convert<T, double>(a + static_cast<double>(i) * k);
+      }
+    });
+  });
+}
+
+// linspace: (start, end, steps, dtype, device). The first half counts up from
+// start, the second down from end (as torch), so both endpoints are exact.
+void linspace_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  double a = c.attrs.f(0), z = c.attrs.f(1);
+  int64_t n = c.attrs.i(2);
+  double step = n > 1 ? (z - a) / static_cast<double>(n - 1) : 0.0;
+  int64_t half = n / 2;
+  visit_dtype(outs[0].dtype(), [&]<class T>() {
+    T* p = static_cast<T*>(outs[0].data_ptr());
+    parallel_for(0, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        double v = i < half ? a + step * static_cast<double>(i) : z - step * static_cast<double>(n - 1 - i);
+        p[i] = convert<T, double>(v);
+      }
+    });
+  });
+}
+
+// eye: (n, m, dtype, device)
+void eye_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  fill(outs[0], Scalar(0));
+  int64_t n = c.attrs.i(0), m = c.attrs.i(1);
+  visit_dtype(outs[0].dtype(), [&]<class T>() {
+    T* p = static_cast<T*>(outs[0].data_ptr());
+    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = convert<T, int64_t>(1);
+  });
+}
+
 KILN_REGISTER_KERNEL(empty, CPU, empty_kernel);
 KILN_REGISTER_KERNEL(full, CPU, full_kernel);
+KILN_REGISTER_KERNEL(arange, CPU, arange_kernel);
+KILN_REGISTER_KERNEL(linspace, CPU, linspace_kernel);
+KILN_REGISTER_KERNEL(eye, CPU, eye_kernel);
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -41,14 +41,8 @@ struct StridedIter {
     // Order dims by the output's stride (largest first) so the output is walked in memory order.
     std::vector<int64_t> perm(nd);
     std::iota(perm.begin(), perm.end(), 0);
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
-      for (size_t k = 0; k < N; ++k) {
-        int64_t sa = std::abs(st[k][a]), sb = std::abs(st[k][b]);
-        if (sa == 0 || sb == 0) continue;
-        if (sa != sb) return sa > sb;
-      }
-      return false;
-    });
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](int64_t a, int64_t b) { return std::abs(st[0][a]) > std::abs(st[0][b]); });
     // Drop size-1 dims, then merge dims that every operand steps through evenly.
     for (int64_t i = 0; i < nd; ++i) {
       int64_t d = perm[i];
@@ -132,7 +126,23 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& ins
           Out* o = reinterpret_cast<Out*>(p[0]);
           std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
           for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(in)[i]...);
-        } else {
+          return;
+        }
+        // One broadcast (stride-0) input, the rest dense, as in x * 2.0: hoist
+        // its value so the loop stays as simple as the dense one and vectorizes.
+        if constexpr (sizeof...(In) >= 2) {
+          auto one_scalar = [&]<size_t J>() {
+            if (!(st[0] == sizeof(Out) && st[J + 1] == 0 && ((I == J || st[I + 1] == sizeof(In)) && ...)))
+              return false;
+            Out* o = reinterpret_cast<Out*>(p[0]);
+            std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
+            std::tuple<In...> val{*reinterpret_cast<const In*>(p[I + 1])...};
+            for (int64_t i = 0; i < n; ++i) o[i] = f((I == J ? std::get<I>(val) : std::get<I>(in)[i])...);
+            return true;
+          };
+          if ((one_scalar.template operator()<I>() || ...)) return;
+        }
+        {
           for (int64_t i = 0; i < n; ++i)
             *reinterpret_cast<Out*>(p[0] + i * st[0]) =
                 f(*reinterpret_cast<const In*>(p[I + 1] + i * st[I + 1])...);

@@ -7,51 +7,61 @@
 
 namespace kiln::cpu {
 
-// out = f(a) computed in dtype `compute` (input cast first). The functor's
-// result type decides what is written; it is converted to out's dtype.
-template <class F>
+// The C++ types a functor is instantiated for: visit_dtype instantiates every
+// branch, so functors that static_assert on their types (float-only math,
+// bitwise ops) are only instantiated for the types their set admits. Meta
+// functions reject other dtypes first; the run-time failure is a backstop.
+enum class TypeSet { All, Floating, IntOrBool, Integer, NotBool };
+
+template <TypeSet S, class T>
+inline constexpr bool in_type_set = S == TypeSet::All || (S == TypeSet::Floating && math::is_floating_v<T>) ||
+                                    (S == TypeSet::IntOrBool && std::is_integral_v<T>) ||
+                                    (S == TypeSet::Integer && math::is_integer_v<T>) ||
+                                    (S == TypeSet::NotBool && !std::is_same_v<T, bool>);
+
+// Runs body.template operator()<T>() for the C++ type of `compute`, if it is in S.
+template <TypeSet S, class Body>
+void visit_in_set(DType compute, const Body& body) {
+  visit_dtype(compute, [&]<class T>() {
+    if constexpr (in_type_set<S, T>) body.template operator()<T>();
+    else KILN_FAIL("internal: pointwise kernel not implemented for dtype ", compute);
+  });
+}
+
+// out = f(a, ...) computed in dtype `compute` (inputs cast first). The functor's
+// result type decides what is written; it is converted to out's dtype if needed.
+template <TypeSet S = TypeSet::All, class F, class... Ins>
+void pointwise_op(const Tensor& out, DType compute, const F& f, const Ins&... ins) {
+  if (out.numel() == 0) return;
+  std::array<Tensor, sizeof...(Ins)> cast{cast_to(ins, compute)...};
+  visit_in_set<S>(compute, [&]<class T>() {
+    using R = decltype(f((void(sizeof(Ins)), T{})...));
+    auto run = [&](const Tensor& dst) {
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        elementwise<R, decltype((void(I), T{}))...>(dst, cast, f);
+      }(std::index_sequence_for<Ins...>{});
+    };
+    if (out.dtype() == dtype_of<R>()) {
+      run(out);
+    } else {
+      Tensor tmp = make_tensor(out.sizes(), dtype_of<R>(), out.device());
+      run(tmp);
+      copy_cpu(out, tmp);
+    }
+  });
+}
+
+template <TypeSet S = TypeSet::All, class F>
 void unary_op(const Tensor& out, const Tensor& a, DType compute, const F& f) {
-  Tensor ac = cast_to(a, compute);
-  visit_dtype(compute, [&]<class T>() {
-    using R = decltype(f(T{}));
-    if (out.dtype() == dtype_of<R>()) {
-      elementwise<R, T>(out, {ac}, f);
-    } else {
-      Tensor tmp = make_tensor(out.sizes(), dtype_of<R>(), out.device());
-      elementwise<R, T>(tmp, {ac}, f);
-      copy_cpu(out, tmp);
-    }
-  });
+  pointwise_op<S>(out, compute, f, a);
 }
-
-template <class F>
+template <TypeSet S = TypeSet::All, class F>
 void binary_op(const Tensor& out, const Tensor& a, const Tensor& b, DType compute, const F& f) {
-  Tensor ac = cast_to(a, compute), bc = cast_to(b, compute);
-  visit_dtype(compute, [&]<class T>() {
-    using R = decltype(f(T{}, T{}));
-    if (out.dtype() == dtype_of<R>()) {
-      elementwise<R, T, T>(out, {ac, bc}, f);
-    } else {
-      Tensor tmp = make_tensor(out.sizes(), dtype_of<R>(), out.device());
-      elementwise<R, T, T>(tmp, {ac, bc}, f);
-      copy_cpu(out, tmp);
-    }
-  });
+  pointwise_op<S>(out, compute, f, a, b);
 }
-
-template <class F>
+template <TypeSet S = TypeSet::All, class F>
 void ternary_op(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, DType compute, const F& f) {
-  Tensor ac = cast_to(a, compute), bc = cast_to(b, compute), cc = cast_to(c, compute);
-  visit_dtype(compute, [&]<class T>() {
-    using R = decltype(f(T{}, T{}, T{}));
-    if (out.dtype() == dtype_of<R>()) {
-      elementwise<R, T, T, T>(out, {ac, bc, cc}, f);
-    } else {
-      Tensor tmp = make_tensor(out.sizes(), dtype_of<R>(), out.device());
-      elementwise<R, T, T, T>(tmp, {ac, bc, cc}, f);
-      copy_cpu(out, tmp);
-    }
-  });
+  pointwise_op<S>(out, compute, f, a, b, c);
 }
 
 // The dtype inputs are converted to before the functor runs: the promoted

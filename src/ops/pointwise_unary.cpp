@@ -1,0 +1,269 @@
+// Unary pointwise ops: public functions, meta functions and decompositions.
+// VJP rules are in grad_pointwise.cpp, CPU kernels in backend/cpu/pointwise_unary.cpp.
+#include <cmath>
+
+#include "dispatch/dispatch.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/meta_util.h"
+
+namespace kiln {
+
+namespace {
+// ---- meta ----
+const Tensor& unary_input(const OpCall& c) {
+  KILN_CHECK(c.in(0).defined(), c.name(), ": expected a defined input tensor");
+  return c.in(0);
+}
+std::vector<TensorMeta> out_like(const Tensor& x, DType t) { return one_output(x.sizes().vec(), t, x.device()); }
+
+// Output dtype = input dtype (neg, abs, floor, ...).
+std::vector<TensorMeta> meta_same1(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  return out_like(x, x.dtype());
+}
+std::vector<TensorMeta> meta_not_bool(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  KILN_CHECK(x.dtype() != DType::Bool, c.name(), ": not supported for bool tensors (shape ", shape_str(x.sizes()),
+             ")");
+  return out_like(x, x.dtype());
+}
+std::vector<TensorMeta> meta_neg(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  KILN_CHECK(x.dtype() != DType::Bool, c.name(),
+             ": negation, the `-` operator, on a bool tensor is not supported; use the `~` or logical_not() "
+             "operator to invert a mask");
+  return out_like(x, x.dtype());
+}
+// Float math: integral and bool inputs give the default float dtype.
+std::vector<TensorMeta> meta_float1(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  return out_like(x, to_floating(x.dtype()));
+}
+// Ops PyTorch defines only for floating inputs (no promotion).
+std::vector<TensorMeta> meta_float_only(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  KILN_CHECK(is_floating_point(x.dtype()), c.name(), ": expected a floating point tensor, got dtype ", x.dtype(),
+             " (shape ", shape_str(x.sizes()), ")");
+  return out_like(x, x.dtype());
+}
+std::vector<TensorMeta> meta_gelu(const OpCall& c) {
+  const std::string& a = c.attrs.str(0);
+  KILN_CHECK(a == "none" || a == "tanh", "gelu: approximate must be 'none' or 'tanh', got '", a, "'");
+  return meta_float_only(c);
+}
+std::vector<TensorMeta> meta_bool1(const OpCall& c) { return out_like(unary_input(c), DType::Bool); }
+std::vector<TensorMeta> meta_bitwise_not(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  KILN_CHECK(!is_floating_point(x.dtype()), c.name(), ": expected an integral or bool tensor, got dtype ", x.dtype());
+  return out_like(x, x.dtype());
+}
+// square(bool) is int64, as torch computes it as pow(x, 2).
+std::vector<TensorMeta> meta_square(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  return out_like(x, x.dtype() == DType::Bool ? DType::Int64 : x.dtype());
+}
+std::vector<TensorMeta> meta_round(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  KILN_CHECK(c.attrs.i(0) == 0 || is_floating_point(x.dtype()), "round: decimals is only supported for floating "
+             "point tensors, got dtype ", x.dtype());
+  return out_like(x, x.dtype());
+}
+std::vector<TensorMeta> meta_clamp(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  auto lo = c.attrs.opt_s(0), hi = c.attrs.opt_s(1);
+  KILN_CHECK(lo || hi, "clamp: at least one of 'min' or 'max' must not be None");
+  KILN_CHECK(x.dtype() != DType::Bool, "clamp: not supported for bool tensors (shape ", shape_str(x.sizes()), ")");
+  std::vector<Tensor> ts{x};
+  if (lo) ts.push_back(wrap_scalar(*lo));
+  if (hi) ts.push_back(wrap_scalar(*hi));
+  return out_like(x, result_type(ts));
+}
+std::vector<TensorMeta> meta_to(const OpCall& c) { return out_like(unary_input(c), c.attrs.dtype(0)); }
+
+KILN_REGISTER_META(neg, meta_neg);
+KILN_REGISTER_META(abs, meta_same1);
+KILN_REGISTER_META(sign, meta_same1);
+KILN_REGISTER_META(floor, meta_same1);
+KILN_REGISTER_META(ceil, meta_same1);
+KILN_REGISTER_META(trunc, meta_same1);
+KILN_REGISTER_META(round, meta_round);
+KILN_REGISTER_META(nan_to_num, meta_same1);
+KILN_REGISTER_META(clone, meta_same1);
+KILN_REGISTER_META(relu, meta_not_bool);
+KILN_REGISTER_META(square, meta_square);
+KILN_REGISTER_META(exp, meta_float1);
+KILN_REGISTER_META(exp2, meta_float1);
+KILN_REGISTER_META(log, meta_float1);
+KILN_REGISTER_META(log2, meta_float1);
+KILN_REGISTER_META(log10, meta_float1);
+KILN_REGISTER_META(log1p, meta_float1);
+KILN_REGISTER_META(expm1, meta_float1);
+KILN_REGISTER_META(sqrt, meta_float1);
+KILN_REGISTER_META(rsqrt, meta_float1);
+KILN_REGISTER_META(reciprocal, meta_float1);
+KILN_REGISTER_META(sin, meta_float1);
+KILN_REGISTER_META(cos, meta_float1);
+KILN_REGISTER_META(tan, meta_float1);
+KILN_REGISTER_META(tanh, meta_float1);
+KILN_REGISTER_META(sigmoid, meta_float1);
+KILN_REGISTER_META(erf, meta_float1);
+KILN_REGISTER_META(erfinv, meta_float1);
+KILN_REGISTER_META(gelu, meta_gelu);
+KILN_REGISTER_META(silu, meta_float_only);
+KILN_REGISTER_META(isnan, meta_bool1);
+KILN_REGISTER_META(isinf, meta_bool1);
+KILN_REGISTER_META(isfinite, meta_bool1);
+KILN_REGISTER_META(logical_not, meta_bool1);
+KILN_REGISTER_META(bitwise_not, meta_bitwise_not);
+KILN_REGISTER_META(clamp, meta_clamp);
+KILN_REGISTER_META(to, meta_to);
+
+// ---- decompositions (into prims) ----
+Tensor prim1(OpId op, const Tensor& x) { return call_op1(op, {x}); }
+Tensor mul_s(const Tensor& x, double s) { return call_op1(OpId::mul, {x, wrap_scalar(s)}); }
+Tensor add_s(const Tensor& x, double s) { return call_op1(OpId::add, {x, wrap_scalar(s)}, {Scalar(1)}); }
+
+std::vector<Tensor> decomp_square(const OpCall& c) {
+  Tensor x = c.in(0).dtype() == DType::Bool ? call_op1(OpId::to, {c.in(0)}, {DType::Int64}) : c.in(0);
+  return {call_op1(OpId::mul, {x, x})};
+}
+// sigmoid(x) = 1 / (1 + exp(-x))
+std::vector<Tensor> decomp_sigmoid(const OpCall& c) {
+  Tensor x = c.in(0);
+  if (!is_floating_point(x.dtype())) x = call_op1(OpId::to, {x}, {default_dtype()});
+  return {prim1(OpId::reciprocal, add_s(prim1(OpId::exp, prim1(OpId::neg, x)), 1.0))};
+}
+// relu(x) = maximum(x, 0): keeps NaN, as torch's relu does.
+std::vector<Tensor> decomp_relu(const OpCall& c) {
+  return {call_op1(OpId::maximum, {c.in(0), wrap_scalar(Scalar(int64_t(0)))})};
+}
+// exact: x/2 (1 + erf(x/sqrt 2)); tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+std::vector<Tensor> decomp_gelu(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  Tensor inner;
+  if (c.attrs.str(0) == "tanh") {
+    Tensor x3 = call_op1(OpId::mul, {call_op1(OpId::mul, {x, x}), x});
+    inner = prim1(OpId::tanh, mul_s(call_op1(OpId::add, {x, x3}, {Scalar(0.044715)}), std::sqrt(2.0 / M_PI)));
+  } else {
+    inner = prim1(OpId::erf, mul_s(x, M_SQRT1_2));
+  }
+  return {call_op1(OpId::mul, {mul_s(x, 0.5), add_s(inner, 1.0)})};
+}
+// silu(x) = x * sigmoid(x)
+std::vector<Tensor> decomp_silu(const OpCall& c) {
+  Tensor s = prim1(OpId::reciprocal, add_s(prim1(OpId::exp, prim1(OpId::neg, c.in(0))), 1.0));
+  return {call_op1(OpId::mul, {c.in(0), s})};
+}
+std::vector<Tensor> decomp_clone(const OpCall& c) { return {call_op1(OpId::to, {c.in(0)}, {c.in(0).dtype()})}; }
+
+KILN_REGISTER_DECOMP(square, decomp_square);
+KILN_REGISTER_DECOMP(sigmoid, decomp_sigmoid);
+KILN_REGISTER_DECOMP(relu, decomp_relu);
+KILN_REGISTER_DECOMP(gelu, decomp_gelu);
+KILN_REGISTER_DECOMP(silu, decomp_silu);
+KILN_REGISTER_DECOMP(clone, decomp_clone);
+
+Tensor u(OpId op, const Tensor& x) { return call_op1(op, {x}); }
+}  // namespace
+
+Tensor neg(const Tensor& x) { return u(OpId::neg, x); }
+Tensor abs(const Tensor& x) { return u(OpId::abs, x); }
+Tensor sign(const Tensor& x) { return u(OpId::sign, x); }
+Tensor exp(const Tensor& x) { return u(OpId::exp, x); }
+Tensor exp2(const Tensor& x) { return u(OpId::exp2, x); }
+Tensor log(const Tensor& x) { return u(OpId::log, x); }
+Tensor log2(const Tensor& x) { return u(OpId::log2, x); }
+Tensor log10(const Tensor& x) { return u(OpId::log10, x); }
+Tensor log1p(const Tensor& x) { return u(OpId::log1p, x); }
+Tensor expm1(const Tensor& x) { return u(OpId::expm1, x); }
+Tensor sqrt(const Tensor& x) { return u(OpId::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return u(OpId::rsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return u(OpId::reciprocal, x); }
+Tensor square(const Tensor& x) { return u(OpId::square, x); }
+Tensor sin(const Tensor& x) { return u(OpId::sin, x); }
+Tensor cos(const Tensor& x) { return u(OpId::cos, x); }
+Tensor tan(const Tensor& x) { return u(OpId::tan, x); }
+Tensor tanh(const Tensor& x) { return u(OpId::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return u(OpId::sigmoid, x); }
+Tensor relu(const Tensor& x) { return u(OpId::relu, x); }
+Tensor gelu(const Tensor& x, const std::string& approximate) { return call_op1(OpId::gelu, {x}, {approximate}); }
+Tensor silu(const Tensor& x) { return u(OpId::silu, x); }
+Tensor erf(const Tensor& x) { return u(OpId::erf, x); }
+Tensor erfinv(const Tensor& x) { return u(OpId::erfinv, x); }
+Tensor floor(const Tensor& x) { return u(OpId::floor, x); }
+Tensor ceil(const Tensor& x) { return u(OpId::ceil, x); }
+Tensor round(const Tensor& x, int64_t decimals) { return call_op1(OpId::round, {x}, {decimals}); }
+Tensor trunc(const Tensor& x) { return u(OpId::trunc, x); }
+Tensor isnan(const Tensor& x) { return u(OpId::isnan, x); }
+Tensor isinf(const Tensor& x) { return u(OpId::isinf, x); }
+Tensor isfinite(const Tensor& x) { return u(OpId::isfinite, x); }
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  return call_op1(OpId::nan_to_num, {x}, {opt_attr(nan), opt_attr(posinf), opt_attr(neginf)});
+}
+Tensor logical_not(const Tensor& x) { return u(OpId::logical_not, x); }
+Tensor bitwise_not(const Tensor& x) { return u(OpId::bitwise_not, x); }
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  return call_op1(OpId::clamp, {x}, {opt_attr(min), opt_attr(max)});
+}
+// Tensor bounds: min(max(x, lo), hi), so lo > hi gives hi and NaN propagates (as math::Clamp).
+// An undefined bound is absent.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  KILN_CHECK(min.defined() || max.defined(), "clamp: at least one of 'min' or 'max' must not be None");
+  Tensor r = x;
+  if (min.defined()) r = maximum(r, min);
+  if (max.defined()) r = minimum(r, max);
+  return r;
+}
+Tensor clamp_min(const Tensor& x, const Scalar& min) { return clamp(x, min, std::nullopt); }
+Tensor clamp_max(const Tensor& x, const Scalar& max) { return clamp(x, std::nullopt, max); }
+
+Tensor to(const Tensor& x, DType t, bool copy) {
+  if (x.dtype() == t && !copy) return x;
+  return call_op1(OpId::to, {x}, {t});
+}
+Tensor clone(const Tensor& x) { return call_op1(OpId::clone, {x}); }
+
+// ---- operators ----
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator~(const Tensor& a) { return bitwise_not(a); }
+
+// ---- Tensor methods ----
+Tensor Tensor::neg() const { return kiln::neg(*this); }
+Tensor Tensor::abs() const { return kiln::abs(*this); }
+Tensor Tensor::sign() const { return kiln::sign(*this); }
+Tensor Tensor::exp() const { return kiln::exp(*this); }
+Tensor Tensor::log() const { return kiln::log(*this); }
+Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return kiln::rsqrt(*this); }
+Tensor Tensor::reciprocal() const { return kiln::reciprocal(*this); }
+Tensor Tensor::sin() const { return kiln::sin(*this); }
+Tensor Tensor::cos() const { return kiln::cos(*this); }
+Tensor Tensor::tanh() const { return kiln::tanh(*this); }
+Tensor Tensor::sigmoid() const { return kiln::sigmoid(*this); }
+Tensor Tensor::relu() const { return kiln::relu(*this); }
+Tensor Tensor::floor() const { return kiln::floor(*this); }
+Tensor Tensor::ceil() const { return kiln::ceil(*this); }
+Tensor Tensor::round() const { return kiln::round(*this); }
+Tensor Tensor::square() const { return kiln::square(*this); }
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const { return kiln::clamp(*this, min, max); }
+Tensor Tensor::logical_not() const { return kiln::logical_not(*this); }
+Tensor Tensor::isnan() const { return kiln::isnan(*this); }
+Tensor Tensor::to(DType t, bool copy) const { return kiln::to(*this, t, copy); }
+Tensor Tensor::clone() const { return kiln::clone(*this); }
+
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  return call_op_inplace(*this, OpId::clamp, {*this}, {opt_attr(min), opt_attr(max)});
+}
+Tensor& Tensor::sqrt_() { return call_op_inplace(*this, OpId::sqrt, {*this}); }
+Tensor& Tensor::exp_() { return call_op_inplace(*this, OpId::exp, {*this}); }
+Tensor& Tensor::relu_() { return call_op_inplace(*this, OpId::relu, {*this}); }
+
+// fill_ writes `full` of self's shape into self (no history: the result is a constant).
+Tensor& Tensor::fill_(const Scalar& v) {
+  return call_op_inplace(*this, OpId::full, {}, {sizes().vec(), v, dtype(), device()});
+}
+Tensor& Tensor::zero_() { return fill_(Scalar(int64_t(0))); }
+
+}  // namespace kiln

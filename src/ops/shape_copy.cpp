@@ -1,0 +1,252 @@
+// Shape copies: repeat, cat, stack, flip, roll, tril, triu, pad (public
+// functions, meta functions, decompositions). VJP rules are in
+// grad_shape_copy.cpp, CPU kernels in backend/cpu/shape_copy.cpp.
+#include <set>
+
+#include "dispatch/dispatch.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/shape.h"
+#include "ops/meta_util.h"
+
+namespace kiln {
+
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& v) { return shape_str(v); }
+
+// Wrapped, duplicate-free dims (a flip/roll argument).
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t ndim, const char* op) {
+  std::vector<int64_t> out;
+  std::set<int64_t> seen;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, ndim, op);
+    KILN_CHECK(seen.insert(w).second, op, ": dim ", w, " appears multiple times in the list of dims ", dims_str(dims));
+    out.push_back(w);
+  }
+  return out;
+}
+
+// ---- repeat ----
+std::vector<TensorMeta> meta_repeat(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const auto& reps = c.attrs.ints(0);
+  KILN_CHECK(static_cast<int64_t>(reps.size()) >= x.dim(), "repeat: number of dimensions of repeat dims ",
+             dims_str(reps), " can not be smaller than number of dimensions of tensor ", shape_str(x.sizes()));
+  int64_t lead = static_cast<int64_t>(reps.size()) - x.dim();
+  Shape out(reps.size());
+  for (size_t d = 0; d < reps.size(); ++d) {
+    KILN_CHECK(reps[d] >= 0, "repeat: repeats can not be negative, got ", dims_str(reps));
+    int64_t s = static_cast<int64_t>(d) < lead ? 1 : x.sizes()[d - lead];
+    out[d] = s * reps[d];
+  }
+  return one_output(out, x.dtype(), x.device());
+}
+KILN_REGISTER_META(repeat, meta_repeat);
+
+// repeat = view as [1, s0, 1, s1, ...], expand to [r0, s0, r1, s1, ...], reshape.
+std::vector<Tensor> decomp_repeat(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const auto& reps = c.attrs.ints(0);
+  int64_t lead = static_cast<int64_t>(reps.size()) - x.dim();
+  Shape inter, expanded, out;
+  for (size_t d = 0; d < reps.size(); ++d) {
+    int64_t s = static_cast<int64_t>(d) < lead ? 1 : x.sizes()[d - lead];
+    inter.insert(inter.end(), {1, s});
+    expanded.insert(expanded.end(), {reps[d], s});
+    out.push_back(s * reps[d]);
+  }
+  return {reshape(expand(reshape(x, inter), expanded), out)};
+}
+KILN_REGISTER_DECOMP(repeat, decomp_repeat);
+
+// ---- cat / stack ----
+bool legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
+
+std::vector<TensorMeta> meta_cat(const OpCall& c) {
+  KILN_CHECK(!c.inputs.empty(), "cat: expected a non-empty list of Tensors");
+  DType dt = c.in(0).dtype();
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Tensor& t = c.in(i);
+    KILN_CHECK(t.defined(), "cat: tensor at position ", i, " is undefined");
+    KILN_CHECK(t.dim() > 0, "cat: zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    KILN_CHECK(t.device() == c.in(0).device(), "cat: expected all tensors to be on the same device, but found ",
+               c.in(0).device(), " and ", t.device(), " (at position ", i, ")");
+    dt = promote_types(dt, t.dtype());
+  }
+  // The first tensor that is not a legacy 1-D empty one sets the shape.
+  const Tensor* ref = nullptr;
+  size_t ref_i = 0;
+  for (size_t i = 0; i < c.inputs.size() && !ref; ++i)
+    if (!legacy_empty(c.in(i))) ref = &c.in(i), ref_i = i;
+  if (!ref) {
+    wrap_dim(c.attrs.i(0), 1, "cat");
+    return one_output({0}, dt, c.in(0).device());
+  }
+  int64_t nd = ref->dim();
+  int64_t dim = wrap_dim(c.attrs.i(0), nd, "cat");
+  Shape out = ref->sizes().vec();
+  out[dim] = 0;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Tensor& t = c.in(i);
+    if (legacy_empty(t) && nd != 1) continue;
+    KILN_CHECK(t.dim() == nd, "cat: tensors must have same number of dimensions: got ", nd, " (tensor ", ref_i,
+               ", shape ", shape_str(ref->sizes()), ") and ", t.dim(), " (tensor ", i, ", shape ",
+               shape_str(t.sizes()), ")");
+    for (int64_t d = 0; d < nd; ++d)
+      KILN_CHECK(d == dim || t.sizes()[d] == ref->sizes()[d], "cat: sizes of tensors must match except in dimension ",
+                 dim, ". Expected size ", ref->sizes()[d], " but got size ", t.sizes()[d], " for tensor number ", i,
+                 " in the list (shapes ", shape_str(ref->sizes()), " and ", shape_str(t.sizes()), ")");
+    out[dim] += t.sizes()[dim];
+  }
+  return one_output(out, dt, c.in(0).device());
+}
+KILN_REGISTER_META(cat, meta_cat);
+
+std::vector<TensorMeta> meta_stack(const OpCall& c) {
+  KILN_CHECK(!c.inputs.empty(), "stack: expects a non-empty TensorList");
+  const Tensor& a = c.in(0);
+  DType dt = a.dtype();
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    KILN_CHECK(c.in(i).defined(), "stack: tensor at position ", i, " is undefined");
+    KILN_CHECK(c.in(i).sizes() == a.sizes(), "stack: expects each tensor to be equal size, but got ",
+               shape_str(a.sizes()), " at entry 0 and ", shape_str(c.in(i).sizes()), " at entry ", i);
+    dt = promote_types(dt, c.in(i).dtype());
+  }
+  int64_t dim = wrap_dim(c.attrs.i(0), a.dim() + 1, "stack");
+  Shape out = a.sizes().vec();
+  out.insert(out.begin() + dim, static_cast<int64_t>(c.inputs.size()));
+  return one_output(out, dt, a.device());
+}
+KILN_REGISTER_META(stack, meta_stack);
+
+std::vector<Tensor> decomp_stack(const OpCall& c) {
+  meta_stack(c);  // errors first, with stack's name
+  int64_t dim = wrap_dim(c.attrs.i(0), c.in(0).dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (const Tensor& t : c.inputs) parts.push_back(unsqueeze(t, dim));
+  return {call_op1(OpId::cat, parts, {dim})};
+}
+KILN_REGISTER_DECOMP(stack, decomp_stack);
+
+// ---- flip / roll ----
+std::vector<TensorMeta> meta_flip(const OpCall& c) {
+  wrap_dims(c.attrs.ints(0), c.in(0).dim(), "flip");
+  return one_output(c.in(0).sizes().vec(), c.in(0).dtype(), c.in(0).device());
+}
+KILN_REGISTER_META(flip, meta_flip);
+
+std::vector<TensorMeta> meta_roll(const OpCall& c) {
+  const auto& shifts = c.attrs.ints(0);
+  const auto& dims = c.attrs.ints(1);
+  KILN_CHECK(!shifts.empty(), "roll: `shifts` required");
+  KILN_CHECK(shifts.size() == dims.size() || (dims.empty() && shifts.size() == 1),
+             "roll: shifts and dimensions must align. shifts: ", shifts.size(), ", dims: ", dims.size());
+  for (int64_t d : dims) wrap_dim(d, c.in(0).dim(), "roll");
+  return one_output(c.in(0).sizes().vec(), c.in(0).dtype(), c.in(0).device());
+}
+KILN_REGISTER_META(roll, meta_roll);
+
+// roll along one dim = cat of the last `s` entries and the first n - s.
+Tensor roll_one(const Tensor& x, int64_t shift, int64_t dim) {
+  int64_t n = x.sizes()[dim];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  return call_op1(OpId::cat, {narrow(x, dim, n - s, s), narrow(x, dim, 0, n - s)}, {dim});
+}
+std::vector<Tensor> decomp_roll(const OpCall& c) {
+  meta_roll(c);
+  const auto& shifts = c.attrs.ints(0);
+  const auto& dims = c.attrs.ints(1);
+  const Tensor& x = c.in(0);
+  if (dims.empty()) return {reshape(roll_one(flatten(x), shifts[0], 0), x.sizes().vec())};
+  Tensor r = x;
+  for (size_t k = 0; k < dims.size(); ++k) r = roll_one(r, shifts[k], wrap_dim(dims[k], x.dim(), "roll"));
+  return {r.is_same(x) ? clone(x) : r};
+}
+KILN_REGISTER_DECOMP(roll, decomp_roll);
+
+// ---- tril / triu ----
+std::vector<TensorMeta> meta_tri(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(x.dim() >= 2, c.name(), ": input tensor must have at least 2 dimensions, got shape ",
+             shape_str(x.sizes()));
+  return one_output(x.sizes().vec(), x.dtype(), x.device());
+}
+KILN_REGISTER_META(tril, meta_tri);
+KILN_REGISTER_META(triu, meta_tri);
+
+// tril keeps j - i <= k, triu keeps j - i >= k: a mask from two aranges.
+std::vector<Tensor> decomp_tri(const OpCall& c) {
+  meta_tri(c);
+  const Tensor& x = c.in(0);
+  int64_t n = x.sizes()[x.dim() - 2], m = x.sizes()[x.dim() - 1];
+  Tensor i = unsqueeze(arange(n, TensorOptions(kInt64).device(x.device())), 1);
+  Tensor j = arange(m, TensorOptions(kInt64).device(x.device()));
+  Tensor diff = sub(j, i);
+  Tensor keep = c.op == OpId::tril ? le(diff, Scalar(c.attrs.i(0))) : ge(diff, Scalar(c.attrs.i(0)));
+  return {where(keep, x, zeros({}, TensorOptions(x.dtype()).device(x.device())))};
+}
+KILN_REGISTER_DECOMP(tril, decomp_tri);
+KILN_REGISTER_DECOMP(triu, decomp_tri);
+
+// ---- pad ----
+std::vector<TensorMeta> meta_pad(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const auto& pad = c.attrs.ints(0);
+  const std::string& mode = c.attrs.str(1);
+  KILN_CHECK(mode == "constant" || mode == "reflect" || mode == "replicate", "pad: unsupported mode '", mode,
+             "' (expected constant, reflect or replicate)");
+  KILN_CHECK(pad.size() % 2 == 0, "pad: padding length must be divisible by 2, got ", pad.size());
+  KILN_CHECK(static_cast<int64_t>(pad.size()) / 2 <= x.dim(), "pad: padding length ", pad.size(),
+             " is too large for an input of shape ", shape_str(x.sizes()), " (at most 2 per dimension)");
+  Shape out = x.sizes().vec();
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    int64_t d = x.dim() - 1 - static_cast<int64_t>(k);
+    int64_t l = pad[2 * k], r = pad[2 * k + 1], n = x.sizes()[d];
+    if (mode == "constant") {
+      out[d] = n + l + r;
+      KILN_CHECK(out[d] >= 0, "pad: the input size ", n, " at dimension ", d, " plus padding (", l, ", ", r,
+                 ") is negative (input shape ", shape_str(x.sizes()), ")");
+      continue;
+    }
+    KILN_CHECK(l >= 0 && r >= 0, "pad: ", mode, " padding must be non-negative, got (", l, ", ", r,
+               ") at dimension ", d);
+    if (mode == "reflect")
+      KILN_CHECK(l < n && r < n, "pad: padding size should be less than the corresponding input dimension, but "
+                 "got padding (", l, ", ", r, ") at dimension ", d, " of input ", shape_str(x.sizes()));
+    else
+      KILN_CHECK(n > 0 || (l == 0 && r == 0), "pad: replicate padding of an empty dimension ", d, " of input ",
+                 shape_str(x.sizes()));
+    out[d] = n + l + r;
+  }
+  return one_output(out, x.dtype(), x.device());
+}
+KILN_REGISTER_META(pad, meta_pad);
+
+}  // namespace
+
+// ---- public functions ----
+Tensor repeat(const Tensor& x, SymIntArrayRef repeats) { return call_op1(OpId::repeat, {x}, {repeats.to_ints()}); }
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) { return call_op1(OpId::cat, xs, {dim}); }
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) { return call_op1(OpId::stack, xs, {dim}); }
+Tensor flip(const Tensor& x, IntArrayRef dims) { return call_op1(OpId::flip, {x}, {dims.vec()}); }
+Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims) {
+  return call_op1(OpId::roll, {x}, {shifts.vec(), dims.vec()});
+}
+Tensor tril(const Tensor& x, int64_t diagonal) { return call_op1(OpId::tril, {x}, {diagonal}); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return call_op1(OpId::triu, {x}, {diagonal}); }
+Tensor pad(const Tensor& x, IntArrayRef pad, const std::string& mode, std::optional<double> value) {
+  KILN_CHECK(!value || mode == "constant" || *value == 0.0, "pad: padding mode \"", mode,
+             "\" doesn't take in value argument");
+  return call_op1(OpId::pad, {x}, {pad.vec(), mode, value.value_or(0.0)});
+}
+
+Tensor Tensor::repeat(SymIntArrayRef repeats) const { return kiln::repeat(*this, repeats); }
+Tensor Tensor::flip(IntArrayRef dims) const { return kiln::flip(*this, dims); }
+Tensor Tensor::roll(IntArrayRef shifts, IntArrayRef dims) const { return kiln::roll(*this, shifts, dims); }
+Tensor Tensor::tril(int64_t diagonal) const { return kiln::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return kiln::triu(*this, diagonal); }
+
+}  // namespace kiln
