@@ -25,7 +25,7 @@ Shape checked_size(SymIntArrayRef size, const char* op) {
 
 // Attrs (size, [value,] dtype, device): the common factory meta.
 std::vector<TensorMeta> meta_factory(const OpCall& c) {
-  size_t k = c.op == OpId::full ? 3 : 1;
+  size_t k = c.op == OpId::full ? 2 : 1;
   return one_output(checked_size(c.attrs.ints(0), c.name()), c.attrs.dtype(k), c.attrs.device(k + 1));
 }
 KILN_REGISTER_META(empty, meta_factory);
@@ -298,6 +298,5 @@ Tensor Tensor::to(const TensorOptions& o, bool copy) const {
   if (o.requires_grad_ && !r.requires_grad()) r.requires_grad_(true);
   return r;
 }
-Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 
 }  // namespace kiln

@@ -53,7 +53,7 @@ Shape infer_size(IntArrayRef size, int64_t numel, const char* op, IntArrayRef fr
 std::optional<Shape> view_strides(IntArrayRef sizes, IntArrayRef strides, IntArrayRef new_sizes) {
   Shape ns(new_sizes.size());
   int64_t numel = compute_numel(sizes);
-  if (numel == 0) return contiguous_strides(new_sizes);
+  if (numel == 0 || sizes.empty()) return contiguous_strides(new_sizes);  // 0-d: every new dim is 1
   // Walk old dims in chunks of memory-contiguous runs, matching new dims to each chunk.
   int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
   int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
@@ -463,6 +463,5 @@ std::vector<Tensor> Tensor::split(SymInt s, int64_t d) const { return kiln::spli
 std::vector<Tensor> Tensor::split(SymIntArrayRef s, int64_t d) const { return kiln::split(*this, s, d); }
 std::vector<Tensor> Tensor::chunk(int64_t n, int64_t d) const { return kiln::chunk(*this, n, d); }
 std::vector<Tensor> Tensor::unbind(int64_t d) const { return kiln::unbind(*this, d); }
-Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 
 }  // namespace kiln

@@ -3,6 +3,8 @@
 // sample, compare with the reference, gradcheck differentiable ops, and check
 // that bad inputs throw kiln::Error. An op without samples fails the suite.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <string>
 #include <vector>

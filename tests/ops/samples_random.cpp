@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "core/philox.h"
+#include <gtest/gtest.h>
+
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
@@ -65,7 +67,7 @@ std::vector<OpSample> samples_uniform() {
     for (Shape s : {Shape{3, 5}, Shape{}, Shape{0}, Shape{7}}) {
       out.push_back(sample(dname(t) + " " + shape_str(s) + " contract", [s, t](const TensorList&) {
         Generator g(1234);
-        Tensor x = empty(s, t);
+        Tensor x = kiln::empty(s, t);
         uniform_(x, -2.0, 3.0, &g);
         return TensorList{x};
       }, [s, t](const TensorList&) {
@@ -73,7 +75,7 @@ std::vector<OpSample> samples_uniform() {
       }));
     }
   out.push_back(sample("range and stats (1e5)", [](const TensorList&) {
-    Tensor x = empty({100000}, kFloat32);
+    Tensor x = kiln::empty({100000}, kFloat32);
     return TensorList{x.uniform_(2.0, 4.0)};
   }, nullptr, [](const TensorList& o) {
     auto v = o[0].to_vector<double>();
@@ -97,8 +99,8 @@ std::vector<OpSample> samples_uniform() {
   return out;
 }
 std::vector<ErrorSample> errors_uniform() {
-  return {err("from > to", [] { Tensor x = empty({2}); x.uniform_(1.0, 0.0); }, "from=1 > to=0"),
-          err("int tensor", [] { Tensor x = empty({2}, kInt64); x.uniform_(); }, "floating point"),
+  return {err("from > to", [] { Tensor x = kiln::empty({2}); x.uniform_(1.0, 0.0); }, "from=1 > to=0"),
+          err("int tensor", [] { Tensor x = kiln::empty({2}, kInt64); x.uniform_(); }, "floating point"),
           err("leaf requiring grad", [] { Tensor x = zeros({2}).requires_grad_(); x.uniform_(); }, "leaf")};
 }
 
@@ -108,7 +110,7 @@ std::vector<OpSample> samples_normal() {
     for (Shape s : {Shape{3, 5}, Shape{}, Shape{0}, Shape{7}}) {
       OpSample smp = sample(dname(t) + " " + shape_str(s) + " contract", [s, t](const TensorList&) {
         Generator g(99);
-        Tensor x = empty(s, t);
+        Tensor x = kiln::empty(s, t);
         normal_(x, 1.0, 0.5, &g);
         return TensorList{x};
       }, [s, t](const TensorList&) {
@@ -118,7 +120,7 @@ std::vector<OpSample> samples_normal() {
       out.push_back(smp);
     }
   out.push_back(sample("stats (1e5)", [](const TensorList&) {
-    Tensor x = empty({100000}, kFloat64);
+    Tensor x = kiln::empty({100000}, kFloat64);
     return TensorList{x.normal_(3.0, 2.0)};
   }, nullptr, [](const TensorList& o) {
     EXPECT_NEAR(mean_of(o[0]), 3.0, 0.03);
@@ -127,8 +129,8 @@ std::vector<OpSample> samples_normal() {
   return out;
 }
 std::vector<ErrorSample> errors_normal() {
-  return {err("negative std", [] { Tensor x = empty({2}); x.normal_(0.0, -1.0); }, "std >= 0.0"),
-          err("int tensor", [] { Tensor x = empty({2}, kInt32); x.normal_(); }, "floating point")};
+  return {err("negative std", [] { Tensor x = kiln::empty({2}); x.normal_(0.0, -1.0); }, "std >= 0.0"),
+          err("int tensor", [] { Tensor x = kiln::empty({2}, kInt32); x.normal_(); }, "floating point")};
 }
 
 // ---- rand / randn / *_like ----
@@ -182,7 +184,7 @@ std::vector<OpSample> samples_rand() {
   }));
   out.push_back(sample("shapes: 0-d, empty", [](const TensorList&) {
     return TensorList{Normal ? randn({}) : rand({}), Normal ? randn({0, 3}, kFloat64) : rand({0, 3}, kFloat64)};
-  }, [](const TensorList&) { return TensorList{Ref({}).to(kFloat32), Ref({0, 3}).to(kFloat64)}; }));
+  }, [](const TensorList&) { return TensorList{Ref(Shape{}).to(kFloat32), Ref({0, 3}).to(kFloat64)}; }));
   out.back().compare_values = false;
   return out;
 }
@@ -322,9 +324,17 @@ std::vector<OpSample> samples_bernoulli() {
       s.inputs = {make_input({4, 6}, t, 4, 0.0, 1.0, nc)};
       out.push_back(s);
     }
+  OpSample d = sample("decomposition matches the kernel", [](const TensorList& in) {
+    OpCall c{OpId::bernoulli, in, Attrs{int64_t(8), int64_t(0)}};
+    Tensor viadecomp = op_info(OpId::bernoulli).decomp(c)[0];
+    Generator g(8);
+    return TensorList{viadecomp, bernoulli(in[0], &g)};
+  }, nullptr, [](const TensorList& o) { expect_equal(o[0], o[1]); });
+  d.inputs = {make_input({4, 6}, kFloat32, 5, 0.0, 1.0)};
+  out.push_back(d);
   OpSample z = sample("0-d and empty", [](const TensorList& in) {
     return TensorList{bernoulli(in[0]), bernoulli(in[1])};
-  }, [](const TensorList&) { return TensorList{Ref({}, 1).to(kFloat32), Ref({0, 3}).to(kFloat64)}; });
+  }, [](const TensorList&) { return TensorList{Ref(Shape{}, 1).to(kFloat32), Ref({0, 3}).to(kFloat64)}; });
   z.inputs = {full({}, 1.0), zeros({0, 3}, kFloat64)};
   out.push_back(z);
   out.push_back(sample("mean (1e5) ≈ p", [](const TensorList&) {

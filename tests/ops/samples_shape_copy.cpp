@@ -2,6 +2,8 @@
 // References index the fp64 Ref arrays directly (naive loops).
 #include <algorithm>
 
+#include <gtest/gtest.h>
+
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
@@ -20,6 +22,12 @@ OpSample sample(std::string name, TensorList inputs, OpFn fn, OpFn ref) {
   s.fn = std::move(fn);
   s.reference = std::move(ref);
   return s;
+}
+
+// Runs an op's decomposition directly (eager uses its kernel; the compiler uses this).
+Tensor run_decomp(OpId op, const TensorList& in, Attrs a) {
+  OpCall c{op, in, a};
+  return op_info(op).decomp(c)[0];
 }
 
 // out[idx] = in[map(idx)] (map returns false for the fill value).
@@ -53,6 +61,9 @@ std::vector<OpSample> samples_repeat() {
                            {make_input(c.s, kFloat32, 1, -2, 2, nc)},
                            [r = c.r](const TensorList& in) { return TensorList{in[0].repeat(r)}; },
                            [r = c.r](const TensorList& in) { return TensorList{ref_repeat(Ref::of(in[0]), r).to(in[0].dtype())}; }));
+  out.push_back(sample("decomposition", {make_input({2, 3}, kFloat32, 3)},
+                       [](const TensorList& in) { return TensorList{run_decomp(OpId::repeat, in, {Shape{2, 1, 2}})}; },
+                       [](const TensorList& in) { return TensorList{ref_repeat(Ref::of(in[0]), {2, 1, 2}).to(in[0].dtype())}; }));
   for (DType t : kAll)
     out.push_back(sample(dname(t), {make_input({2, 3}, t, 2)},
                          [](const TensorList& in) { return TensorList{repeat(in[0], {2, 1, 2})}; },
@@ -220,10 +231,14 @@ std::vector<OpSample> samples_roll() {
   struct Case { Shape s; std::vector<int64_t> shifts, dims; };
   for (const Case& c : {Case{{2, 3}, {1}, {1}}, Case{{2, 3}, {-4}, {1}}, Case{{3, 4}, {1, 2}, {0, -1}}, Case{{2, 3}, {2}, {}},
                         Case{{5}, {7}, {0}}, Case{{0, 3}, {1}, {1}}, Case{{}, {1}, {}}})
-    for (bool nc : {false, true})
-      out.push_back(sample(shape_str(c.s) + " shifts " + shape_str(c.shifts) + " dims " + shape_str(c.dims) + (nc ? " noncontig" : ""),
-                           {make_input(c.s, kFloat32, 1, -2, 2, nc)},
-                           [c](const TensorList& in) { return TensorList{in[0].roll(c.shifts, c.dims)}; },
+    for (int variant : {0, 1, 2})
+      out.push_back(sample(shape_str(c.s) + " shifts " + shape_str(c.shifts) + " dims " + shape_str(c.dims) +
+                               (variant == 1 ? " noncontig" : variant == 2 ? " decomposition" : ""),
+                           {make_input(c.s, kFloat32, 1, -2, 2, variant == 1)},
+                           [c, variant](const TensorList& in) {
+                             if (variant == 2) return TensorList{run_decomp(OpId::roll, in, {c.shifts, c.dims})};
+                             return TensorList{in[0].roll(c.shifts, c.dims)};
+                           },
                            [c](const TensorList& in) {
                              Ref x = Ref::of(in[0]);
                              if (c.dims.empty()) {
@@ -279,6 +294,11 @@ std::vector<OpSample> samples_tri() {
         out.push_back(sample(shape_str(s) + " k=" + std::to_string(k) + (nc ? " noncontig" : ""),
                              {make_input(s, kFloat32, 1, -2, 2, nc)}, fn, ref(k)));
       }
+  for (int64_t k : {0, 1, -2})
+    out.push_back(sample("decomposition k=" + std::to_string(k), {make_input({2, 3, 4}, kFloat32, 3)},
+                         [k](const TensorList& in) {
+                           return TensorList{run_decomp(Lower ? OpId::tril : OpId::triu, in, {k})};
+                         }, ref(k)));
   for (DType t : kAll)
     out.push_back(sample(dname(t), {make_input({3, 3}, t, 2)},
                          [](const TensorList& in) { return TensorList{Lower ? tril(in[0]) : triu(in[0])}; }, ref(0)));

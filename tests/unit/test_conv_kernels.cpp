@@ -175,12 +175,15 @@ const Conv2dParams kConvCases[] = {
     {3, 6, 9, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 3},      // odd batch: serial + threaded GEMM
     {6, 12, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1, 1, 12},   // channel multiplier: not depthwise
     {16, 4, 6, 5, 6, 2, 3, 1, 2, 1, 1, 2, 1, 2},     // many small samples
-    {2, 32, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2},   // several column bands per sample
-    {1, 64, 50, 30, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // bands, one sample: threaded GEMM
-    {3, 64, 50, 30, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // bands split across threads
+    // Column matrices over 2 MB are built in bands of output rows (Note [Conv
+    // column chunks]); bands run in parallel or, when too few, one by one.
+    {2, 64, 32, 32, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // float: 2 bands per sample
+    {1, 128, 40, 32, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // float: 3 bands, serial
+    {2, 128, 81, 61, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // strided, uneven last band
+    {2, 256, 40, 40, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2},  // grouped, 4 bands
 };
 
-TEST(Conv2d, FloatMatchesNaive) {
+TEST(CpuConv2d, FloatMatchesNaive) {
   uint32_t seed = 1;
   for (const auto& p : kConvCases) {
     check_conv<float>(p, false, seed++);
@@ -188,7 +191,7 @@ TEST(Conv2d, FloatMatchesNaive) {
   }
 }
 
-TEST(Conv2d, DoubleMatchesNaive) {
+TEST(CpuConv2d, DoubleMatchesNaive) {
   uint32_t seed = 100;
   for (const auto& p : kConvCases) {
     check_conv<double>(p, false, seed++);
@@ -196,7 +199,7 @@ TEST(Conv2d, DoubleMatchesNaive) {
   }
 }
 
-TEST(Conv2d, SingleThreadMatchesNaive) {
+TEST(CpuConv2d, SingleThreadMatchesNaive) {
   const int saved = kiln::get_num_threads();
   kiln::set_num_threads(1);
   uint32_t seed = 200;
@@ -204,7 +207,7 @@ TEST(Conv2d, SingleThreadMatchesNaive) {
   kiln::set_num_threads(saved);
 }
 
-TEST(Conv2d, OutputSize) {
+TEST(CpuConv2d, OutputSize) {
   Conv2dParams p{1, 1, 10, 7, 1, 3, 2, 2, 3, 1, 0, 2, 1, 1};
   EXPECT_EQ(p.H_out(), (10 + 2 - 2 * 2 - 1) / 2 + 1);  // 4
   EXPECT_EQ(p.W_out(), (7 - 1 - 1) / 3 + 1);           // 2
@@ -212,7 +215,7 @@ TEST(Conv2d, OutputSize) {
   EXPECT_LE(tiny.H_out(), 0);
 }
 
-TEST(Conv2d, EmptyOutputStillOverwritesGradients) {
+TEST(CpuConv2d, EmptyOutputStillOverwritesGradients) {
   Conv2dParams p{2, 2, 2, 2, 3, 5, 5, 1, 1, 0, 0, 1, 1, 1};
   std::vector<float> x(16, 1.f), w(3 * 2 * 25, 1.f), gx(16, NAN), gw(150, NAN);
   kiln::cpu::conv2d_forward<float>(p, x.data(), w.data(), nullptr, nullptr);
@@ -222,7 +225,7 @@ TEST(Conv2d, EmptyOutputStillOverwritesGradients) {
   EXPECT_EQ(gw, std::vector<float>(150, 0.f));
 }
 
-TEST(Conv2d, RejectsBadGroups) {
+TEST(CpuConv2d, RejectsBadGroups) {
   Conv2dParams p{1, 3, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 2};
   std::vector<float> buf(64);
   EXPECT_THROW(kiln::cpu::conv2d_forward<float>(p, buf.data(), buf.data(), nullptr, buf.data()),
@@ -344,7 +347,7 @@ std::vector<Pool2dParams> max_pool_cases() {
   return all;
 }
 
-TEST(Pool2d, OutputSizeRule) {
+TEST(CpuPool2d, OutputSizeRule) {
   for (const auto& p : max_pool_cases()) {
     SCOPED_TRACE(describe(p));
     EXPECT_EQ(p.H_out(), naive_pool_size(p.H, p.kH, p.pad_h, p.stride_h, p.dil_h, p.ceil_mode));
@@ -409,7 +412,7 @@ void check_avg_pool(const Pool2dParams& p, uint32_t seed) {
   EXPECT_NEAR(lhs, rhs, tolerance<T>() * 10 * (1 + std::fabs(lhs) + std::sqrt(double(out_n))));
 }
 
-TEST(Pool2d, MaxMatchesNaive) {
+TEST(CpuPool2d, MaxMatchesNaive) {
   uint32_t seed = 300;
   for (const auto& p : max_pool_cases()) {
     std::mt19937 rng(seed++);
@@ -418,7 +421,7 @@ TEST(Pool2d, MaxMatchesNaive) {
   }
 }
 
-TEST(Pool2d, MaxPropagatesNaN) {
+TEST(CpuPool2d, MaxPropagatesNaN) {
   for (const auto& p : max_pool_cases()) {
     std::mt19937 rng(5);
     auto x = random_vector<float>(p.N * p.C * p.H * p.W, rng);
@@ -427,7 +430,7 @@ TEST(Pool2d, MaxPropagatesNaN) {
   }
 }
 
-TEST(Pool2d, MaxTiesAndInfinities) {
+TEST(CpuPool2d, MaxTiesAndInfinities) {
   Pool2dParams p{1, 1, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, false, true, 0};
   std::vector<double> x(16, -INFINITY);  // all -inf: index of the first tap
   check_max_pool<double>(p, x);
@@ -435,7 +438,7 @@ TEST(Pool2d, MaxTiesAndInfinities) {
   check_max_pool<double>(p, ties);
 }
 
-TEST(Pool2d, AvgMatchesNaive) {
+TEST(CpuPool2d, AvgMatchesNaive) {
   uint32_t seed = 400;
   for (const auto& p : kPoolCases) {
     check_avg_pool<float>(p, seed++);
@@ -443,7 +446,7 @@ TEST(Pool2d, AvgMatchesNaive) {
   }
 }
 
-TEST(Pool2d, AvgRejectsDilation) {
+TEST(CpuPool2d, AvgRejectsDilation) {
   const Pool2dParams& p = kDilatedPoolCases[0];
   std::vector<float> x(p.N * p.C * p.H * p.W), y(p.N * p.C * p.H_out() * p.W_out());
   EXPECT_THROW(kiln::cpu::avg_pool2d_forward<float>(p, x.data(), y.data()), std::invalid_argument);

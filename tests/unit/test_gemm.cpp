@@ -1,7 +1,14 @@
 // GEMM kernels against a naive triple loop: float/double checked against a
 // double-precision reference with a K-scaled tolerance, integers exactly
 // (with wrap-around). Both gemm() (OpenBLAS when built with it) and the own
-// kernel detail::gemm_fallback are exercised.
+// kernel detail::gemm_fallback, in every micro-kernel variant the CPU runs,
+// are exercised.
+//
+// Both BLAS configurations can be built without CMake, e.g.
+//   g++ -std=c++20 -O2 -fopenmp -Isrc src/core/parallel.cpp src/backend/cpu/gemm.cpp
+//       src/backend/cpu/conv_kernels.cpp tests/unit/test_gemm.cpp
+//       tests/unit/test_conv_kernels.cpp -lgtest -lgtest_main -lpthread
+//       [-DKILN_HAVE_OPENBLAS -lopenblas]
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +16,9 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -155,6 +164,7 @@ std::vector<Impl<T>> implementations() {
   for (const char* isa : {"avx512", "avx2", "baseline"}) {
     if (!kiln::cpu::detail::set_gemm_fallback_isa(isa)) continue;
     out.push_back({std::string("gemm_fallback/") + isa, &gemm_fallback<T>, isa});
+    if (std::is_integral_v<T>) break;  // integer GEMM has a single variant
   }
   kiln::cpu::detail::set_gemm_fallback_isa(best.c_str());
   return out;
@@ -190,12 +200,12 @@ void run_size_sweep() {
   }
 }
 
-TEST(Gemm, BlasName) {
+TEST(CpuGemm, BlasName) {
   std::string name = kiln::cpu::blas_name();
   EXPECT_TRUE(name == "openblas" || name == "kiln") << name;
 }
 
-TEST(Gemm, FallbackIsaSelection) {
+TEST(CpuGemm, FallbackIsaSelection) {
   const std::string best = kiln::cpu::detail::gemm_fallback_isa();
   EXPECT_TRUE(best == "avx512" || best == "avx2" || best == "baseline") << best;
   EXPECT_FALSE(kiln::cpu::detail::set_gemm_fallback_isa("no-such-isa"));
@@ -206,8 +216,8 @@ TEST(Gemm, FallbackIsaSelection) {
   EXPECT_TRUE(kiln::cpu::detail::set_gemm_fallback_isa(best.c_str()));
 }
 
-TEST(Gemm, FloatSizesAllTransposes) { run_size_sweep<float>(); }
-TEST(Gemm, DoubleSizesAllTransposes) { run_size_sweep<double>(); }
+TEST(CpuGemm, FloatSizesAllTransposes) { run_size_sweep<float>(); }
+TEST(CpuGemm, DoubleSizesAllTransposes) { run_size_sweep<double>(); }
 
 template <class T>
 void run_alpha_beta_ld() {
@@ -229,12 +239,12 @@ void run_alpha_beta_ld() {
   }
 }
 
-TEST(Gemm, FloatAlphaBetaLeadingDims) { run_alpha_beta_ld<float>(); }
-TEST(Gemm, DoubleAlphaBetaLeadingDims) { run_alpha_beta_ld<double>(); }
+TEST(CpuGemm, FloatAlphaBetaLeadingDims) { run_alpha_beta_ld<float>(); }
+TEST(CpuGemm, DoubleAlphaBetaLeadingDims) { run_alpha_beta_ld<double>(); }
 
 // Shapes that cross the fallback's cache blocks (K > KC, N > NC, several MC
 // blocks per thread) and the threading split on columns (few rows).
-TEST(Gemm, FloatAcrossCacheBlocks) {
+TEST(CpuGemm, FloatAcrossCacheBlocks) {
   uint32_t seed = 500;
   for (const auto& impl : implementations<float>()) {
     UseImpl<float> use(impl);
@@ -247,7 +257,7 @@ TEST(Gemm, FloatAcrossCacheBlocks) {
   }
 }
 
-TEST(Gemm, DoubleAcrossCacheBlocks) {
+TEST(CpuGemm, DoubleAcrossCacheBlocks) {
   uint32_t seed = 600;
   for (const auto& impl : implementations<double>()) {
     UseImpl<double> use(impl);
@@ -278,13 +288,13 @@ void run_integer() {
   }
 }
 
-TEST(Gemm, Int64) { run_integer<int64_t>(); }
-TEST(Gemm, Int32) { run_integer<int32_t>(); }
-TEST(Gemm, Int16) { run_integer<int16_t>(); }
-TEST(Gemm, Int8) { run_integer<int8_t>(); }
-TEST(Gemm, UInt8) { run_integer<uint8_t>(); }
+TEST(CpuGemm, Int64) { run_integer<int64_t>(); }
+TEST(CpuGemm, Int32) { run_integer<int32_t>(); }
+TEST(CpuGemm, Int16) { run_integer<int16_t>(); }
+TEST(CpuGemm, Int8) { run_integer<int8_t>(); }
+TEST(CpuGemm, UInt8) { run_integer<uint8_t>(); }
 
-TEST(Gemm, EmptyDimensions) {
+TEST(CpuGemm, EmptyDimensions) {
   for (const auto& impl : implementations<float>()) {
     UseImpl<float> use(impl);
     const auto fn = impl.fn;
@@ -304,7 +314,7 @@ TEST(Gemm, EmptyDimensions) {
 
 // Inside a kiln parallel region gemm() must still be correct (it switches to
 // the single-threaded own kernel there).
-TEST(Gemm, InsideParallelRegion) {
+TEST(CpuGemm, InsideParallelRegion) {
   std::vector<int> ok(4, 0);
   kiln::parallel_for(0, 4, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -403,9 +413,9 @@ void run_strided() {
   check_strided<T>(M, N, 0, 1, 1, 1, 1, N, 1, T(1), T(2), s++);
 }
 
-TEST(GemmStrided, Float) { run_strided<float>(); }
-TEST(GemmStrided, Double) { run_strided<double>(); }
-TEST(GemmStrided, Int32) { run_strided<int32_t>(); }
-TEST(GemmStrided, Int8) { run_strided<int8_t>(); }
+TEST(CpuGemmStrided, Float) { run_strided<float>(); }
+TEST(CpuGemmStrided, Double) { run_strided<double>(); }
+TEST(CpuGemmStrided, Int32) { run_strided<int32_t>(); }
+TEST(CpuGemmStrided, Int8) { run_strided<int8_t>(); }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -38,6 +37,44 @@ void require(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("kiln::cpu conv/pool: ") + what);
 }
 
+// Row kernels shared by im2col/col2im and the depthwise loops. __restrict
+// (the rows never overlap) lets GCC vectorize without runtime alias checks.
+template <class T>
+inline void row_gather(int64_t n, const T* __restrict src, int64_t stride, T* __restrict dst) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
+  }
+}
+template <class T>
+inline void row_scatter_add(int64_t n, const T* __restrict src, T* __restrict dst, int64_t stride) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] += src[i];
+  }
+}
+// dst[i] += a * src[i * stride]
+template <class T>
+inline void row_axpy(int64_t n, T a, const T* __restrict src, int64_t stride, T* __restrict dst) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += a * src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] += a * src[i * stride];
+  }
+}
+// dst[i * stride] += a * src[i]
+template <class T>
+inline void row_axpy_scatter(int64_t n, T a, const T* __restrict src, T* __restrict dst,
+                             int64_t stride) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += a * src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] += a * src[i];
+  }
+}
+
 // Sizes derived once from Conv2dParams.
 struct ConvGeom {
   int64_t N, C_in, H, W, C_out, kH, kW, sh, sw, ph, pw, dh, dw, G;
@@ -45,8 +82,19 @@ struct ConvGeom {
   bool pointwise, depthwise;
 
   explicit ConvGeom(const Conv2dParams& p)
-      : N(p.N), C_in(p.C_in), H(p.H), W(p.W), C_out(p.C_out), kH(p.kH), kW(p.kW),
-        sh(p.stride_h), sw(p.stride_w), ph(p.pad_h), pw(p.pad_w), dh(p.dil_h), dw(p.dil_w),
+      : N(p.N),
+        C_in(p.C_in),
+        H(p.H),
+        W(p.W),
+        C_out(p.C_out),
+        kH(p.kH),
+        kW(p.kW),
+        sh(p.stride_h),
+        sw(p.stride_w),
+        ph(p.pad_h),
+        pw(p.pad_w),
+        dh(p.dil_h),
+        dw(p.dil_w),
         G(p.groups) {
     require(N >= 0 && C_in >= 0 && H >= 0 && W >= 0 && C_out >= 0, "negative size");
     require(kH > 0 && kW > 0, "kernel size must be positive");
@@ -67,31 +115,52 @@ struct ConvGeom {
   }
 };
 
-// Gathers the receptive fields of channels [c0, c1) of one group's input
-// (Cg planes of H x W) into col[c*kk + ki*kW + kj][oh*Wo + ow]; padding is 0.
+// Note [Conv column chunks]
+// The column matrix of a whole image can be many MB (Cg*kH*kW x Ho*Wo), so it
+// is built for a band of output rows at a time, about kBudgetBytes, which
+// bounds the per-thread buffer and keeps it in L2/L3 while the GEMM reads it.
+// Bands keep at least kMinColumns columns: a GEMM with a narrow N runs far
+// below peak (measured: 7x7 images cut into 28-column bands ran at 60%).
+// A unit of work is one (sample, band) pair.
+struct Bands {
+  int64_t rows;   // output rows per band
+  int64_t count;  // bands per sample
+};
 template <class T>
-void im2col(const ConvGeom& g, const T* in, T* col, int64_t c0, int64_t c1) {
+Bands column_bands(const ConvGeom& g) {
+  constexpr int64_t kBudgetBytes = 2 << 20;
+  constexpr int64_t kMinColumns = 512;
+  if (g.pointwise || g.Ho == 0 || g.Wo == 0) return {std::max<int64_t>(g.Ho, 1), 1};
+  const int64_t row_bytes = g.col_rows * g.Wo * static_cast<int64_t>(sizeof(T));
+  const int64_t by_budget = kBudgetBytes / std::max<int64_t>(row_bytes, 1);
+  const int64_t by_width = (kMinColumns + g.Wo - 1) / g.Wo;
+  const int64_t rows = std::clamp<int64_t>(std::max(by_budget, by_width), 1, g.Ho);
+  return {rows, (g.Ho + rows - 1) / rows};
+}
+
+// Gathers the receptive fields of channels [c0, c1) of one group's input
+// (Cg planes of H x W), for output rows [oh0, oh1), into
+// col[c*kk + ki*kW + kj][(oh - oh0)*Wo + ow]; padding reads as 0.
+template <class T>
+void im2col(const ConvGeom& g, const T* in, T* col, int64_t c0, int64_t c1, int64_t oh0,
+            int64_t oh1) {
+  const int64_t len = (oh1 - oh0) * g.Wo;
   for (int64_t c = c0; c < c1; ++c) {
     const T* plane = in + c * g.HW;
     for (int64_t ki = 0; ki < g.kH; ++ki) {
       for (int64_t kj = 0; kj < g.kW; ++kj) {
-        T* dst = col + ((c * g.kH + ki) * g.kW + kj) * g.HWo;
+        T* dst = col + ((c * g.kH + ki) * g.kW + kj) * len;
         const int64_t iw_off = kj * g.dw - g.pw;
         const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
-        for (int64_t oh = 0; oh < g.Ho; ++oh) {
-          T* d = dst + oh * g.Wo;
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
+          T* d = dst + (oh - oh0) * g.Wo;
           const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
           if (ih < 0 || ih >= g.H) {
             std::fill(d, d + g.Wo, T(0));
             continue;
           }
-          const T* src = plane + ih * g.W + iw_off;
           std::fill(d, d + r.lo, T(0));
-          if (g.sw == 1) {
-            std::copy(src + r.lo, src + r.hi, d + r.lo);
-          } else {
-            for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow] = src[ow * g.sw];
-          }
+          row_gather(r.hi - r.lo, plane + ih * g.W + iw_off + r.lo * g.sw, g.sw, d + r.lo);
           std::fill(d + r.hi, d + g.Wo, T(0));
         }
       }
@@ -99,29 +168,26 @@ void im2col(const ConvGeom& g, const T* in, T* col, int64_t c0, int64_t c1) {
   }
 }
 
-// Adjoint of im2col: scatters col back into channels [c0, c1) of in,
-// accumulating overlapping taps. Channels own disjoint planes, so ranges of
-// channels can run in parallel.
+// Adjoint of im2col: adds col back into channels [c0, c1) of in (which the
+// caller zeroed), overlapping taps accumulating. Channels own disjoint
+// planes, so channel ranges can run in parallel; bands of the same sample
+// overlap and must not.
 template <class T>
-void col2im(const ConvGeom& g, const T* col, T* in, int64_t c0, int64_t c1) {
+void col2im(const ConvGeom& g, const T* col, T* in, int64_t c0, int64_t c1, int64_t oh0,
+            int64_t oh1) {
+  const int64_t len = (oh1 - oh0) * g.Wo;
   for (int64_t c = c0; c < c1; ++c) {
     T* plane = in + c * g.HW;
-    std::fill(plane, plane + g.HW, T(0));
     for (int64_t ki = 0; ki < g.kH; ++ki) {
       for (int64_t kj = 0; kj < g.kW; ++kj) {
-        const T* src = col + ((c * g.kH + ki) * g.kW + kj) * g.HWo;
+        const T* src = col + ((c * g.kH + ki) * g.kW + kj) * len;
         const int64_t iw_off = kj * g.dw - g.pw;
         const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
-        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
           const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
           if (ih < 0 || ih >= g.H) continue;
-          T* d = plane + ih * g.W + iw_off;
-          const T* s = src + oh * g.Wo;
-          if (g.sw == 1) {
-            for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow] += s[ow];
-          } else {
-            for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.sw] += s[ow];
-          }
+          row_scatter_add(r.hi - r.lo, src + (oh - oh0) * g.Wo + r.lo,
+                          plane + ih * g.W + iw_off + r.lo * g.sw, g.sw);
         }
       }
     }
@@ -129,65 +195,64 @@ void col2im(const ConvGeom& g, const T* col, T* in, int64_t c0, int64_t c1) {
 }
 
 // Grain for splitting channels of im2col/col2im: a few thousand elements per chunk.
-int64_t channel_grain(const ConvGeom& g) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.kk * g.HWo, 1));
+int64_t channel_grain(const ConvGeom& g, int64_t len) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.kk * len, 1));
 }
 
 // Note [Conv threading]
-// With enough samples, threads split the batch and each owns one column
-// buffer; the GEMMs inside then run single-threaded (nested parallel_for is
-// serial, and gemm() uses the own kernel inside a parallel region). With few
-// samples the batch runs serially on one column buffer and the threads go to
+// When there are enough work units (samples, or sample x band pairs) to keep
+// every thread busy, threads split the units and each owns one column buffer;
+// the GEMMs inside then run single-threaded (nested parallel_for is serial,
+// and gemm() uses kiln's own kernel inside a parallel region). Otherwise the
+// units run one after another on a single buffer and the threads go to
 // im2col/col2im and the GEMM instead.
-bool split_batch(int64_t N) {
+bool split_units(int64_t units) {
   const int64_t nt = get_num_threads();
-  return nt > 1 && !in_parallel_region() && N >= nt && (N % nt == 0 || N >= 4 * nt);
+  return nt > 1 && !in_parallel_region() && units >= nt && (units % nt == 0 || units >= 4 * nt);
 }
 
-// Calls body(n0, n1, scratch) over ranges of samples, with scratch holding at
-// least scratch_elems elements that the range may use freely.
+// Calls body(u0, u1, scratch) over ranges of [0, units); scratch holds
+// scratch_elems elements private to that call.
 template <class T, class F>
-void for_sample_ranges(int64_t N, int64_t scratch_elems, const F& body) {
-  if (split_batch(N)) {
-    parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
-      std::unique_ptr<T[]> scratch(new T[static_cast<size_t>(scratch_elems)]);
-      body(n0, n1, scratch.get());
-    });
+void for_unit_ranges(int64_t units, int64_t scratch_elems, const F& body) {
+  auto run = [&](int64_t u0, int64_t u1) {
+    std::unique_ptr<T[]> scratch(new T[static_cast<size_t>(std::max<int64_t>(scratch_elems, 1))]);
+    body(u0, u1, scratch.get());
+  };
+  if (split_units(units)) {
+    parallel_for(0, units, 1, run);
   } else {
-    std::unique_ptr<T[]> scratch(new T[static_cast<size_t>(scratch_elems)]);
-    body(0, N, scratch.get());
+    run(0, units);
   }
 }
 
 // --- Depthwise (groups == C_in == C_out): direct loops, one plane at a time.
 // im2col would multiply the memory traffic by kH*kW for a GEMM with M = 1.
 
+int64_t plane_grain(const ConvGeom& g) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.HWo * g.kk, 1));
+}
+
 template <class T>
 void depthwise_forward(const ConvGeom& g, const T* input, const T* weight, const T* bias,
                        T* output) {
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.HWo * g.kk, 1));
-  parallel_for(0, g.N * g.C_in, grain, [&](int64_t p0, int64_t p1) {
+  parallel_for(0, g.N * g.C_in, plane_grain(g), [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
       const int64_t c = pl % g.C_in;
       const T* x = input + pl * g.HW;
-      T* y = output + pl * g.HWo;
       const T* w = weight + c * g.kk;
-      std::fill(y, y + g.HWo, bias ? bias[c] : T(0));
-      for (int64_t ki = 0; ki < g.kH; ++ki) {
-        for (int64_t kj = 0; kj < g.kW; ++kj) {
-          const T wv = w[ki * g.kW + kj];
-          const int64_t iw_off = kj * g.dw - g.pw;
-          const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
-          for (int64_t oh = 0; oh < g.Ho; ++oh) {
-            const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-            if (ih < 0 || ih >= g.H) continue;
-            const T* s = x + ih * g.W + iw_off;
-            T* d = y + oh * g.Wo;
-            if (g.sw == 1) {
-              for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow] += wv * s[ow];
-            } else {
-              for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow] += wv * s[ow * g.sw];
-            }
+      // Each output row gets all its taps while it is hot in L1.
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        T* y = output + pl * g.HWo + oh * g.Wo;
+        std::fill(y, y + g.Wo, bias ? bias[c] : T(0));
+        for (int64_t ki = 0; ki < g.kH; ++ki) {
+          const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          if (ih < 0 || ih >= g.H) continue;
+          for (int64_t kj = 0; kj < g.kW; ++kj) {
+            const int64_t iw_off = kj * g.dw - g.pw;
+            const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
+            row_axpy(r.hi - r.lo, w[ki * g.kW + kj], x + ih * g.W + iw_off + r.lo * g.sw, g.sw,
+                     y + r.lo);
           }
         }
       }
@@ -198,29 +263,22 @@ void depthwise_forward(const ConvGeom& g, const T* input, const T* weight, const
 template <class T>
 void depthwise_backward_input(const ConvGeom& g, const T* grad_output, const T* weight,
                               T* grad_input) {
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.HWo * g.kk, 1));
-  parallel_for(0, g.N * g.C_in, grain, [&](int64_t p0, int64_t p1) {
+  parallel_for(0, g.N * g.C_in, plane_grain(g), [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
       const int64_t c = pl % g.C_in;
-      const T* gy = grad_output + pl * g.HWo;
-      T* gx = grad_input + pl * g.HW;
       const T* w = weight + c * g.kk;
+      T* gx = grad_input + pl * g.HW;
       std::fill(gx, gx + g.HW, T(0));
-      for (int64_t ki = 0; ki < g.kH; ++ki) {
-        for (int64_t kj = 0; kj < g.kW; ++kj) {
-          const T wv = w[ki * g.kW + kj];
-          const int64_t iw_off = kj * g.dw - g.pw;
-          const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
-          for (int64_t oh = 0; oh < g.Ho; ++oh) {
-            const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-            if (ih < 0 || ih >= g.H) continue;
-            T* d = gx + ih * g.W + iw_off;
-            const T* s = gy + oh * g.Wo;
-            if (g.sw == 1) {
-              for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow] += wv * s[ow];
-            } else {
-              for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.sw] += wv * s[ow];
-            }
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        const T* gy = grad_output + pl * g.HWo + oh * g.Wo;
+        for (int64_t ki = 0; ki < g.kH; ++ki) {
+          const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          if (ih < 0 || ih >= g.H) continue;
+          for (int64_t kj = 0; kj < g.kW; ++kj) {
+            const int64_t iw_off = kj * g.dw - g.pw;
+            const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
+            row_axpy_scatter(r.hi - r.lo, w[ki * g.kW + kj], gy + r.lo,
+                             gx + ih * g.W + iw_off + r.lo * g.sw, g.sw);
           }
         }
       }
@@ -231,53 +289,45 @@ void depthwise_backward_input(const ConvGeom& g, const T* grad_output, const T* 
 template <class T>
 void depthwise_backward_weight(const ConvGeom& g, const T* grad_output, const T* input,
                                T* grad_weight) {
-  // One channel per task: its taps sum over the whole batch, so no reduction
-  // across threads is needed.
-  const int64_t grain =
-      std::max<int64_t>(1, 16384 / std::max<int64_t>(g.N * g.HWo * g.kk, 1));
+  // One channel per task: its taps sum over the whole batch, so threads need
+  // no reduction. Products accumulate elementwise into a row of partial sums
+  // (a scalar running sum would not vectorize without -ffast-math) that is
+  // reduced once per tap.
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.N * g.HWo * g.kk, 1));
   parallel_for(0, g.C_in, grain, [&](int64_t c0, int64_t c1) {
+    std::vector<T> acc(static_cast<size_t>(g.kk * g.Wo));
     for (int64_t c = c0; c < c1; ++c) {
-      for (int64_t ki = 0; ki < g.kH; ++ki) {
-        for (int64_t kj = 0; kj < g.kW; ++kj) {
-          const int64_t iw_off = kj * g.dw - g.pw;
-          const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
-          T total = 0;
-          for (int64_t n = 0; n < g.N; ++n) {
-            const T* x = input + (n * g.C_in + c) * g.HW;
-            const T* gy = grad_output + (n * g.C_in + c) * g.HWo;
-            for (int64_t oh = 0; oh < g.Ho; ++oh) {
-              const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-              if (ih < 0 || ih >= g.H) continue;
-              const T* s = x + ih * g.W + iw_off;
-              const T* d = gy + oh * g.Wo;
-              T row = 0;  // per-row partial sums keep float rounding error small
+      std::fill(acc.begin(), acc.end(), T(0));
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* x = input + (n * g.C_in + c) * g.HW;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          const T* gy = grad_output + (n * g.C_in + c) * g.HWo + oh * g.Wo;
+          for (int64_t ki = 0; ki < g.kH; ++ki) {
+            const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+            if (ih < 0 || ih >= g.H) continue;
+            for (int64_t kj = 0; kj < g.kW; ++kj) {
+              const int64_t iw_off = kj * g.dw - g.pw;
+              const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
+              T* a = acc.data() + (ki * g.kW + kj) * g.Wo + r.lo;
+              const T* s = x + ih * g.W + iw_off + r.lo * g.sw;
+              const T* d = gy + r.lo;
+              const int64_t len = r.hi - r.lo;
               if (g.sw == 1) {
-                for (int64_t ow = r.lo; ow < r.hi; ++ow) row += d[ow] * s[ow];
+                for (int64_t i = 0; i < len; ++i) a[i] += d[i] * s[i];
               } else {
-                for (int64_t ow = r.lo; ow < r.hi; ++ow) row += d[ow] * s[ow * g.sw];
+                for (int64_t i = 0; i < len; ++i) a[i] += d[i] * s[i * g.sw];
               }
-              total += row;
             }
           }
-          grad_weight[c * g.kk + ki * g.kW + kj] = total;
         }
+      }
+      for (int64_t t = 0; t < g.kk; ++t) {
+        T total = 0;
+        for (int64_t i = 0; i < g.Wo; ++i) total += acc[t * g.Wo + i];
+        grad_weight[c * g.kk + t] = total;
       }
     }
   });
-}
-
-// --- General path: im2col / col2im + GEMM per sample and group.
-
-template <class T>
-void im2col_maybe_parallel(const ConvGeom& g, const T* in, T* col) {
-  parallel_for(0, g.Cg, channel_grain(g),
-               [&](int64_t c0, int64_t c1) { im2col(g, in, col, c0, c1); });
-}
-
-template <class T>
-void col2im_maybe_parallel(const ConvGeom& g, const T* col, T* in) {
-  parallel_for(0, g.Cg, channel_grain(g),
-               [&](int64_t c0, int64_t c1) { col2im(g, col, in, c0, c1); });
 }
 
 }  // namespace
@@ -298,28 +348,37 @@ void conv2d_forward(const Conv2dParams& p, const T* input, const T* weight, cons
     depthwise_forward(g, input, weight, bias, output);
     return;
   }
-  const int64_t scratch = g.pointwise ? 1 : g.col_rows * g.HWo;
-  for_sample_ranges<T>(g.N, scratch, [&](int64_t n0, int64_t n1, T* col) {
-    for (int64_t n = n0; n < n1; ++n) {
+  const Bands bands = column_bands<T>(g);
+  const int64_t scratch = g.pointwise ? 0 : g.col_rows * bands.rows * g.Wo;
+  for_unit_ranges<T>(g.N * bands.count, scratch, [&](int64_t u0, int64_t u1, T* col) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t n = u / bands.count;
+      const int64_t oh0 = u % bands.count * bands.rows;
+      const int64_t oh1 = std::min(g.Ho, oh0 + bands.rows);
+      const int64_t len = (oh1 - oh0) * g.Wo;
       for (int64_t grp = 0; grp < g.G; ++grp) {
         const T* in_g = input + (n * g.C_in + grp * g.Cg) * g.HW;
-        T* out_g = output + (n * g.C_out + grp * g.Cog) * g.HWo;
+        T* out_g = output + (n * g.C_out + grp * g.Cog) * g.HWo + oh0 * g.Wo;
         const T* w_g = weight + grp * g.Cog * g.col_rows;
         // Bias is written first and the GEMM accumulates onto it (beta = 1),
         // saving a second pass over the output.
         T beta = T(0);
         if (bias) {
           for (int64_t co = 0; co < g.Cog; ++co)
-            std::fill(out_g + co * g.HWo, out_g + (co + 1) * g.HWo, bias[grp * g.Cog + co]);
+            std::fill(out_g + co * g.HWo, out_g + co * g.HWo + len, bias[grp * g.Cog + co]);
           beta = T(1);
         }
-        const T* cols = in_g;
+        // Pointwise: the input rows are the columns (H == Ho, W == Wo).
+        const T* cols = in_g + oh0 * g.Wo;
+        int64_t ld_cols = g.HW;
         if (!g.pointwise) {
-          im2col_maybe_parallel(g, in_g, col);
+          parallel_for(0, g.Cg, channel_grain(g, len),
+                       [&](int64_t c0, int64_t c1) { im2col(g, in_g, col, c0, c1, oh0, oh1); });
           cols = col;
+          ld_cols = len;
         }
-        gemm<T>(false, false, g.Cog, g.HWo, g.col_rows, T(1), w_g, g.col_rows, cols, g.HWo,
-                beta, out_g, g.HWo);
+        gemm<T>(false, false, g.Cog, len, g.col_rows, T(1), w_g, g.col_rows, cols, ld_cols, beta,
+                out_g, g.HWo);
       }
     }
   });
@@ -338,18 +397,33 @@ void conv2d_backward_input(const Conv2dParams& p, const T* grad_output, const T*
     depthwise_backward_input(g, grad_output, weight, grad_input);
     return;
   }
-  const int64_t scratch = g.pointwise ? 1 : g.col_rows * g.HWo;
-  for_sample_ranges<T>(g.N, scratch, [&](int64_t n0, int64_t n1, T* col) {
+  // Bands of one sample scatter into overlapping input rows, so the unit of
+  // parallel work here is a whole sample; its bands run in order.
+  const Bands bands = column_bands<T>(g);
+  const int64_t scratch = g.pointwise ? 0 : g.col_rows * bands.rows * g.Wo;
+  for_unit_ranges<T>(g.N, scratch, [&](int64_t n0, int64_t n1, T* col) {
     for (int64_t n = n0; n < n1; ++n) {
+      T* gx = grad_input + n * g.C_in * g.HW;
       for (int64_t grp = 0; grp < g.G; ++grp) {
         const T* gy_g = grad_output + (n * g.C_out + grp * g.Cog) * g.HWo;
-        T* gx_g = grad_input + (n * g.C_in + grp * g.Cg) * g.HW;
+        T* gx_g = gx + grp * g.Cg * g.HW;
         const T* w_g = weight + grp * g.Cog * g.col_rows;
-        // cols = W_g^T @ grad_out_g; for a pointwise conv cols *is* grad_in_g.
-        T* cols = g.pointwise ? gx_g : col;
-        gemm<T>(true, false, g.col_rows, g.HWo, g.Cog, T(1), w_g, g.col_rows, gy_g, g.HWo,
-                T(0), cols, g.HWo);
-        if (!g.pointwise) col2im_maybe_parallel(g, static_cast<const T*>(col), gx_g);
+        if (g.pointwise) {
+          // grad_in_g = W_g^T @ grad_out_g, written directly.
+          gemm<T>(true, false, g.Cg, g.HW, g.Cog, T(1), w_g, g.Cg, gy_g, g.HWo, T(0), gx_g, g.HW);
+          continue;
+        }
+        std::fill(gx_g, gx_g + g.Cg * g.HW, T(0));
+        for (int64_t b = 0; b < bands.count; ++b) {
+          const int64_t oh0 = b * bands.rows, oh1 = std::min(g.Ho, oh0 + bands.rows);
+          const int64_t len = (oh1 - oh0) * g.Wo;
+          // cols = W_g^T [Cg*kk, Cog] @ grad_out_g[:, band]
+          gemm<T>(true, false, g.col_rows, len, g.Cog, T(1), w_g, g.col_rows, gy_g + oh0 * g.Wo,
+                  g.HWo, T(0), col, len);
+          parallel_for(0, g.Cg, channel_grain(g, len), [&](int64_t c0, int64_t c1) {
+            col2im(g, static_cast<const T*>(col), gx_g, c0, c1, oh0, oh1);
+          });
+        }
       }
     }
   });
@@ -369,31 +443,40 @@ void conv2d_backward_weight(const Conv2dParams& p, const T* grad_output, const T
     depthwise_backward_weight(g, grad_output, input, grad_weight);
     return;
   }
-  // Each sample range sums into its own weight-shaped accumulator (the caller's
-  // buffer when the batch is not split); partial sums are added in sample
-  // order so the result does not depend on thread timing.
-  const bool split = split_batch(g.N);
-  std::vector<std::unique_ptr<T[]>> partials(split ? static_cast<size_t>(g.N) : 0);
-  const int64_t scratch = g.pointwise ? 1 : g.col_rows * g.HWo;
-  for_sample_ranges<T>(g.N, scratch, [&](int64_t n0, int64_t n1, T* col) {
+  // Each range of units sums into its own weight-shaped accumulator (the
+  // caller's buffer when units are not split); partial sums are then added in
+  // unit order, so the result does not depend on thread timing.
+  const Bands bands = column_bands<T>(g);
+  const int64_t units = g.N * bands.count;
+  const bool split = split_units(units);
+  std::vector<std::unique_ptr<T[]>> partials(split ? static_cast<size_t>(units) : 0);
+  const int64_t scratch = g.pointwise ? 0 : g.col_rows * bands.rows * g.Wo;
+  for_unit_ranges<T>(units, scratch, [&](int64_t u0, int64_t u1, T* col) {
     T* acc = grad_weight;
     if (split) {
-      partials[n0].reset(new T[static_cast<size_t>(w_elems)]);
-      acc = partials[n0].get();
+      partials[u0].reset(new T[static_cast<size_t>(w_elems)]);
+      acc = partials[u0].get();
     }
-    for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t n = u / bands.count;
+      const int64_t oh0 = u % bands.count * bands.rows;
+      const int64_t oh1 = std::min(g.Ho, oh0 + bands.rows);
+      const int64_t len = (oh1 - oh0) * g.Wo;
       for (int64_t grp = 0; grp < g.G; ++grp) {
-        const T* gy_g = grad_output + (n * g.C_out + grp * g.Cog) * g.HWo;
+        const T* gy_g = grad_output + (n * g.C_out + grp * g.Cog) * g.HWo + oh0 * g.Wo;
         const T* x_g = input + (n * g.C_in + grp * g.Cg) * g.HW;
         T* gw_g = acc + grp * g.Cog * g.col_rows;
-        const T* cols = x_g;
+        const T* cols = x_g + oh0 * g.Wo;
+        int64_t ld_cols = g.HW;
         if (!g.pointwise) {
-          im2col_maybe_parallel(g, x_g, col);
+          parallel_for(0, g.Cg, channel_grain(g, len),
+                       [&](int64_t c0, int64_t c1) { im2col(g, x_g, col, c0, c1, oh0, oh1); });
           cols = col;
+          ld_cols = len;
         }
-        // grad_w_g (+)= grad_out_g [Cog, HWo] @ cols^T [HWo, Cg*kk]
-        gemm<T>(false, true, g.Cog, g.col_rows, g.HWo, T(1), gy_g, g.HWo, cols, g.HWo,
-                n == n0 ? T(0) : T(1), gw_g, g.col_rows);
+        // grad_w_g (+)= grad_out_g[:, band] [Cog, len] @ cols^T [len, Cg*kk]
+        gemm<T>(false, true, g.Cog, g.col_rows, len, T(1), gy_g, g.HWo, cols, ld_cols,
+                u == u0 ? T(0) : T(1), gw_g, g.col_rows);
       }
     }
   });
@@ -426,8 +509,13 @@ int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_
 struct PoolGeom {
   int64_t planes, H, W, Ho, Wo, HW, HWo;
   explicit PoolGeom(const Pool2dParams& p)
-      : planes(p.N * p.C), H(p.H), W(p.W), Ho(std::max<int64_t>(p.H_out(), 0)),
-        Wo(std::max<int64_t>(p.W_out(), 0)), HW(p.H * p.W), HWo(Ho * Wo) {
+      : planes(p.N * p.C),
+        H(p.H),
+        W(p.W),
+        Ho(std::max<int64_t>(p.H_out(), 0)),
+        Wo(std::max<int64_t>(p.W_out(), 0)),
+        HW(p.H * p.W),
+        HWo(Ho * Wo) {
     require(p.N >= 0 && p.C >= 0 && p.H >= 0 && p.W >= 0, "negative size");
     require(p.kH > 0 && p.kW > 0, "kernel size must be positive");
     require(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0,
@@ -576,7 +664,7 @@ void avg_pool2d_backward(const Pool2dParams& p, const T* grad_out, T* grad_in) {
   });
 }
 
-#define KILN_INSTANTIATE_CONV(T)                                                            \
+#define KILN_INSTANTIATE_CONV(T)                                                           \
   template void conv2d_forward<T>(const Conv2dParams&, const T*, const T*, const T*, T*);  \
   template void conv2d_backward_input<T>(const Conv2dParams&, const T*, const T*, T*);     \
   template void conv2d_backward_weight<T>(const Conv2dParams&, const T*, const T*, T*);    \

@@ -49,8 +49,8 @@ struct Pool2dParams {
   int64_t N, C, H, W, kH, kW;
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
   bool ceil_mode;
-  bool count_include_pad;     // avg pool only
-  int64_t divisor_override;   // avg pool only; 0 = none
+  bool count_include_pad;    // avg pool only
+  int64_t divisor_override;  // avg pool only; 0 = none
   int64_t H_out() const;
   int64_t W_out() const;
 };

@@ -56,7 +56,7 @@ void linspace_kernel(const OpCall& c, std::vector<Tensor>& outs) {
     T* p = static_cast<T*>(outs[0].data_ptr());
     parallel_for(0, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        double v = i < half ? a + step * static_cast<double>(i) : z - step * static_cast<double>(n - 1 - i);
+        double v = i < half || n == 1 ? a + step * static_cast<double>(i) : z - step * static_cast<double>(n - 1 - i);
         p[i] = convert<T, double>(v);
       }
     });

@@ -1,17 +1,17 @@
 #include "backend/cpu/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
 
 #ifdef KILN_HAVE_OPENBLAS
-#include <atomic>
-
 #include <cblas.h>
 #endif
 
@@ -20,30 +20,37 @@ namespace {
 
 // Note [GEMM vector width]
 // The micro-kernel uses GCC vector extensions instead of intrinsics so the file
-// builds for any x86 (or non-x86) target. The width follows what the compiler
-// targets: with -march=native on an AVX-512 machine a vector is one zmm
-// register, with plain -O2 it is one SSE register. A vector wider than the
-// target would be split by GCC and spill the accumulators.
+// builds for any target. A vector must match a real register (a wider one is
+// split by GCC and spills the accumulators), so the kernel is a template on
+// the vector width, compiled three times on x86: for the compiler's baseline
+// (SSE2 unless -march says more) and, through target attributes, for AVX2+FMA
+// and AVX-512. The widest one the CPU supports is picked at run time, so the
+// default build (no -march=native) still runs AVX-512 code where it can.
 #if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-constexpr int kVecRegs = 32;
+constexpr int kBaseVecBytes = 64;
+constexpr int kBaseVecRegs = 32;
 #elif defined(__AVX__)
-constexpr int kVecBytes = 32;
-constexpr int kVecRegs = 16;
+constexpr int kBaseVecBytes = 32;
+constexpr int kBaseVecRegs = 16;
 #else
-constexpr int kVecBytes = 16;
-constexpr int kVecRegs = 16;
+constexpr int kBaseVecBytes = 16;
+constexpr int kBaseVecRegs = 16;
+#endif
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define KILN_GEMM_MULTI_ISA 1
 #endif
 
 // Register tile MR x NR (NR = 2 vectors) and cache blocks, BLIS style:
 // a KC x NR micro-panel of B stays in L1, an MC x KC block of A in L2 and a
 // KC x NC panel of B in L3. MR leaves two registers for B and one for the
-// broadcast A value: 2*MR accumulators + 3 <= kVecRegs.
-template <class T>
+// broadcast A value: 2*MR accumulators + 3 <= number of vector registers.
+template <class T, int VecBytes, int VecRegs>
 struct Blocking {
-  static constexpr int VL = kVecBytes / static_cast<int>(sizeof(T));
+  static constexpr int VB = VecBytes;
+  static constexpr int VL = VecBytes / static_cast<int>(sizeof(T));
   static constexpr int NR = 2 * VL;
-  static constexpr int MR = kVecRegs == 32 ? 12 : 6;
+  static constexpr int MR = VecRegs == 32 ? 12 : 6;
   static constexpr int64_t KC = 256;
   static constexpr int64_t MC = MR * (sizeof(T) == 4 ? 12 : 8);
   static constexpr int64_t NC = sizeof(T) == 4 ? 4096 : 2048;
@@ -142,8 +149,8 @@ void pack_a(int64_t mc, int64_t kc, const T* A, int64_t rs, int64_t cs, T* dst) 
 // Packs panels [q0, q1) of NR columns of the kc x nc block of B
 // (B(k,j) = B[k*rs + j*cs]) as dst[q*NR*kc + k*NR + c], zero-padding columns.
 template <class T, int NR>
-void pack_b(int64_t q0, int64_t q1, int64_t nc, int64_t kc, const T* B, int64_t rs,
-            int64_t cs, T* dst) {
+void pack_b(int64_t q0, int64_t q1, int64_t nc, int64_t kc, const T* B, int64_t rs, int64_t cs,
+            T* dst) {
   for (int64_t q = q0; q < q1; ++q) {
     const int64_t j = q * NR;
     const int64_t nr = std::min<int64_t>(NR, nc - j);
@@ -169,13 +176,15 @@ void pack_b(int64_t q0, int64_t q1, int64_t nc, int64_t kc, const T* B, int64_t 
 // beta == 0 does not read C. Ap and Bp are 64-byte aligned and NR*sizeof(T) is
 // a multiple of the vector size, so B loads are aligned; C accesses go through
 // memcpy because C rows have arbitrary alignment.
-template <class T, int MR, int NR>
-inline void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict Bp,
-                         T* __restrict C, int64_t ldc, T alpha, T beta) {
-  typedef T V __attribute__((vector_size(kVecBytes)));
-  constexpr int VL = kVecBytes / static_cast<int>(sizeof(T));
+template <class T, int VB, int MR, int NR>
+[[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict Ap,
+                                                const T* __restrict Bp, T* __restrict C,
+                                                int64_t ldc, T alpha, T beta) {
+  typedef T V __attribute__((vector_size(VB)));
+  constexpr int VL = VB / static_cast<int>(sizeof(T));
   constexpr int NV = NR / VL;
   static_assert(NR % VL == 0, "NR must be whole vectors");
+  Bp = static_cast<const T*>(__builtin_assume_aligned(Bp, VB));
 
   V acc[MR][NV];
 #pragma GCC unroll 32
@@ -186,7 +195,7 @@ inline void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict
   for (int64_t k = 0; k < kc; ++k) {
     V b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) b[v] = *reinterpret_cast<const V*>(Bp + v * VL);
+    for (int v = 0; v < NV; ++v) std::memcpy(&b[v], Bp + v * VL, sizeof(V));
 #pragma GCC unroll 32
     for (int r = 0; r < MR; ++r) {
       const T a = Ap[r];
@@ -220,11 +229,11 @@ inline void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict
 
 // Partial tile at a matrix edge: run the full kernel into a scratch tile
 // (the packed panels are zero-padded) and copy out the valid part.
-template <class T, int MR, int NR>
-void edge_kernel(int64_t mr, int64_t nr, int64_t kc, const T* Ap, const T* Bp, T* C,
-                 int64_t ldc, T alpha, T beta) {
+template <class T, int VB, int MR, int NR>
+[[gnu::always_inline]] inline void edge_kernel(int64_t mr, int64_t nr, int64_t kc, const T* Ap,
+                                               const T* Bp, T* C, int64_t ldc, T alpha, T beta) {
   alignas(64) T tile[MR * NR];
-  micro_kernel<T, MR, NR>(kc, Ap, Bp, tile, NR, alpha, T(0));
+  micro_kernel<T, VB, MR, NR>(kc, Ap, Bp, tile, NR, alpha, T(0));
   for (int64_t r = 0; r < mr; ++r) {
     T* c = C + r * ldc;
     const T* t = tile + r * NR;
@@ -236,34 +245,106 @@ void edge_kernel(int64_t mr, int64_t nr, int64_t kc, const T* Ap, const T* Bp, T
   }
 }
 
+// Packed A block (mc x kc) times column panels [q0, q1) of the packed B panel
+// (nc columns) into C (already offset to the block's corner).
+template <class T, class Bk>
+[[gnu::always_inline]] inline void macro_kernel_body(int64_t mc, int64_t nc, int64_t q0, int64_t q1,
+                                                     int64_t kc, const T* apack, const T* bpack,
+                                                     T* C, int64_t ldc, T alpha, T beta) {
+  constexpr int MR = Bk::MR, NR = Bk::NR, VB = Bk::VB;
+  for (int64_t q = q0; q < q1; ++q) {
+    const int64_t j = q * NR;
+    const int64_t nr = std::min<int64_t>(NR, nc - j);
+    const T* bp = bpack + q * NR * kc;
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int64_t mr = std::min<int64_t>(MR, mc - ir);
+      T* c = C + ir * ldc + j;
+      const T* ap = apack + ir * kc;
+      if (mr == MR && nr == NR) {
+        micro_kernel<T, VB, MR, NR>(kc, ap, bp, c, ldc, alpha, beta);
+      } else {
+        edge_kernel<T, VB, MR, NR>(mr, nr, kc, ap, bp, c, ldc, alpha, beta);
+      }
+    }
+  }
+}
+
+template <class T>
+using MacroKernel = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, const T*, const T*, T*,
+                             int64_t, T, T);
+
+template <class T>
+using BaseBlocking = Blocking<T, kBaseVecBytes, kBaseVecRegs>;
+
+template <class T>
+void macro_kernel_base(int64_t mc, int64_t nc, int64_t q0, int64_t q1, int64_t kc, const T* apack,
+                       const T* bpack, T* C, int64_t ldc, T alpha, T beta) {
+  macro_kernel_body<T, BaseBlocking<T>>(mc, nc, q0, q1, kc, apack, bpack, C, ldc, alpha, beta);
+}
+
+#ifdef KILN_GEMM_MULTI_ISA
+template <class T>
+using Avx2Blocking = Blocking<T, 32, 16>;
+template <class T>
+using Avx512Blocking = Blocking<T, 64, 32>;
+
+template <class T>
+[[gnu::target("avx2,fma")]] void macro_kernel_avx2(int64_t mc, int64_t nc, int64_t q0, int64_t q1,
+                                                   int64_t kc, const T* apack, const T* bpack, T* C,
+                                                   int64_t ldc, T alpha, T beta) {
+  macro_kernel_body<T, Avx2Blocking<T>>(mc, nc, q0, q1, kc, apack, bpack, C, ldc, alpha, beta);
+}
+
+template <class T>
+[[gnu::target("avx512f,avx2,fma")]] void macro_kernel_avx512(int64_t mc, int64_t nc, int64_t q0,
+                                                             int64_t q1, int64_t kc, const T* apack,
+                                                             const T* bpack, T* C, int64_t ldc,
+                                                             T alpha, T beta) {
+  macro_kernel_body<T, Avx512Blocking<T>>(mc, nc, q0, q1, kc, apack, bpack, C, ldc, alpha, beta);
+}
+#endif
+
+// Threads only pay off above ~0.5 MFLOP: a fork/join costs a few microseconds.
+int64_t gemm_threads(int64_t M, int64_t N, int64_t K) {
+  if (in_parallel_region() || M * N * K < int64_t(64) * 64 * 64) return 1;
+  return get_num_threads();
+}
+
+// Whether splitting the rows (m_units blocks) among nt threads balances at
+// least as well as splitting the columns (n_units blocks).
+bool split_rows(int64_t m_units, int64_t n_units, int64_t nt) {
+  auto waste = [nt](int64_t units) { return (units + nt - 1) / nt * nt - units; };
+  return waste(m_units) * n_units <= waste(n_units) * m_units;
+}
+
 // Blocked float/double GEMM over element-strided A and B and row-major C.
 // Loop order jc (NC) -> pc (KC, pack B shared) -> ic (MC, pack A per thread)
 // -> jr (NR) -> ir (MR). Threads split the rows of C (or its columns when C
 // has too few row panels), so no two threads write the same element.
-template <class T>
-void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t ars,
-                  int64_t acs, const T* B, int64_t brs, int64_t bcs, T beta, T* C,
+template <class T, class Bk>
+void gemm_blocked(MacroKernel<T> macro_kernel, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                  int64_t ars, int64_t acs, const T* B, int64_t brs, int64_t bcs, T beta, T* C,
                   int64_t ldc) {
-  using Bk = Blocking<T>;
   constexpr int MR = Bk::MR;
   constexpr int NR = Bk::NR;
   const int64_t KC = Bk::KC;
   const int64_t MC = Bk::MC;
   const int64_t NC = Bk::NC;
 
-  // Fork/join costs a few microseconds; below ~0.5 MFLOP it is not worth it.
-  const bool threaded = !in_parallel_region() && get_num_threads() > 1 &&
-                        M * N * K >= int64_t(64) * 64 * 64;
-  const int64_t nt = threaded ? get_num_threads() : 1;
+  const int64_t nt = gemm_threads(M, N, K);
+  const bool threaded = nt > 1;
 
+  // Equal K blocks: K = 257 runs as 129 + 128 rather than 256 + a 1-deep block.
+  const int64_t k_blocks = (K + KC - 1) / KC;
+  const int64_t kc_step = (K + k_blocks - 1) / k_blocks;
   const int64_t nc_cap = std::min(NC, round_up(N, NR));
-  T* bpack = thread_scratch<T, 1>(std::min(KC, K) * nc_cap);
+  T* bpack = thread_scratch<T, 1>(kc_step * nc_cap);
 
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     const int64_t n_panels = (nc + NR - 1) / NR;
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      const int64_t kc = std::min(KC, K - pc);
+    for (int64_t pc = 0; pc < K; pc += kc_step) {
+      const int64_t kc = std::min(kc_step, K - pc);
       const T beta_k = pc == 0 ? beta : T(1);  // later K blocks accumulate
       const T* Bblk = B + pc * brs + jc * bcs;
       const T* Ablk = A + pc * acs;
@@ -283,45 +364,70 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
         for (int64_t ic = i0; ic < i1; ic += MC) {
           const int64_t mc = std::min(MC, i1 - ic);
           pack_a<T, MR>(mc, kc, Ablk + ic * ars, ars, acs, apack);
-          for (int64_t q = q0; q < q1; ++q) {
-            const int64_t j = q * NR;
-            const int64_t nr = std::min<int64_t>(NR, nc - j);
-            const T* bp = bpack + q * NR * kc;
-            for (int64_t ir = 0; ir < mc; ir += MR) {
-              const int64_t mr = std::min<int64_t>(MR, mc - ir);
-              T* c = C + (ic + ir) * ldc + jc + j;
-              const T* ap = apack + ir * kc;
-              if (mr == MR && nr == NR) {
-                micro_kernel<T, MR, NR>(kc, ap, bp, c, ldc, alpha, beta_k);
-              } else {
-                edge_kernel<T, MR, NR>(mr, nr, kc, ap, bp, c, ldc, alpha, beta_k);
-              }
-            }
-          }
+          macro_kernel(mc, nc, q0, q1, kc, apack, bpack, C + ic * ldc + jc, ldc, alpha, beta_k);
         }
       };
 
       const int64_t m_panels = (M + MR - 1) / MR;
       if (!threaded) {
         compute(0, M, 0, n_panels);
-      } else if (m_panels >= 2 * nt || m_panels >= n_panels) {
+      } else if (split_rows(m_panels, n_panels, nt)) {
         // parallel_for hands each thread one contiguous, equal run of panels.
         parallel_for(0, m_panels, 1, [&](int64_t b, int64_t e) {
           compute(b * MR, std::min(e * MR, M), 0, n_panels);
         });
       } else {
-        // Few rows: split columns; each thread packs the (small) A itself.
+        // Each thread packs all of A itself; cheap next to its share of columns.
         parallel_for(0, n_panels, 1, [&](int64_t b, int64_t e) { compute(0, M, b, e); });
       }
     }
   }
 }
 
+// Kernel variant levels: 0 = compiler baseline, 1 = AVX2+FMA, 2 = AVX-512.
+int best_isa_level() {
+#ifdef KILN_GEMM_MULTI_ISA
+  // libgcc's checks include the OS having enabled the ymm/zmm register state.
+  __builtin_cpu_init();
+  const bool fma_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (fma_avx2 && __builtin_cpu_supports("avx512f")) return 2;
+  if (fma_avx2) return 1;
+#endif
+  return 0;
+}
+
+std::atomic<int>& isa_level() {
+  static std::atomic<int> level{best_isa_level()};
+  return level;
+}
+
+constexpr const char* kIsaNames[] = {"baseline", "avx2", "avx512"};
+
+template <class T>
+void gemm_blocked_dispatch(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t ars,
+                           int64_t acs, const T* B, int64_t brs, int64_t bcs, T beta, T* C,
+                           int64_t ldc) {
+  switch (isa_level().load(std::memory_order_relaxed)) {
+#ifdef KILN_GEMM_MULTI_ISA
+    case 2:
+      gemm_blocked<T, Avx512Blocking<T>>(&macro_kernel_avx512<T>, M, N, K, alpha, A, ars, acs, B,
+                                         brs, bcs, beta, C, ldc);
+      return;
+    case 1:
+      gemm_blocked<T, Avx2Blocking<T>>(&macro_kernel_avx2<T>, M, N, K, alpha, A, ars, acs, B, brs,
+                                       bcs, beta, C, ldc);
+      return;
+#endif
+    default:
+      gemm_blocked<T, BaseBlocking<T>>(&macro_kernel_base<T>, M, N, K, alpha, A, ars, acs, B, brs,
+                                       bcs, beta, C, ldc);
+  }
+}
+
 // Integer GEMM, wrapping on overflow (see Wrapping).
 template <class T>
-void gemm_integer(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t ars,
-                  int64_t acs, const T* B, int64_t brs, int64_t bcs, T beta, T* C,
-                  int64_t ldc) {
+void gemm_integer(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t ars, int64_t acs,
+                  const T* B, int64_t brs, int64_t bcs, T beta, T* C, int64_t ldc) {
   using U = Wrapping<T>;
   // op(B) as a contiguous K x N copy: unit-stride inner loop that vectorizes,
   // and the widening happens once instead of M times.
@@ -374,8 +480,7 @@ void gemm_integer(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
 // to cblas as a row-major matrix (trans = false) or the transpose of one
 // (trans = true), and with which leading dimension. Strides of size-1
 // dimensions do not matter, but cblas still insists on ld >= max(1, width).
-bool as_blas_operand(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& trans,
-                     int64_t& ld) {
+bool as_blas_operand(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& trans, int64_t& ld) {
   if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= std::max<int64_t>(cols, 1))) {
     trans = false;
     ld = rows == 1 ? std::max<int64_t>(cols, 1) : s0;
@@ -390,35 +495,36 @@ bool as_blas_operand(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& t
 }
 
 #ifdef KILN_HAVE_OPENBLAS
-// OpenBLAS has its own thread pool; keep its size in step with kiln's.
-void sync_blas_threads() {
-  static std::atomic<int> applied{0};
-  const int want = get_num_threads();
-  if (applied.load(std::memory_order_relaxed) != want) {
-    openblas_set_num_threads(want);
-    applied.store(want, std::memory_order_relaxed);
-  }
+// Note [OpenBLAS threading]
+// Debian's default OpenBLAS runs its own pthread pool. Alternating with kiln's
+// OpenMP regions (im2col, elementwise ops), the two pools' spinning threads
+// fight over the cores: a 2-thread conv measured 3x slower. So OpenBLAS is
+// kept single-threaded and kiln splits C into one block per OpenMP thread,
+// one cblas call each. That also makes gemm() safe inside parallel regions.
+void blas_single_threaded() {
+  static const bool done = (openblas_set_num_threads(1), true);
+  (void)done;
 }
 
 void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha,
-              A, static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
+              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
               static_cast<blasint>(ldc));
 }
 void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
                int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha,
-              A, static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
+              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
               static_cast<blasint>(ldc));
 }
 
 // cblas rejects leading dimensions below the row width (and Debian's OpenBLAS
 // uses 32-bit ints); such calls go to the fallback, which accepts any stride.
-bool blas_accepts(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t& lda,
-                  int64_t& ldb, int64_t& ldc) {
+bool blas_accepts(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t& lda, int64_t& ldb,
+                  int64_t& ldc) {
   constexpr int64_t kMaxInt = (int64_t(1) << 31) - 1;
   auto fix = [](int64_t rows, int64_t cols, int64_t& ld) {
     if (rows == 1) ld = std::max(ld, cols);
@@ -428,8 +534,35 @@ bool blas_accepts(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t& ld
   const bool ok_b = tb ? fix(N, K, ldb) : fix(K, N, ldb);
   if (M == 1) ldc = std::max(ldc, N);
   const bool ok_c = ldc >= std::max<int64_t>(N, 1);
-  return ok_a && ok_b && ok_c && M <= kMaxInt && N <= kMaxInt && K <= kMaxInt &&
-         ldc <= kMaxInt;
+  return ok_a && ok_b && ok_c && M <= kMaxInt && N <= kMaxInt && K <= kMaxInt && ldc <= kMaxInt;
+}
+
+// gemm() through cblas, threaded over row (or column) blocks of C. Blocks are
+// whole multiples of 16 rows/columns, a multiple of OpenBLAS's register tiles.
+template <class T>
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  blas_single_threaded();
+  const int64_t nt = gemm_threads(M, N, K);
+  if (nt <= 1) {
+    blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  constexpr int64_t kBlock = 16;
+  const int64_t m_units = (M + kBlock - 1) / kBlock, n_units = (N + kBlock - 1) / kBlock;
+  if (split_rows(m_units, n_units, nt)) {
+    parallel_for(0, m_units, 1, [&](int64_t b, int64_t e) {
+      const int64_t i0 = b * kBlock, i1 = std::min(e * kBlock, M);
+      blas_call(ta, tb, i1 - i0, N, K, alpha, ta ? A + i0 : A + i0 * lda, lda, B, ldb, beta,
+                C + i0 * ldc, ldc);
+    });
+  } else {
+    parallel_for(0, n_units, 1, [&](int64_t b, int64_t e) {
+      const int64_t j0 = b * kBlock, j1 = std::min(e * kBlock, N);
+      blas_call(ta, tb, M, j1 - j0, K, alpha, A, lda, tb ? B + j0 * ldb : B + j0, ldb, beta, C + j0,
+                ldc);
+    });
+  }
 }
 #endif
 
@@ -438,9 +571,8 @@ bool blas_accepts(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t& ld
 namespace detail {
 
 template <class T>
-void gemm_fallback(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
-                   const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
-                   int64_t ldc) {
+void gemm_fallback(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                   int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == T(0)) {
     scale_c(M, N, beta, C, ldc);
@@ -449,10 +581,23 @@ void gemm_fallback(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   const int64_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
   const int64_t brs = trans_b ? 1 : ldb, bcs = trans_b ? ldb : 1;
   if constexpr (std::is_floating_point_v<T>) {
-    gemm_blocked<T>(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
+    gemm_blocked_dispatch<T>(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
   } else {
     gemm_integer<T>(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
   }
+}
+
+const char* gemm_fallback_isa() { return kIsaNames[isa_level().load(std::memory_order_relaxed)]; }
+
+bool set_gemm_fallback_isa(const char* name) {
+  const std::string want = name ? name : "";
+  for (int level = 0; level <= best_isa_level(); ++level) {
+    if (want == kIsaNames[level]) {
+      isa_level().store(level, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace detail
@@ -467,12 +612,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   }
 #ifdef KILN_HAVE_OPENBLAS
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    // Inside a kiln parallel region (e.g. conv over the batch) each thread
-    // runs our single-threaded kernel: OpenBLAS's pthread pool does not know
-    // about OpenMP and would oversubscribe the cores.
-    if (!in_parallel_region() && blas_accepts(trans_a, trans_b, M, N, K, lda, ldb, ldc)) {
-      sync_blas_threads();
-      blas_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (blas_accepts(trans_a, trans_b, M, N, K, lda, ldb, ldc)) {
+      blas_gemm<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       return;
     }
   }
@@ -481,9 +622,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 }
 
 template <class T>
-void gemm_strided(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t sa0,
-                  int64_t sa1, const T* B, int64_t sb0, int64_t sb1, T beta, T* C,
-                  int64_t sc0, int64_t sc1) {
+void gemm_strided(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t sa0, int64_t sa1,
+                  const T* B, int64_t sb0, int64_t sb1, T beta, T* C, int64_t sc0, int64_t sc1) {
   if (M <= 0 || N <= 0) return;
 
   // C must be row-major-like; a column-major C is handled as C^T = B^T A^T.
@@ -542,14 +682,13 @@ const char* blas_name() {
 #endif
 }
 
-#define KILN_INSTANTIATE_GEMM(T)                                                            \
-  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t,       \
-                        const T*, int64_t, T, T*, int64_t);                                 \
-  template void gemm_strided<T>(int64_t, int64_t, int64_t, T, const T*, int64_t, int64_t, \
-                                const T*, int64_t, int64_t, T, T*, int64_t, int64_t);     \
-  template void detail::gemm_fallback<T>(bool, bool, int64_t, int64_t, int64_t, T,         \
-                                         const T*, int64_t, const T*, int64_t, T, T*,      \
-                                         int64_t);
+#define KILN_INSTANTIATE_GEMM(T)                                                               \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, \
+                        int64_t, T, T*, int64_t);                                              \
+  template void gemm_strided<T>(int64_t, int64_t, int64_t, T, const T*, int64_t, int64_t,      \
+                                const T*, int64_t, int64_t, T, T*, int64_t, int64_t);          \
+  template void detail::gemm_fallback<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*,   \
+                                         int64_t, const T*, int64_t, T, T*, int64_t);
 
 KILN_INSTANTIATE_GEMM(float)
 KILN_INSTANTIATE_GEMM(double)
