@@ -93,6 +93,11 @@ Plan parse(const std::string& eq_in, std::span<const Tensor> ops) {
         ++count[l];
       }
     }
+    for (size_t d = 0; d < labels.size(); ++d)
+      for (size_t e = d + 1; e < labels.size(); ++e)
+        KILN_CHECK(labels[d] != labels[e] || ops[i].sizes()[d] == ops[i].sizes()[e], "einsum: subscript ",
+                   letter_of(labels[d]), " is repeated for operand ", i, " but the sizes don't match, ",
+                   ops[i].sizes()[d], " != ", ops[i].sizes()[e]);
     for (size_t d = 0; d < labels.size(); ++d) {
       const int64_t sz = ops[i].sizes()[d];
       int64_t& cur = p.label_size[labels[d]];

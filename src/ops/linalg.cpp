@@ -82,7 +82,9 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b) {
   }
   const int64_t K = a.sizes()[da - 1];
   if (da >= 3 && db <= 2) {
-    Tensor a2 = reshape(a, std::vector<int64_t>{-1, K});
+    int64_t rows = 1;
+    for (int64_t d = 0; d < da - 1; ++d) rows *= a.sizes()[d];
+    Tensor a2 = reshape(a, std::vector<int64_t>{rows, K});
     Tensor b2 = db == 1 ? unsqueeze(b, 1) : b;
     return reshape(mm(a2, b2), out_shape);
   }
@@ -130,9 +132,17 @@ std::vector<TensorMeta> meta_addmm(const OpCall& c) {
 KILN_REGISTER_META(addmm, meta_addmm);
 KILN_REGISTER_META(baddbmm, meta_addmm);
 
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
 std::vector<Tensor> decomp_addmm(const OpCall& c) {
   const bool batched = c.op == OpId::baddbmm;
-  Shape prod_shape = check_addmm(c, batched);
+  check_addmm(c, batched);
+  if (is_half(c.in(0).dtype())) {
+    // Float16/BFloat16: accumulate and scale in float32, round once.
+    const DType t = c.in(0).dtype();
+    Tensor r = call_op1(c.op, {to(c.in(0), kFloat32), to(c.in(1), kFloat32), to(c.in(2), kFloat32)}, c.attrs);
+    return {to(r, t)};
+  }
   const Scalar& beta = c.attrs.s(0);
   const Scalar& alpha = c.attrs.s(1);
   Tensor prod = batched ? bmm(c.in(1), c.in(2)) : mm(c.in(1), c.in(2));
@@ -160,6 +170,9 @@ Shape check_linear(const OpCall& c) {
   Shape out(x.sizes().begin(), x.sizes().end() - 1);
   if (w.dim() == 2) out.push_back(w.sizes()[0]);
   if (bias.defined()) {
+    const int64_t n_out = out.empty() ? 1 : out.back();
+    KILN_CHECK(bias.dim() == 0 || (bias.dim() == 1 && (bias.sizes()[0] == n_out || bias.sizes()[0] == 1)),
+               "linear: expected bias of shape [", n_out, "] (out_features), got shape ", shape_str(bias.sizes()));
     KILN_CHECK(bias.dtype() == x.dtype(), "linear: expected bias to have dtype ", x.dtype(), ", got ", bias.dtype());
     Shape bs = broadcast_shapes(out, bias.sizes(), "linear");
     KILN_CHECK(bs == out, "linear: bias of shape ", shape_str(bias.sizes()), " cannot be broadcast to the output shape ",
@@ -178,6 +191,11 @@ KILN_REGISTER_META(linear, meta_linear);
 std::vector<Tensor> decomp_linear(const OpCall& c) {
   check_linear(c);
   const Tensor& w = c.in(1);
+  if (is_half(w.dtype()) && c.in(2).defined()) {
+    // Float16/BFloat16 with bias: add the bias before rounding, as torch's addmm does.
+    Tensor r = linear(to(c.in(0), kFloat32), to(w, kFloat32), to(c.in(2), kFloat32));
+    return {to(r, w.dtype())};
+  }
   Tensor r = matmul(c.in(0), w.dim() == 2 ? transpose(w, 0, 1) : w);
   if (c.in(2).defined()) r = add(r, c.in(2));
   return {r};

@@ -79,31 +79,30 @@ Ref ref_conv(const Ref& x, const Ref& w, const Tensor& bias, const ConvCfg& c) {
   return out;
 }
 
-OpSample conv_sample(std::string name, TensorList inputs, OpFn fn, ConvCfg cfg, bool unbatched_1d = false) {
+OpSample conv_sample(std::string name, TensorList inputs, OpFn fn, ConvCfg cfg) {
   OpSample s;
   s.name = std::move(name);
   s.inputs = std::move(inputs);
   s.fn = std::move(fn);
   s.atol = 1e-4;
-  s.reference = [cfg, unbatched_1d](const TensorList& t) {
+  s.reference = [cfg](const TensorList& t) {
     Ref x = Ref::of(t[0]), w = Ref::of(t[1]);
-    const Shape orig = x.shape;
     // conv1d: [N, C, L] as [N, C, 1, L]; unbatched: a batch of one.
-    if (w.dim() == 3) w.shape.insert(w.shape.begin() + 2, 1);
-    if (x.dim() == w.dim() - 1) x.shape.insert(x.shape.begin(), 1);
-    if (x.dim() == 3) x.shape.insert(x.shape.begin() + 2, 1);
+    const bool one_d = w.dim() == 3, unbatched = x.dim() == w.dim() - 1;
+    if (unbatched) x.shape.insert(x.shape.begin(), 1);
+    if (one_d) {
+      w.shape.insert(w.shape.begin() + 2, 1);
+      x.shape.insert(x.shape.begin() + 2, 1);
+    }
     Ref out = ref_conv(x, w, t.size() > 2 ? t[2] : Tensor(), cfg);
     Shape os = out.shape;
-    if (t[1].dim() == 3) os.erase(os.begin() + 2);
-    if (static_cast<int64_t>(orig.size()) == t[1].dim() - 1) os.erase(os.begin());
+    if (one_d) os.erase(os.begin() + 2);
+    if (unbatched) os.erase(os.begin());
     out.shape = os;
-    (void)unbatched_1d;
     return TensorList{out.to(t[0].dtype())};
   };
   return s;
 }
-
-Tensor bias_of(const TensorList& t) { return t.size() > 2 ? t[2] : Tensor(); }
 
 std::vector<OpSample> conv2d_samples() {
   std::vector<OpSample> v;

@@ -308,9 +308,10 @@ Ref ref_einsum(const std::vector<std::string>& terms, const std::string& out, co
   return r;
 }
 
-OpSample einsum_sample(const std::string& eq, std::vector<std::string> terms, std::string out, TensorList in) {
+OpSample einsum_sample(const std::string& eq, std::vector<std::string> terms, std::string out, TensorList in,
+                       const std::string& note = "") {
   OpSample s;
-  s.name = "'" + eq + "' " + tname(in[0].dtype());
+  s.name = "'" + eq + "' " + note + tname(in[0].dtype());
   s.inputs = std::move(in);
   s.fn = [eq](const TensorList& x) { return TensorList{einsum(eq, x)}; };
   s.reference = [terms, out](const TensorList& x) {
@@ -340,10 +341,9 @@ std::vector<OpSample> einsum_samples() {
   v.push_back(einsum_sample("Ab,bc", {"Ab", "bc"}, "Ac", {d({2, 3}, 20), d({3, 2}, 21)}));
   v.push_back(einsum_sample("ij,ij->ij", {"ij", "ij"}, "ij", {d({2, 3}, 22), d({2, 3}, 23)}));
   v.push_back(einsum_sample("ij,kj->ikj", {"ij", "kj"}, "ikj", {d({2, 3}, 24), d({4, 3}, 25)}));
-  v.push_back(einsum_sample("bi, bj -> bij (spaces)", {"bi", "bj"}, "bij", {d({2, 3}, 26), d({2, 2}, 27)}));
-  v.back().fn = [](const TensorList& x) { return TensorList{einsum("bi, bj -> bij", x)}; };
-  v.push_back(einsum_sample("ij,jk->ik strided", {"ij", "jk"}, "ik",
-                            {input({2, 3}, kFloat32, 28, true), input({3, 4}, kFloat32, 29, true)}));
+  v.push_back(einsum_sample("bi, bj -> bij", {"bi", "bj"}, "bij", {d({2, 3}, 26), d({2, 2}, 27)}));
+  v.push_back(einsum_sample("ij,jk->ik", {"ij", "jk"}, "ik",
+                            {input({2, 3}, kFloat32, 28, true), input({3, 4}, kFloat32, 29, true)}, "strided "));
   // Ellipsis: '...ij,...jk->...ik' with broadcast batches is a batched matmul.
   OpSample e;
   e.name = "'...ij,...jk->...ik' broadcast";
@@ -358,7 +358,7 @@ std::vector<OpSample> einsum_samples() {
   OpSample e3 = einsum_sample("i...->...", {"ij"}, "j", {d({3, 4}, 32)});
   e3.fn = [](const TensorList& x) { return TensorList{einsum("i...->...", x)}; };
   v.push_back(e3);
-  OpSample z = einsum_sample("ij,jk->ik empty K", {"ij", "jk"}, "ik", {d({2, 0}, 33), d({0, 3}, 34)});
+  OpSample z = einsum_sample("ij,jk->ik", {"ij", "jk"}, "ik", {d({2, 0}, 33), d({0, 3}, 34)}, "empty K ");
   z.check_grad = false;
   v.push_back(z);
   return v;
