@@ -105,7 +105,13 @@ bool gradcheck(const Fn& fn, const std::vector<Tensor>& inputs, const GradcheckO
     // Second order: gradcheck the function (inputs, v) → VJP(inputs) · v with create_graph.
     std::vector<Tensor> gos;
     for (const Tensor& o : outs) gos.push_back(randn(o.sizes().vec(), kFloat64));
-    Fn vjp_fn = [&](const std::vector<Tensor>& in) {
+    Fn vjp_fn = [&](const std::vector<Tensor>& in_given) {
+      // Finite differences call this without grad mode and with plain copies:
+      // the inner VJP still needs a graph to differentiate.
+      EnableGradGuard grad_mode;
+      std::vector<Tensor> in = in_given;
+      for (size_t i : diff)
+        if (!in[i].requires_grad()) in[i] = in[i].detach().requires_grad_(true);
       std::vector<Tensor> o2 = floating_outputs(fn(in));
       std::vector<Tensor> din;
       for (size_t i : diff) din.push_back(in[i]);

@@ -24,7 +24,9 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, const Attrs& at
   if (!info.vjp) {
     // A composite without its own rule is differentiated through its decomposition.
     KILN_CHECK(info.decomp, info.name, ": not supported yet: the derivative of this op");
-    return info.decomp(OpCall{op, inputs, attrs});
+    OpCall call{op, inputs, attrs};
+    if (info.meta && !info.has(DATA_DEPENDENT)) (void)info.meta(call);
+    return info.decomp(call);
   }
   std::vector<Tensor> outs;
   {

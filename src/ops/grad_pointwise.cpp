@@ -35,7 +35,7 @@ const Tensor& y_(const VjpCall& v) { return v.outputs[0]; }
 std::vector<Tensor> zero_grads(const VjpCall& v) {
   std::vector<Tensor> r(v.input_meta.size());
   for (size_t i = 0; i < r.size(); ++i)
-    if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(v.input_meta[i].device));
+    if (v.needs(i)) r[i] = reduce_grad(v, i, v.grads[0] * 0.0);
   return r;
 }
 

@@ -1,23 +1,196 @@
-// VJP rules of reductions.
+// VJP rules of reductions and scans, written with kiln ops so they run in eager
+// autograd and trace into ahead-of-time backward graphs alike.
+#include <cmath>
+
+#include "kiln/ops/creation.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
+#include "dispatch/dispatch.h"
 #include "ops/grad_util.h"
 #include "ops/meta_util.h"
 
 namespace kiln {
 namespace {
+using Ints = std::vector<int64_t>;
 
-// The gradient of a reduction, reshaped to keepdim form and broadcast to the input.
-Tensor expand_reduced(const VjpCall& v, const Tensor& g, IntArrayRef dims, bool keepdim) {
-  const Shape& in = v.input_meta[0].sizes;
-  Tensor r = g;
-  if (!keepdim) r = reshape(r, reduced_shape(in, dim_mask(dims, static_cast<int64_t>(in.size()), "sum"), true));
-  return expand(r, in);
+// The reduced dims of input 0 and the shape a kept-dim result has.
+struct Red {
+  std::vector<bool> mask;
+  Shape in_sizes, keep_sizes;
+  Ints dims;     // the reduced dims, wrapped (every dim for an empty list)
+  double n = 1;  // elements per reduced slice
+};
+Red red_of(const VjpCall& v, const Ints& dims) {
+  Red r;
+  r.in_sizes = v.input_meta[0].sizes;
+  int64_t nd = static_cast<int64_t>(r.in_sizes.size());
+  r.mask = dim_mask(dims, nd, op_name(v.op));
+  r.keep_sizes = reduced_shape(r.in_sizes, r.mask, true);
+  for (int64_t d = 0; d < nd; ++d)
+    if (r.mask[d]) r.dims.push_back(d), r.n *= static_cast<double>(r.in_sizes[d]);
+  return r;
 }
+// A reduction's result (or its grad) with the reduced dims kept as size 1.
+Tensor keep(const Tensor& t, const Red& r) {
+  if (t.sizes() == IntArrayRef(r.keep_sizes)) return t;
+  // A 0-d result means every dim was reduced: all kept sizes are 1, so expand is exact.
+  return t.dim() == 0 ? expand(t, r.keep_sizes) : reshape(t, r.keep_sizes);
+}
+Tensor expand_back(const Tensor& t, const Red& r) { return expand(keep(t, r), r.in_sizes); }
+// The gradient in input 0's dtype (a reduction may have changed it).
+Tensor as_input(const VjpCall& v, const Tensor& g) {
+  DType t = v.input_meta[0].dtype;
+  return g.dtype() != t && is_floating_point(t) ? g.to(t) : g;
+}
+Tensor ksum(const Tensor& t, const Red& r) { return sum(t, r.dims, /*keepdim=*/true); }
 
 std::vector<Tensor> vjp_sum(const VjpCall& v) {
-  return {expand_reduced(v, v.grads[0], v.attrs.ints(0), v.attrs.b(1))};
+  Red r = red_of(v, v.attrs.ints(0));
+  return {as_input(v, expand_back(v.grads[0], r))};
 }
 KILN_REGISTER_VJP(sum, vjp_sum);
+
+std::vector<Tensor> vjp_mean(const VjpCall& v) {
+  Red r = red_of(v, v.attrs.ints(0));
+  return {as_input(v, div(expand_back(v.grads[0], r), Scalar(r.n)))};
+}
+KILN_REGISTER_VJP(mean, vjp_mean);
+
+// d prod / d x_i is the product of the other elements of the slice: y / x_i with
+// no zero in the slice; with exactly one zero, only the zero's position gets the
+// product of the non-zeros; with two or more, every gradient is 0.
+std::vector<Tensor> vjp_prod(const VjpCall& v) {
+  Red r = red_of(v, v.attrs.ints(0));
+  const Tensor& x = v.inputs[0];
+  Tensor g = keep(v.grads[0], r);
+  Tensor is_zero = eq(x, Scalar(0));
+  Tensor x_safe = where(is_zero, Scalar(1), x);
+  Tensor nz = ksum(is_zero, r);
+  // prod over a dim list: the public API takes one dim, so go through the op.
+  Tensor pn = call_op1(OpId::prod, {x_safe}, {r.dims, true, std::monostate{}});
+  Tensor no_zero = div(pn, x_safe);
+  Tensor grad = where(eq(nz, Scalar(0)), no_zero, where(logical_and(eq(nz, Scalar(1)), is_zero), pn, Scalar(0)));
+  return {as_input(v, mul(grad, g))};
+}
+KILN_REGISTER_VJP(prod, vjp_prod);
+
+// amax/amin: the gradient is shared evenly among the elements equal to the result.
+std::vector<Tensor> vjp_amax(const VjpCall& v) {
+  Red r = red_of(v, v.attrs.ints(0));
+  const Tensor& x = v.inputs[0];
+  Tensor hit = eq(x, keep(v.outputs[0], r));
+  Tensor share = div(keep(v.grads[0], r), ksum(hit, r));
+  return {where(hit, share, Scalar(0))};
+}
+KILN_REGISTER_VJP(amax, vjp_amax);
+KILN_REGISTER_VJP(amin, vjp_amax);
+
+// max/min with dim: the gradient goes to the returned index (a one-hot over dim).
+std::vector<Tensor> vjp_max_dim(const VjpCall& v) {
+  Red r = red_of(v, Ints{v.attrs.i(0)});
+  const Shape& s = r.in_sizes;
+  if (s.empty()) return {keep(v.grads[0], r)};
+  int64_t d = r.dims.empty() ? 0 : r.dims[0];
+  Shape ar_shape(s.size(), 1);
+  ar_shape[d] = s[d];
+  Tensor ar = reshape(arange(s[d], TensorOptions(kInt64).device(v.input_meta[0].device)), ar_shape);
+  Tensor hit = eq(ar, keep(v.outputs[1], r));
+  return {where(hit, keep(v.grads[0], r), Scalar(0))};
+}
+KILN_REGISTER_VJP(max, vjp_max_dim);
+KILN_REGISTER_VJP(min, vjp_max_dim);
+
+// var/std/var_mean: d var / d x = 2 (x - mean) / max(0, N - correction).
+struct VarParts {
+  Red r;
+  Tensor centered;
+  double denom;
+};
+VarParts var_parts(const VjpCall& v) {
+  VarParts p{red_of(v, v.attrs.ints(0)), {}, 0};
+  const Tensor& x = v.inputs[0];
+  p.centered = sub(x, mean(x, p.r.dims, /*keepdim=*/true));
+  p.denom = std::max(0.0, p.r.n - v.attrs.f(1));
+  return p;
+}
+
+std::vector<Tensor> vjp_var(const VjpCall& v) {
+  VarParts p = var_parts(v);
+  return {mul(keep(v.grads[0], p.r), mul(p.centered, Scalar(2.0 / p.denom)))};
+}
+KILN_REGISTER_VJP(var, vjp_var);
+
+std::vector<Tensor> vjp_std(const VjpCall& v) {
+  VarParts p = var_parts(v);
+  Tensor y = keep(v.outputs[0], p.r);
+  return {mul(div(keep(v.grads[0], p.r), mul(y, Scalar(p.denom))), p.centered)};
+}
+KILN_REGISTER_VJP(std, vjp_std);
+
+std::vector<Tensor> vjp_var_mean(const VjpCall& v) {
+  VarParts p = var_parts(v);
+  Tensor gv = mul(keep(v.grads[0], p.r), mul(p.centered, Scalar(2.0 / p.denom)));
+  Tensor gm = div(expand_back(v.grads[1], p.r), Scalar(p.r.n));
+  return {add(gv, gm)};
+}
+KILN_REGISTER_VJP(var_mean, vjp_var_mean);
+
+std::vector<Tensor> vjp_logsumexp(const VjpCall& v) {
+  Red r = red_of(v, v.attrs.ints(0));
+  const Tensor& x = v.inputs[0];
+  Tensor g = keep(v.grads[0], r);
+  return {as_input(v, mul(g, exp(sub(x, keep(v.outputs[0], r)))))};
+}
+KILN_REGISTER_VJP(logsumexp, vjp_logsumexp);
+
+std::vector<Tensor> vjp_norm(const VjpCall& v) {
+  Red r = red_of(v, v.attrs.ints(1));
+  double p = v.attrs.f(0);
+  const Tensor& x = v.inputs[0];
+  Tensor g = keep(v.grads[0], r);
+  Tensor y = keep(v.outputs[0], r);
+  if (p == 0) return {zeros_like(x)};
+  if (p == 1) return {mul(g, sign(x))};
+  if (std::isinf(p)) {
+    Tensor hit = eq(abs(x), y);
+    return {where(hit, mul(sign(x), div(g, ksum(hit, r))), Scalar(0))};
+  }
+  // A zero norm means a zero slice: its gradient is 0 (divide by 1 instead of 0).
+  Tensor y_safe = where(eq(y, Scalar(0)), Scalar(1), y);
+  if (p == 2) return {mul(div(x, y_safe), g)};
+  Tensor num = mul(x, pow(abs(x), Scalar(p - 2)));
+  return {mul(div(num, pow(y_safe, Scalar(p - 1))), g)};
+}
+KILN_REGISTER_VJP(norm, vjp_norm);
+
+// The reverse cumulative sum over dim: sum - cumsum + t (no flip needed).
+Tensor rev_cumsum(const Tensor& t, int64_t dim) {
+  if (t.dim() == 0) return t;
+  return add(sub(sum(t, Ints{dim}, /*keepdim=*/true), cumsum(t, dim)), t);
+}
+
+std::vector<Tensor> vjp_cumsum(const VjpCall& v) { return {as_input(v, rev_cumsum(v.grads[0], v.attrs.i(0)))}; }
+KILN_REGISTER_VJP(cumsum, vjp_cumsum);
+
+// cumprod: before the first zero of a row, grad_i = revcumsum(g * y)_i / x_i; at
+// the first zero, the same sum taken with that zero replaced by 1; after it, 0.
+std::vector<Tensor> vjp_cumprod(const VjpCall& v) {
+  int64_t dim = v.attrs.i(0);
+  const Tensor& x = v.inputs[0];
+  const Tensor& y = v.outputs[0];
+  Tensor g = v.grads[0];
+  if (x.dim() == 0) return {as_input(v, g)};
+  Tensor is_zero = eq(x, Scalar(0));
+  Tensor zeros_so_far = cumsum(is_zero, dim);
+  Tensor before = eq(zeros_so_far, Scalar(0));
+  Tensor first_zero = logical_and(is_zero, eq(zeros_so_far, Scalar(1)));
+  Tensor a = div(rev_cumsum(mul(g, y), dim), where(before, x, Scalar(1)));
+  Tensor y1 = cumprod(where(first_zero, Scalar(1), x), dim, y.dtype());
+  Tensor b = rev_cumsum(mul(g, y1), dim);
+  return {as_input(v, where(before, a, where(first_zero, b, Scalar(0))))};
+}
+KILN_REGISTER_VJP(cumprod, vjp_cumprod);
 
 }  // namespace
 }  // namespace kiln

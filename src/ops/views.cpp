@@ -465,3 +465,4 @@ std::vector<Tensor> Tensor::chunk(int64_t n, int64_t d) const { return kiln::chu
 std::vector<Tensor> Tensor::unbind(int64_t d) const { return kiln::unbind(*this, d); }
 
 }  // namespace kiln
+namespace kiln { Tensor Tensor::contiguous() const { return kiln::contiguous(*this); } }

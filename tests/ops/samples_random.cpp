@@ -184,7 +184,7 @@ std::vector<OpSample> samples_rand() {
   }));
   out.push_back(sample("shapes: 0-d, empty", [](const TensorList&) {
     return TensorList{Normal ? randn({}) : rand({}), Normal ? randn({0, 3}, kFloat64) : rand({0, 3}, kFloat64)};
-  }, [](const TensorList&) { return TensorList{Ref(Shape{}).to(kFloat32), Ref({0, 3}).to(kFloat64)}; }));
+  }, [](const TensorList&) { return TensorList{Ref(Shape{}).to(kFloat32), Ref(Shape{0, 3}).to(kFloat64)}; }));
   out.back().compare_values = false;
   return out;
 }
@@ -334,7 +334,7 @@ std::vector<OpSample> samples_bernoulli() {
   out.push_back(d);
   OpSample z = sample("0-d and empty", [](const TensorList& in) {
     return TensorList{bernoulli(in[0]), bernoulli(in[1])};
-  }, [](const TensorList&) { return TensorList{Ref(Shape{}, 1).to(kFloat32), Ref({0, 3}).to(kFloat64)}; });
+  }, [](const TensorList&) { return TensorList{Ref(Shape{}, 1).to(kFloat32), Ref(Shape{0, 3}).to(kFloat64)}; });
   z.inputs = {full({}, 1.0), zeros({0, 3}, kFloat64)};
   out.push_back(z);
   out.push_back(sample("mean (1e5) ≈ p", [](const TensorList&) {
