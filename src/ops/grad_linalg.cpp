@@ -1,0 +1,31 @@
+// VJP rules of mm and bmm (matmul, addmm, baddbmm, linear and einsum are
+// differentiated through their decompositions onto these).
+#include "kiln/ops/nn.h"
+#include "kiln/ops/shape.h"
+#include "ops/grad_util.h"
+
+namespace kiln {
+namespace {
+
+// d(a @ b): grad @ b^T and a^T @ grad. The transposes are views, which the
+// GEMM kernel reads with transposition flags instead of copying.
+std::vector<Tensor> vjp_mm(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, mm(g, transpose(v.inputs[1], 0, 1)));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, mm(transpose(v.inputs[0], 0, 1), g));
+  return r;
+}
+KILN_REGISTER_VJP(mm, vjp_mm);
+
+std::vector<Tensor> vjp_bmm(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, bmm(g, transpose(v.inputs[1], 1, 2)));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, bmm(transpose(v.inputs[0], 1, 2), g));
+  return r;
+}
+KILN_REGISTER_VJP(bmm, vjp_bmm);
+
+}  // namespace
+}  // namespace kiln

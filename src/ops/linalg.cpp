@@ -1,0 +1,239 @@
+// Linear algebra ops: mm/bmm (prims with GEMM kernels in backend/cpu/linalg.cpp),
+// matmul/addmm/baddbmm/linear as decompositions onto them, outer and dot.
+// einsum is in einsum.cpp; VJP rules in grad_linalg.cpp.
+#include "dispatch/dispatch.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/shape.h"
+#include "ops/meta_util.h"
+
+namespace kiln {
+
+namespace {
+
+void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, but got ", a.dtype(),
+             " and ", b.dtype());
+  KILN_CHECK(a.dtype() != DType::Bool, op, ": not implemented for dtype bool");
+}
+
+// ---- mm / bmm ----
+std::vector<TensorMeta> meta_mm(const OpCall& c) {
+  const Tensor& a = c.in(0);
+  const Tensor& b = c.in(1);
+  KILN_CHECK(a.dim() == 2, "mm: expected mat1 to be a 2-D matrix, got shape ", shape_str(a.sizes()));
+  KILN_CHECK(b.dim() == 2, "mm: expected mat2 to be a 2-D matrix, got shape ", shape_str(b.sizes()));
+  KILN_CHECK(a.sizes()[1] == b.sizes()[0], "mm: mat1 and mat2 shapes cannot be multiplied (", a.sizes()[0], "x",
+             a.sizes()[1], " and ", b.sizes()[0], "x", b.sizes()[1], ")");
+  check_matmul_dtypes("mm", a, b);
+  return one_output({a.sizes()[0], b.sizes()[1]}, a.dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(mm, meta_mm);
+
+std::vector<TensorMeta> meta_bmm(const OpCall& c) {
+  const Tensor& a = c.in(0);
+  const Tensor& b = c.in(1);
+  KILN_CHECK(a.dim() == 3, "bmm: expected batch1 to be a 3-D tensor, got shape ", shape_str(a.sizes()));
+  KILN_CHECK(b.dim() == 3, "bmm: expected batch2 to be a 3-D tensor, got shape ", shape_str(b.sizes()));
+  KILN_CHECK(a.sizes()[0] == b.sizes()[0] && a.sizes()[2] == b.sizes()[1],
+             "bmm: batch1 and batch2 shapes cannot be multiplied (", shape_str(a.sizes()), " and ",
+             shape_str(b.sizes()), "): expected batch2 of shape [", a.sizes()[0], ", ", a.sizes()[2], ", *]");
+  check_matmul_dtypes("bmm", a, b);
+  return one_output({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(bmm, meta_bmm);
+
+// ---- matmul ----
+Shape matmul_shape(const Tensor& a, const Tensor& b) {
+  const int64_t da = a.dim(), db = b.dim();
+  KILN_CHECK(da >= 1 && db >= 1, "matmul: both arguments need to be at least 1-D, but they are ", da, "-D and ", db,
+             "-D");
+  check_matmul_dtypes("matmul", a, b);
+  const int64_t ka = a.sizes()[da - 1];
+  const int64_t kb = db == 1 ? b.sizes()[0] : b.sizes()[db - 2];
+  KILN_CHECK(ka == kb, "matmul: mat1 and mat2 shapes cannot be multiplied (", shape_str(a.sizes()), " and ",
+             shape_str(b.sizes()), ")");
+  Shape ba = da > 2 ? Shape(a.sizes().begin(), a.sizes().end() - 2) : Shape{};
+  Shape bb = db > 2 ? Shape(b.sizes().begin(), b.sizes().end() - 2) : Shape{};
+  Shape out = broadcast_shapes(ba, bb, "matmul");
+  if (da >= 2) out.push_back(a.sizes()[da - 2]);
+  if (db >= 2) out.push_back(b.sizes()[db - 1]);
+  return out;
+}
+
+std::vector<TensorMeta> meta_matmul(const OpCall& c) {
+  return one_output(matmul_shape(c.in(0), c.in(1)), c.in(0).dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(matmul, meta_matmul);
+
+// Note [matmul folding]: as torch.matmul, an N-D @ 1-D/2-D product folds the
+// batch dims into the rows of one mm; other batched cases expand the batch dims
+// (a stride-0 view) and reshape to 3-D, which stays a view unless the expanded
+// dims cannot merge; bmm reads stride-0 batches without copying.
+Tensor matmul_impl(const Tensor& a, const Tensor& b) {
+  Shape out_shape = matmul_shape(a, b);
+  const int64_t da = a.dim(), db = b.dim();
+  if (da <= 2 && db <= 2) {
+    Tensor a2 = da == 1 ? unsqueeze(a, 0) : a;
+    Tensor b2 = db == 1 ? unsqueeze(b, 1) : b;
+    Tensor r = mm(a2, b2);
+    return r.sizes() == IntArrayRef(out_shape) ? r : reshape(r, out_shape);
+  }
+  const int64_t K = a.sizes()[da - 1];
+  if (da >= 3 && db <= 2) {
+    int64_t rows = 1;
+    for (int64_t d = 0; d < da - 1; ++d) rows *= a.sizes()[d];
+    Tensor a2 = reshape(a, std::vector<int64_t>{rows, K});
+    Tensor b2 = db == 1 ? unsqueeze(b, 1) : b;
+    return reshape(mm(a2, b2), out_shape);
+  }
+  Tensor a3 = da == 1 ? unsqueeze(a, 0) : a;
+  Tensor b3 = db == 1 ? unsqueeze(b, 1) : b;
+  const int64_t M = a3.sizes()[a3.dim() - 2], N = b3.sizes()[b3.dim() - 1];
+  Shape batch = broadcast_shapes(Shape(a3.sizes().begin(), a3.sizes().end() - 2),
+                                 Shape(b3.sizes().begin(), b3.sizes().end() - 2), "matmul");
+  int64_t B = 1;
+  for (int64_t s : batch) B *= s;
+  Shape ea = batch, eb = batch;
+  ea.insert(ea.end(), {M, K});
+  eb.insert(eb.end(), {K, N});
+  Tensor ax = reshape(expand(a3, ea), std::vector<int64_t>{B, M, K});
+  Tensor bx = reshape(expand(b3, eb), std::vector<int64_t>{B, K, N});
+  return reshape(bmm(ax, bx), out_shape);
+}
+
+std::vector<Tensor> decomp_matmul(const OpCall& c) { return {matmul_impl(c.in(0), c.in(1))}; }
+KILN_REGISTER_DECOMP(matmul, decomp_matmul);
+
+// ---- addmm / baddbmm: beta * self + alpha * (a @ b) ----
+Shape check_addmm(const OpCall& c, bool batched) {
+  const char* op = c.name();
+  const Tensor& self = c.in(0);
+  Shape prod = batched ? meta_bmm(OpCall{OpId::bmm, c.inputs.subspan(1), c.attrs})[0].sizes
+                       : meta_mm(OpCall{OpId::mm, c.inputs.subspan(1), c.attrs})[0].sizes;
+  KILN_CHECK(self.dtype() == c.in(1).dtype(), op, ": expected self and the matrices to have the same dtype, but got ",
+             self.dtype(), " and ", c.in(1).dtype());
+  Shape bs = broadcast_shapes(self.sizes(), prod, op);
+  KILN_CHECK(bs == prod, op, ": self of shape ", shape_str(self.sizes()), " cannot be broadcast to the product shape ",
+             shape_str(prod));
+  const DType t = self.dtype();
+  for (size_t k = 0; k < 2; ++k) {
+    const Scalar& s = c.attrs.s(k);
+    KILN_CHECK(!(s.is_floating_point() && !is_floating_point(t)), op, ": for integral input tensors, argument ",
+               k == 0 ? "beta" : "alpha", " must not be a floating point number");
+  }
+  return prod;
+}
+
+std::vector<TensorMeta> meta_addmm(const OpCall& c) {
+  return one_output(check_addmm(c, c.op == OpId::baddbmm), c.in(0).dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(addmm, meta_addmm);
+KILN_REGISTER_META(baddbmm, meta_addmm);
+
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+std::vector<Tensor> decomp_addmm(const OpCall& c) {
+  const bool batched = c.op == OpId::baddbmm;
+  check_addmm(c, batched);
+  if (is_half(c.in(0).dtype())) {
+    // Float16/BFloat16: accumulate and scale in float32, round once.
+    const DType t = c.in(0).dtype();
+    Tensor r = call_op1(c.op, {to(c.in(0), kFloat32), to(c.in(1), kFloat32), to(c.in(2), kFloat32)}, c.attrs);
+    return {to(r, t)};
+  }
+  const Scalar& beta = c.attrs.s(0);
+  const Scalar& alpha = c.attrs.s(1);
+  Tensor prod = batched ? bmm(c.in(1), c.in(2)) : mm(c.in(1), c.in(2));
+  if (!(alpha == Scalar(1))) prod = mul(prod, alpha);
+  // beta == 0 ignores self entirely (NaN in self does not propagate), as in torch.
+  if (beta.to_double() == 0.0) return {prod};
+  Tensor s = beta == Scalar(1) ? c.in(0) : mul(c.in(0), beta);
+  return {add(prod, s)};
+}
+KILN_REGISTER_DECOMP(addmm, decomp_addmm);
+KILN_REGISTER_DECOMP(baddbmm, decomp_addmm);
+
+// ---- linear: x @ weight^T + bias ----
+Shape check_linear(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const Tensor& w = c.in(1);
+  const Tensor& bias = c.in(2);
+  KILN_CHECK(w.dim() == 1 || w.dim() == 2, "linear: expected weight to be 1-D or 2-D, got shape ",
+             shape_str(w.sizes()));
+  KILN_CHECK(x.dim() >= 1, "linear: expected input to be at least 1-D, got a 0-D tensor");
+  const int64_t in = w.sizes()[w.dim() - 1];
+  KILN_CHECK(x.sizes()[x.dim() - 1] == in, "linear: input and weight shapes cannot be multiplied (input ",
+             shape_str(x.sizes()), ", weight ", shape_str(w.sizes()), "): expected input's last dim to be ", in);
+  check_matmul_dtypes("linear", x, w);
+  Shape out(x.sizes().begin(), x.sizes().end() - 1);
+  if (w.dim() == 2) out.push_back(w.sizes()[0]);
+  if (bias.defined()) {
+    const int64_t n_out = out.empty() ? 1 : out.back();
+    KILN_CHECK(bias.dim() == 0 || (bias.dim() == 1 && (bias.sizes()[0] == n_out || bias.sizes()[0] == 1)),
+               "linear: expected bias of shape [", n_out, "] (out_features), got shape ", shape_str(bias.sizes()));
+    KILN_CHECK(bias.dtype() == x.dtype(), "linear: expected bias to have dtype ", x.dtype(), ", got ", bias.dtype());
+    Shape bs = broadcast_shapes(out, bias.sizes(), "linear");
+    KILN_CHECK(bs == out, "linear: bias of shape ", shape_str(bias.sizes()), " cannot be broadcast to the output shape ",
+               shape_str(out));
+  }
+  return out;
+}
+
+std::vector<TensorMeta> meta_linear(const OpCall& c) {
+  return one_output(check_linear(c), c.in(0).dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(linear, meta_linear);
+
+// The weight is used through its transposed view: the mm kernel passes it to
+// GEMM with trans_b instead of copying it.
+std::vector<Tensor> decomp_linear(const OpCall& c) {
+  check_linear(c);
+  const Tensor& w = c.in(1);
+  if (is_half(w.dtype()) && c.in(2).defined()) {
+    // Float16/BFloat16 with bias: add the bias before rounding, as torch's addmm does.
+    Tensor r = linear(to(c.in(0), kFloat32), to(w, kFloat32), to(c.in(2), kFloat32));
+    return {to(r, w.dtype())};
+  }
+  Tensor r = matmul(c.in(0), w.dim() == 2 ? transpose(w, 0, 1) : w);
+  if (c.in(2).defined()) r = add(r, c.in(2));
+  return {r};
+}
+KILN_REGISTER_DECOMP(linear, decomp_linear);
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) { return call_op1(OpId::mm, {a, b}); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return call_op1(OpId::bmm, {a, b}); }
+Tensor matmul(const Tensor& a, const Tensor& b) { return call_op1(OpId::matmul, {a, b}); }
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  return call_op1(OpId::addmm, {self, a, b}, {beta, alpha});
+}
+Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  return call_op1(OpId::baddbmm, {self, a, b}, {beta, alpha});
+}
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return call_op1(OpId::linear, {x, weight, bias});
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 1 && b.dim() == 1, "outer: expected two 1-D vectors, got shapes ", shape_str(a.sizes()),
+             " and ", shape_str(b.sizes()));
+  return mul(unsqueeze(a, 1), unsqueeze(b, 0));
+}
+
+Tensor dot(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 1 && b.dim() == 1, "dot: expected both tensors to be 1-D, but got ", a.dim(), "-D and ",
+             b.dim(), "-D tensors");
+  KILN_CHECK(a.sizes()[0] == b.sizes()[0], "dot: inconsistent tensor size, expected tensors of the same length, got ",
+             a.sizes()[0], " and ", b.sizes()[0], " elements");
+  KILN_CHECK(a.dtype() == b.dtype(), "dot: expected both vectors to have the same dtype, but found ", a.dtype(),
+             " and ", b.dtype());
+  return reshape(mm(unsqueeze(a, 0), unsqueeze(b, 1)), std::vector<int64_t>{});
+}
+
+Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
+Tensor Tensor::mm(const Tensor& o) const { return kiln::mm(*this, o); }
+
+}  // namespace kiln
