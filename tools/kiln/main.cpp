@@ -16,8 +16,11 @@ namespace kiln::cli {
 namespace {
 std::vector<std::string> kernel_devices(const OpInfo& info) {
   std::vector<std::string> d;
-  for (int t = 0; t < kNumDeviceTypes; ++t)
-    if (info.kernels[t]) d.emplace_back(device_type_name(static_cast<DeviceType>(t)));
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    // Views only compute metadata: they run wherever a backend exists.
+    bool view_here = info.has(VIEW) && info.meta && get_backend(static_cast<DeviceType>(t));
+    if (info.kernels[t] || view_here) d.emplace_back(device_type_name(static_cast<DeviceType>(t)));
+  }
   return d;
 }
 
