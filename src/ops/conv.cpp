@@ -6,6 +6,7 @@
 #include "dispatch/dispatch.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/pointwise.h"
 #include "kiln/ops/shape.h"
 #include "ops/conv_util.h"
 #include "ops/meta_util.h"
@@ -299,9 +300,13 @@ std::vector<Tensor> decomp_adaptive_avg_pool2d(const OpCall& c) {
     std::vector<int64_t> k{H / oh, W / ow};
     return {call_op1(OpId::avg_pool2d, {x}, {k, k, std::vector<int64_t>{0, 0}, false, true, std::monostate{}})};
   }
-  Tensor ph = adaptive_pool_matrix(H, oh, x.dtype(), x.device());
-  Tensor pw = adaptive_pool_matrix(W, ow, x.dtype(), x.device());
-  return {matmul(matmul(ph, x), transpose(pw, 0, 1))};
+  // Float16/BFloat16: averaging weights and sums in float32, rounded once.
+  const bool half = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
+  const DType ct = half ? kFloat32 : x.dtype();
+  Tensor ph = adaptive_pool_matrix(H, oh, ct, x.device());
+  Tensor pw = adaptive_pool_matrix(W, ow, ct, x.device());
+  Tensor r = matmul(matmul(ph, half ? to(x, ct) : x), transpose(pw, 0, 1));
+  return {half ? to(r, x.dtype()) : r};
 }
 KILN_REGISTER_DECOMP(adaptive_avg_pool2d, decomp_adaptive_avg_pool2d);
 
