@@ -2,6 +2,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/shape.h"
+#include "kiln/ops/pointwise.h"
 #include "ops/grad_util.h"
 
 namespace kiln {
@@ -66,24 +67,65 @@ std::vector<Tensor> vjp_slice(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(slice, vjp_slice);
 
-// diagonal / as_strided: scatter the gradient through the same view of a
-// zero tensor. First order only (the scatter is not recorded).
-Tensor scatter_through_view(const VjpCall& v, const Tensor& g) {
-  KILN_CHECK(!g.requires_grad(), op_name(v.op), ": not supported yet: double backward");
-  const TensorMeta& m = v.input_meta[0];
-  Tensor z = zeros(m.sizes, TensorOptions(g.dtype()).device(g.device()));
-  NoGradGuard no_grad;
-  if (v.op == OpId::diagonal) {
-    z.diagonal(v.attrs.i(0), v.attrs.i(1), v.attrs.i(2)).copy_(g);
-    return z;
+// Storage positions of every element of a strided layout, as an int64 tensor
+// of shape `sizes` (offset + sum_d i_d * stride_d).
+Tensor storage_positions(IntArrayRef sizes, IntArrayRef strides, int64_t offset, Device device) {
+  Tensor idx = full({}, offset, TensorOptions(kInt64).device(device));
+  int64_t nd = static_cast<int64_t>(sizes.size());
+  for (int64_t d = 0; d < nd; ++d) {
+    std::vector<int64_t> shape(nd, 1);
+    shape[d] = sizes[d];
+    idx = idx + arange(sizes[d], TensorOptions(kInt64).device(device)).mul(strides[d]).view(shape);
   }
-  // as_strided addresses the input's storage; the gradient is laid out over a
-  // contiguous buffer holding the input (offsets relative to its own offset).
-  KILN_FAIL("as_strided: not supported yet: the derivative of as_strided");
+  return idx.expand(sizes.vec());
 }
-std::vector<Tensor> vjp_diagonal(const VjpCall& v) { return {scatter_through_view(v, v.grads[0])}; }
-std::vector<Tensor> vjp_as_strided(const VjpCall& v) { return {scatter_through_view(v, v.grads[0])}; }
+
+// The gradient of a view given by (sizes, strides, offset) over the storage of
+// an input laid out as (in_sizes, in_strides, in_offset): the gradient is
+// accumulated into a flat buffer covering both layouts (index_add sums
+// overlapping windows), then read back at the input's positions. Written with
+// ops, so it differentiates again.
+Tensor view_backward(const Tensor& g, IntArrayRef in_sizes, IntArrayRef in_strides, int64_t in_offset,
+                     IntArrayRef sizes, IntArrayRef strides, int64_t offset) {
+  TensorOptions o = TensorOptions(g.dtype()).device(g.device());
+  if (compute_numel(in_sizes) == 0) return zeros(in_sizes.vec(), o);
+  auto extent = [](IntArrayRef sz, IntArrayRef st, int64_t off) {
+    int64_t hi = off;
+    for (size_t d = 0; d < sz.size(); ++d) hi += (sz[d] - 1) * st[d];
+    return hi;
+  };
+  int64_t lo = std::min(in_offset, offset);
+  int64_t hi = std::max(extent(in_sizes, in_strides, in_offset), compute_numel(sizes) ? extent(sizes, strides, offset) : lo);
+  Tensor buf = zeros({hi - lo + 1}, o);
+  if (compute_numel(sizes) > 0) {
+    Tensor out_pos = storage_positions(sizes, strides, offset - lo, g.device()).reshape({-1});
+    buf = index_add(buf, 0, out_pos, g.reshape({-1}));
+  }
+  Tensor in_pos = storage_positions(in_sizes, in_strides, in_offset - lo, g.device()).reshape({-1});
+  return index_select(buf, 0, in_pos).view(in_sizes.vec());
+}
+
+std::vector<Tensor> vjp_diagonal(const VjpCall& v) {
+  // Lay the input out contiguously and ask diagonal's meta where the diagonal is.
+  const Shape& in = v.input_meta[0].sizes;
+  Shape in_strides = contiguous_strides(in);
+  Tensor meta = make_meta_tensor(in, in_strides, v.input_meta[0].dtype, v.input_meta[0].device);
+  std::vector<Tensor> args{meta};
+  auto m = op_info(OpId::diagonal).meta(OpCall{OpId::diagonal, args, v.attrs})[0];
+  return {view_backward(v.grads[0], in, in_strides, 0, m.sizes, m.strides, m.storage_offset)};
+}
 KILN_REGISTER_VJP(diagonal, vjp_diagonal);
+
+std::vector<Tensor> vjp_as_strided(const VjpCall& v) {
+  // as_strided addresses the input's storage, so the input's own geometry matters.
+  const Tensor& x = v.inputs[0];
+  for (size_t d = 0; d < x.strides().size(); ++d)
+    KILN_CHECK(x.strides()[d] != 0 || x.sizes()[d] <= 1,
+               "as_strided: not supported yet: the derivative for an input with overlapping (expanded) memory");
+  int64_t offset = v.attrs.none(2) ? x.storage_offset() : v.attrs.i(2);
+  return {view_backward(v.grads[0], x.sizes(), x.strides(), x.storage_offset(), v.attrs.ints(0), v.attrs.ints(1),
+                        offset)};
+}
 KILN_REGISTER_VJP(as_strided, vjp_as_strided);
 
 }  // namespace
