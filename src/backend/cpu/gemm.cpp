@@ -476,23 +476,6 @@ void gemm_integer(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
   });
 }
 
-// Whether a rows x cols operand with element strides (s0, s1) can be handed
-// to cblas as a row-major matrix (trans = false) or the transpose of one
-// (trans = true), and with which leading dimension. Strides of size-1
-// dimensions do not matter, but cblas still insists on ld >= max(1, width).
-bool as_blas_operand(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& trans, int64_t& ld) {
-  if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= std::max<int64_t>(cols, 1))) {
-    trans = false;
-    ld = rows == 1 ? std::max<int64_t>(cols, 1) : s0;
-    return true;
-  }
-  if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= std::max<int64_t>(rows, 1))) {
-    trans = true;
-    ld = cols == 1 ? std::max<int64_t>(rows, 1) : s1;
-    return true;
-  }
-  return false;
-}
 
 #ifdef KILN_HAVE_OPENBLAS
 // Note [OpenBLAS threading]
@@ -567,6 +550,24 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
 #endif
 
 }  // namespace
+
+// Whether a rows x cols operand with element strides (s0, s1) can be handed
+// to cblas as a row-major matrix (trans = false) or the transpose of one
+// (trans = true), and with which leading dimension. Strides of size-1
+// dimensions do not matter, but cblas still insists on ld >= max(1, width).
+bool as_blas_operand(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& trans, int64_t& ld) {
+  if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= std::max<int64_t>(cols, 1))) {
+    trans = false;
+    ld = rows == 1 ? std::max<int64_t>(cols, 1) : s0;
+    return true;
+  }
+  if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= std::max<int64_t>(rows, 1))) {
+    trans = true;
+    ld = cols == 1 ? std::max<int64_t>(rows, 1) : s1;
+    return true;
+  }
+  return false;
+}
 
 namespace detail {
 

@@ -30,6 +30,11 @@ void gemm_strided(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
                   const T* B, int64_t sb0, int64_t sb1, T beta, T* C, int64_t sc0, int64_t sc1);
 
 // "openblas" when float/double GEMM goes to OpenBLAS, "kiln" for the own kernel.
+// Whether a rows x cols operand with element strides (s0, s1) can be read by
+// BLAS in place: row-major with row stride ld (trans = false) or column-major
+// with column stride ld (trans = true, a transposed view).
+bool as_blas_operand(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& trans, int64_t& ld);
+
 const char* blas_name();
 
 namespace detail {

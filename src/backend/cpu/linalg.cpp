@@ -16,21 +16,6 @@ constexpr bool kHasGemm = std::is_same_v<T, float> || std::is_same_v<T, double> 
                           std::is_same_v<T, int32_t> || std::is_same_v<T, int16_t> || std::is_same_v<T, int8_t> ||
                           std::is_same_v<T, uint8_t>;
 
-// A [rows, cols] operand that GEMM reads in place: row-major with row stride ld,
-// or (trans) column-major with column stride ld, i.e. a transposed view.
-bool gemm_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool& trans, int64_t& ld) {
-  if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= std::max<int64_t>(cols, 1))) {
-    trans = false;
-    ld = rows == 1 ? std::max<int64_t>(cols, 1) : s0;
-    return true;
-  }
-  if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= std::max<int64_t>(rows, 1))) {
-    trans = true;
-    ld = cols == 1 ? std::max<int64_t>(rows, 1) : s1;
-    return true;
-  }
-  return false;
-}
 
 // C[M,N] (row-major, ldc) = A @ B for strided A and B.
 template <class T>
@@ -38,7 +23,7 @@ void matmul_2d(int64_t M, int64_t N, int64_t K, const T* A, int64_t sa0, int64_t
                int64_t sb1, T* C, int64_t ldc) {
   bool ta = false, tb = false;
   int64_t lda = 0, ldb = 0;
-  if (gemm_layout(M, K, sa0, sa1, ta, lda) && gemm_layout(K, N, sb0, sb1, tb, ldb)) {
+  if (as_blas_operand(M, K, sa0, sa1, ta, lda) && as_blas_operand(K, N, sb0, sb1, tb, ldb)) {
     gemm<T>(ta, tb, M, N, K, T(1), A, lda, B, ldb, T(0), C, ldc);
   } else {
     gemm_strided<T>(M, N, K, T(1), A, sa0, sa1, B, sb0, sb1, T(0), C, ldc, 1);
