@@ -22,21 +22,36 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Median seconds per call of f over `repeat` samples of at least ~30 ms each.
-double time_median(const std::function<void()>& f, int repeat) {
-  f();  // warm-up
-  auto t0 = Clock::now();
-  f();
-  double once = std::chrono::duration<double>(Clock::now() - t0).count();
-  int inner = std::max(1, static_cast<int>(0.03 / std::max(once, 1e-9)));
-  std::vector<double> samples;
+// Seconds per call of f, one sample of at least ~30 ms.
+double time_sample(const std::function<void()>& f, int inner) {
+  auto s = Clock::now();
+  for (int i = 0; i < inner; ++i) f();
+  return std::chrono::duration<double>(Clock::now() - s).count() / inner;
+}
+int inner_count(const std::function<void()>& f) {
+  f();  // warm-up (allocator caches, BLAS threads)
+  return std::max(1, static_cast<int>(0.03 / std::max(time_sample(f, 1), 1e-9)));
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+// Median seconds per call of f and of its bound g, sampled alternately so that
+// drift on a shared machine affects both alike.
+std::pair<double, double> time_pair(const std::function<void()>& f, const std::function<void()>& g, int repeat) {
+  int nf = inner_count(f), ng = inner_count(g);
+  std::vector<double> a, b;
   for (int r = 0; r < repeat; ++r) {
-    auto s = Clock::now();
-    for (int i = 0; i < inner; ++i) f();
-    samples.push_back(std::chrono::duration<double>(Clock::now() - s).count() / inner);
+    a.push_back(time_sample(f, nf));
+    b.push_back(time_sample(g, ng));
   }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+  return {median(a), median(b)};
+}
+double time_median(const std::function<void()>& f, int repeat) {
+  int n = inner_count(f);
+  std::vector<double> a;
+  for (int r = 0; r < repeat; ++r) a.push_back(time_sample(f, n));
+  return median(a);
 }
 
 // Parallel memcpy: the bandwidth bound elementwise kernels are compared with.
@@ -61,19 +76,19 @@ int cmd_bench_ops(const BenchOptions& o) {
     Tensor a = randn({n, n}), b = randn({n, n});
     Tensor c = empty({n, n});
     double flops = 2.0 * n * n * n;
-    double t_kiln = time_median([&] { (void)mm(a, b); }, rep);
     const float* pa = a.data_ptr<float>();
     const float* pb = b.data_ptr<float>();
     float* pc = c.data_ptr<float>();
 #ifdef KILN_HAVE_OPENBLAS
-    double t_blas = time_median([&] {
+    auto direct = [&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n);
-    }, rep);
+    };
     std::string bound = "cblas_sgemm (OpenBLAS) direct";
 #else
-    double t_blas = time_median([&] { cpu::gemm<float>(false, false, n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n); }, rep);
+    auto direct = [&] { cpu::gemm<float>(false, false, n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n); };
     std::string bound = "kiln::cpu::gemm direct (no OpenBLAS)";
 #endif
+    auto [t_kiln, t_blas] = time_pair([&] { (void)mm(a, b); }, direct, rep);
     rows.push_back({"mm float32 1024^3", "GFLOP/s", bound, flops / t_kiln / 1e9, flops / t_blas / 1e9, 0.9});
   }
 
@@ -83,11 +98,12 @@ int cmd_bench_ops(const BenchOptions& o) {
   std::vector<char> src(big * 4 * 2), dst(big * 4 * 2);
   std::memset(src.data(), 1, src.size());
   std::memset(dst.data(), 0, dst.size());
-  double t_copy = time_median([&] { par_memcpy(dst.data(), src.data(), big * 4); }, rep);
-  double copy_bw = 2.0 * big * 4 / t_copy / 1e9;  // read + write
+  auto copy = [&] { par_memcpy(dst.data(), src.data(), big * 4); };
+  // Bandwidth in bytes read + written per second, each case against a memcpy sampled alongside it.
   auto elementwise = [&](const char* name, int arrays, const std::function<void()>& f) {
-    double t = time_median(f, rep);
-    rows.push_back({name, "GB/s", "parallel memcpy", static_cast<double>(arrays) * big * 4 / t / 1e9, copy_bw, 0.5});
+    auto [t, t_copy] = time_pair(f, copy, rep);
+    rows.push_back({name, "GB/s", "parallel memcpy", static_cast<double>(arrays) * big * 4 / t / 1e9,
+                    2.0 * big * 4 / t_copy / 1e9, 0.5});
   };
   elementwise("neg float32 16M (unary)", 2, [&] { (void)neg(x); });
   elementwise("exp float32 16M (unary)", 2, [&] { (void)exp(x); });
@@ -96,24 +112,20 @@ int cmd_bench_ops(const BenchOptions& o) {
   elementwise("mul by scalar float32 16M", 2, [&] { (void)mul(x, 2.0); });
   elementwise("add_ in place float32 16M", 3, [&] { x.add_(y); });
 
-  // 3. Sum of 16M float32: bytes read per second vs memcpy's read+write bandwidth.
+  // 3. Reductions read each byte once: bytes read per second vs memcpy's read+write bandwidth.
+  elementwise("sum float32 16M (full)", 1, [&] { (void)sum(x); });
   {
-    double t = time_median([&] { (void)sum(x); }, rep);
-    rows.push_back({"sum float32 16M (full)", "GB/s", "parallel memcpy", big * 4.0 / t / 1e9, copy_bw, 0.5});
     Tensor m = randn({4096, 4096});
-    double t_rows = time_median([&] { (void)sum(m, {1}); }, rep);
-    rows.push_back({"sum float32 4096x4096 dim=1", "GB/s", "parallel memcpy", m.numel() * 4.0 / t_rows / 1e9, copy_bw, 0.5});
-    double t_cols = time_median([&] { (void)sum(m, {0}); }, rep);
-    rows.push_back({"sum float32 4096x4096 dim=0", "GB/s", "parallel memcpy", m.numel() * 4.0 / t_cols / 1e9, copy_bw, 0.5});
+    elementwise("sum float32 4096x4096 dim=1", 1, [&] { (void)sum(m, {1}); });
+    elementwise("sum float32 4096x4096 dim=0", 1, [&] { (void)sum(m, {0}); });
   }
 
   // 4. conv2d 3x3, 64->64 channels on 1x64x56x56 vs a GEMM of the same FLOPs (M=64, N=3136, K=576).
   {
     Tensor in = randn({1, 64, 56, 56}), w = randn({64, 64, 3, 3});
     double flops = 2.0 * 64 * 56 * 56 * 64 * 9;
-    double t_conv = time_median([&] { (void)conv2d(in, w, {}, 1, 1); }, rep);
     Tensor ga = randn({64, 576}), gb = randn({576, 3136});
-    double t_gemm = time_median([&] { (void)mm(ga, gb); }, rep);
+    auto [t_conv, t_gemm] = time_pair([&] { (void)conv2d(in, w, {}, 1, 1); }, [&] { (void)mm(ga, gb); }, rep);
     rows.push_back({"conv2d 3x3 64x56x56", "GFLOP/s", "mm of the same FLOPs", flops / t_conv / 1e9, flops / t_gemm / 1e9, 0.7});
   }
 
