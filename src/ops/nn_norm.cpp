@@ -2,6 +2,7 @@
 // functions, meta functions and decompositions (VJPs in grad_nn.cpp).
 #include <limits>
 
+#include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 #include "ops/nn_util.h"
 
@@ -78,12 +79,15 @@ std::vector<Tensor> decomp_batch_norm(const OpCall& c) {
     Tensor d = x - mu;
     var = mean(d * d, dims, true);
     if (rm.defined()) {
-      NoGradGuard no_grad;  // buffers, not part of the differentiated computation
+      // The running statistics are buffers, written without bumping their version
+      // (as torch's kernel does): the training VJP never reads them, so two
+      // training forwards before one backward stay valid.
+      NoGradGuard no_grad;
       double n = static_cast<double>(x.numel() / C);
       Tensor mu_c = reshape(mu, {C}).to(rm.dtype());
       Tensor var_c = (reshape(var, {C}) * (n / (n - 1))).to(rv.dtype());
-      rm.mul_(1.0 - momentum).add_(mu_c, momentum);
-      rv.mul_(1.0 - momentum).add_(var_c, momentum);
+      copy_into(rm, rm * (1.0 - momentum) + mu_c * momentum);
+      copy_into(rv, rv * (1.0 - momentum) + var_c * momentum);
     }
   } else {
     mu = reshape(rm.to(ct), cs);

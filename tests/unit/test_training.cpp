@@ -28,3 +28,20 @@ TEST(Training, MlpLossFalls) {
   Tensor pred = argmax(linear(relu(linear(x, w1, b1)), w2, b2), 1);
   EXPECT_GT((pred == y).to(kFloat32).mean().item<double>(), 0.9);
 }
+
+TEST(Training, BatchNormTwoForwardsThenBackward) {
+  // Like a GAN discriminator: two training passes share the running stats before one backward.
+  manual_seed(2);
+  Tensor rm = zeros({3}), rv = ones({3});
+  Tensor w = ones({3}).requires_grad_(), b = zeros({3}).requires_grad_();
+  Tensor x1 = randn({8, 3}), x2 = randn({8, 3}) + 1.0;
+  Tensor y1 = batch_norm(x1, rm, rv, w, b, /*training=*/true);
+  Tensor y2 = batch_norm(x2, rm, rv, w, b, /*training=*/true);
+  ((y1 * y1).sum() + (y2 * x2).sum()).backward();
+  EXPECT_TRUE(w.grad().defined());
+  // Running mean after two updates with momentum 0.1: 0.9 * (0.1 * m1) + 0.1 * m2.
+  Tensor m1 = x1.mean({0}), m2 = x2.mean({0});
+  auto want = (m1 * 0.09 + m2 * 0.1).to_vector<double>();
+  auto got = rm.to_vector<double>();
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-5);
+}
