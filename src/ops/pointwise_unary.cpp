@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "dispatch/dispatch.h"
+#include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/meta_util.h"
@@ -262,6 +263,10 @@ Tensor& Tensor::relu_() { return call_op_inplace(*this, OpId::relu, {*this}); }
 
 // fill_ writes `full` of self's shape into self (no history: the result is a constant).
 Tensor& Tensor::fill_(const Scalar& v) {
+  if (is_grad_enabled() && requires_grad()) {
+    // Through the autograd path (which refuses leaves): the value no longer depends on the history.
+    return call_op_inplace(*this, OpId::full_like, {*this}, {v, dtype(), device()});
+  }
   return call_op_inplace(*this, OpId::full, {}, {sizes().vec(), v, dtype(), device()});
 }
 Tensor& Tensor::zero_() { return fill_(Scalar(int64_t(0))); }

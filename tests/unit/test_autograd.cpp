@@ -250,3 +250,15 @@ TEST(Autograd, GradcheckSecondOrder) {
 }
 
 }  // namespace
+
+namespace {
+TEST(Autograd, FillOnALeafThatRequiresGradIsAnError) {
+  Tensor x = tensor<double>({1, 2}, kFloat64).requires_grad_();
+  EXPECT_THROW(x.fill_(0.0), Error);
+  EXPECT_THROW(x.zero_(), Error);
+  Tensor h = x * 2.0;
+  h.zero_();  // a non-leaf: allowed, and its value no longer depends on x
+  EXPECT_EQ(h.to_vector<double>(), (std::vector<double>{0, 0}));
+  EXPECT_FALSE(h.requires_grad());
+}
+}  // namespace
