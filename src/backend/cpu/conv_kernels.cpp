@@ -234,9 +234,19 @@ int64_t plane_grain(const ConvGeom& g) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.HWo * g.kk, 1));
 }
 
+// Valid output columns per kernel column kj. They do not depend on the row,
+// and recomputing them (two divisions) per row and tap cost more than the
+// row's arithmetic.
+std::vector<Range> tap_columns(const ConvGeom& g) {
+  std::vector<Range> cols(static_cast<size_t>(g.kW));
+  for (int64_t kj = 0; kj < g.kW; ++kj) cols[kj] = valid_outputs(kj * g.dw - g.pw, g.sw, g.W, g.Wo);
+  return cols;
+}
+
 template <class T>
 void depthwise_forward(const ConvGeom& g, const T* input, const T* weight, const T* bias,
                        T* output) {
+  const std::vector<Range> cols = tap_columns(g);
   parallel_for(0, g.N * g.C_in, plane_grain(g), [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
       const int64_t c = pl % g.C_in;
@@ -251,7 +261,7 @@ void depthwise_forward(const ConvGeom& g, const T* input, const T* weight, const
           if (ih < 0 || ih >= g.H) continue;
           for (int64_t kj = 0; kj < g.kW; ++kj) {
             const int64_t iw_off = kj * g.dw - g.pw;
-            const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
+            const Range r = cols[kj];
             row_axpy(r.hi - r.lo, w[ki * g.kW + kj], x + ih * g.W + iw_off + r.lo * g.sw, g.sw,
                      y + r.lo);
           }
@@ -264,6 +274,7 @@ void depthwise_forward(const ConvGeom& g, const T* input, const T* weight, const
 template <class T>
 void depthwise_backward_input(const ConvGeom& g, const T* grad_output, const T* weight,
                               T* grad_input) {
+  const std::vector<Range> cols = tap_columns(g);
   parallel_for(0, g.N * g.C_in, plane_grain(g), [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
       const int64_t c = pl % g.C_in;
@@ -277,7 +288,7 @@ void depthwise_backward_input(const ConvGeom& g, const T* grad_output, const T* 
           if (ih < 0 || ih >= g.H) continue;
           for (int64_t kj = 0; kj < g.kW; ++kj) {
             const int64_t iw_off = kj * g.dw - g.pw;
-            const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
+            const Range r = cols[kj];
             row_axpy_scatter(r.hi - r.lo, w[ki * g.kW + kj], gy + r.lo,
                              gx + ih * g.W + iw_off + r.lo * g.sw, g.sw);
           }
@@ -290,6 +301,7 @@ void depthwise_backward_input(const ConvGeom& g, const T* grad_output, const T* 
 template <class T>
 void depthwise_backward_weight(const ConvGeom& g, const T* grad_output, const T* input,
                                T* grad_weight) {
+  const std::vector<Range> cols = tap_columns(g);
   // One channel per task: its taps sum over the whole batch, so threads need
   // no reduction. Products accumulate elementwise into a row of partial sums
   // (a scalar running sum would not vectorize without -ffast-math) that is
@@ -308,7 +320,7 @@ void depthwise_backward_weight(const ConvGeom& g, const T* grad_output, const T*
             if (ih < 0 || ih >= g.H) continue;
             for (int64_t kj = 0; kj < g.kW; ++kj) {
               const int64_t iw_off = kj * g.dw - g.pw;
-              const Range r = valid_outputs(iw_off, g.sw, g.W, g.Wo);
+              const Range r = cols[kj];
               T* a = acc.data() + (ki * g.kW + kj) * g.Wo + r.lo;
               const T* s = x + ih * g.W + iw_off + r.lo * g.sw;
               const T* d = gy + r.lo;
