@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -39,6 +40,14 @@ Ref ref_map3(const Ref& a, const Ref& b, const Ref& c, const std::function<doubl
 // Reduces over `dims` (empty = all) with f(acc, x) starting from init.
 Ref ref_reduce(const Ref& a, std::vector<int64_t> dims, bool keepdim, double init,
                const std::function<double(double, double)>& f);
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A 1-d tensor of n copies of v (built without the op under test).
+inline Tensor filled(int64_t n, double v, DType t) {
+  return kiln::tensor<double>(std::vector<double>(n, v), {n}, kFloat64).to(t);
+}
 
 // Deterministic test inputs. Values uniform in [lo, hi) (rounded for integer
 // dtypes; bool: random true/false). With noncontig, the result is a strided

@@ -9,11 +9,6 @@
 
 namespace kiln::test {
 namespace {
-// A 1-d tensor of n copies of v (built without the op under test).
-inline Tensor filled(int64_t n, double v, DType t) { return kiln::tensor<double>(std::vector<double>(n, v), {n}, kFloat64).to(t); }
-
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 enum class Kind {
   Same,       // result_type of the inputs (add, mul, maximum, ...)

@@ -14,8 +14,6 @@
 namespace kiln::test {
 namespace {
 using Ints = std::vector<int64_t>;
-const double kInf = std::numeric_limits<double>::infinity();
-const double kNan = std::numeric_limits<double>::quiet_NaN();
 
 const std::vector<DType> kAll = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt8, kInt16, kInt32, kInt64, kUInt8, kBool};
 const std::vector<DType> kFloats = {kFloat32, kFloat64, kFloat16, kBFloat16};
