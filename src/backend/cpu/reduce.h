@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -118,6 +119,9 @@ template <class Op, class T>
 typename Op::acc_t reduce_run(const Op& op, const T* p, int64_t n, int64_t st, typename Op::acc_t acc) {
   using L = typename Op::lane_t;
   int64_t i = 0;
+  if constexpr (requires { op.contig(p, n, acc); }) {
+    if (st == 1) return op.contig(p, n, acc);
+  }
   if (st == 1) {
     while (n - i >= kLanes) {
       L lanes[kLanes];
@@ -312,6 +316,24 @@ struct ProdOp {
   out_t project(acc_t a) const { return convert<out_t>(a); }
 };
 
+// 16-byte GCC/Clang vector types (SSE2 on baseline x86-64).
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef double f64x2 __attribute__((vector_size(16)));
+typedef int64_t i64x2 __attribute__((vector_size(16)));
+template <class U>
+struct simd16;
+template <>
+struct simd16<float> {
+  using vec = f32x4;
+  using mask = i32x4;
+};
+template <>
+struct simd16<double> {
+  using vec = f64x2;
+  using mask = i64x2;
+};
+
 // amax/amin: NaN wins (propagates), as torch.
 template <class T, bool IsMax>
 struct MinMaxOp {
@@ -340,6 +362,41 @@ struct MinMaxOp {
   }
   acc_t combine(acc_t a, acc_t b) const { return fold(a, b); }
   out_t project(acc_t a) const { return convert<out_t>(a); }
+
+  // Contiguous float/double runs: GCC does not if-convert the scalar lanes of
+  // fold, so use vector extensions (SSE2 baseline): max/min by selects, NaNs
+  // tracked in a separate mask and returned at the end.
+  template <class U = T>
+    requires(std::is_same_v<U, float> || std::is_same_v<U, double>)
+  acc_t contig(const U* p, int64_t n, acc_t acc) const {
+    constexpr int W = 16 / sizeof(U), V = 4;
+    using vec = typename simd16<U>::vec;
+    using mask = typename simd16<U>::mask;
+    vec m[V];
+    mask nan[V];
+    for (int k = 0; k < V; ++k) {
+      for (int l = 0; l < W; ++l) m[k][l] = lane_init();
+      nan[k] = mask{};
+    }
+    int64_t i = 0;
+    for (; i + V * W <= n; i += V * W) {
+      for (int k = 0; k < V; ++k) {
+        vec x;
+        std::memcpy(&x, p + i + k * W, sizeof(vec));
+        if constexpr (IsMax) m[k] = x > m[k] ? x : m[k];
+        else m[k] = x < m[k] ? x : m[k];
+        nan[k] |= (x != x);
+      }
+    }
+    bool any_nan = false;
+    for (int k = 0; k < V; ++k)
+      for (int l = 0; l < W; ++l) {
+        acc = fold(acc, m[k][l]);
+        any_nan |= nan[k][l] != 0;
+      }
+    for (; i < n; ++i) acc = fold(acc, p[i]);
+    return any_nan ? fold(acc, std::numeric_limits<U>::quiet_NaN()) : acc;
+  }
 };
 
 // all/any: truthiness of any dtype (NaN is true).
