@@ -220,6 +220,25 @@ std::vector<OpSample> sum_samples() {
                      [](const TensorList& in) { return TensorList{ref_apply(Ref::of(in[0]), {}, false, r_sum).to(kFloat32)}; },
                      false));
   v.back().rtol = 2e-6;
+  // Outer-dim reductions (contiguous outputs, strided reduced dim): blocks of
+  // columns over many rows, with the rows split over threads (1100 rows) or not
+  // (300 rows), a ragged last block and a row count not a multiple of 4.
+  for (auto [rows, cols, t] : {std::tuple<int64_t, int64_t, DType>{1100, 1500, kFloat32}, {300, 3000, kFloat32},
+                               {1030, 70, kFloat64}, {1027, 2100, kInt32}}) {
+    v.push_back(simple("outer dim " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(dtype_name(t)),
+                       {make_input({rows, cols}, t, 8)},
+                       [](const TensorList& in) { return TensorList{kiln::sum(in[0], Ints{0})}; },
+                       [t](const TensorList& in) {
+                         return TensorList{ref_apply(Ref::of(in[0]), {0}, false, r_sum).to(sum_type(t))};
+                       },
+                       false));
+    v.back().rtol = 1e-5;
+  }
+  v.push_back(simple("outer dims 3x600x5x700 over {0, 2}", {make_input({3, 600, 5, 700}, kFloat32, 9)},
+                     [](const TensorList& in) { return TensorList{kiln::sum(in[0], Ints{0, 2})}; },
+                     [](const TensorList& in) { return TensorList{ref_apply(Ref::of(in[0]), {0, 2}, false, r_sum).to(kFloat32)}; },
+                     false));
+  v.back().rtol = 1e-5;
   return v;
 }
 std::vector<ErrorSample> sum_errors() {
@@ -306,6 +325,24 @@ std::vector<OpSample> amax_samples() {
   OpFn r1 = [](const TensorList& in) { return TensorList{ref_apply(Ref::of(in[0]), {1}, false, r_ext<IsMax>).to(in[0].dtype())}; };
   v.push_back(simple("nan propagates", {vals({1, kNan, 3, 4, 5, 6, kNan, -1}, {2, 4})}, f1, r1, false));
   v.push_back(simple("infinities", {vals({-kInf, -kInf, kInf, 1}, {2, 2})}, f1, r1, false));
+  // Long contiguous runs (the vectorized path), with and without NaNs (at the
+  // head, the middle and the tail of a run).
+  OpFn fall = [fn](const TensorList& in) { return TensorList{fn(in[0], {}, false), fn(in[0], {1}, false)}; };
+  OpFn rall = [](const TensorList& in) {
+    return TensorList{ref_apply(Ref::of(in[0]), {}, false, r_ext<IsMax>).to(in[0].dtype()),
+                      ref_apply(Ref::of(in[0]), {1}, false, r_ext<IsMax>).to(in[0].dtype())};
+  };
+  for (DType t : {kFloat32, kFloat64, kInt32}) {
+    v.push_back(simple("long rows " + std::string(dtype_name(t)), {make_input({4, 1037}, t, 10, -100, 100)}, fall, rall, false));
+    if (!is_floating_point(t)) continue;
+    std::vector<double> x(4 * 1037);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<double>(i)) * 50;
+    x[0] = kNan;                // row 0: first element
+    x[1037 + 517] = kNan;       // row 1: middle of the vectorized part
+    x[2 * 1037 + 1036] = kNan;  // row 2: scalar tail
+    x[3 * 1037 + 3] = kInf;
+    v.push_back(simple("long rows nan " + std::string(dtype_name(t)), {vals(x, {4, 1037}, t)}, fall, rall, false));
+  }
   // Ties share the gradient evenly (checked against the analytic split below).
   OpSample tie = simple("ties split the gradient", {vals({2, 2, 1, 2, -1, -1}, {2, 3}, kFloat64)}, f1, r1, false);
   tie.check = [](const TensorList&) {
