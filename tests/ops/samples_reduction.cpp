@@ -432,6 +432,26 @@ std::vector<OpSample> max_dim_samples() {
   };
   v.push_back(simple("ties first index", {vals({1, 3, 3, 1, 0, 0, 0, 0}, {2, 4}, kInt32)}, f, r, false));
   v.push_back(simple("nan first", {vals({1, kNan, 3, kNan, 5, 6, 7, 8}, {2, 4})}, f, r, false));
+  // Long rows (the vectorized scan): many ties of the extreme, signed zeros and
+  // NaNs; one row long enough to be split over threads.
+  for (DType t : {kFloat32, kFloat64}) {
+    for (int64_t n : {int64_t(1037), int64_t(140003)}) {
+      int64_t rows = n > 100000 ? 1 : 4;
+      std::vector<double> x(static_cast<size_t>(rows * n));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>((i * 7919) % 101) - 50.0;
+      if (rows == 4) {
+        x[0] = kNan;                     // row 0: first element
+        x[n + 517] = kNan;               // row 1: two NaNs, the first wins
+        x[n + 900] = kNan;
+        for (int64_t k = 0; k < n; ++k)  // row 2: zeros of both signs, the first wins
+          x[static_cast<size_t>(2 * n + k)] = k % 3 == 0 ? -0.0 : (k % 3 == 1 ? 0.0 : -1.0 + 2.0 * !IsMax);
+      } else {
+        x[static_cast<size_t>(n - 5)] = kNan;  // in the second thread's half
+      }
+      v.push_back(simple("long rows " + std::to_string(n) + " " + std::string(dtype_name(t)), {vals(x, {rows, n}, t)}, f,
+                         r, false));
+    }
+  }
   return v;
 }
 template <bool IsMax>
