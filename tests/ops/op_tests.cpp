@@ -4,15 +4,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
 
 namespace {
+// An op may register samples from several files (sum: reductions and views):
+// all of them run.
 struct Registered {
-  SampleFn samples = nullptr;
-  ErrorFn errors = nullptr;
+  std::vector<SampleFn> samples;
+  std::vector<ErrorFn> errors;
 };
 std::map<OpId, Registered>& registry() {
   static std::map<OpId, Registered> r;
@@ -78,9 +81,13 @@ TEST_P(OpTest, Samples) {
   OpId op = static_cast<OpId>(GetParam());
   const OpInfo& info = op_info(op);
   auto it = registry().find(op);
-  ASSERT_TRUE(it != registry().end() && it->second.samples) << "op '" << info.name << "' has no test samples";
-  std::vector<OpSample> samples = it->second.samples();
-  ASSERT_FALSE(samples.empty()) << "op '" << info.name << "' registered an empty sample list";
+  ASSERT_TRUE(it != registry().end() && !it->second.samples.empty()) << "op '" << info.name << "' has no test samples";
+  std::vector<OpSample> samples;
+  for (SampleFn f : it->second.samples) {
+    std::vector<OpSample> part = f();
+    ASSERT_FALSE(part.empty()) << "op '" << info.name << "' registered an empty sample list";
+    for (OpSample& s : part) samples.push_back(std::move(s));
+  }
   for (const OpSample& s : samples) {
     SCOPED_TRACE(std::string(info.name) + ": " + s.name);
     TensorList got, want;
@@ -123,8 +130,8 @@ TEST_P(OpTest, Samples) {
       }
     }
   }
-  if (it->second.errors) {
-    for (const ErrorSample& e : it->second.errors()) {
+  for (ErrorFn errors : it->second.errors) {
+    for (const ErrorSample& e : errors()) {
       SCOPED_TRACE(std::string(info.name) + " bad input: " + e.name);
       try {
         e.call();
@@ -146,8 +153,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range(0, kNumOps), op_test_name
 
 bool register_samples(OpId op, SampleFn samples, ErrorFn errors) {
   auto& r = registry()[op];
-  r.samples = samples;
-  r.errors = errors;
+  if (samples) r.samples.push_back(samples);
+  if (errors) r.errors.push_back(errors);
   return true;
 }
 

@@ -218,6 +218,25 @@ std::vector<OpSample> sum_samples() {
                      [](const TensorList& in) { return TensorList{ref_apply(Ref::of(in[0]), {}, false, r_sum).to(kFloat32)}; },
                      false));
   v.back().rtol = 2e-6;
+  // Outer-dim reductions (contiguous outputs, strided reduced dim): blocks of
+  // columns over many rows, with the rows split over threads (1100 rows) or not
+  // (300 rows), a ragged last block and a row count not a multiple of 4.
+  for (auto [rows, cols, t] : {std::tuple<int64_t, int64_t, DType>{1100, 1500, kFloat32}, {300, 3000, kFloat32},
+                               {1030, 70, kFloat64}, {1027, 2100, kInt32}}) {
+    v.push_back(simple("outer dim " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(dtype_name(t)),
+                       {make_input({rows, cols}, t, 8)},
+                       [](const TensorList& in) { return TensorList{kiln::sum(in[0], Ints{0})}; },
+                       [t](const TensorList& in) {
+                         return TensorList{ref_apply(Ref::of(in[0]), {0}, false, r_sum).to(sum_type(t))};
+                       },
+                       false));
+    v.back().rtol = 1e-5;
+  }
+  v.push_back(simple("outer dims 3x600x5x700 over {0, 2}", {make_input({3, 600, 5, 700}, kFloat32, 9)},
+                     [](const TensorList& in) { return TensorList{kiln::sum(in[0], Ints{0, 2})}; },
+                     [](const TensorList& in) { return TensorList{ref_apply(Ref::of(in[0]), {0, 2}, false, r_sum).to(kFloat32)}; },
+                     false));
+  v.back().rtol = 1e-5;
   return v;
 }
 std::vector<ErrorSample> sum_errors() {
@@ -304,6 +323,24 @@ std::vector<OpSample> amax_samples() {
   OpFn r1 = [](const TensorList& in) { return TensorList{ref_apply(Ref::of(in[0]), {1}, false, r_ext<IsMax>).to(in[0].dtype())}; };
   v.push_back(simple("nan propagates", {vals({1, kNan, 3, 4, 5, 6, kNan, -1}, {2, 4})}, f1, r1, false));
   v.push_back(simple("infinities", {vals({-kInf, -kInf, kInf, 1}, {2, 2})}, f1, r1, false));
+  // Long contiguous runs (the vectorized path), with and without NaNs (at the
+  // head, the middle and the tail of a run).
+  OpFn fall = [fn](const TensorList& in) { return TensorList{fn(in[0], {}, false), fn(in[0], {1}, false)}; };
+  OpFn rall = [](const TensorList& in) {
+    return TensorList{ref_apply(Ref::of(in[0]), {}, false, r_ext<IsMax>).to(in[0].dtype()),
+                      ref_apply(Ref::of(in[0]), {1}, false, r_ext<IsMax>).to(in[0].dtype())};
+  };
+  for (DType t : {kFloat32, kFloat64, kInt32}) {
+    v.push_back(simple("long rows " + std::string(dtype_name(t)), {make_input({4, 1037}, t, 10, -100, 100)}, fall, rall, false));
+    if (!is_floating_point(t)) continue;
+    std::vector<double> x(4 * 1037);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<double>(i)) * 50;
+    x[0] = kNan;                // row 0: first element
+    x[1037 + 517] = kNan;       // row 1: middle of the vectorized part
+    x[2 * 1037 + 1036] = kNan;  // row 2: scalar tail
+    x[3 * 1037 + 3] = kInf;
+    v.push_back(simple("long rows nan " + std::string(dtype_name(t)), {vals(x, {4, 1037}, t)}, fall, rall, false));
+  }
   // Ties share the gradient evenly (checked against the analytic split below).
   OpSample tie = simple("ties split the gradient", {vals({2, 2, 1, 2, -1, -1}, {2, 3}, kFloat64)}, f1, r1, false);
   tie.check = [](const TensorList&) {
@@ -393,6 +430,26 @@ std::vector<OpSample> max_dim_samples() {
   };
   v.push_back(simple("ties first index", {vals({1, 3, 3, 1, 0, 0, 0, 0}, {2, 4}, kInt32)}, f, r, false));
   v.push_back(simple("nan first", {vals({1, kNan, 3, kNan, 5, 6, 7, 8}, {2, 4})}, f, r, false));
+  // Long rows (the vectorized scan): many ties of the extreme, signed zeros and
+  // NaNs; one row long enough to be split over threads.
+  for (DType t : {kFloat32, kFloat64}) {
+    for (int64_t n : {int64_t(1037), int64_t(140003)}) {
+      int64_t rows = n > 100000 ? 1 : 4;
+      std::vector<double> x(static_cast<size_t>(rows * n));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>((i * 7919) % 101) - 50.0;
+      if (rows == 4) {
+        x[0] = kNan;                     // row 0: first element
+        x[n + 517] = kNan;               // row 1: two NaNs, the first wins
+        x[n + 900] = kNan;
+        for (int64_t k = 0; k < n; ++k)  // row 2: zeros of both signs, the first wins
+          x[static_cast<size_t>(2 * n + k)] = k % 3 == 0 ? -0.0 : (k % 3 == 1 ? 0.0 : -1.0 + 2.0 * !IsMax);
+      } else {
+        x[static_cast<size_t>(n - 5)] = kNan;  // in the second thread's half
+      }
+      v.push_back(simple("long rows " + std::to_string(n) + " " + std::string(dtype_name(t)), {vals(x, {rows, n}, t)}, f,
+                         r, false));
+    }
+  }
   return v;
 }
 template <bool IsMax>

@@ -118,6 +118,7 @@ int cmd_bench_ops(const BenchOptions& o) {
 
   // 3. Reductions read each byte once: bytes read per second vs memcpy's read+write bandwidth.
   elementwise("sum float32 16M (full)", 1, [&] { (void)sum(x); });
+  elementwise("amax float32 16M (full)", 1, [&] { (void)amax(x); });
   {
     Tensor m = randn({4096, 4096});
     elementwise("sum float32 4096x4096 dim=1", 1, [&] { (void)sum(m, {1}); });

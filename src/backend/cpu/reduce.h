@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -26,9 +27,9 @@ namespace kiln::cpu {
 //
 // An Op supplies: lane_t/acc_t/out_t, lane_init(), step(lane, x), acc_init(),
 // fold(acc, lane), combine(acc, acc), project(acc) -> out_t. Lanes run short
-// (kChunk elements) before being folded into the accumulator, so a float sum
-// adds at most a few dozen floats in float before moving to double (cascade
-// summation: accurate and still vectorized).
+// (kChunk elements over kLanes lanes, kRowChunk rows) before being folded into
+// the accumulator, so a float sum adds at most 64 floats in float before moving
+// to double (cascade summation: accurate and still vectorized).
 
 struct RDim {
   int64_t size;
@@ -44,11 +45,12 @@ struct ReducePlan {
 ReducePlan make_reduce_plan(const Tensor& x, const std::vector<bool>& mask);
 
 inline constexpr int kLanes = 16;
-inline constexpr int64_t kChunk = 256;      // elements per lane flush (inner)
+inline constexpr int64_t kChunk = 1024;     // elements per lane flush (inner)
 inline constexpr int64_t kRowChunk = 32;    // rows per lane flush (outer)
 inline constexpr int64_t kBlock = 64;       // outputs per block (index reductions, scans)
-inline constexpr int64_t kOuterBlock = 512; // outputs per block of the row-accumulating reduce loop
+inline constexpr int64_t kOuterBlock = 1024; // outputs per block of the row-accumulating reduce loop
 inline constexpr int64_t kReduceGrain = 32768;
+inline constexpr int64_t kSplitRows = 1024;   // least reduced length worth splitting over threads
 
 template <class T>
 inline bool is_nan_value(T x) {
@@ -100,11 +102,26 @@ void for_runs(const std::vector<RDim>& dims, int64_t b, int64_t e, const F& f) {
   }
 }
 
+// Folds lanes[0..kLanes) into acc as a balanced tree (short dependency chains:
+// a serial fold of 16 lanes into one double costs more than the chunk's adds).
+template <class Op>
+typename Op::acc_t fold_lanes(const Op& op, const typename Op::lane_t* lanes, typename Op::acc_t acc) {
+  using A = typename Op::acc_t;
+  A t[kLanes];
+  for (int k = 0; k < kLanes; ++k) t[k] = op.fold(op.acc_init(), lanes[k]);
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) t[k] = op.combine(t[k], t[k + w]);
+  return op.combine(acc, t[0]);
+}
+
 // Reduces n elements at p (stride st) into acc.
 template <class Op, class T>
 typename Op::acc_t reduce_run(const Op& op, const T* p, int64_t n, int64_t st, typename Op::acc_t acc) {
   using L = typename Op::lane_t;
   int64_t i = 0;
+  if constexpr (requires { op.contig(p, n, acc); }) {
+    if (st == 1) return op.contig(p, n, acc);
+  }
   if (st == 1) {
     while (n - i >= kLanes) {
       L lanes[kLanes];
@@ -112,7 +129,7 @@ typename Op::acc_t reduce_run(const Op& op, const T* p, int64_t n, int64_t st, t
       int64_t end = i + std::min<int64_t>(kChunk, (n - i) / kLanes * kLanes);
       for (; i < end; i += kLanes)
         for (int k = 0; k < kLanes; ++k) lanes[k] = op.step(lanes[k], p[i + k]);
-      for (int k = 0; k < kLanes; ++k) acc = op.fold(acc, lanes[k]);
+      acc = fold_lanes(op, lanes, acc);
     }
     for (; i < n; ++i) acc = op.fold(acc, op.step(op.lane_init(), p[i]));
   } else {
@@ -132,7 +149,17 @@ void reduce_rows(const Op& op, const T* p, const std::vector<RDim>& red, int64_t
   for_runs(red, rb, re, [&](int64_t off, int64_t n, int64_t st) {
     for (int64_t r = 0; r < n; ++r) {
       const T* row = p + off + r * st;
-      for (int64_t j = 0; j < w; ++j) lanes[j] = op.step(lanes[j], row[j]);
+      if (r + 4 <= n && rows + 4 <= kRowChunk) {
+        // Four rows per pass over the lanes: fewer lane loads/stores and four
+        // read streams (same order of steps as one row at a time).
+        const T *r1 = row + st, *r2 = row + 2 * st, *r3 = row + 3 * st;
+        for (int64_t j = 0; j < w; ++j)
+          lanes[j] = op.step(op.step(op.step(op.step(lanes[j], row[j]), r1[j]), r2[j]), r3[j]);
+        r += 3;
+        rows += 3;
+      } else {
+        for (int64_t j = 0; j < w; ++j) lanes[j] = op.step(lanes[j], row[j]);
+      }
       if (++rows == kRowChunk) {
         for (int64_t j = 0; j < w; ++j) {
           acc[j] = op.fold(acc[j], lanes[j]);
@@ -182,7 +209,7 @@ void reduce_loop(const Tensor& out, const Tensor& x, const std::vector<bool>& ma
   int nt = get_num_threads();
   int64_t work = pl.n_out * std::max<int64_t>(pl.n_red, 1);
   bool split = nt > 1 && !in_parallel_region() && units < 4 * nt && work > kReduceGrain &&
-               pl.n_red >= 4 * kChunk;
+               pl.n_red >= kSplitRows;
   if (!split) {
     int64_t per_unit = std::max<int64_t>(1, pl.n_red * (outer ? kOuterBlock : 1));
     int64_t grain = std::max<int64_t>(1, kReduceGrain / per_unit);
@@ -198,7 +225,7 @@ void reduce_loop(const Tensor& out, const Tensor& x, const std::vector<bool>& ma
     return;
   }
   // Split the reduced range: chunk c accumulates every output over its rows.
-  int64_t nchunks = std::min<int64_t>(nt, pl.n_red / (2 * kChunk));
+  int64_t nchunks = std::min<int64_t>(nt, pl.n_red / (kSplitRows / 2));
   // (not std::vector: A may be bool)
   std::unique_ptr<A[]> partial(new A[static_cast<size_t>(nchunks * pl.n_out)]);
   parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
@@ -289,6 +316,24 @@ struct ProdOp {
   out_t project(acc_t a) const { return convert<out_t>(a); }
 };
 
+// 16-byte GCC/Clang vector types (SSE2 on baseline x86-64).
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef double f64x2 __attribute__((vector_size(16)));
+typedef int64_t i64x2 __attribute__((vector_size(16)));
+template <class U>
+struct simd16;
+template <>
+struct simd16<float> {
+  using vec = f32x4;
+  using mask = i32x4;
+};
+template <>
+struct simd16<double> {
+  using vec = f64x2;
+  using mask = i64x2;
+};
+
 // amax/amin: NaN wins (propagates), as torch.
 template <class T, bool IsMax>
 struct MinMaxOp {
@@ -306,11 +351,52 @@ struct MinMaxOp {
   acc_t acc_init() const { return lane_init(); }
   acc_t fold(acc_t a, acc_t x) const {
     // Non-short-circuit `|` keeps this branch-free so the lanes vectorize.
-    if constexpr (IsMax) return (static_cast<int>(x > a) | static_cast<int>(is_nan_value(x))) ? x : a;
-    else return (static_cast<int>(x < a) | static_cast<int>(is_nan_value(x))) ? x : a;
+    // Selects only (vectorizes): take x when it is greater or NaN, unless a is NaN.
+    if constexpr (math::is_floating_v<T>) {
+      if constexpr (IsMax) return (a != a) ? a : (!(x <= a) ? x : a);
+      else return (a != a) ? a : (!(x >= a) ? x : a);
+    } else {
+      if constexpr (IsMax) return x > a ? x : a;
+      else return x < a ? x : a;
+    }
   }
   acc_t combine(acc_t a, acc_t b) const { return fold(a, b); }
   out_t project(acc_t a) const { return convert<out_t>(a); }
+
+  // Contiguous float/double runs: GCC does not if-convert the scalar lanes of
+  // fold, so use vector extensions (SSE2 baseline): max/min by selects, NaNs
+  // tracked in a separate mask and returned at the end.
+  template <class U = T>
+    requires(std::is_same_v<U, float> || std::is_same_v<U, double>)
+  acc_t contig(const U* p, int64_t n, acc_t acc) const {
+    constexpr int W = 16 / sizeof(U), V = 4;
+    using vec = typename simd16<U>::vec;
+    using mask = typename simd16<U>::mask;
+    vec m[V];
+    mask nan[V];
+    for (int k = 0; k < V; ++k) {
+      for (int l = 0; l < W; ++l) m[k][l] = lane_init();
+      nan[k] = mask{};
+    }
+    int64_t i = 0;
+    for (; i + V * W <= n; i += V * W) {
+      for (int k = 0; k < V; ++k) {
+        vec x;
+        std::memcpy(&x, p + i + k * W, sizeof(vec));
+        if constexpr (IsMax) m[k] = x > m[k] ? x : m[k];
+        else m[k] = x < m[k] ? x : m[k];
+        nan[k] |= (x != x);
+      }
+    }
+    bool any_nan = false;
+    for (int k = 0; k < V; ++k)
+      for (int l = 0; l < W; ++l) {
+        acc = fold(acc, m[k][l]);
+        any_nan |= nan[k][l] != 0;
+      }
+    for (; i < n; ++i) acc = fold(acc, p[i]);
+    return any_nan ? fold(acc, std::numeric_limits<U>::quiet_NaN()) : acc;
+  }
 };
 
 // all/any: truthiness of any dtype (NaN is true).

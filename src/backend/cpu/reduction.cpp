@@ -114,6 +114,23 @@ void index_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* vals, 
   using V = math::opmath_t<T>;
   if (inner == 1) {
     auto scan = [&](const T* p, int64_t b, int64_t e, V& bv, int64_t& bi) {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        // Vectorized extreme (NaN if any), then its first occurrence: the index
+        // the scalar scan finds (strict comparisons keep the first of ties, the
+        // first NaN wins).
+        if (e - b >= 2 * kLanes) {
+          MinMaxOp<T, IsMax> op;
+          T m = op.contig(p + b, e - b, op.acc_init());
+          int64_t k = b;
+          if (m != m) {
+            while (p[k] == p[k]) ++k;
+          } else {
+            while (p[k] != m) ++k;
+          }
+          if (better<V, IsMax>(p[k], bv)) bv = p[k], bi = k;
+          return;
+        }
+      }
       for (int64_t k = b; k < e; ++k) {
         V v = static_cast<V>(p[k]);
         if (better<V, IsMax>(v, bv)) bv = v, bi = k;
