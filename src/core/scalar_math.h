@@ -222,17 +222,17 @@ KILN_HD inline C erfinv(C x) {
 //  - e^r = 1 + (r + r^2 * P(r)), P a degree-5 minimax fit (SLEEF's expf coefficients);
 //  - 2^n applied as two exact power-of-two factors 2^(n>>1) * 2^(n-(n>>1)) so that
 //    results near overflow and in the subnormal range are rounded once, at the end.
-// x is clamped to [-110, 100] first (enough to reach 0 / +inf), which also gives
+// x is clamped to [-110, 110] first (enough to reach 0 / +inf), which also gives
 // -inf -> 0 and +inf -> +inf; NaN passes through the clamp and the polynomial.
 // Max error 1 ulp over the float range (tests/unit/test_scalar_math.cpp).
 KILN_HD inline float exp_float(float x) {
-  // The clamp is a bit blend on masks, not two ternaries: g++ threads the second
-  // ternary through the first (a constant path) and the loop then has control flow.
-  const uint32_t hi = 0u - static_cast<uint32_t>(x > 100.0f);
-  const uint32_t lo = 0u - static_cast<uint32_t>(x < -110.0f);
-  const float xc = ::kiln::detail::f32_from_bits((::kiln::detail::f32_bits(x) & ~(hi | lo)) |
-                                                 (::kiln::detail::f32_bits(100.0f) & hi) |
-                                                 (::kiln::detail::f32_bits(-110.0f) & lo));
+  // Clamp |x| to 110 (copysign(110, x) beyond) as a bit blend on one mask, not as
+  // ternaries: g++ threads a second ternary through the first (a constant path) and
+  // the loop then has control flow and does not vectorize.
+  const uint32_t xb = ::kiln::detail::f32_bits(x);
+  const uint32_t big = 0u - static_cast<uint32_t>(::kiln::detail::f32_from_bits(xb & 0x7fffffffu) > 110.0f);
+  const float xc =
+      ::kiln::detail::f32_from_bits((xb & ~big) | (((xb & 0x80000000u) | ::kiln::detail::f32_bits(110.0f)) & big));
   constexpr float kLog2e = 0x1.715476p+0f;
   constexpr float kShift = 0x1.8p+23f;  // 1.5 * 2^23
   const float t = xc * kLog2e + kShift;
