@@ -213,6 +213,49 @@ KILN_HD inline C erfinv(C x) {
 
 }  // namespace detail
 
+// exp for float without a libm call, so that the dense elementwise loop vectorizes
+// (g++ does not vectorize ::expf without -ffast-math). Every step is float or
+// 32-bit integer arithmetic and bit selects, no branches:
+//  - n = round(x / ln2) with the 1.5*2^23 trick (t's low mantissa bits hold n);
+//  - r = x - n*ln2 with ln2 split Cody-Waite style into a 16-bit head (n*head is
+//    exact for |n| < 2^8) and a tail, so |r| <= ~ln2/2;
+//  - e^r = 1 + (r + r^2 * P(r)), P a degree-5 minimax fit (SLEEF's expf coefficients);
+//  - 2^n applied as two exact power-of-two factors 2^(n>>1) * 2^(n-(n>>1)) so that
+//    results near overflow and in the subnormal range are rounded once, at the end.
+// x is clamped to [-110, 110] first (enough to reach 0 / +inf), which also gives
+// -inf -> 0 and +inf -> +inf; NaN passes through the clamp and the polynomial.
+// Max error 1 ulp over the float range (tests/unit/test_scalar_math.cpp).
+KILN_HD inline float exp_float(float x) {
+  // Clamp |x| to 110 (copysign(110, x) beyond) as a bit blend on one mask, not as
+  // ternaries: g++ threads a second ternary through the first (a constant path) and
+  // the loop then has control flow and does not vectorize.
+  const uint32_t xb = ::kiln::detail::f32_bits(x);
+  const uint32_t big = 0u - static_cast<uint32_t>(::kiln::detail::f32_from_bits(xb & 0x7fffffffu) > 110.0f);
+  const float xc =
+      ::kiln::detail::f32_from_bits((xb & ~big) | (((xb & 0x80000000u) | ::kiln::detail::f32_bits(110.0f)) & big));
+  constexpr float kLog2e = 0x1.715476p+0f;
+  constexpr float kShift = 0x1.8p+23f;  // 1.5 * 2^23
+  const float t = xc * kLog2e + kShift;
+  const float nf = t - kShift;
+  const int32_t n = static_cast<int32_t>(::kiln::detail::f32_bits(t) - ::kiln::detail::f32_bits(kShift));
+  constexpr float kLn2Hi = 0x1.62e4p-1f;      // 0.693145751953125, 15 significant bits
+  constexpr float kLn2Lo = 0x1.7f7d1cp-20f;  // ln2 - kLn2Hi, rounded
+  float r = xc - nf * kLn2Hi;
+  r = r - nf * kLn2Lo;
+  float p = 1.98527617612853646278381e-4f;
+  p = p * r + 1.39304355252534151077271e-3f;
+  p = p * r + 8.33336077630519866943359e-3f;
+  p = p * r + 4.16664853692054748535156e-2f;
+  p = p * r + 1.66666671633720397949219e-1f;
+  p = p * r + 0.5f;
+  const float er = 1.0f + (r + (r * r) * p);
+  const int32_t n1 = n >> 1;  // arithmetic shift (C++20)
+  const int32_t n2 = n - n1;
+  const float s1 = ::kiln::detail::f32_from_bits(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = ::kiln::detail::f32_from_bits(static_cast<uint32_t>(n2 + 127) << 23);
+  return (er * s1) * s2;
+}
+
 #define KILN_REQUIRE_FLOAT(T, op) \
   static_assert(::kiln::math::is_floating_v<T>, op ": floating types only (promote first)")
 #define KILN_REQUIRE_INT_OR_BOOL(T, op) \
@@ -270,7 +313,6 @@ struct Sign {
     }                                      \
   };
 
-KILN_UNARY_FN(Exp, exp)
 KILN_UNARY_FN(Exp2, exp2)
 KILN_UNARY_FN(Expm1, expm1)
 KILN_UNARY_FN(Log, log)
@@ -284,6 +326,18 @@ KILN_UNARY_FN(Tan, tan)
 KILN_UNARY_FN(Tanh, tanh)
 KILN_UNARY_FN(Erf, erf)
 #undef KILN_UNARY_FN
+
+// exp: float, Half and BFloat16 use exp_float (vectorizable), double ::exp.
+struct Exp {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Exp");
+    if constexpr (std::is_same_v<opmath_t<T>, float>)
+      return T(exp_float(opmath_t<T>(x)));
+    else
+      return T(fn::exp(x));
+  }
+};
 
 // 1/sqrt(x) (not a fused rsqrt), like PyTorch's CPU kernel: rsqrt(-0) = -inf.
 struct Rsqrt {
