@@ -87,6 +87,9 @@ class Tensor {
                 bool create_graph = false, const std::vector<Tensor>& inputs = {}) const;
   Tensor detach() const;
   Tensor& detach_();
+  // Makes this tensor hold `src`'s data, shape, dtype and device while keeping its identity and
+  // autograd state (as torch's `param.data = src`); used by Module::to. Leaves only.
+  void set_data(const Tensor& src);
   void retain_grad() const;
   bool retains_grad() const;
   // Hook on the gradient w.r.t. this tensor; may return a replacement (or undefined to keep).

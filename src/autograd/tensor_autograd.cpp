@@ -65,6 +65,24 @@ Tensor Tensor::detach() const {
   return t;
 }
 
+void Tensor::set_data(const Tensor& src) {
+  KILN_CHECK(defined() && src.defined(), "set_data: both tensors must be defined");
+  KILN_CHECK(is_leaf(), "set_data: only leaf tensors can have their data replaced");
+  KILN_CHECK(!requires_grad() || kiln::is_floating_point(src.dtype()), "set_data: a tensor that requires grad ",
+             "needs floating point data, got ", dtype_name(src.dtype()));
+  TensorImpl* d = unsafe_impl();
+  const TensorImpl* s = src.unsafe_impl();
+  d->storage = s->storage;
+  d->sizes = s->sizes;
+  d->strides = s->strides;
+  d->storage_offset = s->storage_offset;
+  d->dtype = s->dtype;
+  d->device = s->device;
+  d->view_base = s->view_base;
+  d->version = s->version;  // aliases src from now on, as torch's set_data
+  d->refresh_metadata();
+}
+
 Tensor& Tensor::detach_() {
   KILN_CHECK(!is_view() || !_base().requires_grad(), "detach_: can't detach a view of a tensor that requires grad "
              "in place; use detach()");

@@ -1,0 +1,50 @@
+// MultiheadAttention and TransformerEncoderLayer, with torch's parameter names
+// (in_proj_weight, in_proj_bias, out_proj.*; self_attn, linear1, linear2, norm1, norm2).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "kiln/nn/activation.h"
+#include "kiln/nn/linear.h"
+#include "kiln/nn/norm.h"
+
+namespace kiln::nn {
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
+                     bool batch_first = false);
+  // Returns (output, weights); weights is undefined unless need_weights. Masks: bool (true = not
+  // allowed) or float (added), as torch.
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Tensor& key_padding_mask = {}, bool need_weights = true,
+                                     const Tensor& attn_mask = {}, bool average_attn_weights = true,
+                                     bool is_causal = false);
+  std::string extra_repr() const override;
+  void reset_parameters();
+  int64_t embed_dim, num_heads;
+  double dropout;
+  bool batch_first;
+  Tensor in_proj_weight, in_proj_bias;  // [3E, E], [3E]
+  std::shared_ptr<Linear> out_proj;
+};
+
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
+                          const std::string& activation = "relu", double layer_norm_eps = 1e-5,
+                          bool batch_first = false, bool norm_first = false, bool bias = true);
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {},
+                 bool is_causal = false);
+  std::string activation;
+  bool norm_first;
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+};
+
+}  // namespace kiln::nn

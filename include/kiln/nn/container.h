@@ -1,0 +1,65 @@
+// Containers: Sequential, ModuleList, ModuleDict (children named "0", "1", ... or by key).
+#pragma once
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/nn/module.h"
+
+namespace kiln::nn {
+
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  explicit Sequential(const std::vector<std::shared_ptr<Module>>& modules);
+  void push_back(std::shared_ptr<Module> m);
+  Tensor forward(const Tensor& x) override;  // each child's forward in order
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+class ModuleList : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  ModuleList(std::initializer_list<std::shared_ptr<Module>> modules);
+  explicit ModuleList(const std::vector<std::shared_ptr<Module>>& modules);
+  void push_back(std::shared_ptr<Module> m);
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  // The i-th module as its concrete type; throws when it is another type.
+  template <class M>
+  std::shared_ptr<M> at(size_t i) const {
+    auto p = std::dynamic_pointer_cast<M>((*this)[i]);
+    KILN_CHECK(p, "ModuleList::at: module ", i, " is a ", (*this)[i]->type_name(), ", not the type asked for");
+    return p;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+class ModuleDict : public Module {
+ public:
+  ModuleDict() : Module("ModuleDict") {}
+  explicit ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules);
+  void insert(const std::string& key, std::shared_ptr<Module> m);  // replaces an existing key
+  bool contains(const std::string& key) const;
+  const std::shared_ptr<Module>& operator[](const std::string& key) const;
+  std::vector<std::string> keys() const;
+  size_t size() const { return modules_.size(); }
+
+ private:
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules_;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,38 @@
+// Embedding and EmbeddingBag; weight ~ N(0, 1), the padding_idx row zeroed.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kiln/nn/module.h"
+
+namespace kiln::nn {
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& indices) override;
+  std::string extra_repr() const override;
+  void reset_parameters();
+  int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;  // negative values count from the end, as torch
+  Tensor weight;                       // [num_embeddings, embedding_dim]
+};
+
+// mode "sum", "mean" or "max". forward(input [B, bag]) or forward(input [N], offsets [B]).
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, const std::string& mode = "mean",
+               bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  Tensor forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights = {});
+  std::string extra_repr() const override;
+  void reset_parameters();
+  int64_t num_embeddings, embedding_dim;
+  std::string mode;
+  bool include_last_offset;
+  std::optional<int64_t> padding_idx;
+  Tensor weight;
+};
+
+}  // namespace kiln::nn

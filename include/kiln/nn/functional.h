@@ -1,0 +1,58 @@
+// nn::functional, as torch.nn.functional: the stateless form of every layer, with torch.nn.functional's
+// argument order (which differs from the aten op for embedding and embedding_bag).
+#pragma once
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "kiln/ops/nn.h"
+#include "kiln/ops/pointwise.h"
+
+namespace kiln::nn::functional {
+
+using kiln::adaptive_avg_pool2d;
+using kiln::avg_pool2d;
+using kiln::batch_norm;
+using kiln::binary_cross_entropy;
+using kiln::binary_cross_entropy_with_logits;
+using kiln::conv1d;
+using kiln::conv2d;
+using kiln::conv_transpose2d;
+using kiln::cross_entropy;
+using kiln::dropout;
+using kiln::gelu;
+using kiln::group_norm;
+using kiln::interpolate;
+using kiln::l1_loss;
+using kiln::layer_norm;
+using kiln::linear;
+using kiln::log_softmax;
+using kiln::max_pool2d;
+using kiln::mse_loss;
+using kiln::nll_loss;
+using kiln::relu;
+using kiln::rms_norm;
+using kiln::scaled_dot_product_attention;
+using kiln::sigmoid;
+using kiln::silu;
+using kiln::smooth_l1_loss;
+using kiln::softmax;
+using kiln::tanh;
+
+// F.bilinear: y = x1ᵀ A x2 + b over the last dimension; weight [out, in1, in2].
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});
+// F.embedding(input, weight, padding_idx): torch.nn.functional's order.
+Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = {},
+                     const std::string& mode = "mean", const Tensor& per_sample_weights = {},
+                     bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt);
+
+// F.multi_head_attention_forward for inputs [L, N, E] (sequence first); returns (output, weights).
+std::tuple<Tensor, Tensor> multi_head_attention_forward(
+    const Tensor& query, const Tensor& key, const Tensor& value, int64_t num_heads, const Tensor& in_proj_weight,
+    const Tensor& in_proj_bias, const Tensor& out_proj_weight, const Tensor& out_proj_bias, double dropout_p,
+    bool training, const Tensor& key_padding_mask = {}, bool need_weights = true, const Tensor& attn_mask = {},
+    bool average_attn_weights = true, bool is_causal = false);
+
+}  // namespace kiln::nn::functional
+

@@ -1,0 +1,41 @@
+// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kiln/nn/module.h"
+
+namespace kiln::nn {
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
+                     IntArrayRef dilation = 1, bool ceil_mode = false);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::vector<int64_t> kernel_size, stride, padding, dilation;  // stride empty = kernel_size
+  bool ceil_mode;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
+                     bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<int64_t> divisor_override = std::nullopt);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::vector<int64_t> kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(IntArrayRef output_size);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::vector<int64_t> output_size;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,78 @@
+// optim::Optimizer: the base of SGD, Adam, AdamW, RMSprop, Adagrad (as torch.optim.Optimizer).
+//
+// Hyperparameters live per parameter group as named numbers (torch's param_group dicts):
+// "lr", "weight_decay", "momentum", "beta1", "beta2", "eps", ...; booleans are 0/1. Schedulers
+// write "lr". Per-parameter state is a StateDict ("step", "exp_avg", ...) made on first use.
+// step() updates parameters in place, without recording autograd.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/state_dict.h"
+#include "kiln/tensor.h"
+
+namespace kiln::optim {
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  // Options for this group; the ones left out take the optimizer's defaults when added.
+  std::map<std::string, double> options;
+
+  ParamGroup() = default;
+  ParamGroup(std::vector<Tensor> p, std::map<std::string, double> o = {})
+      : params(std::move(p)), options(std::move(o)) {}
+  double lr() const { return get("lr"); }
+  void set_lr(double lr) { options["lr"] = lr; }
+  double get(const std::string& key) const;  // throws naming the key when absent
+};
+
+// torch's optimizer.state_dict(): per-parameter state under "<index>.<name>" (indices count the
+// parameters across groups in order, as torch), plus each group's options and parameter indices.
+struct OptimizerStateDict {
+  StateDict state;
+  std::vector<std::map<std::string, double>> param_groups;
+  std::vector<std::vector<int64_t>> group_params;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual void step() = 0;
+  // Re-evaluates the loss with gradients (closure), steps, and returns the loss, as torch.
+  Tensor step(const std::function<Tensor()>& closure);
+  void zero_grad(bool set_to_none = true);
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // Adds a group; options it leaves out take the defaults. A parameter may be in one group only.
+  void add_param_group(ParamGroup group);
+  const std::map<std::string, double>& defaults() const { return defaults_; }
+  const std::string& name() const { return name_; }
+
+  OptimizerStateDict state_dict() const;
+  // Checks group count and sizes and every state tensor's shape, then copies (dtype/device of the
+  // parameter). A clear kiln::Error names what does not match.
+  void load_state_dict(const OptimizerStateDict& sd);
+
+  // The state of one parameter (created empty on first use).
+  StateDict& state(const Tensor& param);
+  const StateDict* find_state(const Tensor& param) const;
+
+ protected:
+  Optimizer(std::string name, std::vector<ParamGroup> groups, std::map<std::string, double> defaults);
+
+ private:
+  std::string name_;
+  std::vector<ParamGroup> groups_;
+  std::map<std::string, double> defaults_;
+  std::map<const TensorImpl*, StateDict> state_;
+};
+
+}  // namespace kiln::optim
