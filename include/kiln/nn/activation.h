@@ -12,6 +12,7 @@ class ReLU : public Module {
  public:
   explicit ReLU(bool inplace = false) : Module("ReLU"), inplace(inplace) {}
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
   bool inplace;
 };
 
