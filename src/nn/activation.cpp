@@ -1,6 +1,7 @@
 // Parameter-free layers: activations, Softmax, Dropout.
 #include "kiln/nn/activation.h"
 
+#include "kiln/ops/creation.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
 #include "nn/nn_util.h"
@@ -41,10 +42,13 @@ Dropout::Dropout(double p, bool inplace) : Module("Dropout"), p(p), inplace(inpl
 }
 
 Tensor Dropout::forward(const Tensor& x) {
-  Tensor y = dropout(x, p, is_training());
-  if (!inplace || y.is_same(x)) return y;
-  Tensor out = x;  // writes the result into the caller's tensor, as torch's inplace=True
-  out.copy_(y);
+  if (!inplace) return dropout(x, p, is_training());
+  if (!is_training() || p == 0) return x;
+  // In place (torch's inplace=True): scale the caller's tensor by the dropout mask, so autograd
+  // records a mul_ by a constant rather than a copy over an input it saved.
+  Tensor mask = dropout(ones_like(x), p, true);
+  Tensor out = x;
+  out.mul_(mask);
   return out;
 }
 
