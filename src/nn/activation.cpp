@@ -21,8 +21,8 @@ Tensor ReLU::forward(const Tensor& x) {
 std::string ReLU::extra_repr() const { return inplace ? "inplace=True" : ""; }
 
 GELU::GELU(std::string approximate) : Module("GELU"), approximate(std::move(approximate)) {
-  KILN_CHECK(this->approximate == "none" || this->approximate == "tanh", "GELU: approximate must be 'none' or 'tanh', got '",
-             this->approximate, "'");
+  KILN_CHECK(this->approximate == "none" || this->approximate == "tanh",
+             "GELU: approximate must be 'none' or 'tanh', got '", this->approximate, "'");
 }
 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }

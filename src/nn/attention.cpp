@@ -96,9 +96,9 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
   KILN_CHECK(activation == "relu" || activation == "gelu",
              "TransformerEncoderLayer: activation should be relu/gelu, not ", activation);
   // torch's registration order: self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2.
-  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(d_model, nhead, dropout, bias, false,
-                                                                                false, std::nullopt, std::nullopt,
-                                                                                batch_first));
+  self_attn =
+      register_module("self_attn", std::make_shared<MultiheadAttention>(d_model, nhead, dropout, bias, false, false,
+                                                                        std::nullopt, std::nullopt, batch_first));
   linear1 = register_module("linear1", std::make_shared<Linear>(d_model, dim_feedforward, bias));
   this->dropout = register_module("dropout", std::make_shared<Dropout>(dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(dim_feedforward, d_model, bias));

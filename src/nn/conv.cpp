@@ -19,10 +19,10 @@ namespace {
 void check_conv_args(const char* who, int64_t in_channels, int64_t out_channels, int64_t groups,
                      IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
   KILN_CHECK(groups > 0, who, ": groups must be a positive integer, got ", groups);
-  KILN_CHECK(in_channels >= 0 && out_channels >= 0, who, ": expected non-negative channel counts, got in_channels=",
-             in_channels, " out_channels=", out_channels);
-  KILN_CHECK(in_channels % groups == 0, who, ": in_channels (", in_channels, ") must be divisible by groups (",
-             groups, ")");
+  KILN_CHECK(in_channels >= 0 && out_channels >= 0, who,
+             ": expected non-negative channel counts, got in_channels=", in_channels, " out_channels=", out_channels);
+  KILN_CHECK(in_channels % groups == 0, who, ": in_channels (", in_channels, ") must be divisible by groups (", groups,
+             ")");
   KILN_CHECK(out_channels % groups == 0, who, ": out_channels (", out_channels, ") must be divisible by groups (",
              groups, ")");
   for (int64_t k : kernel_size) KILN_CHECK(k > 0, who, ": kernel_size must be positive, got ", py_tuple(kernel_size));
@@ -41,8 +41,8 @@ bool all_equal(const std::vector<int64_t>& v, int64_t x) {
 std::string conv_repr(int64_t in, int64_t out, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
                       const std::vector<int64_t>& p, const std::vector<int64_t>& d, const std::vector<int64_t>& op,
                       int64_t groups, bool bias) {
-  std::string r = std::to_string(in) + ", " + std::to_string(out) + ", kernel_size=" + py_tuple(k) +
-                  ", stride=" + py_tuple(s);
+  std::string r =
+      std::to_string(in) + ", " + std::to_string(out) + ", kernel_size=" + py_tuple(k) + ", stride=" + py_tuple(s);
   if (!all_equal(p, 0)) r += ", padding=" + py_tuple(p);
   if (!all_equal(d, 1)) r += ", dilation=" + py_tuple(d);
   if (!all_equal(op, 0)) r += ", output_padding=" + py_tuple(op);
@@ -97,8 +97,8 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
       groups(groups) {
   check_conv_args("Conv2d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
                   this->dilation);
-  weight = register_parameter(
-      "weight", empty({out_channels, in_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
+  weight = register_parameter("weight",
+                              empty({out_channels, in_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
   this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
   reset_parameters();
 }
@@ -108,13 +108,12 @@ void Conv2d::reset_parameters() { reset_conv(weight, bias); }
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
 
 std::string Conv2d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0}, groups,
-                   bias.defined());
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0}, groups, bias.defined());
 }
 
-ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size,
-                                 IntArrayRef stride, IntArrayRef padding, IntArrayRef output_padding, int64_t groups,
-                                 bool bias, IntArrayRef dilation)
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
+                                 IntArrayRef padding, IntArrayRef output_padding, int64_t groups, bool bias,
+                                 IntArrayRef dilation)
     : Module("ConvTranspose2d"),
       in_channels(in_channels),
       out_channels(out_channels),
@@ -124,16 +123,16 @@ ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntA
       output_padding(expand_arg("ConvTranspose2d", "output_padding", output_padding, 2)),
       dilation(expand_arg("ConvTranspose2d", "dilation", dilation, 2)),
       groups(groups) {
-  check_conv_args("ConvTranspose2d", in_channels, out_channels, groups, this->kernel_size, this->stride,
-                  this->padding, this->dilation);
+  check_conv_args("ConvTranspose2d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
+                  this->dilation);
   for (size_t i = 0; i < 2; ++i)
     KILN_CHECK(this->output_padding[i] >= 0 &&
                    (this->output_padding[i] < this->stride[i] || this->output_padding[i] < this->dilation[i]),
                "ConvTranspose2d: output padding must be smaller than either stride or dilation, got output_padding=",
-               py_tuple(this->output_padding), " stride=", py_tuple(this->stride), " dilation=",
-               py_tuple(this->dilation));
-  weight = register_parameter(
-      "weight", empty({in_channels, out_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
+               py_tuple(this->output_padding), " stride=", py_tuple(this->stride),
+               " dilation=", py_tuple(this->dilation));
+  weight = register_parameter("weight",
+                              empty({in_channels, out_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
   this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
   reset_parameters();
 }

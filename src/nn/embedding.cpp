@@ -33,8 +33,9 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optiona
       num_embeddings(num_embeddings),
       embedding_dim(embedding_dim),
       padding_idx(normalize_padding_idx("Embedding", padding_idx, num_embeddings)) {
-  KILN_CHECK(num_embeddings >= 0 && embedding_dim >= 0, "Embedding: expected non-negative sizes, got num_embeddings=",
-             num_embeddings, " embedding_dim=", embedding_dim);
+  KILN_CHECK(num_embeddings >= 0 && embedding_dim >= 0,
+             "Embedding: expected non-negative sizes, got num_embeddings=", num_embeddings,
+             " embedding_dim=", embedding_dim);
   weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
   reset_parameters();
 }
@@ -81,8 +82,8 @@ EmbeddingBag::EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, const 
   KILN_CHECK(num_embeddings >= 0 && embedding_dim >= 0,
              "EmbeddingBag: expected non-negative sizes, got num_embeddings=", num_embeddings,
              " embedding_dim=", embedding_dim);
-  KILN_CHECK(mode == "sum" || mode == "mean" || mode == "max", "EmbeddingBag: mode must be 'sum', 'mean' or 'max', got '",
-             mode, "'");
+  KILN_CHECK(mode == "sum" || mode == "mean" || mode == "max",
+             "EmbeddingBag: mode must be 'sum', 'mean' or 'max', got '", mode, "'");
   weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
   reset_parameters();
 }

@@ -75,7 +75,8 @@ Tensor canonical_mask(const Tensor& mask, const char* name, DType dtype) {
   KILN_CHECK(mask.dtype() == kBool || mask.is_floating_point(), kMha, ": only bool and floating types of ", name,
              " are supported, got dtype ", mask.dtype());
   if (mask.dtype() != kBool) return mask.to(dtype);
-  return where(mask, Scalar(-std::numeric_limits<double>::infinity()), zeros({}, TensorOptions(dtype).device(mask.device())));
+  return where(mask, Scalar(-std::numeric_limits<double>::infinity()),
+               zeros({}, TensorOptions(dtype).device(mask.device())));
 }
 
 // torch's _mha_shape_check: whether the inputs are batched ([L, N, E]) or unbatched ([L, E]).
@@ -114,13 +115,12 @@ Tensor pad_last(const Tensor& mask) { return mask.defined() ? pad(mask, {0, 1}) 
 }  // namespace
 
 std::tuple<Tensor, Tensor> multi_head_attention_forward(
-    const Tensor& query_in, const Tensor& key_in, const Tensor& value_in, int64_t embed_dim_to_check,
-    int64_t num_heads, const Tensor& in_proj_weight, const Tensor& in_proj_bias, const Tensor& bias_k,
-    const Tensor& bias_v, bool add_zero_attn, double dropout_p, const Tensor& out_proj_weight,
-    const Tensor& out_proj_bias, bool training, const Tensor& key_padding_mask, bool need_weights,
-    const Tensor& attn_mask, bool use_separate_proj_weight, const Tensor& q_proj_weight, const Tensor& k_proj_weight,
-    const Tensor& v_proj_weight, const Tensor& static_k, const Tensor& static_v, bool average_attn_weights,
-    bool is_causal) {
+    const Tensor& query_in, const Tensor& key_in, const Tensor& value_in, int64_t embed_dim_to_check, int64_t num_heads,
+    const Tensor& in_proj_weight, const Tensor& in_proj_bias, const Tensor& bias_k, const Tensor& bias_v,
+    bool add_zero_attn, double dropout_p, const Tensor& out_proj_weight, const Tensor& out_proj_bias, bool training,
+    const Tensor& key_padding_mask, bool need_weights, const Tensor& attn_mask, bool use_separate_proj_weight,
+    const Tensor& q_proj_weight, const Tensor& k_proj_weight, const Tensor& v_proj_weight, const Tensor& static_k,
+    const Tensor& static_v, bool average_attn_weights, bool is_causal) {
   bool batched = mha_is_batched(query_in, key_in, value_in, key_padding_mask, attn_mask, num_heads);
   Tensor query = query_in, key = key_in, value = value_in, kpm = key_padding_mask;
   if (!batched) {
@@ -156,8 +156,7 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     mask = Tensor();
     sdpa_causal = true;
   } else {
-    if (is_causal && !mask.defined())
-      mask = triu(ones({L, S}, TensorOptions(kBool).device(query.device())), 1);
+    if (is_causal && !mask.defined()) mask = triu(ones({L, S}, TensorOptions(kBool).device(query.device())), 1);
     mask = canonical_mask(mask, "attn_mask", dt);
   }
 
@@ -186,7 +185,8 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
                shape_of(v_proj_weight));
     std::vector<Tensor> b(3);
     if (in_proj_bias.defined()) b = in_proj_bias.chunk(3, 0);
-    q = linear(query, q_proj_weight, b[0]), k = linear(key, k_proj_weight, b[1]), v = linear(value, v_proj_weight, b[2]);
+    q = linear(query, q_proj_weight, b[0]), k = linear(key, k_proj_weight, b[1]),
+    v = linear(value, v_proj_weight, b[2]);
   }
 
   if (mask.defined()) {
@@ -202,7 +202,8 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
   }
 
   if (bias_k.defined() || bias_v.defined()) {
-    KILN_CHECK(bias_k.defined() && bias_v.defined(), kMha, ": bias_k and bias_v must both be given or both be undefined");
+    KILN_CHECK(bias_k.defined() && bias_v.defined(), kMha,
+               ": bias_k and bias_v must both be given or both be undefined");
     KILN_CHECK(!static_k.defined() && !static_v.defined(), kMha, ": bias cannot be added to static key or value");
     k = cat({k, bias_k.reshape({1, 1, E}).expand({1, N, E})}, 0);
     v = cat({v, bias_v.reshape({1, 1, E}).expand({1, N, E})}, 0);

@@ -28,15 +28,17 @@ double norm_cdf(double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
   check_defined(t, "calculate_fan_in_and_fan_out");
-  KILN_CHECK(t.dim() >= 2, "nn::init: fan in and fan out can not be computed for a tensor with fewer than 2 "
-             "dimensions, got shape ", shape_str(t.sizes()));
+  KILN_CHECK(t.dim() >= 2,
+             "nn::init: fan in and fan out can not be computed for a tensor with fewer than 2 "
+             "dimensions, got shape ",
+             shape_str(t.sizes()));
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.sizes()[d];
   return {t.sizes()[1] * receptive, t.sizes()[0] * receptive};
 }
 
 double calculate_gain(const std::string& nonlinearity, double param) {
-  static const char* const kLinear[] = {"linear",           "conv1d",           "conv2d",          "conv3d",
+  static const char* const kLinear[] = {"linear",           "conv1d",           "conv2d",           "conv3d",
                                         "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "sigmoid"};
   for (const char* n : kLinear)
     if (nonlinearity == n) return 1.0;
@@ -124,8 +126,7 @@ Tensor& kaiming_uniform_(Tensor& t, double a, const std::string& mode, const std
   return init::uniform_(t, -bound, bound, gen);
 }
 
-Tensor& kaiming_normal_(Tensor& t, double a, const std::string& mode, const std::string& nonlinearity,
-                        Generator* gen) {
+Tensor& kaiming_normal_(Tensor& t, double a, const std::string& mode, const std::string& nonlinearity, Generator* gen) {
   check_defined(t, "kaiming_normal_");
   int64_t fan = fan_for(t, mode, "kaiming_normal_");
   double gain = calculate_gain(nonlinearity, a);

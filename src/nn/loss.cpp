@@ -15,8 +15,8 @@ Tensor as_buffer(const Tensor& t) { return t.defined() ? t.detach() : Tensor(); 
 }  // namespace
 
 Loss::Loss(const char* type_name, std::string reduction) : Module(type_name), reduction(std::move(reduction)) {
-  KILN_CHECK(this->reduction == "mean" || this->reduction == "sum" || this->reduction == "none", type_name,
-             ": '", this->reduction, "' is not a valid value for reduction (expected 'mean', 'sum' or 'none')");
+  KILN_CHECK(this->reduction == "mean" || this->reduction == "sum" || this->reduction == "none", type_name, ": '",
+             this->reduction, "' is not a valid value for reduction (expected 'mean', 'sum' or 'none')");
 }
 
 CrossEntropyLoss::CrossEntropyLoss(const Tensor& weight, int64_t ignore_index, const std::string& reduction,

@@ -32,14 +32,12 @@ inline std::string py_tuple(IntArrayRef v) {
 }
 
 // An argument given as an int or a tuple, printed the way it was given.
-inline std::string py_int_or_tuple(IntArrayRef v) {
-  return v.size() == 1 ? std::to_string(v[0]) : py_tuple(v);
-}
+inline std::string py_int_or_tuple(IntArrayRef v) { return v.size() == 1 ? std::to_string(v[0]) : py_tuple(v); }
 
 // torch's _single/_pair: one value repeated n times, or exactly n values.
 inline std::vector<int64_t> expand_arg(const std::string& who, const char* what, IntArrayRef v, size_t n) {
-  KILN_CHECK(v.size() == 1 || v.size() == n, who, ": expected ", what, " to be a single int or ", n,
-             " ints, got ", v.size(), " values");
+  KILN_CHECK(v.size() == 1 || v.size() == n, who, ": expected ", what, " to be a single int or ", n, " ints, got ",
+             v.size(), " values");
   return v.size() == 1 ? std::vector<int64_t>(n, v[0]) : v.vec();
 }
 

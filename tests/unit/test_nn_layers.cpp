@@ -34,8 +34,7 @@ void expect_close(const Tensor& got, const Tensor& want, double tol = 1e-5) {
   ASSERT_TRUE(got.defined() && want.defined());
   ASSERT_EQ(got.sizes().vec(), want.sizes().vec());
   auto g = vals(got), w = vals(want);
-  for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << "element " << i;
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << "element " << i;
 }
 
 template <class F>
@@ -78,7 +77,7 @@ TEST(NnInit, FansAndGains) {
 
 TEST(NnInit, FillsFollowTorchFormulas) {
   manual_seed(11);
-  Tensor w = empty({256, 128});  // fan_in 128, fan_out 256
+  Tensor w = empty({256, 128});   // fan_in 128, fan_out 256
   nn::init::kaiming_uniform_(w);  // a=0, leaky_relu: gain √2, bound √6/√fan_in
   expect_uniform_bound(w, std::sqrt(6.0 / 128));
   nn::init::kaiming_uniform_(w, 0.0, "fan_out", "relu");
@@ -113,7 +112,9 @@ TEST(NnInit, TruncNormalStaysInRange) {
   manual_seed(12);
   auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
   auto Phi = [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); };
-  struct Case { double mean, std, a, b; };
+  struct Case {
+    double mean, std, a, b;
+  };
   for (Case c : {Case{0, 1, -2, 2}, Case{0.5, 2, -0.5, 1}, Case{0, 1, 2, 3}, Case{1, 0.02, -2, 2}}) {
     for (DType dt : {kFloat32, kFloat64}) {
       Tensor t = empty({20000}, dt);
@@ -205,8 +206,9 @@ TEST(NnLinear, BilinearMatchesHandComputationAndGradcheck) {
   // Gradients through the layer's weight and both inputs, in float64.
   bl.to(kFloat64);
   Tensor g1 = randn({2, 3}, kFloat64).requires_grad_(), g2 = randn({2, 4}, kFloat64).requires_grad_();
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{F::bilinear(in[0], in[1], in[2], in[3])}; },
-                        {g1, g2, bl.weight, bl.bias}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{F::bilinear(in[0], in[1], in[2], in[3])}; },
+      {g1, g2, bl.weight, bl.bias}));
 }
 
 TEST(NnLinear, FlattenAndIdentity) {
@@ -260,8 +262,9 @@ TEST(NnConv, ShapesInitAndForward) {
   Tensor yt = ct.forward(xt);
   EXPECT_EQ(yt.sizes().vec(), (std::vector<int64_t>{1, 6, 6, 6}));  // (3-1)·2 - 2 + 3 + 1
   expect_close(yt, conv_transpose2d(xt, ct.weight, ct.bias, 2, 1, 1, 2));
-  EXPECT_EQ(ct.repr(), "ConvTranspose2d(4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), "
-                       "output_padding=(1, 1), groups=2)");
+  EXPECT_EQ(ct.repr(),
+            "ConvTranspose2d(4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), "
+            "output_padding=(1, 1), groups=2)");
 }
 
 TEST(NnConv, BadArguments) {
@@ -410,10 +413,12 @@ TEST(NnNorm, LayerGroupAndRmsNorm) {
     double m = 0, v = 0;
     for (int i = 0; i < 4; ++i) m += xv[r * 4 + i] / 4;
     for (int i = 0; i < 4; ++i) v += std::pow(xv[r * 4 + i] - m, 2) / 4;
-    for (int i = 0; i < 4; ++i) want.push_back((xv[r * 4 + i] - m) / std::sqrt(v + 1e-5) * (i + 1) + (i == 1) - (i == 3));
+    for (int i = 0; i < 4; ++i)
+      want.push_back((xv[r * 4 + i] - m) / std::sqrt(v + 1e-5) * (i + 1) + (i == 1) - (i == 3));
   }
   expect_close(ln.forward(x), tensor<double>(want, {3, 4}), 1e-4);
-  EXPECT_EQ(names_of(nn::LayerNorm({2, 3}).named_parameters()), (std::vector<std::string>{"weight[2, 3]", "bias[2, 3]"}));
+  EXPECT_EQ(names_of(nn::LayerNorm({2, 3}).named_parameters()),
+            (std::vector<std::string>{"weight[2, 3]", "bias[2, 3]"}));
   EXPECT_EQ(nn::LayerNorm({4}, 1e-5, true, /*bias=*/false).named_parameters().size(), 1u);
   EXPECT_TRUE(nn::LayerNorm({4}, 1e-5, false).named_parameters().empty());
   expect_error([&] { ln.forward(randn({3, 5})); }, {"layer_norm", "normalized_shape"});
@@ -463,10 +468,10 @@ TEST(NnEmbedding, LookupInitAndPaddingGradient) {
   (y * y + y).sum().backward();
   auto g = vals(emb.weight.grad());
   for (int d = 0; d < 3; ++d) {
-    EXPECT_EQ(g[4 * 3 + d], 0.0);                                    // padding row: no gradient
-    EXPECT_NEAR(g[0 * 3 + d], 2 * (2 * w[d] + 1), 1e-5);             // row 0 used twice
-    EXPECT_NEAR(g[2 * 3 + d], 2 * w[2 * 3 + d] + 1, 1e-5);           // row 2 once
-    EXPECT_EQ(g[1 * 3 + d], 0.0);                                    // row 1 unused
+    EXPECT_EQ(g[4 * 3 + d], 0.0);                           // padding row: no gradient
+    EXPECT_NEAR(g[0 * 3 + d], 2 * (2 * w[d] + 1), 1e-5);    // row 0 used twice
+    EXPECT_NEAR(g[2 * 3 + d], 2 * w[2 * 3 + d] + 1, 1e-5);  // row 2 once
+    EXPECT_EQ(g[1 * 3 + d], 0.0);                           // row 1 unused
   }
   expect_error([] { nn::Embedding(5, 2, 5); }, {"Embedding", "padding_idx must be within num_embeddings (5)"});
   expect_error([] { nn::Embedding(5, 2, -6); }, {"padding_idx"});
@@ -571,8 +576,10 @@ TEST(NnActivation, DropoutOnlyInTraining) {
   auto v = vals(y);
   int64_t zeros = 0;
   for (double e : v) {
-    if (e == 0) ++zeros;
-    else EXPECT_NEAR(e, 1 / 0.75, 1e-6);
+    if (e == 0)
+      ++zeros;
+    else
+      EXPECT_NEAR(e, 1 / 0.75, 1e-6);
   }
   EXPECT_NEAR(zeros / 10000.0, 0.25, 0.02);
   d.eval();
@@ -614,7 +621,8 @@ MhaParams params_of(const nn::MultiheadAttention& m) {
     p.wq = m.q_proj_weight, p.wk = m.k_proj_weight, p.wv = m.v_proj_weight;
   }
   if (m.in_proj_bias.defined())
-    p.bq = m.in_proj_bias.narrow(0, 0, E), p.bk = m.in_proj_bias.narrow(0, E, E), p.bv = m.in_proj_bias.narrow(0, 2 * E, E);
+    p.bq = m.in_proj_bias.narrow(0, 0, E), p.bk = m.in_proj_bias.narrow(0, E, E),
+    p.bv = m.in_proj_bias.narrow(0, 2 * E, E);
   p.wo = m.out_proj->weight, p.bo = m.out_proj->bias;
   p.bias_k = m.bias_k, p.bias_v = m.bias_v;
   p.zero_attn = m.add_zero_attn;
@@ -638,7 +646,8 @@ std::pair<Tensor, Tensor> mha_reference(const MhaParams& p, int64_t H, const Ten
   };
   std::vector<Tensor> outs, weights;
   for (int64_t n = 0; n < N; ++n) {
-    Tensor Q = proj(q.select(1, n), p.wq, p.bq), K = proj(k.select(1, n), p.wk, p.bk), V = proj(v.select(1, n), p.wv, p.bv);
+    Tensor Q = proj(q.select(1, n), p.wq, p.bq), K = proj(k.select(1, n), p.wk, p.bk),
+           V = proj(v.select(1, n), p.wv, p.bv);
     if (p.bias_k.defined()) {
       K = cat({K, p.bias_k.reshape({1, E}).to(kFloat64)}, 0);
       V = cat({V, p.bias_v.reshape({1, E}).to(kFloat64)}, 0);
@@ -687,10 +696,10 @@ TEST(NnAttention, MultiheadAttentionParametersAndInit) {
   EXPECT_EQ(mha.head_dim, 4);
 
   nn::MultiheadAttention kv(8, 2, 0.0, /*bias=*/true, /*add_bias_kv=*/true, false, /*kdim=*/5, /*vdim=*/3);
-  EXPECT_EQ(names_of(kv.named_parameters()),
-            (std::vector<std::string>{"q_proj_weight[8, 8]", "k_proj_weight[8, 5]", "v_proj_weight[8, 3]",
-                                      "in_proj_bias[24]", "bias_k[1, 1, 8]", "bias_v[1, 1, 8]",
-                                      "out_proj.weight[8, 8]", "out_proj.bias[8]"}));
+  EXPECT_EQ(
+      names_of(kv.named_parameters()),
+      (std::vector<std::string>{"q_proj_weight[8, 8]", "k_proj_weight[8, 5]", "v_proj_weight[8, 3]", "in_proj_bias[24]",
+                                "bias_k[1, 1, 8]", "bias_v[1, 1, 8]", "out_proj.weight[8, 8]", "out_proj.bias[8]"}));
   EXPECT_FALSE(kv.in_proj_weight.defined());
   nn::MultiheadAttention nobias(8, 2, 0.0, false);
   EXPECT_EQ(names_of(nobias.named_parameters()),
@@ -802,13 +811,19 @@ TEST(NnAttention, MultiheadAttentionDropoutAndErrors) {
   auto twv = vals(tw2);
   EXPECT_GT(std::count(twv.begin(), twv.end(), 0.0), 0);
 
-  expect_error([&] { mha.forward(randn({2, 2, 2, 8}), randn({2, 2, 2, 8}), randn({2, 2, 2, 8})); },
-               {"query should be unbatched 2-D or batched 3-D"});
+  expect_error(
+      [&] {
+        mha.forward(randn({2, 2, 2, 8}), randn({2, 2, 2, 8}), randn({2, 2, 2, 8}));
+      },
+      {"query should be unbatched 2-D or batched 3-D"});
   expect_error([&] { mha.forward(x, x, x, {}, true, ones({3, 4}, kBool)); }, {"2-D attn_mask", "[4, 4]"});
   expect_error([&] { mha.forward(x, x, x, ones({2, 5}, kBool)); }, {"key_padding_mask shape of [2, 4]"});
   expect_error([&] { mha.forward(x, x, x, {}, true, ones({4, 4}, kInt64)); }, {"only bool and floating types"});
-  expect_error([&] { mha.forward(randn({4, 2, 6}), randn({4, 2, 6}), randn({4, 2, 6})); },
-               {"embedding dimension of 8"});
+  expect_error(
+      [&] {
+        mha.forward(randn({4, 2, 6}), randn({4, 2, 6}), randn({4, 2, 6}));
+      },
+      {"embedding dimension of 8"});
 }
 
 TEST(NnAttention, MultiheadAttentionGradcheck) {
@@ -863,7 +878,8 @@ TEST(NnAttention, TransformerEncoderLayerBothNormOrders) {
       {
         NoGradGuard ng;  // non-trivial norm affine so norm1/norm2 placement matters
         for (auto& [n, t] : layer.named_parameters())
-          if (n.rfind("norm", 0) == 0) t.copy_(randn(t.sizes().vec()) * 0.5 + (n.find("weight") != std::string::npos ? 1.0 : 0.0));
+          if (n.rfind("norm", 0) == 0)
+            t.copy_(randn(t.sizes().vec()) * 0.5 + (n.find("weight") != std::string::npos ? 1.0 : 0.0));
       }
       layer.eval();  // dropout off
       expect_close(layer.forward(x), encoder_reference(layer, x, {}, {}), 1e-4);
@@ -917,7 +933,8 @@ TEST(NnLoss, ModulesMatchFunctionalOps) {
   // Class weights are buffers ("weight", then "pos_weight"), absent when not given.
   EXPECT_EQ(nn::CrossEntropyLoss(cw).state_dict().keys(), (std::vector<std::string>{"weight"}));
   EXPECT_TRUE(nn::CrossEntropyLoss().state_dict().empty());
-  EXPECT_EQ(nn::BCEWithLogitsLoss(cw, "mean", cw).state_dict().keys(), (std::vector<std::string>{"weight", "pos_weight"}));
+  EXPECT_EQ(nn::BCEWithLogitsLoss(cw, "mean", cw).state_dict().keys(),
+            (std::vector<std::string>{"weight", "pos_weight"}));
   nn::CrossEntropyLoss weighted(cw);
   weighted.to(kFloat64);
   EXPECT_EQ(weighted.weight.dtype(), kFloat64);

@@ -80,9 +80,8 @@ TEST(NnModule, NamedParametersHaveDottedNamesInTorchOrder) {
   std::vector<std::string> mods;
   for (auto& [n, m] : net.named_modules()) mods.push_back(n);
   EXPECT_EQ(mods, (std::vector<std::string>{"", "fc1", "block", "block.0", "block.1", "block.2"}));
-  EXPECT_EQ(net.state_dict().keys(),
-            (std::vector<std::string>{"scale", "steps", "fc1.weight", "fc1.bias", "block.0.weight", "block.0.bias",
-                                      "block.2.weight"}));
+  EXPECT_EQ(net.state_dict().keys(), (std::vector<std::string>{"scale", "steps", "fc1.weight", "fc1.bias",
+                                                               "block.0.weight", "block.0.bias", "block.2.weight"}));
 }
 
 TEST(NnModule, TiedParametersAppearOnceButKeepBothStateDictKeys) {
@@ -255,9 +254,12 @@ TEST(NnModule, Containers) {
 }
 
 TEST(NnModule, ReprPrintsTheTreeAsTorch) {
-  nn::Sequential seq{std::make_shared<nn::Conv2d>(3, 8, 3, 2, 1, 1, 1, false), std::make_shared<nn::BatchNorm2d>(8),
-                     std::make_shared<nn::ReLU>(true), std::make_shared<nn::Flatten>(),
-                     std::make_shared<nn::Linear>(8, 10), std::make_shared<nn::Dropout>(0.25)};
+  nn::Sequential seq{std::make_shared<nn::Conv2d>(3, 8, 3, 2, 1, 1, 1, false),
+                     std::make_shared<nn::BatchNorm2d>(8),
+                     std::make_shared<nn::ReLU>(true),
+                     std::make_shared<nn::Flatten>(),
+                     std::make_shared<nn::Linear>(8, 10),
+                     std::make_shared<nn::Dropout>(0.25)};
   EXPECT_EQ(seq.repr(),
             "Sequential(\n"
             "  (0): Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)\n"

@@ -18,9 +18,8 @@ namespace kiln::nn {
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
-                     bool add_bias_kv = false, bool add_zero_attn = false,
-                     std::optional<int64_t> kdim = std::nullopt, std::optional<int64_t> vdim = std::nullopt,
-                     bool batch_first = false);
+                     bool add_bias_kv = false, bool add_zero_attn = false, std::optional<int64_t> kdim = std::nullopt,
+                     std::optional<int64_t> vdim = std::nullopt, bool batch_first = false);
   // Inputs [L, N, E] ([N, L, E] when batch_first) or unbatched [L, E]. Returns (output, weights);
   // weights [N, L, S] (averaged over heads) or [N, H, L, S], undefined unless need_weights.
   // Masks: bool (true = not allowed) or float (added), as torch. is_causal without attn_mask

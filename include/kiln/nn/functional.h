@@ -58,10 +58,9 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
     const Tensor& query, const Tensor& key, const Tensor& value, int64_t embed_dim_to_check, int64_t num_heads,
     const Tensor& in_proj_weight, const Tensor& in_proj_bias, const Tensor& bias_k, const Tensor& bias_v,
     bool add_zero_attn, double dropout_p, const Tensor& out_proj_weight, const Tensor& out_proj_bias,
-    bool training = true, const Tensor& key_padding_mask = {}, bool need_weights = true,
-    const Tensor& attn_mask = {}, bool use_separate_proj_weight = false, const Tensor& q_proj_weight = {},
-    const Tensor& k_proj_weight = {}, const Tensor& v_proj_weight = {}, const Tensor& static_k = {},
-    const Tensor& static_v = {}, bool average_attn_weights = true, bool is_causal = false);
+    bool training = true, const Tensor& key_padding_mask = {}, bool need_weights = true, const Tensor& attn_mask = {},
+    bool use_separate_proj_weight = false, const Tensor& q_proj_weight = {}, const Tensor& k_proj_weight = {},
+    const Tensor& v_proj_weight = {}, const Tensor& static_k = {}, const Tensor& static_v = {},
+    bool average_attn_weights = true, bool is_causal = false);
 
 }  // namespace kiln::nn::functional
-
