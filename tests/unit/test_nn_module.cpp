@@ -292,6 +292,16 @@ TEST(NnModule, ReprPrintsTheTreeAsTorch) {
   EXPECT_EQ(nn::BatchNorm1d(4, 1e-3, std::nullopt).repr(),
             "BatchNorm1d(4, eps=0.001, momentum=None, affine=True, track_running_stats=True)");
   EXPECT_EQ(nn::CrossEntropyLoss().repr(), "CrossEntropyLoss()");
+  // A module with both a configuration line and children puts each on its own line, as torch.
+  struct Block : nn::Module {
+    Block() : Module("Block") { register_module("fc", std::make_shared<nn::Linear>(2, 2)); }
+    std::string extra_repr() const override { return "depth=3"; }
+  };
+  EXPECT_EQ(Block().repr(),
+            "Block(\n"
+            "  depth=3\n"
+            "  (fc): Linear(in_features=2, out_features=2, bias=True)\n"
+            ")");
 }
 
 }  // namespace
