@@ -1,6 +1,7 @@
 // Parameter-free layers: activations, Softmax, Dropout.
 #include "kiln/nn/activation.h"
 
+#include "kiln/nn/functional.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
@@ -19,6 +20,10 @@ Tensor ReLU::forward(const Tensor& x) {
 }
 
 std::string ReLU::extra_repr() const { return inplace ? "inplace=True" : ""; }
+
+Tensor ReLU6::forward(const Tensor& x) { return functional::relu6(x, inplace); }
+
+std::string ReLU6::extra_repr() const { return inplace ? "inplace=True" : ""; }
 
 GELU::GELU(std::string approximate) : Module("GELU"), approximate(std::move(approximate)) {
   KILN_CHECK(this->approximate == "none" || this->approximate == "tanh",

@@ -28,6 +28,13 @@ int64_t op_padding_idx(const char* fn, std::optional<int64_t> padding_idx, const
 
 }  // namespace
 
+Tensor relu6(const Tensor& x, bool inplace) {
+  if (!inplace) return clamp(x, Scalar(0), Scalar(6));
+  Tensor y = x;  // shares x's impl: the caller's tensor is written
+  y.clamp_(Scalar(0), Scalar(6));
+  return y;
+}
+
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
   const char* fn = "bilinear";
   KILN_CHECK(x1.defined() && x2.defined() && weight.defined(), fn, ": input1, input2 and weight must be defined");

@@ -553,6 +553,10 @@ TEST(NnActivation, MatchFunctionalOps) {
   Tensor x = randn({3, 5});
   expect_close(nn::ReLU().forward(x), relu(x));
   expect_close(nn::GELU().forward(x), gelu(x));
+  Tensor big = x * 5.0;
+  auto bv = vals(big), r6 = vals(nn::ReLU6().forward(big));
+  for (size_t i = 0; i < bv.size(); ++i) EXPECT_NEAR(r6[i], std::min(std::max(bv[i], 0.0), 6.0), 1e-6);
+  EXPECT_EQ(nn::ReLU6(true).repr(), "ReLU6(inplace=True)");
   expect_close(nn::GELU("tanh").forward(x), gelu(x, "tanh"));
   expect_close(nn::SiLU().forward(x), x * sigmoid(x));
   expect_close(nn::Tanh().forward(x), tanh(x));

@@ -16,6 +16,15 @@ class ReLU : public Module {
   bool inplace;
 };
 
+// min(max(x, 0), 6), as torch.nn.ReLU6 (MobileNetV2's activation).
+class ReLU6 : public Module {
+ public:
+  explicit ReLU6(bool inplace = false) : Module("ReLU6"), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  bool inplace;
+};
+
 class GELU : public Module {
  public:
   explicit GELU(std::string approximate = "none");  // "none" or "tanh"

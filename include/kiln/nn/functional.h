@@ -42,6 +42,8 @@ using kiln::smooth_l1_loss;
 using kiln::softmax;
 using kiln::tanh;
 
+// F.relu6: min(max(x, 0), 6); inplace writes into x.
+Tensor relu6(const Tensor& x, bool inplace = false);
 // F.bilinear: y = x1ᵀ A x2 + b over the last dimension; weight [out, in1, in2].
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});
 // F.embedding(input, weight, padding_idx): torch.nn.functional's order.
