@@ -10,6 +10,7 @@
 #include "kiln/kiln.h"
 #include "ops/registry.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/train/train.h"
 
 namespace kiln::cli {
 
@@ -101,6 +102,25 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: a C++ deep-learning framework with eager and compiled modes"};
   app.require_subcommand(1);
   bool json = false;
+
+  auto* train = app.add_subcommand("train", "train a built-in task: digits (a CNN) or chars (a character GPT)");
+  kiln::train::Options to;
+  bool no_bar = false, bar = false;
+  train->add_option("--task", to.task, "digits | chars")->capture_default_str();
+  train->add_option("--steps", to.steps, "training steps (default: the task's)");
+  train->add_option("--batch", to.batch, "batch size (default: the task's)");
+  train->add_option("--lr", to.lr, "AdamW learning rate (default: the task's)");
+  train->add_option("--seed", to.seed, "random seed (initialisation, batch order)")->capture_default_str();
+  train->add_option("--device", to.device, "cpu (cuda: not supported yet)")->capture_default_str();
+  train->add_option("--checkpoint", to.checkpoint_dir, "directory for checkpoint.safetensors (saved at the end)");
+  train->add_option("--checkpoint-every", to.checkpoint_every, "also save every N steps");
+  train->add_flag("--resume", to.resume, "continue from the checkpoint in --checkpoint DIR");
+  train->add_option("--log-every", to.log_every, "steps per logged interval (default: the task's)");
+  train->add_option("--data-dir", to.data_dir, "where digits.u8 / tinyshakespeare.txt are");
+  train->add_flag("--progress", bar, "always draw the live progress bar");
+  train->add_flag("--no-progress", no_bar, "plain lines even on a terminal");
+  train->add_flag("--json", to.json, "end with one line holding a JSON summary");
+
   auto* info = app.add_subcommand("info", "version, compiler, BLAS, threads, devices");
   info->add_flag("--json", json, "print one JSON object");
   auto* ops = app.add_subcommand("ops", "every op in the op table");
@@ -111,8 +131,38 @@ int main(int argc, char** argv) {
   kiln::cli::BenchOptions bo;
   bench_ops->add_option("--repeat", bo.repeat, "timed repetitions per case (median reported)");
   bench_ops->add_flag("--json", bo.json, "print one JSON object");
-  CLI11_PARSE(app, argc, argv);
+
+  // Wrong usage: one line naming the problem, the usage line, exit code 2.
+  auto usage_error = [&](const std::string& msg, const CLI::App* sub) {
+    std::fprintf(stderr, "kiln: %s\n", msg.c_str());
+    std::string name = sub && sub != &app ? " " + sub->get_name() : "";
+    std::fprintf(stderr, "usage: kiln%s [OPTIONS] (see kiln%s --help)\n", name.c_str(), name.c_str());
+    return 2;
+  };
   try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    const CLI::App* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
+    return usage_error(e.what(), sub);
+  }
+  try {
+    if (*train) {
+      if (bar && no_bar) return usage_error("--progress and --no-progress exclude each other", train);
+      if (bar) to.progress_bar = true;
+      if (no_bar) to.progress_bar = false;
+      try {
+        kiln::train::validate(to);
+      } catch (const kiln::Error& e) {
+        return usage_error(e.what(), train);
+      }
+      kiln::train::Summary s = kiln::train::run(to, std::cout);
+      if (to.json) std::cout << kiln::train::summary_json(s) << "\n";
+      return 0;
+    }
     if (*info) return kiln::cli::cmd_info(json);
     if (*ops) return kiln::cli::cmd_ops(json);
     if (*bench_ops) return kiln::cli::cmd_bench_ops(bo);
