@@ -41,10 +41,12 @@ GPT::GPT(const GPTConfig& cfg) : Module("GPT"), config(cfg) {
   blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < cfg.n_layer; ++i) blocks->push_back(std::make_shared<GPTBlock>(cfg.n_embd, cfg.n_head));
   ln = register_module("ln", std::make_shared<nn::LayerNorm>(cfg.n_embd));
-  head = register_module("head", std::make_shared<nn::Linear>(cfg.n_embd, cfg.vocab_size, /*bias=*/false));
   // Weight tying (`head.weight = wte.weight` in torch): one tensor under both names, so it gets
-  // one gradient (the sum of both uses) and counts once in parameters().
+  // one gradient (the sum of both uses) and counts once in parameters(). The head is built with one
+  // output row and then given wte's weight, so no [vocab, n_embd] init is drawn only to be dropped.
+  head = register_module("head", std::make_shared<nn::Linear>(cfg.n_embd, 1, /*bias=*/false));
   head->weight = head->register_parameter("weight", wte->weight);
+  head->out_features = cfg.vocab_size;
 }
 
 Tensor GPT::forward(const Tensor& idx) {

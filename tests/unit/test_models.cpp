@@ -171,8 +171,9 @@ double sgd_step(nn::Module& m, LossFn loss_fn, double lr) {
     EXPECT_TRUE(g.defined()) << name << " got no gradient";
     if (!g.defined()) continue;
     EXPECT_EQ(g.sizes(), p.sizes()) << name;
-    EXPECT_TRUE(all_finite(g)) << name;
-    EXPECT_GT(g.abs().max().item<double>(), 0.0) << name << ": gradient is all zero";
+    const double l1 = g.abs().sum().item<double>();  // inf or nan unless every entry is finite
+    EXPECT_TRUE(std::isfinite(l1)) << name;
+    EXPECT_GT(l1, 0.0) << name << ": gradient is all zero";
   }
   {
     NoGradGuard no_grad;
@@ -229,46 +230,56 @@ TEST(Models, MlpKeysCountAndStep) {
 
 // ---------------------------------------------------------------- gpt
 
-TEST(Models, GptCountFormula) {
-  // Unique parameters: V·d + ctx·d + L·(12d² + 13d) + 2d (per block: two LayerNorms 4d, qkv 3d² + 3d,
-  // proj d² + d, fc 4d² + 4d, out 4d² + d); the tied head adds nothing.
-  auto count = [](const models::GPTConfig& c) {
-    const int64_t d = c.n_embd;
-    return c.vocab_size * d + c.block_size * d + c.n_layer * (12 * d * d + 13 * d) + 2 * d;
-  };
-  // gpt_nano: 19,316,736 + 98,304 + 6·1,774,464 + 768 = 30,062,592 (torch_zoo: 30.06M).
-  EXPECT_EQ(count(models::gpt_nano_config()), 30062592);
-  // gpt2: 38,633,472 + 786,432 + 12·7,087,872 + 1,536 = 124,475,904 (torch_zoo: 124.48M).
-  EXPECT_EQ(count(models::gpt2_config()), 124475904);
-  models::GPTConfig tiny{64, 16, 32, 4, 2};
-  models::GPT gpt(tiny);
-  EXPECT_EQ(models::num_parameters(gpt), count(tiny));
-  expect_state_dict(gpt, torch_zoo_gpt(tiny));
+// Unique parameters of torch_zoo's GPT: V·d + ctx·d + L·(12d² + 13d) + 2d (per block: two
+// LayerNorms 4d, qkv 3d² + 3d, proj d² + d, fc 4d² + 4d, out 4d² + d); the tied head adds nothing.
+int64_t gpt_param_count(const models::GPTConfig& c) {
+  const int64_t d = c.n_embd;
+  return c.vocab_size * d + c.block_size * d + c.n_layer * (12 * d * d + 13 * d) + 2 * d;
+}
+
+TEST(Models, GptCountAndKeys) {
+  for (models::GPTConfig c :
+       {models::GPTConfig{64, 16, 32, 4, 2}, models::GPTConfig{7, 3, 6, 3, 0}, models::GPTConfig{100, 32, 48, 2, 3}}) {
+    models::GPT gpt(c);
+    EXPECT_EQ(models::num_parameters(gpt), gpt_param_count(c));
+    expect_state_dict(gpt, torch_zoo_gpt(c));
+  }
+  // BENCHMARKS.md's gpt2: 38,633,472 + 786,432 + 12·7,087,872 + 1,536 = 124,475,904 (124.48M). Built
+  // in full by DISABLED_Gpt2FullSize only: drawing its 124M initial values takes seconds.
+  const models::GPTConfig g2 = models::gpt2_config();
+  EXPECT_EQ(std::vector<int64_t>({g2.vocab_size, g2.block_size, g2.n_embd, g2.n_head, g2.n_layer}),
+            std::vector<int64_t>({50304, 1024, 768, 12, 12}));
+  EXPECT_EQ(gpt_param_count(g2), 124475904);
 }
 
 TEST(Models, GptNanoWorkload) {
+  // 19,316,736 + 98,304 + 6·1,774,464 + 768 = 30,062,592 (torch_zoo: 30.06M).
   models::Workload w = models::make_workload("gpt_nano", kCPU, /*cpu_sizes=*/true);
   EXPECT_EQ(models::num_parameters(*w.module), 30062592);
   expect_state_dict(*w.module, torch_zoo_gpt(models::gpt_nano_config()));
+  StateDict sd = w.module->state_dict();
+  // 2 embeddings + 6 blocks × 12 + final LayerNorm 2 + head = 77 entries (76 parameters).
+  EXPECT_EQ(sd.size(), 77u);
+  EXPECT_EQ(w.module->named_parameters().size(), 76u);
+  EXPECT_EQ(sd.keys().front(), "wte.weight");
+  EXPECT_EQ(sd.keys()[2], "blocks.0.ln1.weight");
+  EXPECT_EQ(sd.keys()[sd.size() - 4], "blocks.5.out.bias");
+  EXPECT_EQ(sd.keys().back(), "head.weight");
   ASSERT_EQ(w.inputs.size(), 1u);
   EXPECT_EQ(w.inputs[0].sizes().vec(), (std::vector<int64_t>{4, 128}));
   EXPECT_EQ(w.inputs[0].dtype(), kInt64);
   EXPECT_LT(w.inputs[0].max().item<int64_t>(), 50304);
 }
 
-TEST(Models, Gpt2Workload) {
+// Run with --gtest_also_run_disabled_tests (about 5 s on 2 cores, 0.5 GB).
+TEST(Models, DISABLED_Gpt2FullSize) {
   models::Workload w = models::make_workload("gpt2", kCPU, /*cpu_sizes=*/true);
   EXPECT_EQ(models::num_parameters(*w.module), 124475904);
-  StateDict sd = w.module->state_dict();
-  // 2 embeddings + 12 blocks × 12 + final LayerNorm 2 + head = 149 entries (148 parameters).
-  EXPECT_EQ(sd.size(), 149u);
-  EXPECT_EQ(w.module->named_parameters().size(), 148u);
-  EXPECT_EQ(sd.keys().front(), "wte.weight");
-  EXPECT_EQ(sd.keys()[2], "blocks.0.ln1.weight");
-  EXPECT_EQ(sd.keys()[sd.size() - 4], "blocks.11.out.bias");
-  EXPECT_EQ(sd.keys().back(), "head.weight");
-  EXPECT_EQ(sd.at("head.weight").sizes().vec(), (std::vector<int64_t>{50304, 768}));
+  expect_state_dict(*w.module, torch_zoo_gpt(models::gpt2_config()));
+  EXPECT_EQ(w.module->state_dict().size(), 149u);
   EXPECT_EQ(w.inputs[0].sizes().vec(), (std::vector<int64_t>{1, 128}));
+  Tensor loss = w.step_loss();
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
 }
 
 TEST(Models, GptHeadIsTiedToWte) {
@@ -333,8 +344,7 @@ TEST(Models, GptTrainingStep) {
   models::GPT gpt({64, 16, 32, 4, 2});
   Tensor idx = randint(0, 32, {2, 8}), tgt = randint(0, 32, {2, 8});
   auto loss_fn = [&] { return cross_entropy(gpt.forward(idx).view({-1, 64}), tgt.view({-1})); };
-  double loss0 = sgd_step(gpt, loss_fn, 0.05);
-  EXPECT_NEAR(loss0, std::log(64.0), 1.5);  // N(0, 1) tied embeddings give spread-out initial logits
+  sgd_step(gpt, loss_fn, 0.05);
   // Token 50 never appears in the input: its wte row learns only through the tied head.
   gpt.zero_grad();
   loss_fn().backward();
@@ -364,8 +374,9 @@ TEST(Models, Resnet18KeysCountAndStep) {
   EXPECT_EQ(m.bn1->bias.abs().max().item<double>(), 0.0);
   EXPECT_LE(m.fc->weight.abs().max().item<double>(), 1.0 / std::sqrt(512.0));
 
-  // One step on 2×3×64×64 (layer4 sees 2×2, so batch norm has 8 values per channel).
-  Tensor x = w.inputs[0].narrow(0, 0, 2), y = tensor<int64_t>({3, 999});
+  // One step on 4×3×32×32: layer4 sees 1×1, so batch norm has 4 values per channel (with 2 the
+  // normalised values would be ±1 whatever the input, and the layers before get no gradient).
+  Tensor x = randn({4, 3, 32, 32}), y = tensor<int64_t>({3, 999, 0, 500});
   sgd_step(
       m, [&] { return cross_entropy(m.forward(x), y); }, 0.01);
   EXPECT_EQ(m.bn1->num_batches_tracked.item<int64_t>(), 2);  // two training forwards
@@ -395,8 +406,9 @@ TEST(Models, MobilenetV2KeysCountAndStep) {
   Tensor r = models::ReLU6().forward(tensor<float>({-1.f, 0.5f, 7.f}));
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{0.f, 0.5f, 6.f}));
 
-  // One step on 2×3×64×64 (the last stage sees 2×2); dropout draws the same mask both times.
-  Tensor x = w.inputs[0].narrow(0, 0, 2), y = tensor<int64_t>({7, 100});
+  // One step on 4×3×32×32 (the last stages see 1×1: 4 values per channel for batch norm); dropout
+  // draws the same mask both times.
+  Tensor x = randn({4, 3, 32, 32}), y = tensor<int64_t>({7, 100, 999, 0});
   sgd_step(
       m, [&] { return cross_entropy(m.forward(x), y); }, 0.01);
 }
@@ -440,7 +452,7 @@ TEST(Models, DlrmForwardMatchesNaiveReference) {
   EXPECT_THROW(m.forward(dense), Error);  // two inputs needed
 }
 
-TEST(Models, DlrmKeysCountAndStep) {
+TEST(Models, DlrmKeysCountAndForward) {
   // The full-size model, built once: 8 tables 100,000 × 64 = 51,200,000; bot 13→512→256→64 =
   // 7,168 + 131,328 + 16,448; top (64 + 36)→512→256→1 = 51,712 + 131,328 + 257 → 51,538,241 (51.54M).
   models::Workload w = models::make_workload("dlrm", kCPU, /*cpu_sizes=*/true);
@@ -459,10 +471,20 @@ TEST(Models, DlrmKeysCountAndStep) {
   EXPECT_EQ(w.inputs[0].sizes().vec(), (std::vector<int64_t>{256, 13}));
   EXPECT_EQ(w.inputs[1].sizes().vec(), (std::vector<int64_t>{256, 8, 4}));
   EXPECT_EQ(w.inputs[1].dtype(), kInt64);
+  EXPECT_GE(w.inputs[1].min().item<int64_t>(), 0);
+  EXPECT_LT(w.inputs[1].max().item<int64_t>(), 100000);
+  // The workload's forward on its first 8 rows (the full batch's dense embedding gradients would
+  // cost 205 MB; the training step below uses smaller tables).
+  NoGradGuard no_grad;
+  Tensor out = w.forward({w.inputs[0].narrow(0, 0, 8), w.inputs[1].narrow(0, 0, 8)});
+  EXPECT_EQ(out.sizes().vec(), (std::vector<int64_t>{8, 1}));
+  EXPECT_TRUE(all_finite(out));
+}
 
-  // A step on the first 8 rows of the batch, with the workload's BCE-with-logits loss form.
-  Tensor dense = w.inputs[0].narrow(0, 0, 8), sparse = w.inputs[1].narrow(0, 0, 8), y = rand({8, 1});
-  auto& m = *std::static_pointer_cast<models::DLRM>(w.module);
+TEST(Models, DlrmTrainingStep) {
+  manual_seed(6);
+  models::DLRM m(8, 1000, 64, 13);
+  Tensor dense = randn({8, 13}), sparse = randint(0, 1000, {8, 8, 4}), y = rand({8, 1});
   sgd_step(
-      m, [&] { return binary_cross_entropy_with_logits(m.forward(dense, sparse), y); }, 0.01);
+      m, [&] { return binary_cross_entropy_with_logits(m.forward(dense, sparse), y); }, 1e-4);
 }
