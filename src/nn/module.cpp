@@ -259,18 +259,27 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   return result;
 }
 
+// As torch's Module.__repr__: a lone extra_repr stays on the type's line; with children, every
+// extra_repr line and child goes on its own indented line.
 void Module::repr_into(std::string& out, int indent) const {
-  out += type_name_ + "(" + extra_repr();
-  if (!children_.empty()) {
-    out += "\n";
-    for (const auto& [n, c] : children_) {
-      out += std::string(indent + 2, ' ') + "(" + n + "): ";
-      c->repr_into(out, indent + 2);
-      out += "\n";
-    }
-    out += std::string(indent, ' ');
+  std::string extra = extra_repr();
+  out += type_name_ + "(";
+  if (children_.empty()) {
+    out += extra + ")";
+    return;
   }
-  out += ")";
+  std::string pad(indent + 2, ' ');
+  for (size_t start = 0; !extra.empty() && start <= extra.size();) {
+    size_t end = extra.find('\n', start);
+    if (end == std::string::npos) end = extra.size();
+    out += "\n" + pad + extra.substr(start, end - start);
+    start = end + 1;
+  }
+  for (const auto& [n, c] : children_) {
+    out += "\n" + pad + "(" + n + "): ";
+    c->repr_into(out, indent + 2);
+  }
+  out += "\n" + std::string(indent, ' ') + ")";
 }
 
 std::string Module::repr() const {

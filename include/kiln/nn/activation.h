@@ -12,6 +12,16 @@ class ReLU : public Module {
  public:
   explicit ReLU(bool inplace = false) : Module("ReLU"), inplace(inplace) {}
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  bool inplace;
+};
+
+// min(max(x, 0), 6), as torch.nn.ReLU6 (MobileNetV2's activation).
+class ReLU6 : public Module {
+ public:
+  explicit ReLU6(bool inplace = false) : Module("ReLU6"), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
   bool inplace;
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -12,22 +13,29 @@
 
 namespace kiln::nn {
 
+// Arguments in torch's order. kdim/vdim other than embed_dim give separate q/k/v projection
+// weights (q_proj_weight, k_proj_weight, v_proj_weight; in_proj_weight absent), as torch.
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
-                     bool batch_first = false);
-  // Returns (output, weights); weights is undefined unless need_weights. Masks: bool (true = not
-  // allowed) or float (added), as torch.
+                     bool add_bias_kv = false, bool add_zero_attn = false, std::optional<int64_t> kdim = std::nullopt,
+                     std::optional<int64_t> vdim = std::nullopt, bool batch_first = false);
+  // Inputs [L, N, E] ([N, L, E] when batch_first) or unbatched [L, E]. Returns (output, weights);
+  // weights [N, L, S] (averaged over heads) or [N, H, L, S], undefined unless need_weights.
+  // Masks: bool (true = not allowed) or float (added), as torch. is_causal without attn_mask
+  // builds the causal mask (torch requires the mask as well).
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = {}, bool need_weights = true,
                                      const Tensor& attn_mask = {}, bool average_attn_weights = true,
                                      bool is_causal = false);
-  std::string extra_repr() const override;
   void reset_parameters();
-  int64_t embed_dim, num_heads;
+  int64_t embed_dim, kdim, vdim, num_heads, head_dim;
   double dropout;
-  bool batch_first;
-  Tensor in_proj_weight, in_proj_bias;  // [3E, E], [3E]
+  bool batch_first, add_zero_attn;
+  Tensor in_proj_weight;                               // [3E, E], or undefined with separate weights
+  Tensor q_proj_weight, k_proj_weight, v_proj_weight;  // [E, E], [E, kdim], [E, vdim], or undefined
+  Tensor in_proj_bias;                                 // [3E], undefined without bias
+  Tensor bias_k, bias_v;                               // [1, 1, E] with add_bias_kv
   std::shared_ptr<Linear> out_proj;
 };
 

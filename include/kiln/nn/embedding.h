@@ -1,6 +1,7 @@
 // Embedding and EmbeddingBag; weight ~ N(0, 1), the padding_idx row zeroed.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -11,12 +12,19 @@ namespace kiln::nn {
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // torch's Embedding.from_pretrained: the weight shares `embeddings`' data (no init drawn);
+  // freeze=true leaves it without requires_grad.
+  static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
+                                                    std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
   void reset_parameters();
   int64_t num_embeddings, embedding_dim;
-  std::optional<int64_t> padding_idx;  // negative values count from the end, as torch
+  std::optional<int64_t> padding_idx;  // given negative, counts from the end; stored normalised, as torch
   Tensor weight;                       // [num_embeddings, embedding_dim]
+
+ private:
+  Embedding(const Tensor& weight, bool freeze, std::optional<int64_t> padding_idx);
 };
 
 // mode "sum", "mean" or "max". forward(input [B, bag]) or forward(input [N], offsets [B]).

@@ -7,6 +7,7 @@
 
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
+#include "kiln/ops/shape.h"
 
 namespace kiln::nn::functional {
 
@@ -30,6 +31,8 @@ using kiln::log_softmax;
 using kiln::max_pool2d;
 using kiln::mse_loss;
 using kiln::nll_loss;
+using kiln::one_hot;
+using kiln::pad;
 using kiln::relu;
 using kiln::rms_norm;
 using kiln::scaled_dot_product_attention;
@@ -39,6 +42,8 @@ using kiln::smooth_l1_loss;
 using kiln::softmax;
 using kiln::tanh;
 
+// F.relu6: min(max(x, 0), 6); inplace writes into x.
+Tensor relu6(const Tensor& x, bool inplace = false);
 // F.bilinear: y = x1ᵀ A x2 + b over the last dimension; weight [out, in1, in2].
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});
 // F.embedding(input, weight, padding_idx): torch.nn.functional's order.
@@ -47,12 +52,17 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
                      const std::string& mode = "mean", const Tensor& per_sample_weights = {},
                      bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt);
 
-// F.multi_head_attention_forward for inputs [L, N, E] (sequence first); returns (output, weights).
+// F.multi_head_attention_forward, torch's arguments in torch's order, for inputs [L, N, E]
+// (sequence first) or unbatched [L, E]; returns (output, weights). static_k/static_v replace the
+// projected keys/values ([N*num_heads, S, head_dim]). is_causal without attn_mask builds the
+// causal mask (torch requires the mask as well).
 std::tuple<Tensor, Tensor> multi_head_attention_forward(
-    const Tensor& query, const Tensor& key, const Tensor& value, int64_t num_heads, const Tensor& in_proj_weight,
-    const Tensor& in_proj_bias, const Tensor& out_proj_weight, const Tensor& out_proj_bias, double dropout_p,
-    bool training, const Tensor& key_padding_mask = {}, bool need_weights = true, const Tensor& attn_mask = {},
+    const Tensor& query, const Tensor& key, const Tensor& value, int64_t embed_dim_to_check, int64_t num_heads,
+    const Tensor& in_proj_weight, const Tensor& in_proj_bias, const Tensor& bias_k, const Tensor& bias_v,
+    bool add_zero_attn, double dropout_p, const Tensor& out_proj_weight, const Tensor& out_proj_bias,
+    bool training = true, const Tensor& key_padding_mask = {}, bool need_weights = true, const Tensor& attn_mask = {},
+    bool use_separate_proj_weight = false, const Tensor& q_proj_weight = {}, const Tensor& k_proj_weight = {},
+    const Tensor& v_proj_weight = {}, const Tensor& static_k = {}, const Tensor& static_v = {},
     bool average_attn_weights = true, bool is_causal = false);
 
 }  // namespace kiln::nn::functional
-

@@ -11,7 +11,6 @@ class Loss : public Module {
  public:
   virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
-  std::string extra_repr() const override;
   std::string reduction;
 
  protected:

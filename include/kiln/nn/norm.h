@@ -1,6 +1,7 @@
 // BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm with torch's parameter and buffer names.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -44,6 +45,10 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(IntArrayRef normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
                      bool bias = true);
+  // LayerNorm({2, 3}) would otherwise be ambiguous with the (deleted) copy constructor.
+  explicit LayerNorm(std::initializer_list<int64_t> normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     bool bias = true)
+      : LayerNorm(IntArrayRef(normalized_shape), eps, elementwise_affine, bias) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   std::vector<int64_t> normalized_shape;
@@ -67,6 +72,9 @@ class RMSNorm : public Module {
  public:
   explicit RMSNorm(IntArrayRef normalized_shape, std::optional<double> eps = std::nullopt,
                    bool elementwise_affine = true);
+  explicit RMSNorm(std::initializer_list<int64_t> normalized_shape, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true)
+      : RMSNorm(IntArrayRef(normalized_shape), eps, elementwise_affine) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   std::vector<int64_t> normalized_shape;

@@ -1,6 +1,7 @@
 // MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -12,6 +13,9 @@ class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
                      IntArrayRef dilation = 1, bool ceil_mode = false);
+  // MaxPool2d({2, 2}) would otherwise be ambiguous with the (deleted) copy constructor.
+  explicit MaxPool2d(std::initializer_list<int64_t> kernel_size)
+      : MaxPool2d(IntArrayRef(kernel_size), IntArrayRef(), IntArrayRef(0), IntArrayRef(1), false) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   std::vector<int64_t> kernel_size, stride, padding, dilation;  // stride empty = kernel_size
@@ -23,6 +27,7 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
                      bool ceil_mode = false, bool count_include_pad = true,
                      std::optional<int64_t> divisor_override = std::nullopt);
+  explicit AvgPool2d(std::initializer_list<int64_t> kernel_size) : AvgPool2d(IntArrayRef(kernel_size)) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   std::vector<int64_t> kernel_size, stride, padding;
@@ -33,6 +38,8 @@ class AvgPool2d : public Module {
 class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(IntArrayRef output_size);
+  explicit AdaptiveAvgPool2d(std::initializer_list<int64_t> output_size)
+      : AdaptiveAvgPool2d(IntArrayRef(output_size)) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   std::vector<int64_t> output_size;

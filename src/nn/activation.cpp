@@ -1,0 +1,62 @@
+// Parameter-free layers: activations, Softmax, Dropout.
+#include "kiln/nn/activation.h"
+
+#include "kiln/nn/functional.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/pointwise.h"
+#include "nn/nn_util.h"
+
+namespace kiln::nn {
+
+using detail::py_bool;
+using detail::py_float;
+
+Tensor ReLU::forward(const Tensor& x) {
+  if (!inplace) return relu(x);
+  Tensor y = x;  // shares x's impl: relu_ writes into the caller's tensor, as torch's inplace=True
+  y.relu_();
+  return y;
+}
+
+std::string ReLU::extra_repr() const { return inplace ? "inplace=True" : ""; }
+
+Tensor ReLU6::forward(const Tensor& x) { return functional::relu6(x, inplace); }
+
+std::string ReLU6::extra_repr() const { return inplace ? "inplace=True" : ""; }
+
+GELU::GELU(std::string approximate) : Module("GELU"), approximate(std::move(approximate)) {
+  KILN_CHECK(this->approximate == "none" || this->approximate == "tanh",
+             "GELU: approximate must be 'none' or 'tanh', got '", this->approximate, "'");
+}
+
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
+
+Tensor SiLU::forward(const Tensor& x) { return silu(x); }
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+
+Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
+
+std::string Softmax::extra_repr() const { return "dim=" + std::to_string(dim); }
+
+Dropout::Dropout(double p, bool inplace) : Module("Dropout"), p(p), inplace(inplace) {
+  KILN_CHECK(p >= 0 && p <= 1, "Dropout: dropout probability has to be between 0 and 1, but got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!inplace) return dropout(x, p, is_training());
+  if (!is_training() || p == 0) return x;
+  // In place (torch's inplace=True): scale the caller's tensor by the dropout mask, so autograd
+  // records a mul_ by a constant rather than a copy over an input it saved.
+  Tensor mask = dropout(ones_like(x), p, true);
+  Tensor out = x;
+  out.mul_(mask);
+  return out;
+}
+
+std::string Dropout::extra_repr() const { return "p=" + py_float(p) + ", inplace=" + py_bool(inplace); }
+
+}  // namespace kiln::nn

@@ -1,0 +1,151 @@
+// Conv1d, Conv2d, ConvTranspose2d: torch's parameter shapes, default init and repr.
+#include "kiln/nn/conv.h"
+
+#include <cmath>
+
+#include "kiln/nn/init.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/nn.h"
+#include "nn/nn_util.h"
+
+namespace kiln::nn {
+
+using detail::expand_arg;
+using detail::py_tuple;
+
+namespace {
+
+// The checks torch's _ConvNd.__init__ makes, with the layer's name.
+void check_conv_args(const char* who, int64_t in_channels, int64_t out_channels, int64_t groups,
+                     IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
+  KILN_CHECK(groups > 0, who, ": groups must be a positive integer, got ", groups);
+  KILN_CHECK(in_channels >= 0 && out_channels >= 0, who,
+             ": expected non-negative channel counts, got in_channels=", in_channels, " out_channels=", out_channels);
+  KILN_CHECK(in_channels % groups == 0, who, ": in_channels (", in_channels, ") must be divisible by groups (", groups,
+             ")");
+  KILN_CHECK(out_channels % groups == 0, who, ": out_channels (", out_channels, ") must be divisible by groups (",
+             groups, ")");
+  for (int64_t k : kernel_size) KILN_CHECK(k > 0, who, ": kernel_size must be positive, got ", py_tuple(kernel_size));
+  for (int64_t s : stride) KILN_CHECK(s > 0, who, ": stride must be positive, got ", py_tuple(stride));
+  for (int64_t p : padding) KILN_CHECK(p >= 0, who, ": padding must be non-negative, got ", py_tuple(padding));
+  for (int64_t d : dilation) KILN_CHECK(d > 0, who, ": dilation must be positive, got ", py_tuple(dilation));
+}
+
+bool all_equal(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t e : v)
+    if (e != x) return false;
+  return true;
+}
+
+// torch's _ConvNd.extra_repr: non-default settings only.
+std::string conv_repr(int64_t in, int64_t out, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+                      const std::vector<int64_t>& p, const std::vector<int64_t>& d, const std::vector<int64_t>& op,
+                      int64_t groups, bool bias) {
+  std::string r =
+      std::to_string(in) + ", " + std::to_string(out) + ", kernel_size=" + py_tuple(k) + ", stride=" + py_tuple(s);
+  if (!all_equal(p, 0)) r += ", padding=" + py_tuple(p);
+  if (!all_equal(d, 1)) r += ", dilation=" + py_tuple(d);
+  if (!all_equal(op, 0)) r += ", output_padding=" + py_tuple(op);
+  if (groups != 1) r += ", groups=" + std::to_string(groups);
+  if (!bias) r += ", bias=False";
+  return r;
+}
+
+// Weight kaiming_uniform(a=√5), bias U(-1/√fan_in, 1/√fan_in) with fan_in from the weight (dim 1 ×
+// receptive field, which for a transposed conv is out_channels/groups × kernel, as torch).
+void reset_conv(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) detail::init_bias_from_fan_in(bias, init::calculate_fan_in_and_fan_out(weight).first);
+}
+
+}  // namespace
+
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
+               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias)
+    : Module("Conv1d"),
+      in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(expand_arg("Conv1d", "kernel_size", kernel_size, 1)),
+      stride(expand_arg("Conv1d", "stride", stride, 1)),
+      padding(expand_arg("Conv1d", "padding", padding, 1)),
+      dilation(expand_arg("Conv1d", "dilation", dilation, 1)),
+      groups(groups) {
+  check_conv_args("Conv1d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
+                  this->dilation);
+  weight = register_parameter("weight", empty({out_channels, in_channels / groups, this->kernel_size[0]}));
+  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
+  reset_parameters();
+}
+
+void Conv1d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
+
+std::string Conv1d::extra_repr() const {
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0}, groups, bias.defined());
+}
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
+               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias)
+    : Module("Conv2d"),
+      in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(expand_arg("Conv2d", "kernel_size", kernel_size, 2)),
+      stride(expand_arg("Conv2d", "stride", stride, 2)),
+      padding(expand_arg("Conv2d", "padding", padding, 2)),
+      dilation(expand_arg("Conv2d", "dilation", dilation, 2)),
+      groups(groups) {
+  check_conv_args("Conv2d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
+                  this->dilation);
+  weight = register_parameter("weight",
+                              empty({out_channels, in_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
+  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
+  reset_parameters();
+}
+
+void Conv2d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+
+std::string Conv2d::extra_repr() const {
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0}, groups, bias.defined());
+}
+
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
+                                 IntArrayRef padding, IntArrayRef output_padding, int64_t groups, bool bias,
+                                 IntArrayRef dilation)
+    : Module("ConvTranspose2d"),
+      in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(expand_arg("ConvTranspose2d", "kernel_size", kernel_size, 2)),
+      stride(expand_arg("ConvTranspose2d", "stride", stride, 2)),
+      padding(expand_arg("ConvTranspose2d", "padding", padding, 2)),
+      output_padding(expand_arg("ConvTranspose2d", "output_padding", output_padding, 2)),
+      dilation(expand_arg("ConvTranspose2d", "dilation", dilation, 2)),
+      groups(groups) {
+  check_conv_args("ConvTranspose2d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
+                  this->dilation);
+  for (size_t i = 0; i < 2; ++i)
+    KILN_CHECK(this->output_padding[i] >= 0 &&
+                   (this->output_padding[i] < this->stride[i] || this->output_padding[i] < this->dilation[i]),
+               "ConvTranspose2d: output padding must be smaller than either stride or dilation, got output_padding=",
+               py_tuple(this->output_padding), " stride=", py_tuple(this->stride),
+               " dilation=", py_tuple(this->dilation));
+  weight = register_parameter("weight",
+                              empty({in_channels, out_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
+  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
+  reset_parameters();
+}
+
+void ConvTranspose2d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+std::string ConvTranspose2d::extra_repr() const {
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, output_padding, groups,
+                   bias.defined());
+}
+
+}  // namespace kiln::nn
