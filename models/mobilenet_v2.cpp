@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kiln/nn/activation.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/linear.h"
 #include "kiln/ops/nn.h"
-#include "kiln/ops/pointwise.h"
 #include "models/common.h"
 
 namespace kiln::models {
@@ -23,14 +21,12 @@ int64_t make_divisible(double v, int64_t divisor) {
 
 }  // namespace
 
-Tensor ReLU6::forward(const Tensor& x) { return clamp(x, 0, 6); }
-
 ConvBNReLU6::ConvBNReLU6(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t groups)
     : Module("Conv2dNormActivation") {
   conv = register_module("0", std::make_shared<nn::Conv2d>(in_channels, out_channels, kernel_size, stride,
                                                            (kernel_size - 1) / 2, 1, groups, /*bias=*/false));
   bn = register_module("1", std::make_shared<nn::BatchNorm2d>(out_channels));
-  act = register_module("2", std::make_shared<ReLU6>());
+  act = register_module("2", std::make_shared<nn::ReLU6>());
 }
 
 Tensor ConvBNReLU6::forward(const Tensor& x) { return act->forward(bn->forward(conv->forward(x))); }

@@ -5,18 +5,12 @@
 #include <cstdint>
 #include <memory>
 
+#include "kiln/nn/activation.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/conv.h"
 #include "kiln/nn/norm.h"
 
 namespace kiln::models {
-
-// min(max(x, 0), 6), as torch.nn.ReLU6 (kiln's nn has no ReLU6 layer).
-class ReLU6 : public nn::Module {
- public:
-  ReLU6() : Module("ReLU6") {}
-  Tensor forward(const Tensor& x) override;
-};
 
 // torchvision's Conv2dNormActivation with BatchNorm2d and ReLU6: children "0" conv (no bias,
 // padding (k-1)/2), "1" BN, "2" ReLU6.
@@ -27,7 +21,7 @@ class ConvBNReLU6 : public nn::Module {
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<nn::Conv2d> conv;
   std::shared_ptr<nn::BatchNorm2d> bn;
-  std::shared_ptr<ReLU6> act;
+  std::shared_ptr<nn::ReLU6> act;
 };
 
 // Expand (1×1, skipped when expand_ratio is 1), depthwise 3×3, project (1×1 + BN, linear); a
