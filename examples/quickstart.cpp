@@ -3,20 +3,27 @@
 #include <kiln/kiln.h>
 using namespace kiln;
 
+struct Net : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  Net() : Module("Net") {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(10, 32));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 3));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+};
+
 int main() {
   manual_seed(0);
-  Tensor x = randn({64, 10});                      // inputs
-  Tensor y = argmax(x.narrow(1, 0, 3), 1);         // class labels a linear model can learn
-  Tensor w = (randn({3, 10}) * 0.1).requires_grad_();
-  Tensor b = zeros({3}).requires_grad_();
-  for (int step = 0; step < 100; ++step) {
-    Tensor loss = cross_entropy(linear(x, w, b), y);
-    loss.backward();                               // fills w.grad(), b.grad()
-    NoGradGuard no_grad;
-    w.sub_(w.grad(), 0.5);                         // SGD step, in place
-    b.sub_(b.grad(), 0.5);
-    w.mutable_grad().zero_();
-    b.mutable_grad().zero_();
-    if (step % 20 == 0) std::cout << step << " " << loss.item<double>() << "\n";
+  Tensor x = randn({256, 10});                     // inputs
+  Tensor y = argmax(x.narrow(1, 0, 3), 1);         // labels a small network can learn
+  auto net = std::make_shared<Net>();
+  optim::AdamW opt(net->parameters(), {.lr = 1e-2});
+  for (int step = 0; step <= 200; ++step) {
+    Tensor loss = cross_entropy(net->forward(x), y);
+    opt.zero_grad();
+    loss.backward();                               // fills each parameter's grad()
+    opt.step();
+    if (step % 50 == 0) std::cout << step << " " << loss.item<double>() << "\n";
   }
+  save("net.safetensors", *net);                   // its state_dict, loadable with kiln::load
 }

@@ -46,18 +46,18 @@ void save(const std::string& path, const nn::Module& model, const optim::Optimiz
                       {"group_params", osd.group_params}};
   auto meta = base_metadata(step, extra);
   meta["kiln.optimizer"] = j.dump();
-  io::save_file(tensors, path, meta);
+  safetensors::save_file(tensors, path, meta);
 }
 
 void save(const std::string& path, const nn::Module& model, int64_t step,
           const std::map<std::string, std::string>& extra) {
   StateDict tensors;
   add_model(tensors, model);
-  io::save_file(tensors, path, base_metadata(step, extra));
+  safetensors::save_file(tensors, path, base_metadata(step, extra));
 }
 
 Checkpoint load(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {
-  io::SafeTensorsFile file(path);
+  safetensors::SafeTensorsFile file(path);
   const auto& meta = file.metadata();
   auto get = [&](const std::string& key) -> const std::string* {
     auto it = meta.find(key);

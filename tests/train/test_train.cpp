@@ -67,8 +67,8 @@ TEST(Train, ResumeEqualsUninterrupted) {
   EXPECT_EQ(resumed.final_loss, full.final_loss);
   EXPECT_EQ(*resumed.test_accuracy, *full.test_accuracy);
 
-  StateDict a = io::load_file((full_dir / "checkpoint.safetensors").string());
-  StateDict b = io::load_file((half_dir / "checkpoint.safetensors").string());
+  StateDict a = safetensors::load_file((full_dir / "checkpoint.safetensors").string());
+  StateDict b = safetensors::load_file((half_dir / "checkpoint.safetensors").string());
   ASSERT_EQ(a.keys(), b.keys());
   for (const auto& [k, t] : a) EXPECT_TRUE(t.eq(b.at(k)).all().item<bool>()) << k;
   fs::remove_all(full_dir);
