@@ -57,11 +57,11 @@ DType parse_descr(const std::string& d, bool* big_endian, const std::string& whe
   KILN_CHECK(kind != 'O', where, ": descr '", d,
              "' is an object array (pickled Python objects), which kiln does not load");
   std::string_view digits = s.substr(1);
+  bool digits_ok = !digits.empty() && digits.size() <= 2;
   int size = 0;
-  bool digits_ok = !digits.empty() && digits.size() <= 3;
-  for (char c : digits) {
-    digits_ok = digits_ok && c >= '0' && c <= '9';
-    size = size * 10 + (c - '0');
+  for (size_t i = 0; digits_ok && i < digits.size(); ++i) {
+    digits_ok = digits[i] >= '0' && digits[i] <= '9';
+    size = size * 10 + (digits[i] - '0');
   }
   KILN_CHECK(digits_ok, where, ": descr '", d, "' is not a type kiln knows (expected e.g. '<f4', '<i8', '|b1')");
   std::optional<DType> t;

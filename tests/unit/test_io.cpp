@@ -534,6 +534,7 @@ TEST(Npy, RejectsMalformedFiles) {
   EXPECT_NE(npy_error(with_descr("<c8")).find("not supported by kiln"), std::string::npos);
   EXPECT_NE(npy_error(with_descr("<U4")).find("not supported by kiln"), std::string::npos);
   EXPECT_NE(npy_error(with_descr("<f")).find("not a type kiln knows"), std::string::npos);
+  EXPECT_NE(npy_error(with_descr("<f99999999999")).find("not a type kiln knows"), std::string::npos);
   EXPECT_NE(npy_error(npy_file(1, "{'descr': '<f4', 'shape': (1,), }")).find("must have the keys"), std::string::npos);
   EXPECT_NE(npy_error(npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}"))
                 .find("unexpected key 'x'"),
