@@ -104,18 +104,24 @@ Json parse_json(const char* text, size_t n, const std::string& where) {
   }
 }
 
+// A JSON value for an error message, cut short.
+std::string brief(const Json& v) {
+  std::string s = v.dump();
+  return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+}
+
 // A JSON integer that must be >= 0 and fit in `max`.
 uint64_t json_uint(const Json& v, uint64_t max, const std::string& where, const std::string& what) {
-  KILN_CHECK(v.is_number_integer(), where, ": ", what, " must be an integer, got ", v.dump());
+  KILN_CHECK(v.is_number_integer(), where, ": ", what, " must be an integer, got ", brief(v));
   KILN_CHECK(v.is_number_unsigned() || v.get<int64_t>() >= 0, where, ": ", what, " must not be negative, got ",
-             v.dump());
+             brief(v));
   uint64_t u = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
   KILN_CHECK(u <= max, where, ": ", what, " is too large: ", u);
   return u;
 }
 
 DType parse_dtype(const Json& v, const std::string& where) {
-  KILN_CHECK(v.is_string(), where, ": \"dtype\" must be a string, got ", v.dump());
+  KILN_CHECK(v.is_string(), where, ": \"dtype\" must be a string, got ", brief(v));
   const auto& s = v.get_ref<const std::string&>();
   for (const auto& d : kDTypeNames)
     if (s == d.name) return d.dtype;
@@ -135,13 +141,13 @@ Entry parse_entry(const std::string& name, const Json& info, const std::string& 
   e.name = name;
   e.dtype = parse_dtype(info["dtype"], where);
   const Json& shape = info["shape"];
-  KILN_CHECK(shape.is_array(), where, ": \"shape\" must be an array, got ", shape.dump());
+  KILN_CHECK(shape.is_array(), where, ": \"shape\" must be an array, got ", brief(shape));
   for (const Json& s : shape)
     e.shape.push_back(static_cast<int64_t>(
         json_uint(s, std::numeric_limits<int64_t>::max(), where, "shape entry " + std::to_string(e.shape.size()))));
   const Json& offsets = info["data_offsets"];
   KILN_CHECK(offsets.is_array() && offsets.size() == 2, where, ": \"data_offsets\" must be an array [begin, end], got ",
-             offsets.dump());
+             brief(offsets));
   e.begin = json_uint(offsets[0], std::numeric_limits<uint64_t>::max(), where, "data_offsets begin");
   e.end = json_uint(offsets[1], std::numeric_limits<uint64_t>::max(), where, "data_offsets end");
   KILN_CHECK(e.begin <= e.end, where, ": data_offsets [", e.begin, ", ", e.end, "] must have begin <= end");
@@ -165,7 +171,7 @@ Header parse_header_json(const char* text, size_t n, const std::string& where) {
       if (value.is_null()) continue;
       KILN_CHECK(value.is_object(), where, ": \"__metadata__\" must be an object of strings, got ", value.type_name());
       for (const auto& [mk, mv] : value.items()) {
-        KILN_CHECK(mv.is_string(), where, ": \"__metadata__\" value of '", mk, "' must be a string, got ", mv.dump());
+        KILN_CHECK(mv.is_string(), where, ": \"__metadata__\" value of '", mk, "' must be a string, got ", brief(mv));
         h.metadata.emplace(mk, mv.get<std::string>());
       }
       continue;

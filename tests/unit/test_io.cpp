@@ -249,6 +249,10 @@ TEST(SafeTensors, RejectsMalformedLayouts) {
   EXPECT_NE(st_load_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", Bytes(4))
                 .find("shape entry 0 must be an integer, got 1.5"),
             std::string::npos);
+  EXPECT_NE(st_load_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[0,1],\"data_offsets\":{\"b\":\"" +
+                          std::string(100, 'x') + "\"}}}")
+                .find("must be an array [begin, end], got {\"b\":\"" + std::string(51, 'x') + "..."),
+            std::string::npos);
   EXPECT_NE(st_load_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,4]}}", Bytes(4))
                 .find("must be an integer"),
             std::string::npos);
@@ -395,6 +399,21 @@ TEST(SafeTensors, WritesAtomically) {
     EXPECT_ERROR(save_file(v1, dir.file("ro/x.safetensors")), "Permission denied");
     EXPECT_FALSE(fs::exists(dir.file("ro/x.safetensors")));
   }
+}
+
+TEST(SafeTensors, WithoutJsonEveryEntryPointSaysSo) {
+  if (have_json()) GTEST_SKIP() << "kiln was built with nlohmann-json";
+  const std::string text = "kiln was built without nlohmann-json: safetensors is not available";
+  TempDir dir;
+  StateDict sd;
+  sd.insert("w", ones({2}));
+  EXPECT_ERROR(save(sd), text);
+  EXPECT_ERROR(save_file(sd, dir.file("x.safetensors")), text);
+  EXPECT_TRUE(dir.entries().empty());
+  write_bytes(dir.file("y.safetensors"), st_file("{}      "));
+  EXPECT_ERROR(load_file(dir.file("y.safetensors")), text);
+  EXPECT_ERROR(SafeTensorsFile::open(dir.file("y.safetensors")), text);
+  EXPECT_ERROR(load(st_file("{}      ")), text);
 }
 
 // ---------------------------------------------------------------- .npy
