@@ -33,6 +33,8 @@ std::vector<uint8_t> save(const StateDict& tensors, const std::map<std::string, 
 // Reads every tensor of `path`, keys in sorted order (as safe_open's keys()). The file is
 // memory-mapped: the CPU tensors alias a private copy-on-write mapping (writes to them never
 // reach the file), which lives until the last tensor using it dies. With another device, copies.
+// As with any mapping, the file must not be truncated while tensors use it (replacing it, as
+// save_file does, is safe).
 StateDict load_file(const std::string& path, Device device = kCPU);
 // Reads a safetensors file held in memory; the tensors are copies (`data` may be freed after).
 StateDict load(const uint8_t* data, size_t n);

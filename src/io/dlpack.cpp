@@ -14,9 +14,11 @@ namespace kiln {
 
 namespace {
 
-// What an exported DLManagedTensorVersioned points into: it keeps the tensor alive.
+// What an exported DLManagedTensorVersioned points into: it keeps the tensor alive, and its
+// storage too, in case the tensor is later given other data (Tensor::set_data).
 struct ExportedTensor {
   Tensor tensor;
+  std::shared_ptr<Storage> storage;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
   DLManagedTensorVersioned managed{};
@@ -90,6 +92,7 @@ DLManagedTensorVersioned* to_dlpack(const Tensor& t) {
   KILN_CHECK(t.is_cpu() && t.has_storage(), "to_dlpack: the tensor has no data (", t.device(), " device)");
   auto ctx = std::make_unique<ExportedTensor>();
   ctx->tensor = t;
+  ctx->storage = t.unsafe_impl()->storage;
   ctx->shape = t.sizes().vec();
   ctx->strides = t.strides().vec();
   DLManagedTensorVersioned& m = ctx->managed;

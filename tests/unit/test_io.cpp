@@ -658,6 +658,12 @@ TEST(DLPack, ExportViewsTheTensorAndKeepsItAlive) {
     EXPECT_EQ(e->dl_tensor.dtype.bits, code.bits) << dt;
     e->deleter(e);
   }
+  // Giving the tensor other data later leaves the export's memory alive (checked under ASan builds).
+  Tensor param = arange(3, kFloat32);
+  DLManagedTensorVersioned* held = to_dlpack(param);
+  param.set_data(zeros({5}));
+  EXPECT_EQ(static_cast<float*>(held->dl_tensor.data)[2], 2.0f);
+  held->deleter(held);
   EXPECT_ERROR(to_dlpack(ones({2}).requires_grad_()), "requires grad; use tensor.detach()");
   EXPECT_ERROR(to_dlpack(Tensor()), "undefined");
 }
