@@ -29,10 +29,10 @@ bool same_bytes(const kiln::Tensor& a, const kiln::Tensor& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   volatile uint8_t sink = 0;
   try {
-    kiln::StateDict sd = kiln::load(data, size);
+    kiln::StateDict sd = kiln::safetensors::load(data, size);
     for (const auto& [key, t] : sd) sink = sink ^ touch(t);
     // Whatever the reader accepts, the writer must write back losslessly.
-    kiln::StateDict again = kiln::load(kiln::save(sd));
+    kiln::StateDict again = kiln::safetensors::load(kiln::safetensors::save(sd));
     if (again.size() != sd.size()) __builtin_trap();
     for (const auto& [key, t] : sd)
       if (!again.contains(key) || !same_bytes(again.at(key), t)) __builtin_trap();

@@ -17,7 +17,9 @@
 
 namespace kiln {
 
-// ---- safetensors ----
+// ---- safetensors (kiln::safetensors, as the Python package's safetensors.torch) ----
+namespace safetensors {
+
 // The format: an 8-byte little-endian header length N, N bytes of JSON mapping
 // each name to {"dtype", "shape", "data_offsets"} (plus an optional
 // "__metadata__" string map), then the tensors' bytes, little-endian, row-major.
@@ -62,6 +64,8 @@ class SafeTensorsFile {
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
+
+}  // namespace safetensors
 
 // ---- NumPy .npy ----
 // Writes format version 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,

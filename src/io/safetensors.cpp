@@ -320,6 +320,8 @@ std::string header_bytes(const std::vector<Entry>& entries, const std::map<std::
 
 }  // namespace
 
+namespace safetensors {
+
 // ---- SafeTensorsFile ----
 
 struct SafeTensorsFile::Impl {
@@ -427,4 +429,5 @@ void save_file(const StateDict& tensors, const std::string& path, const std::map
   });
 }
 
+}  // namespace safetensors
 }  // namespace kiln

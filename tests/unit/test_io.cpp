@@ -17,6 +17,7 @@
 #include "kiln/kiln.h"
 
 using namespace kiln;
+using namespace kiln::safetensors;
 namespace fs = std::filesystem;
 
 namespace {
