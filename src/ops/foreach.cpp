@@ -31,18 +31,27 @@ struct ForeachSig {
 ForeachSig foreach_sig(OpId op) {
   switch (op) {
     case OpId::_foreach_neg:
-    case OpId::_foreach_sqrt: return {1, {"self"}, false};
-    case OpId::_foreach_add: return {2, {"self", "other"}, false};
-    case OpId::_foreach_addcmul: return {3, {"self", "tensor1", "tensor2"}, false};
-    case OpId::_foreach_add_: return {2, {"self", "other"}, true};
+    case OpId::_foreach_sqrt:
+      return {1, {"self"}, false};
+    case OpId::_foreach_add:
+      return {2, {"self", "other"}, false};
+    case OpId::_foreach_addcmul:
+      return {3, {"self", "tensor1", "tensor2"}, false};
+    case OpId::_foreach_add_:
+      return {2, {"self", "other"}, true};
     case OpId::_foreach_add_scalar_:
     case OpId::_foreach_mul_scalar_:
-    case OpId::_foreach_div_scalar_: return {1, {"self"}, true};
+    case OpId::_foreach_div_scalar_:
+      return {1, {"self"}, true};
     case OpId::_foreach_addcmul_:
-    case OpId::_foreach_addcdiv_: return {3, {"self", "tensor1", "tensor2"}, true};
-    case OpId::_foreach_lerp_: return {2, {"self", "end"}, true};
-    case OpId::_foreach_maximum_: return {2, {"self", "other"}, true};
-    default: KILN_FAIL("internal: ", op_name(op), " is not a foreach op");
+    case OpId::_foreach_addcdiv_:
+      return {3, {"self", "tensor1", "tensor2"}, true};
+    case OpId::_foreach_lerp_:
+      return {2, {"self", "end"}, true};
+    case OpId::_foreach_maximum_:
+      return {2, {"self", "other"}, true};
+    default:
+      KILN_FAIL("internal: ", op_name(op), " is not a foreach op");
   }
 }
 
@@ -55,8 +64,10 @@ int scalars_attr(OpId op) {
     case OpId::_foreach_div_scalar_:
     case OpId::_foreach_addcmul_:
     case OpId::_foreach_addcdiv_:
-    case OpId::_foreach_lerp_: return 0;
-    default: return -1;
+    case OpId::_foreach_lerp_:
+      return 0;
+    default:
+      return -1;
   }
 }
 
@@ -71,8 +82,8 @@ std::vector<TensorMeta> meta_foreach(const OpCall& c) {
   const ForeachSig sig = foreach_sig(c.op);
   const char* name = c.name();
   KILN_CHECK(!c.inputs.empty(), name, ": Tensor list must have at least one tensor");
-  KILN_CHECK(c.inputs.size() % sig.lists == 0, "internal: ", name, " got ", c.inputs.size(), " tensors for ",
-             sig.lists, " lists");
+  KILN_CHECK(c.inputs.size() % sig.lists == 0, "internal: ", name, " got ", c.inputs.size(), " tensors for ", sig.lists,
+             " lists");
   const size_t n = c.inputs.size() / sig.lists;
   for (size_t l = 0; l < sig.lists; ++l)
     for (size_t i = 0; i < n; ++i)
@@ -99,9 +110,9 @@ std::vector<TensorMeta> meta_foreach(const OpCall& c) {
     }
     if (sig.inplace) {
       for (int64_t d = 0; d < s.dim(); ++d)
-        KILN_CHECK(s.strides()[d] != 0 || s.sizes()[d] <= 1, name, ": unsupported operation: more than one element "
-                   "of self[", i, "] (shape ", shape_str(s.sizes()), ", strides ", shape_str(s.strides()),
-                   ") refers to a single memory location; clone() it first");
+        KILN_CHECK(s.strides()[d] != 0 || s.sizes()[d] <= 1, name,
+                   ": unsupported operation: more than one element of self[", i, "] (shape ", shape_str(s.sizes()),
+                   ", strides ", shape_str(s.strides()), ") refers to a single memory location; clone() it first");
     } else {
       TensorMeta m;
       m.sizes = s.sizes().vec();
@@ -143,19 +154,44 @@ std::vector<Tensor> decomp_foreach(const OpCall& c) {
   for (size_t i = 0; i < n; ++i) {
     Tensor self = in(0, i);
     switch (c.op) {
-      case OpId::_foreach_neg: out.push_back(neg(self)); break;
-      case OpId::_foreach_sqrt: out.push_back(sqrt(self)); break;
-      case OpId::_foreach_add: out.push_back(add(self, in(1, i), c.attrs.s(0))); break;
-      case OpId::_foreach_addcmul: out.push_back(addcmul(self, in(1, i), in(2, i), scalar(i))); break;
-      case OpId::_foreach_add_: self.add_(in(1, i), c.attrs.s(0)); break;
-      case OpId::_foreach_add_scalar_: self.add_(scalar(i)); break;
-      case OpId::_foreach_mul_scalar_: self.mul_(scalar(i)); break;
-      case OpId::_foreach_div_scalar_: self.div_(scalar(i)); break;
-      case OpId::_foreach_addcmul_: self.addcmul_(in(1, i), in(2, i), scalar(i)); break;
-      case OpId::_foreach_addcdiv_: self.addcdiv_(in(1, i), in(2, i), scalar(i)); break;
-      case OpId::_foreach_lerp_: self.lerp_(in(1, i), scalar(i)); break;
-      case OpId::_foreach_maximum_: self.copy_(maximum(self, in(1, i))); break;
-      default: KILN_FAIL("internal: no decomposition for ", c.name());
+      case OpId::_foreach_neg:
+        out.push_back(neg(self));
+        break;
+      case OpId::_foreach_sqrt:
+        out.push_back(sqrt(self));
+        break;
+      case OpId::_foreach_add:
+        out.push_back(add(self, in(1, i), c.attrs.s(0)));
+        break;
+      case OpId::_foreach_addcmul:
+        out.push_back(addcmul(self, in(1, i), in(2, i), scalar(i)));
+        break;
+      case OpId::_foreach_add_:
+        self.add_(in(1, i), c.attrs.s(0));
+        break;
+      case OpId::_foreach_add_scalar_:
+        self.add_(scalar(i));
+        break;
+      case OpId::_foreach_mul_scalar_:
+        self.mul_(scalar(i));
+        break;
+      case OpId::_foreach_div_scalar_:
+        self.div_(scalar(i));
+        break;
+      case OpId::_foreach_addcmul_:
+        self.addcmul_(in(1, i), in(2, i), scalar(i));
+        break;
+      case OpId::_foreach_addcdiv_:
+        self.addcdiv_(in(1, i), in(2, i), scalar(i));
+        break;
+      case OpId::_foreach_lerp_:
+        self.lerp_(in(1, i), scalar(i));
+        break;
+      case OpId::_foreach_maximum_:
+        self.copy_(maximum(self, in(1, i)));
+        break;
+      default:
+        KILN_FAIL("internal: no decomposition for ", c.name());
     }
   }
   return out;

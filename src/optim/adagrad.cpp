@@ -24,8 +24,8 @@ std::map<std::string, double> adagrad_defaults(const AdagradOptions& o) {
   KILN_CHECK(o.lr >= 0, "Adagrad: invalid learning rate: ", o.lr);
   KILN_CHECK(o.lr_decay >= 0, "Adagrad: invalid lr_decay value: ", o.lr_decay);
   KILN_CHECK(o.weight_decay >= 0, "Adagrad: invalid weight_decay value: ", o.weight_decay);
-  KILN_CHECK(o.initial_accumulator_value >= 0, "Adagrad: invalid initial_accumulator_value value: ",
-             o.initial_accumulator_value);
+  KILN_CHECK(o.initial_accumulator_value >= 0,
+             "Adagrad: invalid initial_accumulator_value value: ", o.initial_accumulator_value);
   KILN_CHECK(o.eps >= 0, "Adagrad: invalid epsilon value: ", o.eps);
   return {{"lr", o.lr},
           {"lr_decay", o.lr_decay},
@@ -99,8 +99,10 @@ void Adagrad::step() {
       s.steps.push_back(state(p).at("step"));
       s.sums.push_back(state(p).at("sum"));
     }
-    if (group.get("foreach") != 0) adagrad_foreach(s, h);
-    else adagrad_single(s, h);
+    if (group.get("foreach") != 0)
+      adagrad_foreach(s, h);
+    else
+      adagrad_single(s, h);
   }
 }
 

@@ -58,8 +58,10 @@ void adam_single(const Lists& s, const Hyper& h) {
     step_t.add_(1);
     Tensor g = h.maximize ? s.grads[i].neg() : s.grads[i];
     if (h.weight_decay != 0) {
-      if (h.decoupled) p.mul_(1 - h.lr * h.weight_decay);
-      else g = g.add(p, h.weight_decay);
+      if (h.decoupled)
+        p.mul_(1 - h.lr * h.weight_decay);
+      else
+        g = g.add(p, h.weight_decay);
     }
     m.lerp_(g, 1 - h.beta1);
     v.mul_(h.beta2).addcmul_(g, g, 1 - h.beta2);
@@ -81,8 +83,10 @@ void adam_foreach(const Lists& s, const Hyper& h) {
   _foreach_add_(s.steps, 1);
   std::vector<Tensor> g = h.maximize ? _foreach_neg(s.grads) : s.grads;
   if (h.weight_decay != 0) {
-    if (h.decoupled) _foreach_mul_(s.params, 1 - h.lr * h.weight_decay);
-    else g = _foreach_add(g, s.params, h.weight_decay);
+    if (h.decoupled)
+      _foreach_mul_(s.params, 1 - h.lr * h.weight_decay);
+    else
+      g = _foreach_add(g, s.params, h.weight_decay);
   }
   _foreach_lerp_(s.exp_avgs, g, 1 - h.beta1);
   _foreach_mul_(s.exp_avg_sqs, h.beta2);
@@ -120,9 +124,14 @@ void Adam::step() {
   for (ParamGroup& group : param_groups()) {
     GroupGrads gg = with_grads(group);
     if (gg.params.empty()) continue;
-    const Hyper h{group.get("lr"),           group.get("beta1"),         group.get("beta2"),
-                  group.get("eps"),          group.get("weight_decay"),  group.get("amsgrad") != 0,
-                  group.get("maximize") != 0, group.get("decoupled_weight_decay") != 0};
+    const Hyper h{group.get("lr"),
+                  group.get("beta1"),
+                  group.get("beta2"),
+                  group.get("eps"),
+                  group.get("weight_decay"),
+                  group.get("amsgrad") != 0,
+                  group.get("maximize") != 0,
+                  group.get("decoupled_weight_decay") != 0};
     Lists s;
     s.params = gg.params;
     s.grads = gg.grads;
@@ -139,8 +148,10 @@ void Adam::step() {
       s.exp_avg_sqs.push_back(st.at("exp_avg_sq"));
       if (h.amsgrad) s.max_exp_avg_sqs.push_back(st.at("max_exp_avg_sq"));
     }
-    if (group.get("foreach") != 0) adam_foreach(s, h);
-    else adam_single(s, h);
+    if (group.get("foreach") != 0)
+      adam_foreach(s, h);
+    else
+      adam_single(s, h);
   }
 }
 

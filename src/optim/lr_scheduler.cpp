@@ -89,9 +89,9 @@ SchedulerState LRScheduler::state_dict() const {
 
 void LRScheduler::load_state_dict(const SchedulerState& sd) {
   std::vector<double> base = get_list(sd, "base_lrs"), last = get_list(sd, "_last_lr");
-  KILN_CHECK(base.size() == num_groups() && last.size() == num_groups(), name_,
-             ".load_state_dict: the state has ", base.size(), " base_lrs and ", last.size(),
-             " last lrs, but the optimizer has ", num_groups(), " parameter groups");
+  KILN_CHECK(base.size() == num_groups() && last.size() == num_groups(), name_, ".load_state_dict: the state has ",
+             base.size(), " base_lrs and ", last.size(), " last lrs, but the optimizer has ", num_groups(),
+             " parameter groups");
   const int64_t last_epoch = static_cast<int64_t>(get(sd, "last_epoch", name_));
   const int64_t step_count = static_cast<int64_t>(get(sd, "_step_count", name_));
   load_extra(sd);  // may throw: the common fields change only after it succeeds
@@ -218,10 +218,11 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
       start_factor_(start_factor),
       end_factor_(end_factor),
       total_iters_(total_iters) {
-  KILN_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR: starting multiplicative factor expected to be "
-             "greater than 0 and less or equal to 1, got ", start_factor);
-  KILN_CHECK(end_factor >= 0 && end_factor <= 1, "LinearLR: ending multiplicative factor expected to be between 0 "
-             "and 1, got ", end_factor);
+  KILN_CHECK(start_factor > 0 && start_factor <= 1,
+             "LinearLR: starting multiplicative factor expected to be greater than 0 and less or equal to 1, got ",
+             start_factor);
+  KILN_CHECK(end_factor >= 0 && end_factor <= 1,
+             "LinearLR: ending multiplicative factor expected to be between 0 and 1, got ", end_factor);
   KILN_CHECK(total_iters > 0, "LinearLR: total_iters must be positive, got ", total_iters);
   initial_step();
 }
@@ -230,8 +231,10 @@ std::vector<double> LinearLR::get_lr() {
   const double d = end_factor_ - start_factor_;
   for (size_t i = 0; i < num_groups(); ++i) {
     const double lr = group_lr(i);
-    if (last_epoch_ == 0) lrs.push_back(lr * start_factor_);
-    else if (last_epoch_ > total_iters_) lrs.push_back(lr);
+    if (last_epoch_ == 0)
+      lrs.push_back(lr * start_factor_);
+    else if (last_epoch_ > total_iters_)
+      lrs.push_back(lr);
     else
       lrs.push_back(lr * (1.0 + d / (static_cast<double>(total_iters_) * start_factor_ +
                                      static_cast<double>(last_epoch_ - 1) * d)));
@@ -280,8 +283,9 @@ int64_t one_cycle_total(const OneCycleLROptions& o) {
     KILN_CHECK(o.total_steps > 0, "OneCycleLR: expected a positive total_steps, but got ", o.total_steps);
     return o.total_steps;
   }
-  KILN_CHECK(o.epochs > 0 && o.steps_per_epoch > 0, "OneCycleLR: you must define either total_steps OR "
-             "(epochs AND steps_per_epoch), positive; got epochs ", o.epochs, ", steps_per_epoch ", o.steps_per_epoch);
+  KILN_CHECK(o.epochs > 0 && o.steps_per_epoch > 0,
+             "OneCycleLR: you must define either total_steps OR (epochs AND steps_per_epoch), positive; got epochs ",
+             o.epochs, ", steps_per_epoch ", o.steps_per_epoch);
   return o.epochs * o.steps_per_epoch;
 }
 // Writes the per-group options OneCycleLR works from before the base constructor reads "initial_lr".
@@ -406,12 +410,13 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
   KILN_CHECK(!schedulers_.empty(), "SequentialLR: expects at least one scheduler");
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     KILN_CHECK(schedulers_[i], "SequentialLR: scheduler ", i, " is null");
-    KILN_CHECK(&schedulers_[i]->optimizer() == &optimizer, "SequentialLR: expects all schedulers to belong to the "
-               "same optimizer, but scheduler ", i, " (", schedulers_[i]->name(), ") uses another one");
+    KILN_CHECK(&schedulers_[i]->optimizer() == &optimizer,
+               "SequentialLR: expects all schedulers to belong to the same optimizer, but scheduler ", i, " (",
+               schedulers_[i]->name(), ") uses another one");
   }
-  KILN_CHECK(milestones_.size() + 1 == schedulers_.size(), "SequentialLR: expects the number of schedulers to be "
-             "one more than the number of milestones, but got ", schedulers_.size(), " schedulers and ",
-             milestones_.size(), " milestones");
+  KILN_CHECK(milestones_.size() + 1 == schedulers_.size(),
+             "SequentialLR: expects the number of schedulers to be one more than the number of milestones, but got ",
+             schedulers_.size(), " schedulers and ", milestones_.size(), " milestones");
   last_epoch_ = last_epoch + 1;
   for (size_t i = 0; i < num_groups(); ++i) {
     ParamGroup& g = optimizer.param_groups()[i];
@@ -427,8 +432,10 @@ void SequentialLR::step() {
   ++last_epoch_;
   const size_t idx = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
   LRScheduler& s = *schedulers_[idx];
-  if (idx > 0 && milestones_[idx - 1] == last_epoch_) s.step_to(0);
-  else s.step();
+  if (idx > 0 && milestones_[idx - 1] == last_epoch_)
+    s.step_to(0);
+  else
+    s.step();
   last_lr_ = s.get_last_lr();
 }
 
@@ -549,10 +556,10 @@ void ReduceLROnPlateau::load_state_dict(const SchedulerState& sd) {
   const size_t n = optimizer_->param_groups().size();
   KILN_CHECK(min_lrs.size() == n && last.size() == n, who, ".load_state_dict: the state has ", min_lrs.size(),
              " min_lrs and ", last.size(), " last lrs, but the optimizer has ", n, " parameter groups");
-  const double keys[11] = {get(sd, "last_epoch", who), get(sd, "best", who),     get(sd, "num_bad_epochs", who),
-                           get(sd, "cooldown_counter", who), get(sd, "mode_max", who), get(sd, "factor", who),
-                           get(sd, "patience", who), get(sd, "threshold", who), get(sd, "threshold_abs", who),
-                           get(sd, "cooldown", who), get(sd, "eps", who)};
+  const double keys[11] = {get(sd, "last_epoch", who),       get(sd, "best", who),      get(sd, "num_bad_epochs", who),
+                           get(sd, "cooldown_counter", who), get(sd, "mode_max", who),  get(sd, "factor", who),
+                           get(sd, "patience", who),         get(sd, "threshold", who), get(sd, "threshold_abs", who),
+                           get(sd, "cooldown", who),         get(sd, "eps", who)};
   last_epoch_ = static_cast<int64_t>(keys[0]);
   best_ = keys[1];
   num_bad_epochs_ = static_cast<int64_t>(keys[2]);

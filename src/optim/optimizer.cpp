@@ -35,8 +35,7 @@ void Optimizer::add_param_group(ParamGroup group) {
     KILN_CHECK(p.is_leaf(), name_, ": can't optimize a non-leaf Tensor (parameter ", i, " of the group)");
     KILN_CHECK(p.is_floating_point(), name_, ": can only optimize floating-point tensors, but parameter ", i,
                " of the group has dtype ", p.dtype());
-    KILN_CHECK(mine.insert(p.unsafe_impl()).second, name_, ": parameter ", i,
-               " appears twice in the parameter group");
+    KILN_CHECK(mine.insert(p.unsafe_impl()).second, name_, ": parameter ", i, " appears twice in the parameter group");
     KILN_CHECK(!seen.count(p.unsafe_impl()), name_, ": some parameters appear in more than one parameter group");
   }
   for (const auto& [k, v] : defaults_) group.options.emplace(k, v);  // keeps the group's own values
@@ -124,8 +123,8 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
                sd.group_params[g].size(), " parameters in the loaded state dict but ", groups_[g].params.size(),
                " in the optimizer");
     for (size_t k = 0; k < groups_[g].params.size(); ++k)
-      KILN_CHECK(params.emplace(sd.group_params[g][k], &groups_[g].params[k]).second, what,
-                 ": parameter index ", sd.group_params[g][k], " appears twice in the loaded state dict");
+      KILN_CHECK(params.emplace(sd.group_params[g][k], &groups_[g].params[k]).second, what, ": parameter index ",
+                 sd.group_params[g][k], " appears twice in the loaded state dict");
   }
   // Check every entry before changing anything.
   std::map<const TensorImpl*, StateDict> state;

@@ -29,9 +29,14 @@ std::map<std::string, double> rmsprop_defaults(const RMSpropOptions& o) {
   KILN_CHECK(o.momentum >= 0, "RMSprop: invalid momentum value: ", o.momentum);
   KILN_CHECK(o.weight_decay >= 0, "RMSprop: invalid weight_decay value: ", o.weight_decay);
   KILN_CHECK(o.alpha >= 0, "RMSprop: invalid alpha value: ", o.alpha);
-  return {{"lr", o.lr},         {"alpha", o.alpha},       {"eps", o.eps},
-          {"weight_decay", o.weight_decay}, {"momentum", o.momentum}, {"centered", o.centered},
-          {"maximize", o.maximize}, {"foreach", o.foreach}};
+  return {{"lr", o.lr},
+          {"alpha", o.alpha},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"momentum", o.momentum},
+          {"centered", o.centered},
+          {"maximize", o.maximize},
+          {"foreach", o.foreach}};
 }
 
 void rmsprop_single(const Lists& s, const Hyper& h) {
@@ -96,8 +101,8 @@ void RMSprop::step() {
   for (ParamGroup& group : param_groups()) {
     GroupGrads gg = with_grads(group);
     if (gg.params.empty()) continue;
-    const Hyper h{group.get("lr"),           group.get("alpha"),         group.get("eps"),
-                  group.get("weight_decay"), group.get("momentum"),      group.get("centered") != 0,
+    const Hyper h{group.get("lr"),           group.get("alpha"),    group.get("eps"),
+                  group.get("weight_decay"), group.get("momentum"), group.get("centered") != 0,
                   group.get("maximize") != 0};
     Lists s;
     s.params = gg.params;
@@ -116,8 +121,10 @@ void RMSprop::step() {
       if (h.momentum > 0) s.bufs.push_back(st.at("momentum_buffer"));
       if (h.centered) s.grad_avgs.push_back(st.at("grad_avg"));
     }
-    if (group.get("foreach") != 0) rmsprop_foreach(s, h);
-    else rmsprop_single(s, h);
+    if (group.get("foreach") != 0)
+      rmsprop_foreach(s, h);
+    else
+      rmsprop_single(s, h);
   }
 }
 

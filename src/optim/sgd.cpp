@@ -21,10 +21,14 @@ std::map<std::string, double> sgd_defaults(const SGDOptions& o) {
   KILN_CHECK(o.momentum >= 0, "SGD: invalid momentum value: ", o.momentum);
   KILN_CHECK(o.weight_decay >= 0, "SGD: invalid weight_decay value: ", o.weight_decay);
   KILN_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
-             "SGD: Nesterov momentum requires a momentum and zero dampening (got momentum ", o.momentum,
-             ", dampening ", o.dampening, ")");
-  return {{"lr", o.lr},         {"momentum", o.momentum},          {"dampening", o.dampening},
-          {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov}, {"maximize", o.maximize},
+             "SGD: Nesterov momentum requires a momentum and zero dampening (got momentum ", o.momentum, ", dampening ",
+             o.dampening, ")");
+  return {{"lr", o.lr},
+          {"momentum", o.momentum},
+          {"dampening", o.dampening},
+          {"weight_decay", o.weight_decay},
+          {"nesterov", o.nesterov},
+          {"maximize", o.maximize},
           {"foreach", o.foreach}};
 }
 
@@ -36,8 +40,10 @@ void sgd_single(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
     Tensor g = h.maximize ? grads[i].neg() : grads[i];
     if (h.weight_decay != 0) g = g.add(p, h.weight_decay);
     if (h.momentum != 0) {
-      if (!bufs[i].defined()) bufs[i] = g.clone();
-      else bufs[i].mul_(h.momentum).add_(g, 1 - h.dampening);
+      if (!bufs[i].defined())
+        bufs[i] = g.clone();
+      else
+        bufs[i].mul_(h.momentum).add_(g, 1 - h.dampening);
       g = h.nesterov ? g.add(bufs[i], h.momentum) : bufs[i];
     }
     p.add_(g, -h.lr);
@@ -84,8 +90,10 @@ void SGD::step() {
                   group.get("weight_decay"), group.get("nesterov") != 0, group.get("maximize") != 0};
     std::vector<Tensor> bufs;
     for (const Tensor& p : gg.params) bufs.push_back(state_or_none(p, "momentum_buffer"));
-    if (group.get("foreach") != 0) sgd_foreach(gg.params, gg.grads, bufs, h);
-    else sgd_single(gg.params, gg.grads, bufs, h);
+    if (group.get("foreach") != 0)
+      sgd_foreach(gg.params, gg.grads, bufs, h);
+    else
+      sgd_single(gg.params, gg.grads, bufs, h);
     if (h.momentum != 0)
       for (size_t i = 0; i < gg.params.size(); ++i) state(gg.params[i]).insert("momentum_buffer", bufs[i]);
   }

@@ -97,9 +97,9 @@ TEST(LRScheduler, LinearWarmupAppliesStartFactorAtConstruction) {
 
 TEST(LRScheduler, LambdaPerGroup) {
   TwoGroups s;
-  o::LambdaLR sched(s.opt, std::vector<o::LambdaLR::Lambda>{
-                               [](int64_t e) { return std::pow(0.95, static_cast<double>(e)); },
-                               [](int64_t e) { return e < 10 ? 1.0 : 0.5; }});
+  o::LambdaLR sched(s.opt,
+                    std::vector<o::LambdaLR::Lambda>{[](int64_t e) { return std::pow(0.95, static_cast<double>(e)); },
+                                                     [](int64_t e) { return e < 10 ? 1.0 : 0.5; }});
   for (int64_t e = 0; e <= 30; ++e) {
     if (e > 0) sched.step();
     EXPECT_NEAR(s.lrs()[0], 0.1 * std::pow(0.95, static_cast<double>(e)), 1e-15);
@@ -145,8 +145,9 @@ TEST(LRScheduler, OneCycleThreePhaseLinearWithAdamBeta1) {
   Tensor w = ones({2}).requires_grad_();
   o::Adam opt({w}, {.lr = 1e-3});
   const int64_t total = 20;
-  o::OneCycleLR sched(opt, 0.2, {.epochs = 4, .steps_per_epoch = 5, .pct_start = 0.25,
-                                 .anneal_strategy = "linear", .three_phase = true});
+  o::OneCycleLR sched(
+      opt, 0.2,
+      {.epochs = 4, .steps_per_epoch = 5, .pct_start = 0.25, .anneal_strategy = "linear", .three_phase = true});
   const double initial = 0.2 / 25, min_lr = initial / 1e4;
   const double e1 = 0.25 * total - 1, e2 = 2 * 0.25 * total - 2, e3 = total - 1;  // 4, 8, 19
   for (int64_t e = 0; e <= total; ++e) {
@@ -206,8 +207,8 @@ TEST(LRScheduler, SequentialWarmupThenDecay) {
 
 TEST(LRScheduler, ReduceLROnPlateauMinRel) {
   TwoGroups s;
-  o::ReduceLROnPlateau sched(s.opt, {.factor = 0.5, .patience = 2, .threshold = 0.1, .cooldown = 1,
-                                     .min_lr = {0.02, 0.001}});
+  o::ReduceLROnPlateau sched(s.opt,
+                             {.factor = 0.5, .patience = 2, .threshold = 0.1, .cooldown = 1, .min_lr = {0.02, 0.001}});
   // Better means below best * 0.9. Hand-traced: 9.5, 9.2, 9.1 are not better than 10 -> after the
   // third bad epoch (more than patience 2) the lr halves and one cooldown epoch follows, and so on
   // down to min_lr 0.02, where a reduction smaller than eps is skipped.
@@ -228,12 +229,12 @@ TEST(LRScheduler, ReduceLROnPlateauMinRel) {
 
 TEST(LRScheduler, ReduceLROnPlateauMaxAbs) {
   TwoGroups s;
-  o::ReduceLROnPlateau sched(s.opt, {.mode = "max", .factor = 0.1, .patience = 0, .threshold = 0.5,
-                                     .threshold_mode = "abs"});
-  sched.step(1.0);   // better than -inf
-  sched.step(1.4);   // not above 1.0 + 0.5: bad epoch 1 > patience 0 -> reduce
+  o::ReduceLROnPlateau sched(s.opt,
+                             {.mode = "max", .factor = 0.1, .patience = 0, .threshold = 0.5, .threshold_mode = "abs"});
+  sched.step(1.0);  // better than -inf
+  sched.step(1.4);  // not above 1.0 + 0.5: bad epoch 1 > patience 0 -> reduce
   EXPECT_NEAR(s.lrs()[0], 0.01, 1e-15);
-  sched.step(1.6);   // better than 1.0 + 0.5
+  sched.step(1.6);  // better than 1.0 + 0.5
   EXPECT_NEAR(s.lrs()[0], 0.01, 1e-15);
   EXPECT_EQ(sched.best(), 1.6);
   EXPECT_EQ(sched.num_bad_epochs(), 0);
@@ -267,16 +268,23 @@ void expect_resumes(const MakeSched& make, const std::string& what) {
 
 TEST(LRScheduler, StateDictResumesExactly) {
   expect_resumes([](o::Optimizer& opt) { return std::make_shared<o::StepLR>(opt, 3, 0.5); }, "StepLR");
-  expect_resumes([](o::Optimizer& opt) { return std::make_shared<o::MultiStepLR>(opt, std::vector<int64_t>{4, 9, 9}); },
-                 "MultiStepLR");
+  expect_resumes(
+      [](o::Optimizer& opt) {
+        return std::make_shared<o::MultiStepLR>(opt, std::vector<int64_t>{4, 9, 9});
+      },
+      "MultiStepLR");
   expect_resumes([](o::Optimizer& opt) { return std::make_shared<o::ExponentialLR>(opt, 0.8); }, "ExponentialLR");
   expect_resumes([](o::Optimizer& opt) { return std::make_shared<o::CosineAnnealingLR>(opt, 6, 0.01); },
                  "CosineAnnealingLR");
   expect_resumes([](o::Optimizer& opt) { return std::make_shared<o::LinearLR>(opt, 0.2, 0.9, 10); }, "LinearLR");
-  expect_resumes([](o::Optimizer& opt) { return std::make_shared<o::LambdaLR>(opt, [](int64_t e) { return 1.0 / (1 + e); }); },
-                 "LambdaLR");
-  expect_resumes([](o::Optimizer& opt) { return std::make_shared<o::OneCycleLR>(opt, 0.5, o::OneCycleLROptions{.total_steps = 25}); },
-                 "OneCycleLR");
+  expect_resumes(
+      [](o::Optimizer& opt) { return std::make_shared<o::LambdaLR>(opt, [](int64_t e) { return 1.0 / (1 + e); }); },
+      "LambdaLR");
+  expect_resumes(
+      [](o::Optimizer& opt) {
+        return std::make_shared<o::OneCycleLR>(opt, 0.5, o::OneCycleLROptions{.total_steps = 25});
+      },
+      "OneCycleLR");
   expect_resumes(
       [](o::Optimizer& opt) {
         auto w = std::make_shared<o::LinearLR>(opt, 0.3, 1.0, 3);

@@ -51,8 +51,10 @@ Rule sgd_rule(o::SGDOptions x) {
 Rule adam_rule(o::AdamOptions x) {
   return [x](double p, double g, Elem& s, int t) {
     if (x.maximize) g = -g;
-    if (x.decoupled_weight_decay) p *= 1 - x.lr * x.weight_decay;
-    else g += x.weight_decay * p;
+    if (x.decoupled_weight_decay)
+      p *= 1 - x.lr * x.weight_decay;
+    else
+      g += x.weight_decay * p;
     s.a = x.beta1 * s.a + (1 - x.beta1) * g;
     s.b = x.beta2 * s.b + (1 - x.beta2) * g * g;
     s.c = std::max(s.c, s.b);
@@ -62,8 +64,14 @@ Rule adam_rule(o::AdamOptions x) {
   };
 }
 Rule adamw_rule(o::AdamWOptions x) {
-  return adam_rule({.lr = x.lr, .beta1 = x.beta1, .beta2 = x.beta2, .eps = x.eps, .weight_decay = x.weight_decay,
-                    .amsgrad = x.amsgrad, .maximize = x.maximize, .decoupled_weight_decay = true});
+  return adam_rule({.lr = x.lr,
+                    .beta1 = x.beta1,
+                    .beta2 = x.beta2,
+                    .eps = x.eps,
+                    .weight_decay = x.weight_decay,
+                    .amsgrad = x.amsgrad,
+                    .maximize = x.maximize,
+                    .decoupled_weight_decay = true});
 }
 
 Rule rmsprop_rule(o::RMSpropOptions x) {
@@ -267,8 +275,8 @@ void expect_foreach_identical(const MakeOpt& make, const std::string& what) {
 
 TEST(Optim, ForeachBitIdenticalToPerTensor) {
   expect_foreach_identical(maker<o::SGD>(o::SGDOptions{.lr = 0.1}), "SGD plain");
-  expect_foreach_identical(maker<o::SGD>(o::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1,
-                                                       .weight_decay = 0.01, .maximize = true}),
+  expect_foreach_identical(maker<o::SGD>(o::SGDOptions{
+                               .lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01, .maximize = true}),
                            "SGD momentum");
   expect_foreach_identical(
       maker<o::SGD>(o::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}), "SGD nesterov");
@@ -277,8 +285,8 @@ TEST(Optim, ForeachBitIdenticalToPerTensor) {
                            "Adam amsgrad maximize");
   expect_foreach_identical(maker<o::AdamW>(o::AdamWOptions{.lr = 0.01, .amsgrad = true}), "AdamW");
   expect_foreach_identical(maker<o::RMSprop>(o::RMSpropOptions{.weight_decay = 0.1}), "RMSprop");
-  expect_foreach_identical(
-      maker<o::RMSprop>(o::RMSpropOptions{.momentum = 0.9, .centered = true, .maximize = true}), "RMSprop centered");
+  expect_foreach_identical(maker<o::RMSprop>(o::RMSpropOptions{.momentum = 0.9, .centered = true, .maximize = true}),
+                           "RMSprop centered");
   expect_foreach_identical(
       maker<o::Adagrad>(o::AdagradOptions{.lr = 0.1, .lr_decay = 0.01, .weight_decay = 0.1, .maximize = true}),
       "Adagrad");
@@ -374,8 +382,7 @@ TEST(Optim, ClosureStepAndDesignatedOptions) {
 namespace {
 std::vector<MakeOpt> all_optimizers() {
   return {maker<o::SGD>(o::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true}),
-          maker<o::Adam>(o::AdamOptions{.lr = 0.01, .amsgrad = true}),
-          maker<o::AdamW>(o::AdamWOptions{.lr = 0.01}),
+          maker<o::Adam>(o::AdamOptions{.lr = 0.01, .amsgrad = true}), maker<o::AdamW>(o::AdamWOptions{.lr = 0.01}),
           maker<o::RMSprop>(o::RMSpropOptions{.momentum = 0.5, .centered = true}),
           maker<o::Adagrad>(o::AdagradOptions{.lr_decay = 0.1, .initial_accumulator_value = 0.1})};
 }
@@ -425,7 +432,8 @@ TEST(Optim, LoadStateDictMismatchErrors) {
   o::Adam one({params[0]});
   expect_error([&] { one.load_state_dict(sd); }, "parameter group 0 has 2 parameters in the loaded state dict but 1");
   o::Adam swapped({params[1], params[0]});
-  expect_error([&] { swapped.load_state_dict(sd); }, "state '0.exp_avg' has shape [2, 3] but its parameter has shape [4]");
+  expect_error([&] { swapped.load_state_dict(sd); },
+               "state '0.exp_avg' has shape [2, 3] but its parameter has shape [4]");
   auto bad = sd;
   bad.state.insert("7.exp_avg", zeros({4}));
   expect_error([&] { a.load_state_dict(bad); }, "names parameter 7, which no parameter group holds");

@@ -31,7 +31,8 @@ void run_loop(const std::array<char*, N>& p, const std::array<int64_t, N>& st, i
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<T*>(p[0] + i * st[0]) = f(*reinterpret_cast<const T*>(p[I + 1] + i * st[I + 1])...);
     }
-  }(std::make_index_sequence<N - 1>{});
+  }
+  (std::make_index_sequence<N - 1>{});
 }
 
 // Calls make_f.operator()<T>(k) for position k's functor and runs it over all
