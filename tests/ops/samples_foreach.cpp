@@ -18,7 +18,7 @@ struct Pos {
 const std::vector<Pos> kMixed = {{{2, 3}, kFloat32},  {{}, kFloat64},           {{5}, kFloat16}, {{0, 3}, kFloat32},
                                  {{3, 4}, kBFloat16}, {{4, 3}, kFloat32, true}, {{7}, kFloat64}};
 // Sizes that make the parallel ranges cross tensor boundaries and split tensors.
-const std::vector<Pos> kLarge = {{{40000}, kFloat32}, {{3}, kFloat32}, {{250, 281}, kFloat32}, {{33000}, kFloat64}};
+const std::vector<Pos> kLarge = {{{33000}, kFloat32}, {{3}, kFloat32}, {{130, 260}, kFloat32}, {{8000}, kFloat64}};
 
 using Lists = std::vector<TensorList>;
 using Range = std::pair<double, double>;
