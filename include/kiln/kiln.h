@@ -6,6 +6,7 @@
 #include "kiln/error.h"
 #include "kiln/generator.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/foreach.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"

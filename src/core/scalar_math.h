@@ -944,6 +944,29 @@ struct Lerp {
   }
 };
 
+// Floating addcmul/addcdiv: a + value * (b * c) and a + value * (b / c) in opmath, value
+// already in the compute type. Shared by the single-tensor and foreach kernels so they round alike.
+template <class S>
+struct Addcmul {
+  S value;
+  template <class T>
+  KILN_HD T operator()(T a, T b, T c) const {
+    KILN_REQUIRE_FLOAT(T, "Addcmul");
+    using C = opmath_t<T>;
+    return T(C(a) + C(value) * (C(b) * C(c)));
+  }
+};
+template <class S>
+struct Addcdiv {
+  S value;
+  template <class T>
+  KILN_HD T operator()(T a, T b, T c) const {
+    KILN_REQUIRE_FLOAT(T, "Addcdiv");
+    using C = opmath_t<T>;
+    return T(C(a) + C(value) * (C(b) / C(c)));
+  }
+};
+
 struct Where {
   template <class T>
   KILN_HD T operator()(bool cond, T a, T b) const {

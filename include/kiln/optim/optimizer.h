@@ -2,8 +2,9 @@
 //
 // Hyperparameters live per parameter group as named numbers (torch's param_group dicts):
 // "lr", "weight_decay", "momentum", "beta1", "beta2", "eps", ...; booleans are 0/1. Schedulers
-// write "lr". Per-parameter state is a StateDict ("step", "exp_avg", ...) made on first use.
-// step() updates parameters in place, without recording autograd.
+// write "lr" (and "initial_lr", ...). Per-parameter state is a StateDict ("step", "exp_avg", ...)
+// made on first use. step() reads the options of each group anew, skips parameters without a
+// gradient, and updates parameters in place under NoGradGuard.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,10 +29,12 @@ struct ParamGroup {
   double lr() const { return get("lr"); }
   void set_lr(double lr) { options["lr"] = lr; }
   double get(const std::string& key) const;  // throws naming the key when absent
+  bool has(const std::string& key) const { return options.count(key) != 0; }
 };
 
 // torch's optimizer.state_dict(): per-parameter state under "<index>.<name>" (indices count the
 // parameters across groups in order, as torch), plus each group's options and parameter indices.
+// As in torch, the state tensors are the optimizer's own (not copies): clone to keep a snapshot.
 struct OptimizerStateDict {
   StateDict state;
   std::vector<std::map<std::string, double>> param_groups;
@@ -57,8 +60,9 @@ class Optimizer {
   const std::string& name() const { return name_; }
 
   OptimizerStateDict state_dict() const;
-  // Checks group count and sizes and every state tensor's shape, then copies (dtype/device of the
-  // parameter). A clear kiln::Error names what does not match.
+  // Checks group count and sizes, state keys and every state tensor's shape before changing
+  // anything, then copies the state (to the parameter's dtype and device; "step" stays a
+  // float32 CPU scalar) and takes the saved group options. A clear kiln::Error names a mismatch.
   void load_state_dict(const OptimizerStateDict& sd);
 
   // The state of one parameter (created empty on first use).
@@ -66,7 +70,17 @@ class Optimizer {
   const StateDict* find_state(const Tensor& param) const;
 
  protected:
+  // Validates `defaults` with the optimizer's own checks first (in the derived constructor).
   Optimizer(std::string name, std::vector<ParamGroup> groups, std::map<std::string, double> defaults);
+
+  // One group's parameters that have a gradient, with their gradients (others are skipped).
+  struct GroupGrads {
+    std::vector<Tensor> params;
+    std::vector<Tensor> grads;
+  };
+  GroupGrads with_grads(const ParamGroup& group) const;
+  // A state tensor of `param` (undefined when absent).
+  Tensor state_or_none(const Tensor& param, const std::string& key) const;
 
  private:
   std::string name_;

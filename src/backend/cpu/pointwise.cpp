@@ -141,9 +141,8 @@ void addc_kernel(const OpCall& c, std::vector<Tensor>& outs) {
     const C v = c.attrs.s(0).to<C>();
     std::array<Tensor, 3> ins{cast_to(c.in(0), t), cast_to(c.in(1), t), cast_to(c.in(2), t)};
     if constexpr (math::is_floating_v<T>) {
-      elementwise<T, T, T, T>(out, ins, [v](T a, T b, T d) {
-        return Div ? T(C(a) + v * (C(b) / C(d))) : T(C(a) + v * (C(b) * C(d)));
-      });
+      if constexpr (Div) elementwise<T, T, T, T>(out, ins, math::Addcdiv<C>{v});
+      else elementwise<T, T, T, T>(out, ins, math::Addcmul<C>{v});
     } else if constexpr (!Div) {
       elementwise<T, T, T, T>(out, ins, [v](T a, T b, T d) { return math::Add{}(a, math::Mul{}(v, math::Mul{}(b, d))); });
     } else {

@@ -1,0 +1,80 @@
+// Tensor file formats: safetensors (as the `safetensors` package: save_file,
+// load_file, save, load, safe_open) and NumPy's .npy. DLPack is in kiln/dlpack.h.
+//
+// Readers validate everything they read: a truncated, corrupt or hostile file
+// gives a kiln::Error naming the file (and tensor), never a crash or an
+// out-of-bounds read. Writers are atomic: the file appears complete or not at all.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/state_dict.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// ---- safetensors (kiln::safetensors, as the Python package's safetensors.torch) ----
+namespace safetensors {
+
+// The format: an 8-byte little-endian header length N, N bytes of JSON mapping
+// each name to {"dtype", "shape", "data_offsets"} (plus an optional
+// "__metadata__" string map), then the tensors' bytes, little-endian, row-major.
+
+// Writes `tensors` (any device, any strides; written as contiguous CPU data) to `path`.
+// Layout as the reference implementation: tensors ordered by dtype size then name,
+// header padded with spaces to 8 bytes so every tensor is aligned in a mapping.
+void save_file(const StateDict& tensors, const std::string& path,
+               const std::map<std::string, std::string>& metadata = {});
+// The same file as bytes.
+std::vector<uint8_t> save(const StateDict& tensors, const std::map<std::string, std::string>& metadata = {});
+
+// Reads every tensor of `path`, keys in sorted order (as safe_open's keys()). The file is
+// memory-mapped: the CPU tensors alias a private copy-on-write mapping (writes to them never
+// reach the file), which lives until the last tensor using it dies. With another device, copies.
+// As with any mapping, the file must not be truncated while tensors use it (replacing it, as
+// save_file does, is safe).
+StateDict load_file(const std::string& path, Device device = kCPU);
+// Reads a safetensors file held in memory; the tensors are copies (`data` may be freed after).
+StateDict load(const uint8_t* data, size_t n);
+inline StateDict load(const std::vector<uint8_t>& bytes) { return load(bytes.data(), bytes.size()); }
+
+// Lazy reading, as safetensors' safe_open: the header is parsed and validated once;
+// get() returns a tensor viewing the mapping without reading the rest.
+class SafeTensorsFile {
+ public:
+  static SafeTensorsFile open(const std::string& path) { return SafeTensorsFile(path); }
+  explicit SafeTensorsFile(const std::string& path);
+
+  const std::string& path() const;
+  // The tensor names, sorted.
+  std::vector<std::string> keys() const;
+  bool contains(const std::string& key) const;
+  // The "__metadata__" map (empty when the file has none).
+  const std::map<std::string, std::string>& metadata() const;
+  DType dtype(const std::string& key) const;
+  std::vector<int64_t> shape(const std::string& key) const;
+  // A CPU tensor aliasing the mapping; it keeps the mapping alive after this object is gone.
+  Tensor get(const std::string& key) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace safetensors
+
+// ---- NumPy .npy ----
+// Writes format version 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,
+// C order, header padded to 64 bytes exactly as numpy.save. bfloat16 has no .npy type: convert first.
+void save_npy(const Tensor& t, const std::string& path);
+std::vector<uint8_t> save_npy(const Tensor& t);
+// Reads versions 1.0, 2.0 and 3.0: bool, (u)int8, int16/32/64, float16/32/64 in either byte
+// order (big-endian is swapped), C or Fortran order (returned as a contiguous C-order tensor).
+Tensor load_npy(const std::string& path);
+Tensor load_npy(const uint8_t* data, size_t n);
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+// Multi-tensor (foreach) ops, as torch._foreach_*: one call updates every tensor of a list, the
+// way optimizers step all parameters of a group at once. All lists of one call have the same
+// length; tensors at the same position have the same shape, dtype and device (floating point).
+// Scalar-list overloads take one value per tensor. The ops are not differentiable: with grad mode
+// on, a tensor that requires grad is an error (run them under NoGradGuard, as optimizers do).
+#pragma once
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// Out of place: a new list.
+std::vector<Tensor> _foreach_neg(const std::vector<Tensor>& self);
+std::vector<Tensor> _foreach_sqrt(const std::vector<Tensor>& self);
+// self[i] + alpha * other[i]
+std::vector<Tensor> _foreach_add(const std::vector<Tensor>& self, const std::vector<Tensor>& other,
+                                 const Scalar& alpha = 1);
+// self[i] + value * tensor1[i] * tensor2[i]
+std::vector<Tensor> _foreach_addcmul(const std::vector<Tensor>& self, const std::vector<Tensor>& tensor1,
+                                     const std::vector<Tensor>& tensor2, const Scalar& value = 1);
+std::vector<Tensor> _foreach_addcmul(const std::vector<Tensor>& self, const std::vector<Tensor>& tensor1,
+                                     const std::vector<Tensor>& tensor2, const std::vector<double>& values);
+
+// In place on `self`.
+void _foreach_add_(const std::vector<Tensor>& self, const std::vector<Tensor>& other, const Scalar& alpha = 1);
+void _foreach_add_(const std::vector<Tensor>& self, const Scalar& scalar);
+void _foreach_add_(const std::vector<Tensor>& self, const std::vector<double>& scalars);
+void _foreach_mul_(const std::vector<Tensor>& self, const Scalar& scalar);
+void _foreach_mul_(const std::vector<Tensor>& self, const std::vector<double>& scalars);
+void _foreach_div_(const std::vector<Tensor>& self, const Scalar& scalar);
+void _foreach_div_(const std::vector<Tensor>& self, const std::vector<double>& scalars);
+// self[i] += value * tensor1[i] * tensor2[i]   /   self[i] += value * tensor1[i] / tensor2[i]
+void _foreach_addcmul_(const std::vector<Tensor>& self, const std::vector<Tensor>& tensor1,
+                       const std::vector<Tensor>& tensor2, const Scalar& value = 1);
+void _foreach_addcmul_(const std::vector<Tensor>& self, const std::vector<Tensor>& tensor1,
+                       const std::vector<Tensor>& tensor2, const std::vector<double>& values);
+void _foreach_addcdiv_(const std::vector<Tensor>& self, const std::vector<Tensor>& tensor1,
+                       const std::vector<Tensor>& tensor2, const Scalar& value = 1);
+void _foreach_addcdiv_(const std::vector<Tensor>& self, const std::vector<Tensor>& tensor1,
+                       const std::vector<Tensor>& tensor2, const std::vector<double>& values);
+// self[i] += weight * (end[i] - self[i])
+void _foreach_lerp_(const std::vector<Tensor>& self, const std::vector<Tensor>& end, const Scalar& weight);
+void _foreach_lerp_(const std::vector<Tensor>& self, const std::vector<Tensor>& end,
+                    const std::vector<double>& weights);
+// self[i] = maximum(self[i], other[i]) (NaN-propagating)
+void _foreach_maximum_(const std::vector<Tensor>& self, const std::vector<Tensor>& other);
+
+}  // namespace kiln

@@ -1,0 +1,33 @@
+// optim::Adam, as torch.optim.Adam (betas given as beta1/beta2; group options "beta1", "beta2").
+// State: "step" (0-d float32), "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" with amsgrad.
+#pragma once
+#include "kiln/optim/optimizer.h"
+
+namespace kiln::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool amsgrad = false;
+  bool maximize = false;
+  bool foreach = true;  // multi-tensor ops over each group (bit-identical to the per-tensor loop)
+  // AdamW's weight decay: p *= 1 - lr * weight_decay instead of adding weight_decay * p to the
+  // gradient (torch's Adam(decoupled_weight_decay=True)).
+  bool decoupled_weight_decay = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  explicit Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
+  using Optimizer::step;
+  void step() override;
+
+ protected:
+  Adam(std::string name, std::vector<ParamGroup> groups, const AdamOptions& options);
+};
+
+}  // namespace kiln::optim

@@ -1,0 +1,143 @@
+// CPU kernels for the multi-tensor (foreach) ops (Note [Foreach ops]).
+#include <algorithm>
+
+#include "backend/cpu/pointwise.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Note [Foreach kernels]
+// One parallel region walks every tensor of the lists: their elements are
+// numbered one after another and each thread takes a range of that numbering,
+// so many small tensors (biases, norms) share a thread and a large one is
+// split. Each element goes through the scalar functor of the single-tensor
+// op, with scalars converted the same way, so a foreach step and a loop of
+// single-tensor ops give bit-identical results (the optimizer tests check it).
+
+// The operands of one list position: the written tensor first, then the inputs.
+template <size_t N>
+using Operands = std::array<const Tensor*, N>;
+
+// out[i] = f(in...[i]) over one run of n elements, all of C++ type T.
+template <class T, size_t N, class F>
+void run_loop(const std::array<char*, N>& p, const std::array<int64_t, N>& st, int64_t n, const F& f) {
+  constexpr int64_t sz = sizeof(T);
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    if (st[0] == sz && ((st[I + 1] == sz) && ...)) {
+      const std::array<const T*, N - 1> in{reinterpret_cast<const T*>(p[I + 1])...};
+      for (int64_t i = 0; i < n; ++i) o[i] = f(in[I][i]...);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<T*>(p[0] + i * st[0]) = f(*reinterpret_cast<const T*>(p[I + 1] + i * st[I + 1])...);
+    }
+  }
+  (std::make_index_sequence<N - 1>{});
+}
+
+// Calls make_f.operator()<T>(k) for position k's functor and runs it over all
+// positions in one parallel region (Note [Foreach kernels]).
+template <size_t N, class MakeF>
+void foreach_apply(const std::vector<Operands<N>>& ops, const MakeF& make_f) {
+  std::vector<StridedIter<N>> iters;
+  std::vector<int64_t> start{0};
+  iters.reserve(ops.size());
+  for (const Operands<N>& o : ops) {
+    iters.emplace_back(o);
+    start.push_back(start.back() + o[0]->numel());
+  }
+  parallel_for(0, start.back(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    size_t k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+    for (; b < e; ++k) {
+      const int64_t hi = std::min(e, start[k + 1]);
+      if (hi <= b) continue;  // an empty tensor
+      visit_in_set<TypeSet::Floating>(ops[k][0]->dtype(), [&]<class T>() {
+        const auto f = make_f.template operator()<T>(k);
+        iters[k].for_range(b - start[k], hi - start[k],
+                           [&](const std::array<char*, N>& p, const std::array<int64_t, N>& st, int64_t n) {
+                             run_loop<T, N>(p, st, n, f);
+                           });
+      });
+      b = hi;
+    }
+  });
+}
+
+// Position i's operands: outs[i] (or self[i] when in place), then list l's tensor i for each list.
+template <size_t N>
+std::vector<Operands<N>> operands(const OpCall& c, const std::vector<Tensor>& outs) {
+  constexpr size_t lists = N - 1;
+  const size_t n = c.inputs.size() / lists;
+  std::vector<Operands<N>> ops(n);
+  for (size_t i = 0; i < n; ++i) {
+    ops[i][0] = outs.empty() ? &c.inputs[i] : &outs[i];
+    for (size_t l = 0; l < lists; ++l) ops[i][l + 1] = &c.inputs[l * n + i];
+  }
+  return ops;
+}
+
+// The k-th of the per-tensor scalars (a single value applies to every tensor).
+double scalar_at(const OpCall& c, size_t k) {
+  const std::vector<double>& s = c.attrs.doubles(0);
+  return s.size() == 1 ? s[0] : s[k];
+}
+
+// Unary: out = F(self). The single-tensor kernels apply F in the tensor's dtype.
+template <class F>
+void unary_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  foreach_apply(operands<2>(c, outs), []<class T>(size_t) { return [](T a) { return F{}(a); }; });
+}
+KILN_REGISTER_KERNEL(_foreach_neg, CPU, unary_kernel<math::Neg>);
+KILN_REGISTER_KERNEL(_foreach_sqrt, CPU, unary_kernel<math::Sqrt>);
+
+// self + alpha * other, alpha in opmath (as add's kernel; alpha = 1 gives the same bits as Add).
+void add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Scalar& alpha = c.attrs.s(0);
+  foreach_apply(operands<3>(c, outs), [&]<class T>(size_t) {
+    using C = math::opmath_t<T>;
+    return math::AddAlpha<C>{alpha.to<C>()};
+  });
+}
+KILN_REGISTER_KERNEL(_foreach_add, CPU, add_kernel);
+KILN_REGISTER_KERNEL(_foreach_add_, CPU, add_kernel);
+
+// Ops with a tensor scalar: the single-tensor ops wrap it as a 0-d tensor converted to the
+// tensor's dtype, so the value is converted to T here too.
+template <class F>
+void scalar_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  foreach_apply(operands<2>(c, outs), [&]<class T>(size_t k) {
+    const T s = convert<T>(scalar_at(c, k));
+    return [s](T a) { return F{}(a, s); };
+  });
+}
+KILN_REGISTER_KERNEL(_foreach_add_scalar_, CPU, scalar_kernel<math::Add>);
+KILN_REGISTER_KERNEL(_foreach_mul_scalar_, CPU, scalar_kernel<math::Mul>);
+KILN_REGISTER_KERNEL(_foreach_div_scalar_, CPU, scalar_kernel<math::Div>);
+
+// addcmul/addcdiv take their value in opmath, as the single-tensor kernels.
+template <template <class> class F>
+void addc_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  foreach_apply(operands<4>(c, outs), [&]<class T>(size_t k) {
+    using C = math::opmath_t<T>;
+    return F<C>{static_cast<C>(scalar_at(c, k))};
+  });
+}
+KILN_REGISTER_KERNEL(_foreach_addcmul, CPU, addc_kernel<math::Addcmul>);
+KILN_REGISTER_KERNEL(_foreach_addcmul_, CPU, addc_kernel<math::Addcmul>);
+KILN_REGISTER_KERNEL(_foreach_addcdiv_, CPU, addc_kernel<math::Addcdiv>);
+
+void lerp_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  foreach_apply(operands<3>(c, outs), [&]<class T>(size_t k) {
+    const T w = convert<T>(scalar_at(c, k));
+    return [w](T a, T b) { return math::Lerp{}(a, b, w); };
+  });
+}
+KILN_REGISTER_KERNEL(_foreach_lerp_, CPU, lerp_kernel);
+
+void maximum_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  foreach_apply(operands<3>(c, outs), []<class T>(size_t) { return math::Maximum{}; });
+}
+KILN_REGISTER_KERNEL(_foreach_maximum_, CPU, maximum_kernel);
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,134 @@
+#include "io/file_util.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <limits>
+#include <system_error>
+
+#include "kiln/error.h"
+
+namespace kiln::io {
+
+namespace {
+
+std::string errno_str(int e) { return std::generic_category().message(e); }
+
+// Closes a descriptor on scope exit unless released.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+class FdSink final : public ByteSink {
+ public:
+  FdSink(int fd, const std::string& path, const char* op) : fd_(fd), path_(path), op_(op) {}
+  void write(const void* data, size_t n) override {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      KILN_CHECK(w > 0, op_, "('", path_, "'): write failed: ", errno_str(w < 0 ? errno : EIO));
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+
+ private:
+  int fd_;
+  const std::string& path_;
+  const char* op_;
+};
+
+std::string parent_dir(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const std::string& where) {
+  Fd f;
+  do f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  while (f.fd < 0 && errno == EINTR);
+  KILN_CHECK(f.fd >= 0, where, ": cannot open: ", errno_str(errno));
+  struct stat st {};
+  KILN_CHECK(::fstat(f.fd, &st) == 0, where, ": cannot stat: ", errno_str(errno));
+  KILN_CHECK(S_ISREG(st.st_mode), where, ": not a regular file");
+  size_t size = static_cast<size_t>(st.st_size);
+  uint8_t* data = nullptr;
+  if (size > 0) {
+    // Private + writable: tensors aliasing the mapping stay writable, and writes never reach the file.
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
+    KILN_CHECK(p != MAP_FAILED, where, ": cannot map ", size, " bytes: ", errno_str(errno));
+    data = static_cast<uint8_t*>(p);
+  }
+  return std::shared_ptr<MappedFile>(new MappedFile(data, size, path));
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
+}
+
+void write_file_atomic(const std::string& path, const char* op, const std::function<void(ByteSink&)>& body) {
+  KILN_CHECK(!path.empty(), op, ": the path is empty");
+  KILN_CHECK(path.back() != '/', op, "('", path, "'): the path names a directory");
+  const std::string dir = parent_dir(path);
+  // A hidden name in the same directory, so the rename stays on one file system.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp;
+  Fd f;
+  for (int attempt = 0; f.fd < 0; ++attempt) {
+    tmp = dir + "/.kiln-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".tmp";
+    f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (f.fd < 0 && errno != EEXIST && errno != EINTR)
+      KILN_FAIL(op, "('", path, "'): cannot create a file in '", dir, "': ", errno_str(errno));
+    KILN_CHECK(f.fd >= 0 || attempt < 1000, op, "('", path, "'): cannot find a free temporary name in '", dir, "'");
+  }
+  try {
+    FdSink sink(f.fd, path, op);
+    body(sink);
+    KILN_CHECK(::fsync(f.fd) == 0, op, "('", path, "'): fsync failed: ", errno_str(errno));
+    int fd = f.fd;
+    f.fd = -1;
+    KILN_CHECK(::close(fd) == 0, op, "('", path, "'): close failed: ", errno_str(errno));
+    KILN_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, op, "('", path,
+               "'): cannot rename the temporary file into place: ", errno_str(errno));
+  } catch (...) {
+    if (f.fd >= 0) {
+      ::close(f.fd);
+      f.fd = -1;
+    }
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Persist the rename itself. Best effort: the file is already in place, so a failure here is not reported.
+  Fd d;
+  d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d.fd >= 0) (void)::fsync(d.fd);
+}
+
+bool shape_fits(const int64_t* sizes, size_t ndim, size_t itemsize) {
+  uint64_t n = itemsize;
+  for (size_t i = 0; i < ndim; ++i) {
+    if (sizes[i] < 0) return false;
+    if (!checked_mul(n, static_cast<uint64_t>(sizes[i] > 1 ? sizes[i] : 1), &n)) return false;
+  }
+  return n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+}
+
+size_t find_invalid_bool(const uint8_t* data, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (data[i] > 1) return i;
+  return n;
+}
+
+}  // namespace kiln::io

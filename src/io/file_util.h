@@ -1,0 +1,58 @@
+// File helpers shared by the readers and writers of src/io: a read-only view of
+// a whole file through mmap, and atomic writes (temp file + fsync + rename).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace kiln::io {
+
+// A private (copy-on-write) mapping of a whole file: tensors that alias it may
+// be written to without touching the file. Unmapped by the destructor.
+class MappedFile {
+ public:
+  // Throws a kiln::Error starting with `where` (e.g. "npy file 'x.npy'") when the file
+  // cannot be opened or mapped.
+  static std::shared_ptr<MappedFile> open(const std::string& path, const std::string& where);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile(uint8_t* data, size_t size, std::string path) : data_(data), size_(size), path_(std::move(path)) {}
+  uint8_t* data_;  // null for an empty file (mmap cannot map 0 bytes)
+  size_t size_;
+  std::string path_;
+};
+
+// Receives the bytes of a file being written.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual void write(const void* data, size_t n) = 0;
+};
+
+// Writes `path` atomically: `body` writes into a temp file in the same directory,
+// which is fsynced and renamed over `path`. On any failure the temp file is
+// removed, `path` is left as it was, and the error (a kiln::Error naming `op`) propagates.
+void write_file_atomic(const std::string& path, const char* op, const std::function<void(ByteSink&)>& body);
+
+// `a * b` and `a + b` for sizes, false on overflow.
+inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool checked_add(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
+// Whether a shape's strides and element count fit in int64 (kiln's size type):
+// the product of max(size, 1) over the dims, times the itemsize, must not overflow.
+bool shape_fits(const int64_t* sizes, size_t ndim, size_t itemsize);
+
+// Index of the first byte of a bool array that is neither 0 nor 1, or n when all are valid.
+// Other values would be undefined behaviour once read as C++ bool, so readers reject them.
+size_t find_invalid_bool(const uint8_t* data, size_t n);
+
+}  // namespace kiln::io

@@ -1,0 +1,158 @@
+// optim::Adam and AdamW's step, torch.optim.Adam's algorithm (t counts each parameter's steps):
+//   g = -grad if maximize else grad
+//   weight decay: p *= 1 - lr * wd (decoupled, AdamW) or g += wd * p
+//   m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g
+//   vmax = max(vmax, v) with amsgrad, used in place of v below
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+#include "kiln/optim/adam.h"
+
+#include <cmath>
+
+#include "kiln/autograd.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/foreach.h"
+#include "kiln/ops/pointwise.h"
+
+namespace kiln::optim {
+namespace {
+
+struct Hyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad, maximize, decoupled;
+};
+
+// One group's tensors, position by position (max_exp_avg_sqs only with amsgrad).
+struct Lists {
+  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
+};
+
+std::map<std::string, double> adam_defaults(const std::string& name, const AdamOptions& o) {
+  KILN_CHECK(o.lr >= 0, name, ": invalid learning rate: ", o.lr);
+  KILN_CHECK(o.eps >= 0, name, ": invalid epsilon value: ", o.eps);
+  KILN_CHECK(o.beta1 >= 0 && o.beta1 < 1, name, ": invalid beta parameter at index 0: ", o.beta1);
+  KILN_CHECK(o.beta2 >= 0 && o.beta2 < 1, name, ": invalid beta parameter at index 1: ", o.beta2);
+  KILN_CHECK(o.weight_decay >= 0, name, ": invalid weight_decay value: ", o.weight_decay);
+  return {{"lr", o.lr},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad},
+          {"maximize", o.maximize},
+          {"foreach", o.foreach},
+          {"decoupled_weight_decay", o.decoupled_weight_decay}};
+}
+
+// The bias corrections of step t: lr / (1 - beta1^t) and sqrt(1 - beta2^t).
+struct Corrections {
+  double step_size, bc2_sqrt;
+};
+Corrections corrections(const Tensor& step_t, const Hyper& h) {
+  const double t = step_t.item<float>();
+  return {h.lr / (1 - std::pow(h.beta1, t)), std::sqrt(1 - std::pow(h.beta2, t))};
+}
+
+void adam_single(const Lists& s, const Hyper& h) {
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    Tensor p = s.params[i], m = s.exp_avgs[i], v = s.exp_avg_sqs[i], step_t = s.steps[i];
+    step_t.add_(1);
+    Tensor g = h.maximize ? s.grads[i].neg() : s.grads[i];
+    if (h.weight_decay != 0) {
+      if (h.decoupled)
+        p.mul_(1 - h.lr * h.weight_decay);
+      else
+        g = g.add(p, h.weight_decay);
+    }
+    m.lerp_(g, 1 - h.beta1);
+    v.mul_(h.beta2).addcmul_(g, g, 1 - h.beta2);
+    const Corrections c = corrections(step_t, h);
+    Tensor denom;
+    if (h.amsgrad) {
+      Tensor vmax = s.max_exp_avg_sqs[i];
+      vmax.copy_(maximum(vmax, v));
+      denom = vmax.sqrt();
+    } else {
+      denom = v.sqrt();
+    }
+    denom.div_(c.bc2_sqrt).add_(h.eps);
+    p.addcdiv_(m, denom, -c.step_size);
+  }
+}
+
+void adam_foreach(const Lists& s, const Hyper& h) {
+  _foreach_add_(s.steps, 1);
+  std::vector<Tensor> g = h.maximize ? _foreach_neg(s.grads) : s.grads;
+  if (h.weight_decay != 0) {
+    if (h.decoupled)
+      _foreach_mul_(s.params, 1 - h.lr * h.weight_decay);
+    else
+      g = _foreach_add(g, s.params, h.weight_decay);
+  }
+  _foreach_lerp_(s.exp_avgs, g, 1 - h.beta1);
+  _foreach_mul_(s.exp_avg_sqs, h.beta2);
+  _foreach_addcmul_(s.exp_avg_sqs, g, g, 1 - h.beta2);
+  std::vector<double> neg_step_size, bc2_sqrt;
+  for (const Tensor& step_t : s.steps) {
+    const Corrections c = corrections(step_t, h);
+    neg_step_size.push_back(-c.step_size);
+    bc2_sqrt.push_back(c.bc2_sqrt);
+  }
+  std::vector<Tensor> denom;
+  if (h.amsgrad) {
+    _foreach_maximum_(s.max_exp_avg_sqs, s.exp_avg_sqs);
+    denom = _foreach_sqrt(s.max_exp_avg_sqs);
+  } else {
+    denom = _foreach_sqrt(s.exp_avg_sqs);
+  }
+  _foreach_div_(denom, bc2_sqrt);
+  _foreach_add_(denom, h.eps);
+  _foreach_addcdiv_(s.params, s.exp_avgs, denom, neg_step_size);
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options) : Adam("Adam", std::move(groups), options) {}
+
+Adam::Adam(std::string name, std::vector<ParamGroup> groups, const AdamOptions& options)
+    : Optimizer(name, std::move(groups), adam_defaults(name, options)) {}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  for (ParamGroup& group : param_groups()) {
+    GroupGrads gg = with_grads(group);
+    if (gg.params.empty()) continue;
+    const Hyper h{group.get("lr"),
+                  group.get("beta1"),
+                  group.get("beta2"),
+                  group.get("eps"),
+                  group.get("weight_decay"),
+                  group.get("amsgrad") != 0,
+                  group.get("maximize") != 0,
+                  group.get("decoupled_weight_decay") != 0};
+    Lists s;
+    s.params = gg.params;
+    s.grads = gg.grads;
+    for (const Tensor& p : gg.params) {
+      StateDict& st = state(p);
+      if (!st.contains("step")) {
+        st.insert("step", scalar_tensor(0.0, TensorOptions(kFloat32)));
+        st.insert("exp_avg", zeros_like(p));
+        st.insert("exp_avg_sq", zeros_like(p));
+      }
+      if (h.amsgrad && !st.contains("max_exp_avg_sq")) st.insert("max_exp_avg_sq", zeros_like(p));
+      s.steps.push_back(st.at("step"));
+      s.exp_avgs.push_back(st.at("exp_avg"));
+      s.exp_avg_sqs.push_back(st.at("exp_avg_sq"));
+      if (h.amsgrad) s.max_exp_avg_sqs.push_back(st.at("max_exp_avg_sq"));
+    }
+    if (group.get("foreach") != 0)
+      adam_foreach(s, h);
+    else
+      adam_single(s, h);
+  }
+}
+
+}  // namespace kiln::optim
