@@ -2,6 +2,7 @@
 #pragma once
 #include "kiln/nn/activation.h"
 #include "kiln/nn/attention.h"
+#include "kiln/nn/clip_grad.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/conv.h"
 #include "kiln/nn/embedding.h"

@@ -1,6 +1,8 @@
 // kiln train's tasks, in-process: accuracy, determinism, exact resume, option errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <ostream>
+#include <iostream>
 #include <sstream>
 
 #include "kiln/autograd.h"
@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 TaskDefaults task_defaults(const std::string& task) {
   if (task == "digits") return {.steps = 300, .batch = 64, .log_every = 25, .lr = 2e-3};
-  if (task == "chars") return {.steps = 300, .batch = 16, .log_every = 25, .lr = 2e-3};
+  if (task == "chars") return {.steps = 500, .batch = 16, .log_every = 25, .lr = 2e-3};
   KILN_FAIL("--task: unknown task '", task, "' (expected digits or chars)");
 }
 
