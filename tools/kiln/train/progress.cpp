@@ -79,7 +79,7 @@ void Progress::interval(int64_t step_done, double interval_loss) {
 
 void Progress::finish() {
   if (bar_ && drawn_) {
-    draw(last_step_, last_loss_, true);
+    if (last_step_ != total_) draw(last_step_, last_loss_, true);  // the final step forced a draw already
     out_ << "\n" << std::flush;
   }
 }

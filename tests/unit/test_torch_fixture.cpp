@@ -1,0 +1,107 @@
+// PyTorch state_dicts load into kiln modules of the same architecture and give PyTorch's outputs.
+// The fixture (tests/fixtures/torch_layers.safetensors) was written by PyTorch 1.13 with
+// tests/fixtures/make_torch_fixture.py: each case holds a module's state_dict, its inputs and its
+// eval-mode output.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "kiln/kiln.h"
+#include "models/gpt.h"
+#include "models/mlp.h"
+
+namespace kiln {
+namespace {
+
+const StateDict& fixture() {
+  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_layers.safetensors");
+  return sd;
+}
+
+// The case's state_dict keys in PyTorch's order (safetensors keeps keys sorted).
+std::vector<std::string> torch_keys(const std::string& name) {
+  static const safetensors::SafeTensorsFile file(KILN_TEST_FIXTURES "/torch_layers.safetensors");
+  std::vector<std::string> keys;
+  std::string list = file.metadata().at(name + ".keys");
+  for (size_t start = 0; start <= list.size();) {
+    size_t comma = std::min(list.find(',', start), list.size());
+    keys.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return keys;
+}
+
+StateDict state_of(const std::string& name) {
+  StateDict out;
+  std::string prefix = name + ".state.";
+  for (const auto& [k, t] : fixture())
+    if (k.rfind(prefix, 0) == 0) out.insert(k.substr(prefix.size()), t);
+  return out;
+}
+
+const Tensor& input(const std::string& name, int i) { return fixture().at(name + ".in" + std::to_string(i)); }
+
+// Loads the case's state_dict strictly (every key and shape as PyTorch's), runs `forward` and
+// compares with PyTorch's output.
+void check(const std::string& name, nn::Module& m, const std::function<Tensor()>& forward, double tol = 1e-5) {
+  SCOPED_TRACE(name);
+  StateDict state = state_of(name);
+  ASSERT_FALSE(state.empty());
+  EXPECT_EQ(m.state_dict().keys(), torch_keys(name)) << "state_dict keys in PyTorch's order";
+  m.load_state_dict(state, /*strict=*/true);
+  m.eval();
+  NoGradGuard no_grad;
+  Tensor got = forward();
+  const Tensor& want = fixture().at(name + ".out");
+  ASSERT_EQ(got.sizes(), want.sizes());
+  double err = (got.to(kFloat64) - want.to(kFloat64)).abs().max().item<double>();
+  EXPECT_LE(err, tol * (1 + want.abs().max().item<double>()));
+}
+
+template <class M>
+void check1(const std::string& name, M& m) {
+  check(name, m, [&] { return m.forward(input(name, 0)); });
+}
+
+TEST(TorchFixture, Layers) {
+  nn::Linear linear(5, 3);
+  check1("linear", linear);
+  nn::Bilinear bilinear(3, 4, 2);
+  check("bilinear", bilinear, [&] { return bilinear.forward(input("bilinear", 0), input("bilinear", 1)); });
+  nn::Conv1d conv1d(3, 4, 3, 2, 1);
+  check1("conv1d", conv1d);
+  nn::Conv2d conv2d(3, 6, 3, 1, 1, 1, 3);
+  check1("conv2d", conv2d);
+  nn::ConvTranspose2d convt(4, 2, 3, 2, 1, 1);
+  check1("conv_transpose2d", convt);
+  nn::BatchNorm2d bn2(3);
+  check1("batch_norm2d", bn2);
+  nn::BatchNorm1d bn1(5, 1e-5, std::nullopt);
+  check1("batch_norm1d", bn1);
+  nn::LayerNorm ln({4, 3});
+  check1("layer_norm", ln);
+  nn::GroupNorm gn(2, 4);
+  check1("group_norm", gn);
+  nn::Embedding emb(10, 3, 1);
+  check1("embedding", emb);
+  nn::EmbeddingBag bag(10, 3, "sum");
+  check1("embedding_bag", bag);
+}
+
+TEST(TorchFixture, Attention) {
+  nn::MultiheadAttention mha(8, 2, 0.0, true, false, false, std::nullopt, std::nullopt, /*batch_first=*/true);
+  check("mha", mha, [&] { return std::get<0>(mha.forward(input("mha", 0), input("mha", 1), input("mha", 2))); });
+  nn::TransformerEncoderLayer enc(8, 2, 16, 0.1, "gelu", 1e-5, false, /*norm_first=*/true);
+  check1("encoder_layer", enc);
+}
+
+TEST(TorchFixture, ZooModels) {
+  models::GPT gpt(models::GPTConfig{.vocab_size = 50, .block_size = 16, .n_embd = 32, .n_head = 4, .n_layer = 2});
+  check1("gpt", gpt);
+  models::MLP mlp(12, 16, 2, 3);
+  check1("mlp", mlp);
+}
+
+}  // namespace
+}  // namespace kiln
