@@ -2,6 +2,8 @@
 // and momentum, SequentialLR, ReduceLROnPlateau, and exact resumption from state_dict.
 #include <gtest/gtest.h>
 
+#include "tests/unit/expect_error.h"
+
 #include <cmath>
 #include <numbers>
 
@@ -13,17 +15,9 @@ namespace o = kiln::optim;
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
+using kiln::testing::expect_error;
 
-template <class F>
-void expect_error(F&& f, const std::string& substring) {
-  try {
-    f();
-    ADD_FAILURE() << "expected kiln::Error containing '" << substring << "'";
-  } catch (const kiln::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(substring), std::string::npos) << e.what();
-  }
-}
+constexpr double kPi = std::numbers::pi;
 
 // An SGD optimizer with two groups: lr 0.1 and 0.03.
 struct TwoGroups {

@@ -3,6 +3,8 @@
 // against a per-head reference, TransformerEncoderLayer, losses, nn::init, and bad input.
 #include <gtest/gtest.h>
 
+#include "tests/unit/expect_error.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,6 +18,8 @@ using namespace kiln;
 namespace F = kiln::nn::functional;
 
 namespace {
+
+using kiln::testing::expect_error;
 
 std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
@@ -35,17 +39,6 @@ void expect_close(const Tensor& got, const Tensor& want, double tol = 1e-5) {
   ASSERT_EQ(got.sizes().vec(), want.sizes().vec());
   auto g = vals(got), w = vals(want);
   for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << "element " << i;
-}
-
-template <class F>
-void expect_error(F&& fn, std::vector<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-  }
 }
 
 double max_abs(const Tensor& t) { return t.abs().max().item<double>(); }

@@ -3,6 +3,8 @@
 // containers and repr.
 #include <gtest/gtest.h>
 
+#include "tests/unit/expect_error.h"
+
 #include <string>
 #include <vector>
 
@@ -13,22 +15,12 @@ using namespace kiln;
 
 namespace {
 
+using kiln::testing::expect_error;
+
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor>>& v) {
   std::vector<std::string> out;
   for (const auto& [n, t] : v) out.push_back(n);
   return out;
-}
-
-// Expects `fn` to throw a kiln::Error whose message contains every one of `parts`.
-template <class F>
-void expect_error(F&& fn, std::vector<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a kiln::Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-  }
 }
 
 // An own parameter, an own buffer, a Linear child and a Sequential of layers.

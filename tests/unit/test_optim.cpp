@@ -2,6 +2,8 @@
 // per-tensor bit-identity, parameter groups, state_dict round trips, and gradient clipping.
 #include <gtest/gtest.h>
 
+#include "tests/unit/expect_error.h"
+
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -14,18 +16,10 @@ namespace o = kiln::optim;
 
 namespace {
 
+using kiln::testing::expect_error;
+
 using OptPtr = std::unique_ptr<o::Optimizer>;
 using MakeOpt = std::function<OptPtr(std::vector<Tensor>, bool foreach)>;
-
-template <class F>
-void expect_error(F&& f, const std::string& substring) {
-  try {
-    f();
-    ADD_FAILURE() << "expected kiln::Error containing '" << substring << "'";
-  } catch (const kiln::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(substring), std::string::npos) << e.what();
-  }
-}
 
 // ---- fp64 references: one element at a time (every rule here is elementwise) ----
 struct Elem {
