@@ -1,4 +1,6 @@
 #pragma once
+#include <string>
+#include <vector>
 
 namespace kiln::cli {
 
@@ -7,8 +9,21 @@ struct BenchOptions {
   bool json = false;
 };
 
+// kiln bench zoo: BENCHMARKS.md's training-step zoo, timed as reference/torch_zoo.py.
+struct ZooOptions {
+  std::string models = "mlp,gpt_nano,resnet18,mobilenet_v2,dlrm";  // gpt2 is opt-in: slow on a CPU
+  int iters = 20;
+  bool json = false;
+  std::string device = "cpu";
+};
+
 int cmd_info(bool json);
 int cmd_ops(bool json);
 int cmd_bench_ops(const BenchOptions& opts);
+// The model names of --models; throws kiln::Error on a usage problem (unknown model, --iters < 1,
+// a device other than the CPU).
+std::vector<std::string> validate_zoo(const ZooOptions& opts);
+// Exit code 1 when a model failed (the others still ran and were reported).
+int cmd_bench_zoo(const ZooOptions& opts);
 
 }  // namespace kiln::cli

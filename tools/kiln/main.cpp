@@ -131,11 +131,19 @@ int main(int argc, char** argv) {
   kiln::cli::BenchOptions bo;
   bench_ops->add_option("--repeat", bo.repeat, "timed repetitions per case (median reported)");
   bench_ops->add_flag("--json", bo.json, "print one JSON object");
+  auto* bench_zoo = bench->add_subcommand("zoo", "one eager training step of each BENCHMARKS.md workload");
+  kiln::cli::ZooOptions zo;
+  bench_zoo->add_option("--models", zo.models, "comma-separated: mlp,gpt_nano,gpt2,resnet18,mobilenet_v2,dlrm")
+      ->capture_default_str();
+  bench_zoo->add_option("--iters", zo.iters, "timed steps per model (median reported)")->capture_default_str();
+  bench_zoo->add_option("--device", zo.device, "cpu (cuda: not supported yet)")->capture_default_str();
+  bench_zoo->add_flag("--json", zo.json, "one JSON line per model (keys as torch_zoo.py's)");
 
   // Wrong usage: one line naming the problem, the usage line, exit code 2.
   auto usage_error = [&](const std::string& msg, const CLI::App* sub) {
     std::fprintf(stderr, "kiln: %s\n", msg.c_str());
-    std::string name = sub && sub != &app ? " " + sub->get_name() : "";
+    std::string name;  // the subcommand path, e.g. " bench zoo"
+    for (const CLI::App* a = sub; a && a != &app; a = a->get_parent()) name = " " + a->get_name() + name;
     std::fprintf(stderr, "usage: kiln%s [OPTIONS] (see kiln%s --help)\n", name.c_str(), name.c_str());
     return 2;
   };
@@ -147,6 +155,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const CLI::App* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
+    // The deepest subcommand given names the usage line (`kiln bench zoo`, not `kiln bench`).
+    while (sub && !sub->get_subcommands().empty()) sub = sub->get_subcommands().front();
     return usage_error(e.what(), sub);
   }
   try {
@@ -166,6 +176,14 @@ int main(int argc, char** argv) {
     if (*info) return kiln::cli::cmd_info(json);
     if (*ops) return kiln::cli::cmd_ops(json);
     if (*bench_ops) return kiln::cli::cmd_bench_ops(bo);
+    if (*bench_zoo) {
+      try {
+        kiln::cli::validate_zoo(zo);
+      } catch (const kiln::Error& e) {
+        return usage_error(e.what(), bench_zoo);
+      }
+      return kiln::cli::cmd_bench_zoo(zo);
+    }
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: %s\n", e.what());
     return 1;
