@@ -1,6 +1,7 @@
 // kiln train's tasks, in-process: accuracy, determinism, exact resume, option errors.
 #include <gtest/gtest.h>
-#include <unistd.h>
+
+#include "tests/unit/temp_dir.h"
 
 #include <cmath>
 #include <filesystem>
@@ -23,11 +24,7 @@ Options digits(int64_t steps) {
   return o;
 }
 
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("kiln_train_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
+using kiln::testing::TempDir;
 
 TEST(Train, DigitsReachesTestAccuracy) {
   std::ostringstream out;
@@ -51,7 +48,8 @@ TEST(Train, SameSeedSameLossOtherSeedOtherLoss) {
 // Note [Exact resume]: N steps in one run and N/2 + resumed N/2 give the same losses and weights.
 TEST(Train, ResumeEqualsUninterrupted) {
   std::ostringstream out;
-  fs::path full_dir = temp_dir("full"), half_dir = temp_dir("half");
+  TempDir full_tmp, half_tmp;
+  fs::path full_dir = full_tmp.path, half_dir = half_tmp.path;
   Options o = digits(30);  // 22 batches of 64 per epoch: the run crosses an epoch boundary
   o.log_every = 7;         // the resume point (15) falls inside an interval
   o.checkpoint_dir = full_dir.string();
@@ -73,13 +71,12 @@ TEST(Train, ResumeEqualsUninterrupted) {
   StateDict b = safetensors::load_file((half_dir / "checkpoint.safetensors").string());
   ASSERT_EQ(a.keys(), b.keys());
   for (const auto& [k, t] : a) EXPECT_TRUE(t.eq(b.at(k)).all().item<bool>()) << k;
-  fs::remove_all(full_dir);
-  fs::remove_all(half_dir);
 }
 
 TEST(Train, ResumeChecksTheConfiguration) {
   std::ostringstream out;
-  fs::path dir = temp_dir("cfg");
+  TempDir tmp;
+  fs::path dir = tmp.path;
   Options o = digits(3);
   o.checkpoint_dir = dir.string();
   run(o, out);
@@ -92,7 +89,6 @@ TEST(Train, ResumeChecksTheConfiguration) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("batch"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
 }
 
 TEST(Train, CharsTrainsAndSamples) {

@@ -1,6 +1,7 @@
 // kiln::save / kiln::load: round trip of model + optimizer + step, and clear errors.
 #include <gtest/gtest.h>
-#include <unistd.h>
+
+#include "tests/unit/temp_dir.h"
 
 #include <filesystem>
 #include <fstream>
@@ -29,11 +30,7 @@ void train_steps(nn::Module& net, optim::Optimizer& opt, int n) {
   }
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("kiln_ckpt_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+using kiln::testing::TempDir;
 
 TEST(Checkpoint, RoundTripContinuesIdentically) {
   TempDir dir;
@@ -57,9 +54,7 @@ TEST(Checkpoint, RoundTripContinuesIdentically) {
   auto sa = a->state_dict(), sb = b->state_dict();
   ASSERT_EQ(sa.keys(), sb.keys());
   for (const auto& [k, t] : sa) EXPECT_TRUE(t.eq(sb.at(k)).all().item<bool>()) << k;
-  int files = 0;  // the atomic write leaves no temp file behind
-  for (const auto& e : fs::directory_iterator(dir.path)) files += e.is_regular_file();
-  EXPECT_EQ(files, 1);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"a.safetensors"});  // no temp file left behind
 }
 
 TEST(Checkpoint, ModelOnlyAndErrors) {

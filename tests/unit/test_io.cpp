@@ -2,6 +2,8 @@
 // rejection, mmap lifetime, atomic writes), .npy (round trips, hand-built files of
 // each version/byte order/layout, rejections) and DLPack (zero-copy both ways).
 #include <gtest/gtest.h>
+
+#include "tests/unit/temp_dir.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,27 +53,7 @@ bool have_json() {
 #define REQUIRE_JSON() \
   if (!have_json()) GTEST_SKIP() << "kiln was built without nlohmann-json"
 
-// A fresh directory, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_io_XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
+using kiln::testing::TempDir;
 
 Bytes read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -18,21 +18,15 @@ namespace {
 template <size_t N>
 using Operands = std::array<const Tensor*, N>;
 
-// out[i] = f(in...[i]) over one run of n elements, all of C++ type T.
+// out[i] = f(in...[i]) over one run of n elements, all of C++ type T (loops.h's elementwise_run).
+template <class T, size_t>
+using Repeat = T;  // T once per index of a pack
+
 template <class T, size_t N, class F>
 void run_loop(const std::array<char*, N>& p, const std::array<int64_t, N>& st, int64_t n, const F& f) {
-  constexpr int64_t sz = sizeof(T);
   [&]<size_t... I>(std::index_sequence<I...>) {
-    T* o = reinterpret_cast<T*>(p[0]);
-    if (st[0] == sz && ((st[I + 1] == sz) && ...)) {
-      const std::array<const T*, N - 1> in{reinterpret_cast<const T*>(p[I + 1])...};
-      for (int64_t i = 0; i < n; ++i) o[i] = f(in[I][i]...);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<T*>(p[0] + i * st[0]) = f(*reinterpret_cast<const T*>(p[I + 1] + i * st[I + 1])...);
-    }
-  }
-  (std::make_index_sequence<N - 1>{});
+    elementwise_run<T, Repeat<T, I>...>(p, st, n, f);
+  }(std::make_index_sequence<N - 1>{});
 }
 
 // Calls make_f.operator()<T>(k) for position k's functor and runs it over all

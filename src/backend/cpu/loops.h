@@ -4,6 +4,8 @@
 #include <array>
 #include <cstring>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "core/parallel.h"
 #include "core/tensor_impl.h"
@@ -108,6 +110,39 @@ struct StridedIter {
 
 inline constexpr int64_t kElementwiseGrain = 32768;
 
+// One run of n elements of the flattened loop: out[i] = f(in0[i], in1[i], ...) with the
+// operands' pointers and byte strides from StridedIter::for_range. Dense runs, and dense runs
+// with one broadcast (stride-0) input, get loops simple enough to vectorize.
+template <class Out, class... In, class F>
+inline void elementwise_run(const std::array<char*, sizeof...(In) + 1>& p,
+                            const std::array<int64_t, sizeof...(In) + 1>& st, int64_t n, const F& f) {
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    bool dense = st[0] == sizeof(Out) && ((st[I + 1] == sizeof(In)) && ...);
+    if (dense) {
+      Out* o = reinterpret_cast<Out*>(p[0]);
+      std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
+      for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(in)[i]...);
+      return;
+    }
+    // One broadcast (stride-0) input, the rest dense, as in x * 2.0: hoist
+    // its value so the loop stays as simple as the dense one and vectorizes.
+    if constexpr (sizeof...(In) >= 2) {
+      auto one_scalar = [&]<size_t J>() {
+        if (!(st[0] == sizeof(Out) && st[J + 1] == 0 && ((I == J || st[I + 1] == sizeof(In)) && ...)))
+          return false;
+        Out* o = reinterpret_cast<Out*>(p[0]);
+        std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
+        std::tuple<In...> val{*reinterpret_cast<const In*>(p[I + 1])...};
+        for (int64_t i = 0; i < n; ++i) o[i] = f((I == J ? std::get<I>(val) : std::get<I>(in)[i])...);
+        return true;
+      };
+      if ((one_scalar.template operator()<I>() || ...)) return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<Out*>(p[0] + i * st[0]) = f(*reinterpret_cast<const In*>(p[I + 1] + i * st[I + 1])...);
+  }(std::index_sequence_for<In...>{});
+}
+
 // out[i] = f(in0[i], in1[i], ...) with exact types: Out is out's C++ type and
 // In... the inputs' (callers convert dtypes first). Inputs broadcast to out.
 template <class Out, class... In, class F>
@@ -120,34 +155,7 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& ins
   StridedIter<N> it(ops);
   parallel_for(0, it.numel, kElementwiseGrain, [&](int64_t b, int64_t e) {
     it.for_range(b, e, [&](const std::array<char*, N>& p, const std::array<int64_t, N>& st, int64_t n) {
-      [&]<size_t... I>(std::index_sequence<I...>) {
-        bool dense = st[0] == sizeof(Out) && ((st[I + 1] == sizeof(In)) && ...);
-        if (dense) {
-          Out* o = reinterpret_cast<Out*>(p[0]);
-          std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
-          for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(in)[i]...);
-          return;
-        }
-        // One broadcast (stride-0) input, the rest dense, as in x * 2.0: hoist
-        // its value so the loop stays as simple as the dense one and vectorizes.
-        if constexpr (sizeof...(In) >= 2) {
-          auto one_scalar = [&]<size_t J>() {
-            if (!(st[0] == sizeof(Out) && st[J + 1] == 0 && ((I == J || st[I + 1] == sizeof(In)) && ...)))
-              return false;
-            Out* o = reinterpret_cast<Out*>(p[0]);
-            std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
-            std::tuple<In...> val{*reinterpret_cast<const In*>(p[I + 1])...};
-            for (int64_t i = 0; i < n; ++i) o[i] = f((I == J ? std::get<I>(val) : std::get<I>(in)[i])...);
-            return true;
-          };
-          if ((one_scalar.template operator()<I>() || ...)) return;
-        }
-        {
-          for (int64_t i = 0; i < n; ++i)
-            *reinterpret_cast<Out*>(p[0] + i * st[0]) =
-                f(*reinterpret_cast<const In*>(p[I + 1] + i * st[I + 1])...);
-        }
-      }(std::index_sequence_for<In...>{});
+      elementwise_run<Out, In...>(p, st, n, f);
     });
   });
 }
