@@ -29,7 +29,10 @@ Device Tensor::device() const { return checked(impl_, "device").device; }
 bool Tensor::is_contiguous() const { return checked(impl_, "is_contiguous").is_contiguous; }
 bool Tensor::has_storage() const { return impl_ && impl_->storage; }
 bool Tensor::is_alias_of(const Tensor& o) const {
-  return impl_ && o.impl_ && impl_->storage && impl_->storage == o.impl_->storage;
+  if (!impl_ || !o.impl_) return false;
+  // Tensors without storage (tracers) alias when they share a version counter, as views do.
+  if (!impl_->storage && !o.impl_->storage) return impl_->is_tracer() && impl_->version == o.impl_->version;
+  return impl_->storage && impl_->storage == o.impl_->storage;
 }
 uint32_t Tensor::_version() const { return checked(impl_, "_version").version->version.load(); }
 bool Tensor::is_view() const { return impl_ && impl_->view_base != nullptr; }
@@ -37,22 +40,33 @@ Tensor Tensor::_base() const { return impl_ && impl_->view_base ? Tensor(impl_->
 
 void* Tensor::data_ptr() const {
   const auto& i = checked(impl_, "data_ptr");
+  notify_value_read(*this, "data_ptr");
   KILN_CHECK(i.storage, "data_ptr: tensor has no storage (a tracer or meta tensor)");
   return i.data();
 }
 
 template <class T>
 static constexpr DType dtype_for() {
-  if constexpr (std::is_same_v<T, bool>) return DType::Bool;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::UInt8;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::Int8;
-  else if constexpr (std::is_same_v<T, int16_t>) return DType::Int16;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::Int32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
-  else if constexpr (std::is_same_v<T, Half>) return DType::Float16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BFloat16;
-  else if constexpr (std::is_same_v<T, float>) return DType::Float32;
-  else return DType::Float64;
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::Bool;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::UInt8;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return DType::Int8;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return DType::Int16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::Int32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::Int64;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DType::Float16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::BFloat16;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::Float32;
+  else
+    return DType::Float64;
 }
 
 template <class T>

@@ -90,6 +90,14 @@ Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Dev
   return Tensor(std::move(impl));
 }
 
+namespace {
+thread_local ValueReadHook tls_value_read_hook = nullptr;
+}
+void set_value_read_hook(ValueReadHook hook) { tls_value_read_hook = hook; }
+void notify_value_read(const Tensor& t, const char* what) {
+  if (tls_value_read_hook && t.defined()) tls_value_read_hook(t, what);
+}
+
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset) {
   const TensorImpl* b = base.unsafe_impl();
   auto impl = std::make_shared<TensorImpl>();
@@ -109,9 +117,15 @@ Tensor wrap_scalar(const Scalar& s, Device device) {
   DType dt = s.dtype();
   Tensor t = make_tensor({}, dt, kCPU);
   switch (dt) {
-    case DType::Bool: *static_cast<bool*>(t.data_ptr()) = s.to_bool(); break;
-    case DType::Int64: *static_cast<int64_t*>(t.data_ptr()) = s.to_long(); break;
-    default: *static_cast<double*>(t.data_ptr()) = s.to_double(); break;
+    case DType::Bool:
+      *static_cast<bool*>(t.data_ptr()) = s.to_bool();
+      break;
+    case DType::Int64:
+      *static_cast<int64_t*>(t.data_ptr()) = s.to_long();
+      break;
+    default:
+      *static_cast<double*>(t.data_ptr()) = s.to_double();
+      break;
   }
   t.unsafe_impl()->is_wrapped_number = true;
   (void)device;  // wrapped numbers stay on the CPU; kernels read them as scalars
@@ -120,8 +134,8 @@ Tensor wrap_scalar(const Scalar& s, Device device) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);
-  KILN_CHECK(dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [", -n, ", ",
-             n - 1, "], but got ", dim, ")");
+  KILN_CHECK(dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+             "], but got ", dim, ")");
   return dim < 0 ? dim + n : dim;
 }
 

@@ -54,6 +54,11 @@ struct TensorImpl {
   std::unique_ptr<autograd::AutogradMeta> autograd;  // null until autograd touches it
   // For views: the tensor whose storage this one aliases (for Tensor::_base()).
   std::shared_ptr<TensorImpl> view_base;
+  // A tracer (while compiling): the recording it belongs to and its value
+  // there; 0 / -1 for real and meta tensors (Note [Record layer]).
+  uint64_t tracer_recording = 0;
+  int64_t tracer_value = -1;
+  bool is_tracer() const { return tracer_recording != 0; }
 
   TensorImpl();
   ~TensorImpl();
@@ -85,6 +90,13 @@ struct Allocator {
 };
 void register_allocator(DeviceType type, Allocator* alloc);
 Allocator* get_allocator(DeviceType type);
+
+// Note [Value reads]: every read of a tensor's values from C++ (item,
+// to_vector, printing, data_ptr) calls this hook first; while compiling it
+// ends the graph when the tensor is a tracer (a graph break), which makes it real.
+using ValueReadHook = void (*)(const Tensor& t, const char* what);
+void set_value_read_hook(ValueReadHook hook);  // this thread
+void notify_value_read(const Tensor& t, const char* what);
 
 // Wraps a dimension index into [0, ndim) (ndim 0 accepts -1 and 0), or throws
 // naming the op.

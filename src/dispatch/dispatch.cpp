@@ -16,6 +16,10 @@ namespace {
 thread_local std::vector<DispatchMode*> tls_modes;
 thread_local size_t tls_active_modes = 0;
 
+thread_local RecordLayer* tls_record_layer = nullptr;
+thread_local int tls_force_decomp = -1;
+thread_local std::vector<uint32_t>* tls_op_counts = nullptr;
+
 AutogradLayer g_autograd_layer = nullptr;
 NeedsAutograd g_needs_autograd = nullptr;
 RebaseHistory g_rebase_history = nullptr;
@@ -37,8 +41,8 @@ Device common_device(OpId op, std::span<const Tensor> inputs, bool& found) {
       dev = t.device();
       found = true;
     } else {
-      KILN_CHECK(t.device() == dev, op_name(op), ": expected all tensors to be on the same device, but found ",
-                 dev, " and ", t.device());
+      KILN_CHECK(t.device() == dev, op_name(op), ": expected all tensors to be on the same device, but found ", dev,
+                 " and ", t.device());
     }
   }
   if (!found) {
@@ -68,6 +72,12 @@ ExcludeModeGuard::ExcludeModeGuard() : saved_(tls_active_modes) {
 }
 ExcludeModeGuard::~ExcludeModeGuard() { tls_active_modes = saved_; }
 
+RecordLayer* current_record_layer() { return tls_record_layer; }
+RecordLayerGuard::RecordLayerGuard(RecordLayer* layer) : prev_(tls_record_layer) { tls_record_layer = layer; }
+RecordLayerGuard::~RecordLayerGuard() { tls_record_layer = prev_; }
+void set_force_decomposition(int op) { tls_force_decomp = op; }
+void set_op_call_counts(std::vector<uint32_t>* counts) { tls_op_counts = counts; }
+
 void set_autograd_layer(AutogradLayer layer, NeedsAutograd needs, RebaseHistory rebase) {
   g_autograd_layer = layer;
   g_needs_autograd = needs;
@@ -78,6 +88,7 @@ void register_backend(DeviceType type, Backend* backend) { backends()[static_cas
 Backend* get_backend(DeviceType type) { return backends()[static_cast<int>(type)]; }
 
 std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
+  if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
   if (tls_active_modes > 0) {
     DispatchMode* mode = tls_modes[tls_active_modes - 1];
     ExcludeModeGuard guard;
@@ -93,9 +104,58 @@ Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
   return outs[0];
 }
 
+namespace {
+void copy_into_impl(const Tensor& dst, const Tensor& src);
+
+std::vector<Tensor> meta_outputs(const std::vector<TensorMeta>& metas) {
+  std::vector<Tensor> outs;
+  outs.reserve(metas.size());
+  for (const TensorMeta& m : metas)
+    outs.push_back(make_meta_tensor(m.sizes, contiguous_strides(m.sizes), m.dtype, m.device));
+  return outs;
+}
+
+// backend_call while a record layer is active: the op becomes a graph node
+// where a kernel would have run (Note [Record layer]). Returns false when the
+// op is to run as usual: by decomposition, or eagerly after a graph break.
+bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::vector<Tensor>& outs) {
+  if ((info.has(VIEW) || call.op == OpId::copy_) && info.meta) {
+    std::vector<TensorMeta> metas = info.meta(call);
+    outs = rec->record(call.op, call.inputs, call.attrs, metas);
+    return true;
+  }
+  bool found = false;
+  Device dev = common_device(call.op, call.inputs, found);
+  bool has_kernel = info.kernels[static_cast<int>(dev.type)] != nullptr;
+  if (!found && info.meta && info.has(FACTORY)) has_kernel = true;  // the device is an attr
+  if (!has_kernel && info.decomp && !info.has(DATA_DEPENDENT)) return false;
+  if (info.has(DATA_DEPENDENT) || !info.meta) {
+    rec->graph_break(
+        call.op, call.inputs,
+        info.has(DATA_DEPENDENT) ? "its output's shape depends on the input's values" : "it has no meta function");
+    return false;
+  }
+  std::vector<TensorMeta> metas = info.meta(call);
+  if (!found && !metas.empty()) dev = metas[0].device;
+  KILN_CHECK(info.kernels[static_cast<int>(dev.type)] || info.decomp, info.name, ": not supported yet on ", dev,
+             " (no kernel and no decomposition)");
+  outs = rec->record(call.op, call.inputs, call.attrs, metas);
+  return true;
+}
+}  // namespace
+
 std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpInfo& info = op_info(op);
   OpCall call{op, inputs, attrs};
+  if (RecordLayer* rec = tls_record_layer) {
+    std::vector<Tensor> outs;
+    if (static_cast<int>(op) != tls_force_decomp && record_call(rec, info, call, outs)) return outs;
+  }
+  if (op == OpId::copy_) {
+    KILN_CHECK(inputs.size() == 2, "internal: copy_ takes (self, src)");
+    copy_into_impl(inputs[0], inputs[1]);
+    return {};
+  }
   if (info.has(VIEW) && info.meta) {
     std::vector<TensorMeta> metas = info.meta(call);
     std::vector<Tensor> outs;
@@ -110,7 +170,15 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
     metas = info.meta(call);
     if (!metas.empty()) dev = metas[0].device;
   }
-  if (KernelFn kernel = info.kernels[static_cast<int>(dev.type)]) {
+  if (dev.type == DeviceType::Meta && !(static_cast<int>(op) == tls_force_decomp && info.decomp)) {
+    // Tensors with sizes and no storage: the meta function is the kernel.
+    KILN_CHECK(!info.has(DATA_DEPENDENT), info.name,
+               ": not supported on the meta device: the output's shape depends on the input's values");
+    if (info.meta) return meta_outputs(metas.empty() ? info.meta(call) : metas);
+  }
+  KernelFn kernel = info.kernels[static_cast<int>(dev.type)];
+  if (static_cast<int>(op) == tls_force_decomp && info.decomp) kernel = nullptr;
+  if (kernel) {
     std::vector<Tensor> outs;
     if (!info.has(DATA_DEPENDENT)) {
       KILN_CHECK(info.meta, "internal: ", info.name, " has a kernel but no meta function");
@@ -139,6 +207,7 @@ bool shares_storage_but_differs(const Tensor& self, const Tensor& other) {
 }  // namespace
 
 Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs attrs) {
+  if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
   const OpInfo& info = op_info(op);
   const char* name = info.name;
   if (tls_active_modes == 0 && g_needs_autograd && g_needs_autograd(inputs)) {
@@ -181,8 +250,8 @@ Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs
   bool found = false;
   Device dev = common_device(op, inputs, found);
   KernelFn kernel = info.kernels[static_cast<int>(dev.type)];
-  if (tls_active_modes == 0 && kernel && info.has(POINTWISE) && !metas.empty() && metas[0].dtype == self.dtype() &&
-      !overlap && self.has_storage()) {
+  if (tls_active_modes == 0 && !tls_record_layer && kernel && info.has(POINTWISE) && !metas.empty() &&
+      metas[0].dtype == self.dtype() && !overlap && self.has_storage()) {
     std::vector<Tensor> outs{self};
     kernel(call, outs);
   } else {
@@ -194,6 +263,13 @@ Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs
 }
 
 void copy_into(const Tensor& dst, const Tensor& src) {
+  KILN_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
+  Tensor args[2] = {dst, src};
+  (void)backend_call(OpId::copy_, args, Attrs{});
+}
+
+namespace {
+void copy_into_impl(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
   Tensor s = src;
   if (s.sizes() != dst.sizes()) {
@@ -213,10 +289,15 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   }
   if (dst.numel() == 0) return;
   Device dd = dst.device(), sd = s.device();
+  if (dd.type == DeviceType::Meta || sd.type == DeviceType::Meta) {
+    KILN_CHECK(dd.type == DeviceType::Meta, "copy_: cannot copy out of a meta tensor: it has no data");
+    return;
+  }
   Backend* b = get_backend(dd.is_cpu() ? sd.type : dd.type);
   KILN_CHECK(b, "copy_: no backend for ", (dd.is_cpu() ? sd : dd));
   KILN_CHECK(dd.is_cpu() || sd.is_cpu() || dd.type == sd.type, "copy_: not supported yet: copy from ", sd, " to ", dd);
   b->copy(dst, s);
 }
+}  // namespace
 
 }  // namespace kiln

@@ -23,8 +23,42 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
 Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs attrs = {});
 
 // Copies src into dst (broadcasting src, converting dtype, across devices),
-// without autograd.
+// without autograd and without bumping dst's version (callers do). It is the
+// op `copy_` (Note [Writes are ops]).
 void copy_into(const Tensor& dst, const Tensor& src);
+
+// Note [Record layer]
+// While compiling, a record layer stands where kernels run, below autograd
+// (as PyTorch's __torch_dispatch__ modes do): backend_call hands it every op
+// that would run a kernel or make a view, after the meta function has checked
+// the inputs, and the layer returns tracer outputs. Composites without a
+// kernel run their decomposition as in eager, so a graph holds exactly the
+// kernels eager would run. An op it cannot record (data-dependent, no meta
+// function) first ends the graph (a graph break): its inputs become real and
+// the op runs eagerly.
+struct RecordLayer {
+  virtual ~RecordLayer() = default;
+  virtual std::vector<Tensor> record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                     std::vector<TensorMeta>& metas) = 0;
+  virtual void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) = 0;
+};
+RecordLayer* current_record_layer();
+// RAII: installs `layer` (null pauses recording, as replaying a graph does) on this thread.
+class RecordLayerGuard {
+ public:
+  explicit RecordLayerGuard(RecordLayer* layer);
+  ~RecordLayerGuard();
+  RecordLayerGuard(const RecordLayerGuard&) = delete;
+  RecordLayerGuard& operator=(const RecordLayerGuard&) = delete;
+
+ private:
+  RecordLayer* prev_;
+};
+
+// Test hooks (tests/ops): run this op's decomposition even where a kernel
+// exists (-1: none); count every call_op per op into `counts` (null: off).
+void set_force_decomposition(int op);
+void set_op_call_counts(std::vector<uint32_t>* counts);
 
 // A mode intercepts every op call above autograd (the tracer is one).
 struct DispatchMode {

@@ -52,10 +52,14 @@ std::vector<Tensor> decomp_ones(const OpCall& c) {
 std::vector<Tensor> decomp_like(const OpCall& c) {
   AttrValue size = c.in(0).sizes().vec();
   switch (c.op) {
-    case OpId::empty_like: return {call_op1(OpId::empty, {}, {size, c.attrs[0], c.attrs[1]})};
-    case OpId::zeros_like: return {call_op1(OpId::full, {}, {size, Scalar(0), c.attrs[0], c.attrs[1]})};
-    case OpId::ones_like: return {call_op1(OpId::full, {}, {size, Scalar(1), c.attrs[0], c.attrs[1]})};
-    default: return {call_op1(OpId::full, {}, {size, c.attrs[0], c.attrs[1], c.attrs[2]})};
+    case OpId::empty_like:
+      return {call_op1(OpId::empty, {}, {size, c.attrs[0], c.attrs[1]})};
+    case OpId::zeros_like:
+      return {call_op1(OpId::full, {}, {size, Scalar(0), c.attrs[0], c.attrs[1]})};
+    case OpId::ones_like:
+      return {call_op1(OpId::full, {}, {size, Scalar(1), c.attrs[0], c.attrs[1]})};
+    default:
+      return {call_op1(OpId::full, {}, {size, c.attrs[0], c.attrs[1], c.attrs[2]})};
   }
 }
 KILN_REGISTER_DECOMP(zeros, decomp_zeros);
@@ -173,12 +177,11 @@ Tensor full_like(const Tensor& t, const Scalar& value, std::optional<TensorOptio
   return finish(call_op1(OpId::full_like, {t}, {value, a[0], a[1]}), o.value_or(TensorOptions()));
 }
 
-
 Tensor empty_strided(SymIntArrayRef size, SymIntArrayRef stride, const TensorOptions& o) {
   Shape sz = checked_size(size, "empty_strided");
   Shape st = stride.to_ints();
-  KILN_CHECK(sz.size() == st.size(), "empty_strided: mismatch in length of strides and shape (",
-             shape_str(sz), " vs ", shape_str(st), ")");
+  KILN_CHECK(sz.size() == st.size(), "empty_strided: mismatch in length of strides and shape (", shape_str(sz), " vs ",
+             shape_str(st), ")");
   for (int64_t v : st) KILN_CHECK(v >= 0, "empty_strided: strides must be non-negative, got ", shape_str(st));
   return finish(make_tensor_strided(sz, st, o.dtype_or_default(), o.device_or_default()), o);
 }
@@ -200,8 +203,8 @@ Tensor eye(int64_t n, std::optional<int64_t> m, const TensorOptions& o) {
 template <class T>
 Tensor tensor(const std::vector<T>& data, SymIntArrayRef size, const TensorOptions& o) {
   Shape sz = checked_size(size, "tensor");
-  KILN_CHECK(compute_numel(sz) == static_cast<int64_t>(data.size()), "tensor: shape ", shape_str(sz), " is invalid for ",
-             data.size(), " values");
+  KILN_CHECK(compute_numel(sz) == static_cast<int64_t>(data.size()), "tensor: shape ", shape_str(sz),
+             " is invalid for ", data.size(), " values");
   constexpr DType native = dtype_of<T>();
   Tensor t = make_tensor(sz, native, kCPU);
   if constexpr (std::is_same_v<T, bool>) {
@@ -215,7 +218,8 @@ Tensor tensor(const std::vector<T>& data, SymIntArrayRef size, const TensorOptio
   if (dt != native || dev != kCPU) t = t.to(dev, dt);
   return finish(t, o);
 }
-#define KILN_INSTANTIATE_TENSOR(T) template Tensor tensor<T>(const std::vector<T>&, SymIntArrayRef, const TensorOptions&);
+#define KILN_INSTANTIATE_TENSOR(T) \
+  template Tensor tensor<T>(const std::vector<T>&, SymIntArrayRef, const TensorOptions&);
 KILN_INSTANTIATE_TENSOR(bool)
 KILN_INSTANTIATE_TENSOR(uint8_t)
 KILN_INSTANTIATE_TENSOR(int8_t)
@@ -255,6 +259,24 @@ Tensor from_blob(void* data, SymIntArrayRef size, SymIntArrayRef strides, const 
 }
 
 // ---- copies ----
+// Note [Writes are ops]: every write that does not go through an op's own
+// in-place form is `copy_` (copy_into), so a recording sees it as a node that
+// writes its first input, and replaying the graph makes the same write.
+std::vector<TensorMeta> meta_copy_(const OpCall& c) {
+  const Tensor& self = c.in(0);
+  const Tensor& src = c.in(1);
+  KILN_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
+  int64_t nd = self.dim(), ns = src.dim();
+  bool ok = ns <= nd;
+  for (int64_t i = 0; ok && i < ns; ++i) {
+    int64_t sz = src.sizes()[i];
+    ok = sz == 1 || sz == self.sizes()[nd - ns + i];
+  }
+  KILN_CHECK(ok, "copy_: source of shape ", shape_str(src.sizes()), " can't be broadcast to ", shape_str(self.sizes()));
+  return {};
+}
+KILN_REGISTER_META(copy_, meta_copy_);
+
 // Note [copy_ and autograd]: self = src (broadcast, converted to self's dtype)
 // is the in-place form of `to` applied to src expanded to self's shape, so
 // call_op_inplace records the gradient to src and self takes over its history.
@@ -262,9 +284,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
   KILN_CHECK(defined() && src.defined(), "copy_: undefined tensor");
   bool grad = is_grad_enabled() && (src.requires_grad() || requires_grad());
   if (grad)
-    KILN_CHECK(!(is_leaf() && requires_grad()), "copy_: a leaf tensor that requires grad is being used in an "
+    KILN_CHECK(!(is_leaf() && requires_grad()),
+               "copy_: a leaf tensor that requires grad is being used in an "
                "in-place operation; wrap it in kiln::NoGradGuard or clone() it first");
-  if (src.device() != device()) {
+  if (src.device() != device() || !grad) {
     KILN_CHECK(!grad, "copy_: not supported yet: copies across devices of tensors that require grad");
     copy_into(*this, src);
     unsafe_impl()->bump_version();

@@ -20,6 +20,7 @@ enum OpFlags : uint32_t {
   DATA_DEPENDENT = 1u << 4,
   FACTORY = 1u << 5,
   NONDIFF = 1u << 6,
+  MUTATES = 1u << 7,  // writes input 0 (or the first tensor list)
 };
 enum class SaveMask : uint8_t { SaveNone = 0, SaveIn = 1, SaveOut = 2, SaveAll = 3 };
 

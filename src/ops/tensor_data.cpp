@@ -15,6 +15,7 @@ namespace {
 // A contiguous CPU float64/int64/bool copy for reading values.
 Tensor readable(const Tensor& t, DType as) {
   KILN_CHECK(t.defined(), "reading values of an undefined tensor");
+  notify_value_read(t, "reading its values");
   KILN_CHECK(t.has_storage(), "cannot read the values of a tensor without storage (a tracer or meta tensor)");
   Tensor c = t.detach();
   if (!c.is_cpu()) c = c.to(kCPU);
@@ -65,6 +66,7 @@ KILN_INSTANTIATE(double)
 // Printing in torch's style: tensor([[1., 2.], [3., 4.]], dtype=float64).
 std::string Tensor::to_string() const {
   if (!defined()) return "tensor(undefined)";
+  notify_value_read(*this, "printing");
   std::ostringstream os;
   if (!has_storage()) {
     os << "tensor(<no data>, size=" << shape_str(sizes()) << ", dtype=" << dtype() << ")";

@@ -45,7 +45,8 @@ Ref ref_gather(const Ref& in, const Shape& out_shape, const std::function<bool(c
 Ref ref_repeat(const Ref& x, const Shape& reps) {
   int64_t lead = static_cast<int64_t>(reps.size()) - x.dim();
   Shape out;
-  for (size_t d = 0; d < reps.size(); ++d) out.push_back(reps[d] * (static_cast<int64_t>(d) < lead ? 1 : x.shape[d - lead]));
+  for (size_t d = 0; d < reps.size(); ++d)
+    out.push_back(reps[d] * (static_cast<int64_t>(d) < lead ? 1 : x.shape[d - lead]));
   return ref_gather(x, out, [&](const Shape& o, Shape& i) {
     for (int64_t d = lead; d < static_cast<int64_t>(o.size()); ++d) i.push_back(o[d] % x.shape[d - lead]);
     return true;
@@ -53,26 +54,45 @@ Ref ref_repeat(const Ref& x, const Shape& reps) {
 }
 std::vector<OpSample> samples_repeat() {
   std::vector<OpSample> out;
-  struct Case { Shape s; Shape r; };
+  struct Case {
+    Shape s;
+    Shape r;
+  };
   for (const Case& c : {Case{{2, 3}, {2, 1}}, Case{{3}, {2, 2, 2}}, Case{{}, {3}}, Case{{2, 0}, {2, 3}},
                         Case{{2, 3}, {1, 0}}, Case{{1, 2}, {3, 1, 2}}})
     for (bool nc : {false, true})
-      out.push_back(sample(shape_str(c.s) + " x " + shape_str(c.r) + (nc ? " noncontig" : ""),
-                           {make_input(c.s, kFloat32, 1, -2, 2, nc)},
-                           [r = c.r](const TensorList& in) { return TensorList{in[0].repeat(r)}; },
-                           [r = c.r](const TensorList& in) { return TensorList{ref_repeat(Ref::of(in[0]), r).to(in[0].dtype())}; }));
-  out.push_back(sample("decomposition", {make_input({2, 3}, kFloat32, 3)},
-                       [](const TensorList& in) { return TensorList{run_decomp(OpId::repeat, in, {Shape{2, 1, 2}})}; },
-                       [](const TensorList& in) { return TensorList{ref_repeat(Ref::of(in[0]), {2, 1, 2}).to(in[0].dtype())}; }));
+      out.push_back(sample(
+          shape_str(c.s) + " x " + shape_str(c.r) + (nc ? " noncontig" : ""), {make_input(c.s, kFloat32, 1, -2, 2, nc)},
+          [r = c.r](const TensorList& in) { return TensorList{in[0].repeat(r)}; },
+          [r = c.r](const TensorList& in) { return TensorList{ref_repeat(Ref::of(in[0]), r).to(in[0].dtype())}; }));
+  out.push_back(sample(
+      "decomposition", {make_input({2, 3}, kFloat32, 3)},
+      [](const TensorList& in) {
+        return TensorList{run_decomp(OpId::repeat, in, {Shape{2, 1, 2}})};
+      },
+      [](const TensorList& in) {
+        return TensorList{ref_repeat(Ref::of(in[0]), {2, 1, 2}).to(in[0].dtype())};
+      }));
   for (DType t : kAll)
-    out.push_back(sample(dname(t), {make_input({2, 3}, t, 2)},
-                         [](const TensorList& in) { return TensorList{repeat(in[0], {2, 1, 2})}; },
-                         [](const TensorList& in) { return TensorList{ref_repeat(Ref::of(in[0]), {2, 1, 2}).to(in[0].dtype())}; }));
+    out.push_back(sample(
+        dname(t), {make_input({2, 3}, t, 2)},
+        [](const TensorList& in) {
+          return TensorList{repeat(in[0], {2, 1, 2})};
+        },
+        [](const TensorList& in) {
+          return TensorList{ref_repeat(Ref::of(in[0]), {2, 1, 2}).to(in[0].dtype())};
+        }));
   return out;
 }
 std::vector<ErrorSample> errors_repeat() {
-  return {err("fewer repeats than dims", [] { repeat(zeros({2, 3}), {2}); }, "can not be smaller"),
-          err("negative repeat", [] { repeat(zeros({2}), {-1}); }, "negative")};
+  return {err(
+              "fewer repeats than dims",
+              [] {
+                repeat(zeros({2, 3}), {2});
+              },
+              "can not be smaller"),
+          err(
+              "negative repeat", [] { repeat(zeros({2}), {-1}); }, "negative")};
 }
 
 // ---- cat / stack ----
@@ -111,38 +131,65 @@ std::vector<OpSample> samples_cat() {
   std::vector<OpSample> out;
   for (int64_t dim : {0, 1, -1})
     for (bool nc : {false, true})
-      out.push_back(sample("dim " + std::to_string(dim) + (nc ? " noncontig" : ""),
-                           {make_input({2, 3}, kFloat32, 1, -2, 2, nc),
-                            make_input(dim == 0 ? Shape{1, 3} : Shape{2, 4}, kFloat32, 2, -2, 2, nc),
-                            make_input(dim == 0 ? Shape{3, 3} : Shape{2, 1}, kFloat32, 3)},
-                           [dim](const TensorList& in) { return TensorList{cat(in, dim)}; },
-                           [dim](const TensorList& in) { return TensorList{ref_cat(refs(in), dim).to(kFloat32)}; }));
-  out.push_back(sample("type promotion int32 + float64 + bool", {make_input({2}, kInt32, 4), make_input({3}, kFloat64, 5),
-                                                                 make_input({1}, kBool, 6)},
-                       [](const TensorList& in) { return TensorList{cat(in)}; },
-                       [](const TensorList& in) { return TensorList{ref_cat(refs(in), 0).to(kFloat64)}; }));
-  out.push_back(sample("legacy 1-D empty skipped", {make_input({2, 2}, kFloat32, 7), zeros({0}), make_input({2, 1}, kFloat32, 8)},
-                       [](const TensorList& in) { return TensorList{cat(in, 1)}; },
-                       [](const TensorList& in) { return TensorList{ref_cat(refs(in), 1).to(kFloat32)}; }));
+      out.push_back(sample(
+          "dim " + std::to_string(dim) + (nc ? " noncontig" : ""),
+          {make_input({2, 3}, kFloat32, 1, -2, 2, nc),
+           make_input(dim == 0 ? Shape{1, 3} : Shape{2, 4}, kFloat32, 2, -2, 2, nc),
+           make_input(dim == 0 ? Shape{3, 3} : Shape{2, 1}, kFloat32, 3)},
+          [dim](const TensorList& in) { return TensorList{cat(in, dim)}; },
+          [dim](const TensorList& in) { return TensorList{ref_cat(refs(in), dim).to(kFloat32)}; }));
+  out.push_back(sample(
+      "type promotion int32 + float64 + bool",
+      {make_input({2}, kInt32, 4), make_input({3}, kFloat64, 5), make_input({1}, kBool, 6)},
+      [](const TensorList& in) { return TensorList{cat(in)}; },
+      [](const TensorList& in) { return TensorList{ref_cat(refs(in), 0).to(kFloat64)}; }));
+  out.push_back(sample(
+      "legacy 1-D empty skipped", {make_input({2, 2}, kFloat32, 7), zeros({0}), make_input({2, 1}, kFloat32, 8)},
+      [](const TensorList& in) { return TensorList{cat(in, 1)}; },
+      [](const TensorList& in) { return TensorList{ref_cat(refs(in), 1).to(kFloat32)}; }));
   out.back().grad_inputs = {0, 2};
-  out.push_back(sample("empty inputs along dim", {make_input({0, 3}, kFloat32, 9), make_input({2, 3}, kFloat32, 10)},
-                       [](const TensorList& in) { return TensorList{cat(in)}; },
-                       [](const TensorList& in) { return TensorList{ref_cat(refs(in), 0).to(kFloat32)}; }));
-  out.push_back(sample("single tensor 3-D", {make_input({2, 1, 3}, kFloat32, 11)},
-                       [](const TensorList& in) { return TensorList{cat(in, 2)}; },
-                       [](const TensorList& in) { return TensorList{ref_cat(refs(in), 2).to(kFloat32)}; }));
+  out.push_back(sample(
+      "empty inputs along dim", {make_input({0, 3}, kFloat32, 9), make_input({2, 3}, kFloat32, 10)},
+      [](const TensorList& in) { return TensorList{cat(in)}; },
+      [](const TensorList& in) { return TensorList{ref_cat(refs(in), 0).to(kFloat32)}; }));
+  out.push_back(sample(
+      "single tensor 3-D", {make_input({2, 1, 3}, kFloat32, 11)},
+      [](const TensorList& in) { return TensorList{cat(in, 2)}; },
+      [](const TensorList& in) { return TensorList{ref_cat(refs(in), 2).to(kFloat32)}; }));
   for (DType t : kAll)
-    out.push_back(sample(dname(t), {make_input({2, 2}, t, 12), make_input({2, 3}, t, 13)},
-                         [](const TensorList& in) { return TensorList{cat(in, 1)}; },
-                         [t](const TensorList& in) { return TensorList{ref_cat(refs(in), 1).to(t)}; }));
+    out.push_back(sample(
+        dname(t), {make_input({2, 2}, t, 12), make_input({2, 3}, t, 13)},
+        [](const TensorList& in) { return TensorList{cat(in, 1)}; },
+        [t](const TensorList& in) { return TensorList{ref_cat(refs(in), 1).to(t)}; }));
   return out;
 }
 std::vector<ErrorSample> errors_cat() {
-  return {err("empty list", [] { cat({}); }, "non-empty list"),
-          err("shape mismatch", [] { cat({zeros({2, 3}), zeros({3, 2})}, 0); }, "must match except in dimension 0"),
-          err("ndim mismatch", [] { cat({zeros({2, 3}), zeros({2, 3, 1})}); }, "same number of dimensions"),
-          err("0-d", [] { cat({zeros({}), zeros({})}); }, "zero-dimensional"),
-          err("dim out of range", [] { cat({zeros({2, 3}), zeros({2, 3})}, 2); }, "out of range")};
+  return {err(
+              "empty list", [] { cat({}); }, "non-empty list"),
+          err(
+              "shape mismatch",
+              [] {
+                cat({zeros({2, 3}), zeros({3, 2})}, 0);
+              },
+              "must match except in dimension 0"),
+          err(
+              "ndim mismatch",
+              [] {
+                cat({zeros({2, 3}), zeros({2, 3, 1})});
+              },
+              "same number of dimensions"),
+          err(
+              "0-d",
+              [] {
+                cat({zeros({}), zeros({})});
+              },
+              "zero-dimensional"),
+          err(
+              "dim out of range",
+              [] {
+                cat({zeros({2, 3}), zeros({2, 3})}, 2);
+              },
+              "out of range")};
 }
 
 Ref ref_stack(const std::vector<Ref>& xs, int64_t dim) {
@@ -163,111 +210,164 @@ std::vector<OpSample> samples_stack() {
   std::vector<OpSample> out;
   for (int64_t dim : {0, 1, 2, -1})
     for (bool nc : {false, true})
-      out.push_back(sample("dim " + std::to_string(dim) + (nc ? " noncontig" : ""),
-                           {make_input({2, 3}, kFloat32, 1, -2, 2, nc), make_input({2, 3}, kFloat32, 2),
-                            make_input({2, 3}, kFloat32, 3, -2, 2, nc)},
-                           [dim](const TensorList& in) { return TensorList{stack(in, dim)}; },
-                           [dim](const TensorList& in) { return TensorList{ref_stack(refs(in), dim).to(kFloat32)}; }));
-  out.push_back(sample("0-d inputs", {make_input({}, kFloat32, 4), make_input({}, kFloat32, 5)},
-                       [](const TensorList& in) { return TensorList{stack(in)}; },
-                       [](const TensorList& in) { return TensorList{ref_stack(refs(in), 0).to(kFloat32)}; }));
-  out.push_back(sample("empty", {zeros({0, 2}), zeros({0, 2})}, [](const TensorList& in) { return TensorList{stack(in, 1)}; },
-                       [](const TensorList&) { return TensorList{Ref({0, 2, 2}).to(kFloat32)}; }));
-  out.push_back(sample("promotion int64 + float32", {make_input({3}, kInt64, 6), make_input({3}, kFloat32, 7)},
-                       [](const TensorList& in) { return TensorList{stack(in)}; },
-                       [](const TensorList& in) { return TensorList{ref_stack(refs(in), 0).to(kFloat32)}; }));
+      out.push_back(sample(
+          "dim " + std::to_string(dim) + (nc ? " noncontig" : ""),
+          {make_input({2, 3}, kFloat32, 1, -2, 2, nc), make_input({2, 3}, kFloat32, 2),
+           make_input({2, 3}, kFloat32, 3, -2, 2, nc)},
+          [dim](const TensorList& in) { return TensorList{stack(in, dim)}; },
+          [dim](const TensorList& in) { return TensorList{ref_stack(refs(in), dim).to(kFloat32)}; }));
+  out.push_back(sample(
+      "0-d inputs", {make_input({}, kFloat32, 4), make_input({}, kFloat32, 5)},
+      [](const TensorList& in) { return TensorList{stack(in)}; },
+      [](const TensorList& in) { return TensorList{ref_stack(refs(in), 0).to(kFloat32)}; }));
+  out.push_back(sample(
+      "empty", {zeros({0, 2}), zeros({0, 2})}, [](const TensorList& in) { return TensorList{stack(in, 1)}; },
+      [](const TensorList&) {
+        return TensorList{Ref({0, 2, 2}).to(kFloat32)};
+      }));
+  out.push_back(sample(
+      "promotion int64 + float32", {make_input({3}, kInt64, 6), make_input({3}, kFloat32, 7)},
+      [](const TensorList& in) { return TensorList{stack(in)}; },
+      [](const TensorList& in) { return TensorList{ref_stack(refs(in), 0).to(kFloat32)}; }));
   for (DType t : kAll)
-    out.push_back(sample(dname(t), {make_input({2, 2}, t, 8), make_input({2, 2}, t, 9)},
-                         [](const TensorList& in) { return TensorList{stack(in, 1)}; },
-                         [t](const TensorList& in) { return TensorList{ref_stack(refs(in), 1).to(t)}; }));
+    out.push_back(sample(
+        dname(t), {make_input({2, 2}, t, 8), make_input({2, 2}, t, 9)},
+        [](const TensorList& in) { return TensorList{stack(in, 1)}; },
+        [t](const TensorList& in) { return TensorList{ref_stack(refs(in), 1).to(t)}; }));
   return out;
 }
 std::vector<ErrorSample> errors_stack() {
-  return {err("empty list", [] { stack({}); }, "non-empty"),
-          err("size mismatch", [] { stack({zeros({2, 3}), zeros({3, 2})}); }, "equal size"),
-          err("dim out of range", [] { stack({zeros({2}), zeros({2})}, 3); }, "out of range")};
+  return {err(
+              "empty list", [] { stack({}); }, "non-empty"),
+          err(
+              "size mismatch",
+              [] {
+                stack({zeros({2, 3}), zeros({3, 2})});
+              },
+              "equal size"),
+          err(
+              "dim out of range",
+              [] {
+                stack({zeros({2}), zeros({2})}, 3);
+              },
+              "out of range")};
 }
 
 // ---- flip / roll ----
 std::vector<OpSample> samples_flip() {
   std::vector<OpSample> out;
-  struct Case { Shape s; std::vector<int64_t> dims; };
+  struct Case {
+    Shape s;
+    std::vector<int64_t> dims;
+  };
   for (const Case& c : {Case{{2, 3}, {0}}, Case{{2, 3}, {1}}, Case{{2, 3, 4}, {0, -1}}, Case{{3}, {0}}, Case{{}, {}},
                         Case{{0, 3}, {1}}, Case{{2, 3}, {}}})
     for (bool nc : {false, true})
-      out.push_back(sample(shape_str(c.s) + " dims " + shape_str(c.dims) + (nc ? " noncontig" : ""),
-                           {make_input(c.s, kFloat32, 1, -2, 2, nc)},
-                           [d = c.dims](const TensorList& in) { return TensorList{in[0].flip(d)}; },
-                           [d = c.dims](const TensorList& in) {
-                             Ref x = Ref::of(in[0]);
-                             std::vector<bool> f(x.dim(), false);
-                             for (int64_t k : d) f[k < 0 ? k + x.dim() : k] = true;
-                             return TensorList{ref_gather(x, x.shape, [&](const Shape& o, Shape& i) {
-                               i = o;
-                               for (int64_t k = 0; k < x.dim(); ++k)
-                                 if (f[k]) i[k] = x.shape[k] - 1 - o[k];
-                               return true;
-                             }).to(in[0].dtype())};
-                           }));
+      out.push_back(sample(
+          shape_str(c.s) + " dims " + shape_str(c.dims) + (nc ? " noncontig" : ""),
+          {make_input(c.s, kFloat32, 1, -2, 2, nc)},
+          [d = c.dims](const TensorList& in) { return TensorList{in[0].flip(d)}; },
+          [d = c.dims](const TensorList& in) {
+            Ref x = Ref::of(in[0]);
+            std::vector<bool> f(x.dim(), false);
+            for (int64_t k : d) f[k < 0 ? k + x.dim() : k] = true;
+            return TensorList{ref_gather(x, x.shape, [&](const Shape& o, Shape& i) {
+                                i = o;
+                                for (int64_t k = 0; k < x.dim(); ++k)
+                                  if (f[k]) i[k] = x.shape[k] - 1 - o[k];
+                                return true;
+                              }).to(in[0].dtype())};
+          }));
   for (DType t : kAll)
-    out.push_back(sample(dname(t), {make_input({3, 2}, t, 2)}, [](const TensorList& in) { return TensorList{flip(in[0], {0, 1})}; },
-                         [](const TensorList& in) {
-                           Ref x = Ref::of(in[0]);
-                           return TensorList{ref_gather(x, x.shape, [&](const Shape& o, Shape& i) {
-                             i = {2 - o[0], 1 - o[1]};
-                             return true;
-                           }).to(in[0].dtype())};
-                         }));
+    out.push_back(sample(
+        dname(t), {make_input({3, 2}, t, 2)},
+        [](const TensorList& in) {
+          return TensorList{flip(in[0], {0, 1})};
+        },
+        [](const TensorList& in) {
+          Ref x = Ref::of(in[0]);
+          return TensorList{ref_gather(x, x.shape, [&](const Shape& o, Shape& i) {
+                              i = {2 - o[0], 1 - o[1]};
+                              return true;
+                            }).to(in[0].dtype())};
+        }));
   return out;
 }
 std::vector<ErrorSample> errors_flip() {
-  return {err("dim out of range", [] { flip(zeros({2, 3}), {2}); }, "out of range"),
-          err("repeated dim", [] { flip(zeros({2, 3}), {0, -2}); }, "multiple times")};
+  return {err(
+              "dim out of range",
+              [] {
+                flip(zeros({2, 3}), {2});
+              },
+              "out of range"),
+          err(
+              "repeated dim",
+              [] {
+                flip(zeros({2, 3}), {0, -2});
+              },
+              "multiple times")};
 }
 
 int64_t pmod(int64_t a, int64_t n) { return ((a % n) + n) % n; }
 std::vector<OpSample> samples_roll() {
   std::vector<OpSample> out;
-  struct Case { Shape s; std::vector<int64_t> shifts, dims; };
-  for (const Case& c : {Case{{2, 3}, {1}, {1}}, Case{{2, 3}, {-4}, {1}}, Case{{3, 4}, {1, 2}, {0, -1}}, Case{{2, 3}, {2}, {}},
-                        Case{{5}, {7}, {0}}, Case{{0, 3}, {1}, {1}}, Case{{}, {1}, {}}})
+  struct Case {
+    Shape s;
+    std::vector<int64_t> shifts, dims;
+  };
+  for (const Case& c : {Case{{2, 3}, {1}, {1}}, Case{{2, 3}, {-4}, {1}}, Case{{3, 4}, {1, 2}, {0, -1}},
+                        Case{{2, 3}, {2}, {}}, Case{{5}, {7}, {0}}, Case{{0, 3}, {1}, {1}}, Case{{}, {1}, {}}})
     for (int variant : {0, 1, 2})
-      out.push_back(sample(shape_str(c.s) + " shifts " + shape_str(c.shifts) + " dims " + shape_str(c.dims) +
-                               (variant == 1 ? " noncontig" : variant == 2 ? " decomposition" : ""),
-                           {make_input(c.s, kFloat32, 1, -2, 2, variant == 1)},
-                           [c, variant](const TensorList& in) {
-                             if (variant == 2) return TensorList{run_decomp(OpId::roll, in, {c.shifts, c.dims})};
-                             return TensorList{in[0].roll(c.shifts, c.dims)};
-                           },
-                           [c](const TensorList& in) {
-                             Ref x = Ref::of(in[0]);
-                             if (c.dims.empty()) {
-                               Ref r = x;
-                               int64_t n = x.numel();
-                               for (int64_t f = 0; f < n; ++f) r.v[f] = x.v[pmod(f - c.shifts[0], n)];
-                               return TensorList{r.to(in[0].dtype())};
-                             }
-                             return TensorList{ref_gather(x, x.shape, [&](const Shape& o, Shape& i) {
-                               i = o;
-                               for (size_t k = 0; k < c.dims.size(); ++k) {
-                                 int64_t d = c.dims[k] < 0 ? c.dims[k] + x.dim() : c.dims[k];
-                                 i[d] = pmod(o[d] - c.shifts[k], x.shape[d]);
-                               }
-                               return true;
-                             }).to(in[0].dtype())};
-                           }));
+      out.push_back(sample(
+          shape_str(c.s) + " shifts " + shape_str(c.shifts) + " dims " + shape_str(c.dims) +
+              (variant == 1   ? " noncontig"
+               : variant == 2 ? " decomposition"
+                              : ""),
+          {make_input(c.s, kFloat32, 1, -2, 2, variant == 1)},
+          [c, variant](const TensorList& in) {
+            if (variant == 2) return TensorList{run_decomp(OpId::roll, in, {c.shifts, c.dims})};
+            return TensorList{in[0].roll(c.shifts, c.dims)};
+          },
+          [c](const TensorList& in) {
+            Ref x = Ref::of(in[0]);
+            if (c.dims.empty()) {
+              Ref r = x;
+              int64_t n = x.numel();
+              for (int64_t f = 0; f < n; ++f) r.v[f] = x.v[pmod(f - c.shifts[0], n)];
+              return TensorList{r.to(in[0].dtype())};
+            }
+            return TensorList{ref_gather(x, x.shape, [&](const Shape& o, Shape& i) {
+                                i = o;
+                                for (size_t k = 0; k < c.dims.size(); ++k) {
+                                  int64_t d = c.dims[k] < 0 ? c.dims[k] + x.dim() : c.dims[k];
+                                  i[d] = pmod(o[d] - c.shifts[k], x.shape[d]);
+                                }
+                                return true;
+                              }).to(in[0].dtype())};
+          }));
   for (DType t : kAll)
-    out.push_back(sample(dname(t), {make_input({7}, t, 2)}, [](const TensorList& in) { return TensorList{roll(in[0], {3})}; },
-                         [](const TensorList& in) {
-                           Ref x = Ref::of(in[0]), r = x;
-                           for (int64_t f = 0; f < 7; ++f) r.v[f] = x.v[pmod(f - 3, 7)];
-                           return TensorList{r.to(in[0].dtype())};
-                         }));
+    out.push_back(sample(
+        dname(t), {make_input({7}, t, 2)}, [](const TensorList& in) { return TensorList{roll(in[0], {3})}; },
+        [](const TensorList& in) {
+          Ref x = Ref::of(in[0]), r = x;
+          for (int64_t f = 0; f < 7; ++f) r.v[f] = x.v[pmod(f - 3, 7)];
+          return TensorList{r.to(in[0].dtype())};
+        }));
   return out;
 }
 std::vector<ErrorSample> errors_roll() {
-  return {err("shifts/dims mismatch", [] { roll(zeros({2, 3}), {1, 2}, {0}); }, "must align"),
-          err("dim out of range", [] { roll(zeros({2, 3}), {1}, {3}); }, "out of range")};
+  return {err(
+              "shifts/dims mismatch",
+              [] {
+                roll(zeros({2, 3}), {1, 2}, {0});
+              },
+              "must align"),
+          err(
+              "dim out of range",
+              [] {
+                roll(zeros({2, 3}), {1}, {3});
+              },
+              "out of range")};
 }
 
 // ---- tril / triu ----
@@ -295,18 +395,20 @@ std::vector<OpSample> samples_tri() {
                              {make_input(s, kFloat32, 1, -2, 2, nc)}, fn, ref(k)));
       }
   for (int64_t k : {0, 1, -2})
-    out.push_back(sample("decomposition k=" + std::to_string(k), {make_input({2, 3, 4}, kFloat32, 3)},
-                         [k](const TensorList& in) {
-                           return TensorList{run_decomp(Lower ? OpId::tril : OpId::triu, in, {k})};
-                         }, ref(k)));
+    out.push_back(sample(
+        "decomposition k=" + std::to_string(k), {make_input({2, 3, 4}, kFloat32, 3)},
+        [k](const TensorList& in) { return TensorList{run_decomp(Lower ? OpId::tril : OpId::triu, in, {k})}; },
+        ref(k)));
   for (DType t : kAll)
-    out.push_back(sample(dname(t), {make_input({3, 3}, t, 2)},
-                         [](const TensorList& in) { return TensorList{Lower ? tril(in[0]) : triu(in[0])}; }, ref(0)));
+    out.push_back(sample(
+        dname(t), {make_input({3, 3}, t, 2)},
+        [](const TensorList& in) { return TensorList{Lower ? tril(in[0]) : triu(in[0])}; }, ref(0)));
   return out;
 }
 template <bool Lower>
 std::vector<ErrorSample> errors_tri() {
-  return {err("1-D input", [] { Lower ? tril(zeros({3})) : triu(zeros({3})); }, "at least 2 dimensions")};
+  return {err(
+      "1-D input", [] { Lower ? tril(zeros({3})) : triu(zeros({3})); }, "at least 2 dimensions")};
 }
 
 // ---- pad ----
@@ -314,57 +416,170 @@ Ref ref_pad(const Ref& x, const std::vector<int64_t>& p, const std::string& mode
   Shape out = x.shape;
   int64_t nd = x.dim();
   for (size_t k = 0; k < p.size() / 2; ++k) out[nd - 1 - k] += p[2 * k] + p[2 * k + 1];
-  return ref_gather(x, out, [&](const Shape& o, Shape& i) {
-    i = o;
-    for (size_t k = 0; k < p.size() / 2; ++k) {
-      int64_t d = nd - 1 - static_cast<int64_t>(k), n = x.shape[d];
-      int64_t c = o[d] - p[2 * k];
-      if (mode == "reflect") c = c < 0 ? -c : (c >= n ? 2 * (n - 1) - c : c);
-      else if (mode == "replicate") c = std::clamp<int64_t>(c, 0, n - 1);
-      if (c < 0 || c >= n) return false;
-      i[d] = c;
-    }
-    return true;
-  }, value);
+  return ref_gather(
+      x, out,
+      [&](const Shape& o, Shape& i) {
+        i = o;
+        for (size_t k = 0; k < p.size() / 2; ++k) {
+          int64_t d = nd - 1 - static_cast<int64_t>(k), n = x.shape[d];
+          int64_t c = o[d] - p[2 * k];
+          if (mode == "reflect")
+            c = c < 0 ? -c : (c >= n ? 2 * (n - 1) - c : c);
+          else if (mode == "replicate")
+            c = std::clamp<int64_t>(c, 0, n - 1);
+          if (c < 0 || c >= n) return false;
+          i[d] = c;
+        }
+        return true;
+      },
+      value);
 }
 std::vector<OpSample> samples_pad() {
   std::vector<OpSample> out;
-  struct Case { Shape s; std::vector<int64_t> p; std::string mode; double value; };
+  struct Case {
+    Shape s;
+    std::vector<int64_t> p;
+    std::string mode;
+    double value;
+  };
   std::vector<Case> cases = {
-      {{2, 3}, {1, 2}, "constant", 0.0},       {{2, 3}, {1, 1, 2, 0}, "constant", 1.5},
-      {{2, 3, 4}, {-1, 1, 0, 2}, "constant", 0.0}, {{3}, {-1, -1}, "constant", 0.0},
-      {{2, 2}, {0, 0, 0, 0}, "constant", 0.0},    {{0, 2}, {1, 1}, "constant", 2.0},
-      {{2, 4}, {2, 3}, "reflect", 0.0},           {{3, 4}, {1, 2, 2, 1}, "reflect", 0.0},
+      {{2, 3}, {1, 2}, "constant", 0.0},
+      {{2, 3}, {1, 1, 2, 0}, "constant", 1.5},
+      {{2, 3, 4}, {-1, 1, 0, 2}, "constant", 0.0},
+      {{3}, {-1, -1}, "constant", 0.0},
+      {{2, 2}, {0, 0, 0, 0}, "constant", 0.0},
+      {{0, 2}, {1, 1}, "constant", 2.0},
+      {{2, 4}, {2, 3}, "reflect", 0.0},
+      {{3, 4}, {1, 2, 2, 1}, "reflect", 0.0},
       {{2, 3, 3, 3}, {1, 1, 2, 0, 1, 2}, "reflect", 0.0},
-      {{2, 3}, {2, 1}, "replicate", 0.0},         {{3, 4}, {3, 0, 1, 2}, "replicate", 0.0},
+      {{2, 3}, {2, 1}, "replicate", 0.0},
+      {{3, 4}, {3, 0, 1, 2}, "replicate", 0.0},
       {{1, 2, 2, 3}, {1, 2, 0, 1, 2, 1}, "replicate", 0.0},
   };
   for (const Case& c : cases)
     for (bool nc : {false, true})
-      out.push_back(sample(c.mode + " " + shape_str(c.s) + " pad " + shape_str(c.p) + (nc ? " noncontig" : ""),
-                           {make_input(c.s, kFloat32, 1, -2, 2, nc)},
-                           [c](const TensorList& in) {
-                             return TensorList{pad(in[0], c.p, c.mode, c.mode == "constant" ? std::optional<double>(c.value) : std::nullopt)};
-                           },
-                           [c](const TensorList& in) { return TensorList{ref_pad(Ref::of(in[0]), c.p, c.mode, c.value).to(in[0].dtype())}; }));
+      out.push_back(sample(
+          c.mode + " " + shape_str(c.s) + " pad " + shape_str(c.p) + (nc ? " noncontig" : ""),
+          {make_input(c.s, kFloat32, 1, -2, 2, nc)},
+          [c](const TensorList& in) {
+            return TensorList{
+                pad(in[0], c.p, c.mode, c.mode == "constant" ? std::optional<double>(c.value) : std::nullopt)};
+          },
+          [c](const TensorList& in) {
+            return TensorList{ref_pad(Ref::of(in[0]), c.p, c.mode, c.value).to(in[0].dtype())};
+          }));
   for (DType t : kAll)
     for (std::string mode : {"constant", "reflect", "replicate"})
-      out.push_back(sample(dname(t) + " " + mode, {make_input({2, 3}, t, 2)},
-                           [mode](const TensorList& in) { return TensorList{pad(in[0], {2, 1, 1, 0}, mode)}; },
-                           [mode](const TensorList& in) { return TensorList{ref_pad(Ref::of(in[0]), {2, 1, 1, 0}, mode, 0).to(in[0].dtype())}; }));
+      out.push_back(sample(
+          dname(t) + " " + mode, {make_input({2, 3}, t, 2)},
+          [mode](const TensorList& in) {
+            return TensorList{pad(in[0], {2, 1, 1, 0}, mode)};
+          },
+          [mode](const TensorList& in) {
+            return TensorList{ref_pad(Ref::of(in[0]), {2, 1, 1, 0}, mode, 0).to(in[0].dtype())};
+          }));
   return out;
 }
 std::vector<ErrorSample> errors_pad() {
-  return {err("odd length", [] { pad(zeros({2, 3}), {1}); }, "divisible by 2"),
-          err("too many dims", [] { pad(zeros({2}), {1, 1, 1, 1}); }, "too large"),
-          err("reflect pad >= size", [] { pad(zeros({2, 3}), {3, 0}, "reflect"); }, "less than the corresponding input dimension"),
-          err("bad mode", [] { pad(zeros({2, 3}), {1, 1}, "circular-ish"); }, "unsupported mode"),
-          err("value with reflect", [] { pad(zeros({2, 3}), {1, 1}, "reflect", 1.0); }, "doesn't take in value"),
-          err("negative size", [] { pad(zeros({2, 3}), {-2, -2}); }, "negative")};
+  return {err(
+              "odd length",
+              [] {
+                pad(zeros({2, 3}), {1});
+              },
+              "divisible by 2"),
+          err(
+              "too many dims",
+              [] {
+                pad(zeros({2}), {1, 1, 1, 1});
+              },
+              "too large"),
+          err(
+              "reflect pad >= size",
+              [] {
+                pad(zeros({2, 3}), {3, 0}, "reflect");
+              },
+              "less than the corresponding input dimension"),
+          err(
+              "bad mode",
+              [] {
+                pad(zeros({2, 3}), {1, 1}, "circular-ish");
+              },
+              "unsupported mode"),
+          err(
+              "value with reflect",
+              [] {
+                pad(zeros({2, 3}), {1, 1}, "reflect", 1.0);
+              },
+              "doesn't take in value"),
+          err(
+              "negative size",
+              [] {
+                pad(zeros({2, 3}), {-2, -2});
+              },
+              "negative")};
 }
 
 }  // namespace
 
+// ---- copy_ (Note [Writes are ops]) ----
+// dst.copy_(src) on a fresh dst (outside the sample's inputs, which stay
+// unchanged); src broadcast to dst's shape and converted to its dtype, into
+// contiguous and strided destinations.
+std::vector<OpSample> samples_copy_() {
+  std::vector<OpSample> out;
+  struct Case {
+    Shape dst;
+    Shape src;
+    DType dt;
+    DType st;
+    bool noncontig;
+  };
+  for (const Case& c : {Case{{2, 3}, {2, 3}, kFloat32, kFloat32, false}, Case{{2, 3}, {3}, kFloat64, kFloat32, false},
+                        Case{{3, 4}, {1, 4}, kInt32, kFloat64, true}, Case{{}, {}, kFloat32, kInt64, false},
+                        Case{{2, 0}, {0}, kFloat32, kFloat32, false}, Case{{4, 2}, {4, 1}, kBool, kFloat32, true}}) {
+    out.push_back(sample(
+        shape_str(c.src) + " " + dname(c.st) + " into " + shape_str(c.dst) + " " + dname(c.dt) +
+            (c.noncontig ? " strided" : ""),
+        {make_input(c.src, c.st, 11)},
+        [c](const TensorList& in) {
+          Tensor dst = c.noncontig ? kiln::zeros({c.dst[1], c.dst[0]}, c.dt).t() : kiln::zeros(c.dst, c.dt);
+          NoGradGuard no_grad;
+          dst.copy_(in[0]);
+          return TensorList{dst};
+        },
+        [c](const TensorList& in) {
+          Ref src = Ref::of(in[0]);
+          Ref r(c.dst);
+          for (int64_t f = 0; f < r.numel(); ++f) {
+            double v = src.v[broadcast_index(unravel(f, c.dst), src.shape)];
+            r.v[f] = c.dt == kBool ? (v != 0) : is_floating_point(c.dt) ? v : std::trunc(v);
+          }
+          return TensorList{r.to(c.dt)};
+        }));
+    out.back().check_grad = false;
+  }
+  return out;
+}
+std::vector<ErrorSample> errors_copy_() {
+  return {err(
+              "src does not broadcast",
+              [] {
+                kiln::zeros({2, 3}).copy_(kiln::zeros({4}));
+              },
+              "can't be broadcast to"),
+          err(
+              "src has more dims",
+              [] {
+                kiln::zeros({3}).copy_(kiln::zeros({2, 3}));
+              },
+              "can't be broadcast to"),
+          err(
+              "out of a meta tensor",
+              [] { kiln::zeros({2}).copy_(kiln::empty({2}, TensorOptions(kFloat32).device(Device("meta")))); },
+              "copy_: cannot copy out of a meta tensor")};
+}
+
+KILN_OP_SAMPLES(copy_, samples_copy_, errors_copy_);
 KILN_OP_SAMPLES(repeat, samples_repeat, errors_repeat);
 KILN_OP_SAMPLES(cat, samples_cat, errors_cat);
 KILN_OP_SAMPLES(stack, samples_stack, errors_stack);

@@ -36,6 +36,7 @@ std::string flags_str(const OpInfo& info) {
   add(RANDOM, "random");
   add(DATA_DEPENDENT, "data-dependent");
   add(FACTORY, "factory");
+  add(MUTATES, "mutates");
   return s;
 }
 }  // namespace
