@@ -2,6 +2,7 @@
 #pragma once
 #include "kiln/autograd.h"
 #include "kiln/checkpoint.h"
+#include "kiln/compile.h"
 #include "kiln/data.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"

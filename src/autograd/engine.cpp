@@ -23,8 +23,14 @@ void accumulate(std::vector<Tensor>& buf, size_t k, const Tensor& g) {
 }
 }  // namespace
 
-std::vector<Tensor> run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads,
-                                 bool keep_graph, bool create_graph, const std::vector<Edge>& captures) {
+namespace {
+thread_local uint64_t tls_backward_runs = 0;
+}
+uint64_t backward_runs() { return tls_backward_runs; }
+
+std::vector<Tensor> run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool keep_graph,
+                                 bool create_graph, const std::vector<Edge>& captures) {
+  ++tls_backward_runs;
   // 1. Reachable nodes and how many edges lead into each.
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> order;

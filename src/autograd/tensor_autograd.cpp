@@ -70,6 +70,8 @@ void Tensor::set_data(const Tensor& src) {
   KILN_CHECK(is_leaf(), "set_data: only leaf tensors can have their data replaced");
   KILN_CHECK(!requires_grad() || kiln::is_floating_point(src.dtype()), "set_data: a tensor that requires grad ",
              "needs floating point data, got ", dtype_name(src.dtype()));
+  // While compiling, a tracer's data becomes real first (Note [Value reads]).
+  notify_value_read(src, "set_data");
   TensorImpl* d = unsafe_impl();
   const TensorImpl* s = src.unsafe_impl();
   d->storage = s->storage;

@@ -92,6 +92,11 @@ Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Dev
 
 namespace {
 thread_local ValueReadHook tls_value_read_hook = nullptr;
+thread_local TracerAliasHook tls_tracer_alias_hook = nullptr;
+}  // namespace
+void set_tracer_alias_hook(TracerAliasHook hook) { tls_tracer_alias_hook = hook; }
+void notify_tracer_alias(const std::shared_ptr<TensorImpl>& alias) {
+  if (tls_tracer_alias_hook) tls_tracer_alias_hook(alias);
 }
 void set_value_read_hook(ValueReadHook hook) { tls_value_read_hook = hook; }
 void notify_value_read(const Tensor& t, const char* what) {
@@ -110,6 +115,11 @@ Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int
   impl->version = b->version;
   impl->view_base = b->view_base ? b->view_base : base.impl_ptr();
   impl->refresh_metadata();
+  if (b->is_tracer()) {
+    impl->tracer_recording = b->tracer_recording;
+    impl->tracer_value = b->tracer_value;
+    notify_tracer_alias(impl);
+  }
   return Tensor(std::move(impl));
 }
 

@@ -98,6 +98,13 @@ using ValueReadHook = void (*)(const Tensor& t, const char* what);
 void set_value_read_hook(ValueReadHook hook);  // this thread
 void notify_value_read(const Tensor& t, const char* what);
 
+// A new impl that stands for a tracer's value (a view of it, detach(), a
+// saved copy) is announced here, so that the recording can make it real
+// together with the tracer (Note [Record layer]).
+using TracerAliasHook = void (*)(const std::shared_ptr<TensorImpl>& alias);
+void set_tracer_alias_hook(TracerAliasHook hook);  // this thread
+void notify_tracer_alias(const std::shared_ptr<TensorImpl>& alias);
+
 // Wraps a dimension index into [0, ndim) (ndim 0 accepts -1 and 0), or throws
 // naming the op.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

@@ -124,10 +124,19 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
     outs = rec->record(call.op, call.inputs, call.attrs, metas);
     return true;
   }
+  if (info.kind == OpKind::Composite && info.decomp && rec->decompose(call.op)) {
+    if (info.meta && !info.has(DATA_DEPENDENT)) (void)info.meta(call);  // the composite's own errors first
+    outs = info.decomp(call);
+    return true;
+  }
   bool found = false;
   Device dev = common_device(call.op, call.inputs, found);
+  std::vector<TensorMeta> metas;
+  if (!found && info.meta && !info.has(DATA_DEPENDENT)) {
+    metas = info.meta(call);  // a factory: the device is an attr
+    if (!metas.empty()) dev = metas[0].device;
+  }
   bool has_kernel = info.kernels[static_cast<int>(dev.type)] != nullptr;
-  if (!found && info.meta && info.has(FACTORY)) has_kernel = true;  // the device is an attr
   if (!has_kernel && info.decomp && !info.has(DATA_DEPENDENT)) return false;
   if (info.has(DATA_DEPENDENT) || !info.meta) {
     rec->graph_break(
@@ -135,10 +144,8 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
         info.has(DATA_DEPENDENT) ? "its output's shape depends on the input's values" : "it has no meta function");
     return false;
   }
-  std::vector<TensorMeta> metas = info.meta(call);
-  if (!found && !metas.empty()) dev = metas[0].device;
-  KILN_CHECK(info.kernels[static_cast<int>(dev.type)] || info.decomp, info.name, ": not supported yet on ", dev,
-             " (no kernel and no decomposition)");
+  KILN_CHECK(has_kernel, info.name, ": not supported yet on ", dev, " (no kernel and no decomposition)");
+  if (metas.empty()) metas = info.meta(call);
   outs = rec->record(call.op, call.inputs, call.attrs, metas);
   return true;
 }

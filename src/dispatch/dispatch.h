@@ -41,6 +41,8 @@ struct RecordLayer {
   virtual std::vector<Tensor> record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
                                      std::vector<TensorMeta>& metas) = 0;
   virtual void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) = 0;
+  // True: run this composite's decomposition instead of recording it (lowering to prims).
+  virtual bool decompose(OpId) const { return false; }
 };
 RecordLayer* current_record_layer();
 // RAII: installs `layer` (null pauses recording, as replaying a graph does) on this thread.

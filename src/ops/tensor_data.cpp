@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/half.h"
+#include "dispatch/dispatch.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/shape.h"
 #include "ops/registry.h"
@@ -16,6 +17,7 @@ namespace {
 Tensor readable(const Tensor& t, DType as) {
   KILN_CHECK(t.defined(), "reading values of an undefined tensor");
   notify_value_read(t, "reading its values");
+  RecordLayerGuard not_recorded(nullptr);  // the copies made for reading are not part of any graph
   KILN_CHECK(t.has_storage(), "cannot read the values of a tensor without storage (a tracer or meta tensor)");
   Tensor c = t.detach();
   if (!c.is_cpu()) c = c.to(kCPU);
@@ -30,9 +32,12 @@ std::vector<T> Tensor::to_vector() const {
   Tensor c = readable(*this, as);
   std::vector<T> out(static_cast<size_t>(c.numel()));
   for (int64_t i = 0; i < c.numel(); ++i) {
-    if (as == DType::Float64) out[i] = static_cast<T>(static_cast<const double*>(c.data_ptr())[i]);
-    else if (as == DType::Int64) out[i] = static_cast<T>(static_cast<const int64_t*>(c.data_ptr())[i]);
-    else out[i] = static_cast<T>(static_cast<const bool*>(c.data_ptr())[i]);
+    if (as == DType::Float64)
+      out[i] = static_cast<T>(static_cast<const double*>(c.data_ptr())[i]);
+    else if (as == DType::Int64)
+      out[i] = static_cast<T>(static_cast<const int64_t*>(c.data_ptr())[i]);
+    else
+      out[i] = static_cast<T>(static_cast<const bool*>(c.data_ptr())[i]);
   }
   return out;
 }
@@ -50,7 +55,7 @@ Scalar Tensor::item() const {
   return Scalar(item<int64_t>());
 }
 
-#define KILN_INSTANTIATE(T) \
+#define KILN_INSTANTIATE(T)                             \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>() const;
 KILN_INSTANTIATE(bool)
@@ -67,6 +72,7 @@ KILN_INSTANTIATE(double)
 std::string Tensor::to_string() const {
   if (!defined()) return "tensor(undefined)";
   notify_value_read(*this, "printing");
+  RecordLayerGuard not_recorded(nullptr);
   std::ostringstream os;
   if (!has_storage()) {
     os << "tensor(<no data>, size=" << shape_str(sizes()) << ", dtype=" << dtype() << ")";
@@ -79,12 +85,18 @@ std::string Tensor::to_string() const {
     if (std::isfinite(v) && v != std::floor(v)) integral_vals = false;
   auto fmt = [&](double v) {
     std::ostringstream s;
-    if (dtype() == DType::Bool) s << (v != 0 ? "True" : "False");
-    else if (!fp) s << static_cast<int64_t>(v);
-    else if (std::isnan(v)) s << "nan";
-    else if (std::isinf(v)) s << (v > 0 ? "inf" : "-inf");
-    else if (integral_vals) s << static_cast<int64_t>(v) << ".";
-    else s << std::fixed << std::setprecision(4) << v;
+    if (dtype() == DType::Bool)
+      s << (v != 0 ? "True" : "False");
+    else if (!fp)
+      s << static_cast<int64_t>(v);
+    else if (std::isnan(v))
+      s << "nan";
+    else if (std::isinf(v))
+      s << (v > 0 ? "inf" : "-inf");
+    else if (integral_vals)
+      s << static_cast<int64_t>(v) << ".";
+    else
+      s << std::fixed << std::setprecision(4) << v;
     return s.str();
   };
   os << "tensor(";
@@ -98,8 +110,10 @@ std::string Tensor::to_string() const {
       os << "[";
       for (int64_t i = 0; i < sz[d]; ++i) {
         if (i) os << (d == nd - 1 ? ", " : ",\n" + std::string(8 + d, ' '));
-        if (d == nd - 1) os << fmt(vals[flat++]);
-        else rec(d + 1, flat);
+        if (d == nd - 1)
+          os << fmt(vals[flat++]);
+        else
+          rec(d + 1, flat);
       }
       os << "]";
     };

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kiln/autograd.h"
+#include "kiln/compile.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/foreach.h"
 #include "kiln/ops/pointwise.h"
@@ -76,6 +77,40 @@ void adam_single(const Lists& s, const Hyper& h) {
     }
     denom.div_(c.bc2_sqrt).add_(h.eps);
     p.addcdiv_(m, denom, -c.step_size);
+  }
+}
+
+// Note [Capturable optimizer steps]
+// While compiling (compiler::is_compiling()), the step count is never read
+// on the host: the bias corrections are 0-d float64 tensors computed from
+// the step tensors, so a captured training step is the same graph at every
+// step (as torch.optim's capturable=True), and no item() breaks the graph.
+void adam_capturable(const Lists& s, const Hyper& h) {
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    Tensor p = s.params[i], m = s.exp_avgs[i], v = s.exp_avg_sqs[i], step_t = s.steps[i];
+    step_t.add_(1);
+    Tensor g = h.maximize ? s.grads[i].neg() : s.grads[i];
+    if (h.weight_decay != 0) {
+      if (h.decoupled)
+        p.mul_(1 - h.lr * h.weight_decay);
+      else
+        g = g.add(p, h.weight_decay);
+    }
+    m.lerp_(g, 1 - h.beta1);
+    v.mul_(h.beta2).addcmul_(g, g, 1 - h.beta2);
+    Tensor t = step_t.to(kFloat64);
+    Tensor neg_step_size = -h.lr / (1 - pow(h.beta1, t));
+    Tensor bc2_sqrt = (1 - pow(h.beta2, t)).sqrt();
+    Tensor denom;
+    if (h.amsgrad) {
+      Tensor vmax = s.max_exp_avg_sqs[i];
+      vmax.copy_(maximum(vmax, v));
+      denom = vmax.sqrt();
+    } else {
+      denom = v.sqrt();
+    }
+    denom = denom / bc2_sqrt + h.eps;
+    p.add_(m / denom * neg_step_size);
   }
 }
 
@@ -148,7 +183,9 @@ void Adam::step() {
       s.exp_avg_sqs.push_back(st.at("exp_avg_sq"));
       if (h.amsgrad) s.max_exp_avg_sqs.push_back(st.at("max_exp_avg_sq"));
     }
-    if (group.get("foreach") != 0)
+    if (compiler::is_compiling())
+      adam_capturable(s, h);
+    else if (group.get("foreach") != 0)
       adam_foreach(s, h);
     else
       adam_single(s, h);

@@ -1,0 +1,197 @@
+// kiln::compile: the same results as eager, from captured graphs.
+//
+//   auto fast = kiln::compile(model);            // a module sharing model's parameters
+//   auto step = kiln::compile([&](const Tensor& x, const Tensor& y) { ... });
+//
+// Every call re-runs the code in recording mode (Note [Capture semantics] in
+// src/compile/capture/recording.h): ops record graph nodes instead of running,
+// each graph is compiled once per distinct structure and run, and the tensors
+// the code holds become real. C++ control flow always takes eager's path.
+#pragma once
+#include <concepts>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kiln/nn/module.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  std::string mode = "default";                     // "default" | "reduce-overhead" | "max-autotune"
+  std::optional<bool> dynamic = std::nullopt;       // unset: automatic; false: never symbolic (true: not supported yet)
+  bool fullgraph = false;                           // the first graph break is an error naming the op and call site
+  std::string backend = "aot_eager";                // "eager" | "aot_eager" | a registered one ("inductor": not yet)
+  int recompile_limit = 8;                          // graphs per call site, then eager with one warning
+  bool assume_pure = false;                         // not supported yet: every call re-records
+  std::map<std::string, std::string> options = {};  // backend options; none are defined yet
+};
+
+namespace compiler {
+struct Graph;  // src/compile/ir/graph.h
+
+// What a user backend receives: the captured graph, already functionalized
+// and decomposed to prims unless the backend asked for table-level ops.
+class GraphView {
+ public:
+  explicit GraphView(const Graph* g) : g_(g) {}
+  size_t num_nodes() const;
+  std::string op(size_t i) const;  // the op name of node i
+  size_t num_inputs() const;
+  size_t num_outputs() const;
+  std::string str() const;  // one node a line, `%7 = mul(%3, %5) : f32[8, 1024]`
+  const Graph& graph() const { return *g_; }
+
+ private:
+  const Graph* g_;
+};
+
+using GraphFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+// `run_eager` runs the graph with eager kernels; a backend may return it, wrap it or replace it.
+using BackendFn = std::function<GraphFn(const GraphView& graph, GraphFn run_eager)>;
+
+struct GraphBreak {
+  int graph;       // the graph the break ended
+  std::string op;  // the op or value read that broke it
+  std::string reason;
+  std::string call_site;  // the first frame outside libkiln, when the symbols say
+};
+
+struct CompileStats {
+  int calls = 0;                               // calls of the compiled function that recorded
+  int graphs_compiled = 0;                     // distinct graphs compiled (all call sites)
+  int recompiles = 0;                          // compilations at a call site that already had a graph
+  int cache_hits = 0;                          // graphs found compiled
+  std::vector<GraphBreak> breaks;              // every break seen (the first 64)
+  std::vector<std::string> recompile_reasons;  // why each recompile happened
+  std::vector<std::string> graphs;             // each compiled graph, printed (as captured)
+  std::vector<size_t> ops_per_graph;           // ops each graph captured
+  std::vector<size_t> prim_ops_per_graph;      // ops after decomposition (AOT backends)
+  std::vector<size_t> saved_bytes;             // per AOT graph: what the partition saves for backward
+  std::vector<size_t> saveall_bytes;           // per AOT graph: saving every forward intermediate
+  std::vector<std::string> guards;             // what the latest graph assumed about its inputs
+  bool fell_back_to_eager = false;             // recompile_limit reached
+  std::string str() const;
+};
+
+// The untyped core of compile(): one per compiled function or module.
+class CompiledFunction;
+class CompiledState {
+ public:
+  explicit CompiledState(CompileOptions options);
+  ~CompiledState();
+  CompiledState(const CompiledState&) = delete;
+  CompiledState& operator=(const CompiledState&) = delete;
+  // Runs `body` under capture (or plainly, once the recompile limit fell back to eager).
+  void run(const std::function<void()>& body);
+  const CompileStats& stats() const;
+  const CompileOptions& options() const;
+
+ private:
+  std::unique_ptr<CompiledFunction> impl_;
+};
+
+// Forgets every compiled graph of every compiled function (they recompile on their next call).
+void reset();
+// True while code runs under capture (torch.compiler.is_compiling): code that would read
+// values on the host each step (an optimizer's step count) computes with tensors instead.
+bool is_compiling();
+}  // namespace compiler
+
+std::vector<std::string> list_backends();
+// `decompose`: the backend receives prims only (false: the table-level ops eager ran).
+void register_backend(const std::string& name, compiler::BackendFn fn, bool decompose = true);
+
+// A compiled callable: calls fn with the same arguments and returns its result.
+template <class F>
+class Compiled {
+ public:
+  Compiled(F fn, CompileOptions o)
+      : fn_(std::make_shared<F>(std::move(fn))), state_(std::make_shared<compiler::CompiledState>(std::move(o))) {}
+  template <class... Args>
+  std::invoke_result_t<F&, Args&&...> operator()(Args&&... args) const {
+    using R = std::invoke_result_t<F&, Args&&...>;
+    if constexpr (std::is_void_v<R>) {
+      state_->run([&] { (*fn_)(std::forward<Args>(args)...); });
+    } else {
+      std::optional<R> r;
+      state_->run([&] { r.emplace((*fn_)(std::forward<Args>(args)...)); });
+      return std::move(*r);
+    }
+  }
+  const compiler::CompileStats& stats() const { return state_->stats(); }
+
+ private:
+  std::shared_ptr<F> fn_;
+  std::shared_ptr<compiler::CompiledState> state_;
+};
+
+// A compiled module (torch's OptimizedModule): holds the original as child
+// `_orig_mod`, so it shares its parameters and buffers; train()/eval()/to()
+// reach the original; forward keeps the original's signatures.
+template <class M>
+class CompiledModule : public nn::Module {
+ public:
+  CompiledModule(std::shared_ptr<M> m, CompileOptions o)
+      : nn::Module("OptimizedModule"), mod_(m), state_(std::make_shared<compiler::CompiledState>(std::move(o))) {
+    register_module("_orig_mod", std::move(m));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor r;
+    state_->run([&] { r = mod_->forward(x); });
+    return r;
+  }
+  template <class... Args>
+  requires(sizeof...(Args) != 1) auto forward(Args&&... args) {
+    using R = decltype(std::declval<M&>().forward(std::forward<Args>(args)...));
+    std::optional<R> r;
+    state_->run([&] { r.emplace(mod_->forward(std::forward<Args>(args)...)); });
+    return std::move(*r);
+  }
+  M& module() const { return *mod_; }
+  const compiler::CompileStats& stats() const { return state_->stats(); }
+
+ private:
+  std::shared_ptr<M> mod_;
+  std::shared_ptr<compiler::CompiledState> state_;
+};
+
+template <class M>
+requires std::derived_from<M, nn::Module> std::shared_ptr<CompiledModule<M>> compile(std::shared_ptr<M> module,
+                                                                                     CompileOptions options = {}) {
+  return std::make_shared<CompiledModule<M>>(std::move(module), std::move(options));
+}
+
+template <class T>
+struct is_shared_ptr : std::false_type {};
+template <class T>
+struct is_shared_ptr<std::shared_ptr<T>> : std::true_type {};
+
+template <class F>
+requires(!is_shared_ptr<std::decay_t<F>>::value) Compiled<std::decay_t<F>> compile(F&& fn,
+                                                                                   CompileOptions options = {}) {
+  return Compiled<std::decay_t<F>>(std::forward<F>(fn), std::move(options));
+}
+
+// Runs fn(args...) once under capture with the "eager" backend and reports
+// what happened: graphs, ops per graph, breaks with reasons, guards.
+struct ExplainOutput {
+  compiler::CompileStats stats;
+  std::string str() const { return stats.str(); }
+};
+template <class F, class... Args>
+ExplainOutput explain(F&& fn, Args&&... args) {
+  CompileOptions o;
+  o.backend = "eager";
+  compiler::CompiledState state(std::move(o));
+  state.run([&] { (void)fn(std::forward<Args>(args)...); });
+  return ExplainOutput{state.stats()};
+}
+
+}  // namespace kiln

@@ -1,0 +1,314 @@
+// The AOT pipeline (the AOTAutograd role): functionalize the captured graph,
+// build the joint forward+backward graph by running the op table's VJP rules
+// on tracers, split it with a min-cut partitioner, and decompose to prims.
+#include <sstream>
+
+#include "autograd/node.h"
+#include "compile/aot/partition.h"
+#include "compile/backends/backend.h"
+#include "compile/ir/passes.h"
+#include "compile/logs.h"
+#include "kiln/autograd.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+// Replays g's nodes on tracers under the active recording; returns each value's tracer.
+std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs, bool through_autograd) {
+  std::vector<Tensor> vals(g.values.size());
+  for (size_t i = 0; i < inputs.size(); ++i) vals[g.inputs[i]] = inputs[i];
+  std::vector<Tensor> ins;
+  for (const Node& n : g.nodes) {
+    ins.clear();
+    for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[v]);
+    std::vector<Tensor> outs = through_autograd ? call_op(n.op, ins, n.attrs) : backend_call(n.op, ins, n.attrs);
+    for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) vals[n.outputs[k]] = outs[k];
+  }
+  return vals;
+}
+
+std::vector<Tensor> placeholders(Recording& rec, const Graph& g, size_t count, bool with_grad) {
+  std::vector<Tensor> ph;
+  for (size_t i = 0; i < count; ++i) {
+    const Value& v = g.values[g.inputs[i]];
+    ph.push_back(rec.placeholder(v.meta, with_grad && v.requires_grad, v.wrapped_number));
+  }
+  return ph;
+}
+
+// The captured graph without writes: outputs are the captured outputs, then
+// the final value of every written input (Note [Functionalization]).
+struct Functional {
+  Graph graph;
+  std::vector<Tensor> constants;  // graph inputs after the captured graph's own
+  size_t num_outputs = 0;         // the captured outputs; write-backs follow
+  std::vector<int> writeback;     // per write-back output: the input it updates
+};
+
+Functional functionalize(const Graph& g) {
+  Functional f;
+  Recording rec(nullptr, /*decompose=*/false, /*functionalize=*/true);
+  NoGradGuard no_grad;
+  std::vector<Tensor> ph = placeholders(rec, g, g.inputs.size(), false);
+  std::vector<Tensor> vals = replay(g, ph, false);
+  std::vector<Tensor> outs;
+  for (int v : g.outputs) outs.push_back(vals[v]);
+  f.num_outputs = outs.size();
+  for (int i : rec.written_placeholders()) {
+    outs.push_back(ph[i]);
+    f.writeback.push_back(i);
+  }
+  f.graph = rec.take(outs, &f.constants);
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    f.graph.values[f.graph.inputs[i]].requires_grad = g.values[g.inputs[i]].requires_grad;
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    f.graph.values[f.graph.outputs[k]].requires_grad = g.values[g.outputs[k]].requires_grad;
+  map_random_source(f.graph, g);
+  return f;
+}
+
+// Lowers every composite of a pure graph to prims (a retrace with the op table's decompositions).
+Graph decompose_graph(const Graph& g, std::vector<Tensor>& constants) {
+  Recording rec(nullptr, /*decompose=*/true);
+  NoGradGuard no_grad;
+  std::vector<Tensor> ph = placeholders(rec, g, g.inputs.size(), false);
+  std::vector<Tensor> vals = replay(g, ph, false);
+  std::vector<Tensor> outs;
+  for (int v : g.outputs) outs.push_back(vals[v]);
+  std::vector<Tensor> extra;
+  Graph d = rec.take(outs, &extra);
+  for (Tensor& t : extra) constants.push_back(std::move(t));
+  map_random_source(d, g);
+  return d;
+}
+
+void tidy(Graph& g) {
+  common_subexpression_elimination(g);
+  dead_code_elimination(g);
+  g.verify();
+}
+
+// Applies the functional graph's write-backs to the real inputs (their
+// versions were bumped when the writes were recorded).
+void write_back(const std::vector<Tensor>& inputs, const std::vector<int>& writeback, const std::vector<Tensor>& outs,
+                size_t first) {
+  PauseRecording pause;
+  NoGradGuard no_grad;
+  for (size_t w = 0; w < writeback.size(); ++w) copy_into(inputs[writeback[w]], outs[first + w]);
+}
+
+// The compiled forward as one node of the eager autograd graph.
+struct CompiledBackward : autograd::Node {
+  GraphFn backward;
+  std::vector<Tensor> saved;  // the backward graph's first inputs
+  std::vector<uint32_t> saved_version;
+  std::vector<Tensor> constants;      // its last inputs
+  std::vector<int> grad_of_edge;      // per next edge: which backward output is its gradient (-1: none)
+  std::vector<int64_t> random_state;  // the forward's: recomputed random ops draw the same numbers
+  bool released = false;
+
+  std::string name() const override { return "CompiledFunctionBackward"; }
+  void release_saved() override {
+    saved.clear();
+    released = true;
+  }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    KILN_CHECK(!released,
+               "Trying to backward through the graph a second time (or directly access saved tensors "
+               "after they have already been freed) in CompiledFunctionBackward. Saved intermediate values of the "
+               "graph are freed when you call backward(); pass retain_graph=true if you need to backward through "
+               "the graph a second time.");
+    KILN_CHECK(!is_grad_enabled(),
+               "compile: not supported yet: double backward (create_graph=true) through a "
+               "compiled region; compile it with backend=\"eager\"");
+    for (size_t i = 0; i < saved.size(); ++i)
+      KILN_CHECK(saved[i]._version() == saved_version[i],
+                 "one of the tensors needed for gradient computation has been modified by an in-place operation: "
+                 "a tensor of shape ",
+                 shape_str(saved[i].sizes()), " saved by a compiled graph is at version ", saved[i]._version(),
+                 "; expected version ", saved_version[i]);
+    std::vector<Tensor> in = saved;
+    for (size_t k = 0; k < output_meta.size(); ++k) {
+      const TensorMeta& m = output_meta[k];
+      Tensor g = k < grads.size() ? grads[k] : Tensor();
+      if (!g.defined()) g = autograd::zeros_for(m);
+      if (g.dtype() != m.dtype) g = g.to(m.dtype);
+      in.push_back(g.contiguous());  // the backward graph was traced with contiguous cotangents
+    }
+    for (const Tensor& c : constants) in.push_back(c);
+    std::vector<Tensor> outs;
+    {
+      RandomStateScope scope(&random_state);
+      outs = backward(in);
+    }
+    std::vector<Tensor> result(next_edges.size());
+    for (size_t e = 0; e < next_edges.size(); ++e)
+      if (grad_of_edge[e] >= 0) result[e] = outs[grad_of_edge[e]];
+    return result;
+  }
+};
+
+}  // namespace
+
+bool aot_supports(const Graph& g, std::string* why) {
+  for (const Node& n : g.nodes) {
+    if (!op_info(n.op).has(MUTATES) || n.inputs.empty()) continue;
+    int v = n.inputs[0];
+    if (v >= 0 && g.values[v].node >= 0 && op_info(g.nodes[g.values[v].node].op).has(VIEW)) {
+      if (why) *why = std::string("a write (") + op_info(n.op).name + ") through a view";
+      return false;
+    }
+  }
+  return true;
+}
+
+Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
+  Functional f = functionalize(captured);
+  tidy(f.graph);
+  log(Log::Aot, "functionalized:\n" + f.graph.str("functional"));
+  const size_t n_out = f.num_outputs;
+
+  bool differentiable = false;
+  if (ctx.differentiable)
+    for (size_t k = 0; k < n_out; ++k)
+      differentiable = differentiable || f.graph.values[f.graph.outputs[k]].requires_grad;
+
+  if (!differentiable) {
+    std::vector<Tensor> constants = f.constants;
+    Graph g = decompose ? decompose_graph(f.graph, constants) : f.graph;
+    tidy(g);
+    ctx.stats.prim_ops_per_graph.push_back(g.num_ops());
+    ctx.stats.saved_bytes.push_back(0);
+    ctx.stats.saveall_bytes.push_back(0);
+    GraphFn run = lower(g);
+    std::vector<int> writeback = f.writeback;
+    return [run, constants, writeback, n_out](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
+      std::vector<Tensor> in = inputs;
+      in.insert(in.end(), constants.begin(), constants.end());
+      std::vector<Tensor> outs;
+      {
+        RandomStateScope scope(&rs);
+        outs = run(in);
+      }
+      write_back(inputs, writeback, outs, n_out);
+      outs.resize(n_out);
+      return GraphResult{std::move(outs), nullptr, {}};
+    };
+  }
+
+  // ---- the joint graph: forward on tracers with autograd, then backward on tracer cotangents ----
+  Recording rec(nullptr, decompose);
+  std::vector<Tensor> primals = placeholders(rec, f.graph, f.graph.inputs.size(), true);
+  std::vector<Tensor> fwd;
+  std::vector<int> diff;  // forward outputs that get a cotangent
+  std::vector<Tensor> tangents;
+  std::vector<int> rg_primals;
+  std::vector<Tensor> grads;
+  size_t n_forward_nodes = 0;
+  {
+    EnableGradGuard grad_on;
+    std::vector<Tensor> vals = replay(f.graph, primals, true);
+    for (int v : f.graph.outputs) fwd.push_back(vals[v]);
+    n_forward_nodes = rec.num_nodes();
+    std::vector<Tensor> roots;
+    for (size_t k = 0; k < n_out; ++k)
+      if (f.graph.values[f.graph.outputs[k]].requires_grad && fwd[k].requires_grad()) {
+        diff.push_back(static_cast<int>(k));
+        roots.push_back(fwd[k]);
+        TensorMeta m{fwd[k].sizes().vec(), fwd[k].dtype(), fwd[k].device(), contiguous_strides(fwd[k].sizes()), 0};
+        tangents.push_back(rec.placeholder(m, false));
+      }
+    std::vector<Tensor> wrt;
+    for (size_t i = 0; i < primals.size(); ++i)
+      if (primals[i].requires_grad()) {
+        rg_primals.push_back(static_cast<int>(i));
+        wrt.push_back(primals[i]);
+      }
+    if (!roots.empty() && !wrt.empty())
+      grads = autograd::grad(roots, wrt, tangents, /*retain_graph=*/false, /*create_graph=*/false,
+                             /*allow_unused=*/true);
+  }
+  std::vector<Tensor> joint_outs = fwd;
+  std::vector<int> grad_slot(rg_primals.size(), -1);  // per primal needing grad: index in joint outputs
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].defined()) {
+      grad_slot[i] = static_cast<int>(joint_outs.size());
+      joint_outs.push_back(grads[i]);
+    }
+  // The forward's tracers stop needing their autograd graph here.
+  for (Tensor& t : fwd) t = Tensor();
+  std::vector<Tensor> joint_constants;
+  Graph joint = rec.take(joint_outs, &joint_constants);
+  map_random_source(joint, f.graph);
+  log(Log::Aot, "joint:\n" + joint.str("joint"));
+
+  // Inputs of the joint graph: primals (captured inputs, then f's constants), tangents, new constants.
+  const size_t n_primals = f.graph.inputs.size();
+  const size_t n_tangents = tangents.size();
+  Partition p = min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size());
+  tidy(p.forward);
+  tidy(p.backward);
+  ctx.stats.prim_ops_per_graph.push_back(p.forward.num_ops() + p.backward.num_ops());
+  ctx.stats.saved_bytes.push_back(p.saved_bytes);
+  ctx.stats.saveall_bytes.push_back(p.saveall_bytes);
+  if (log_enabled(Log::Aot)) {
+    std::ostringstream os;
+    os << "partition: saves " << p.saved.size() << " tensors, " << p.saved_bytes
+       << " bytes (save-all: " << p.saveall_bytes << ")\n"
+       << p.forward.str("forward") << p.backward.str("backward");
+    log(Log::Aot, os.str());
+  }
+
+  GraphFn run_fwd = lower(p.forward);
+  GraphFn run_bwd = lower(p.backward);
+  std::vector<Tensor> f_constants = f.constants;
+  std::vector<int> writeback = f.writeback;
+  std::vector<TensorMeta> diff_meta;
+  for (int k : diff) {
+    const Value& v = f.graph.values[f.graph.outputs[k]];
+    diff_meta.push_back(TensorMeta{v.meta.sizes, v.meta.dtype, v.meta.device, {}, 0});
+  }
+  std::vector<int> grad_out(rg_primals.size(), -1);  // per primal needing grad: index in backward outputs
+  for (size_t i = 0; i < rg_primals.size(); ++i)
+    if (grad_slot[i] >= 0)
+      for (size_t j = 0; j < p.backward_outputs.size(); ++j)
+        if (p.backward_outputs[j] == grad_slot[i]) grad_out[i] = static_cast<int>(j);
+  return [=](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
+    std::vector<Tensor> in = inputs;
+    in.insert(in.end(), f_constants.begin(), f_constants.end());
+    std::vector<Tensor> in_all = in;
+    in_all.insert(in_all.end(), joint_constants.begin(), joint_constants.end());
+    std::vector<Tensor> fin;
+    for (int j : p.forward_inputs) fin.push_back(in_all[j]);
+    std::vector<Tensor> outs;
+    {
+      RandomStateScope scope(&rs);
+      outs = run_fwd(fin);
+    }
+    // outs: the joint's forward outputs (captured, then write-backs), then the saved intermediates.
+    write_back(inputs, writeback, outs, n_out);
+    auto node = std::make_shared<CompiledBackward>();
+    node->backward = run_bwd;
+    node->random_state = rs;
+    for (const SavedSource& s : p.saved) {
+      Tensor t = s.from_input ? in_all[s.index] : outs[s.index];
+      node->saved.push_back(t);
+      node->saved_version.push_back(t._version());
+    }
+    for (int j : p.backward_constants) node->constants.push_back(in_all[j]);
+    for (size_t i = 0; i < rg_primals.size(); ++i) {
+      node->next_edges.push_back(autograd::gradient_edge(in[rg_primals[i]]));
+      node->grad_of_edge.push_back(grad_out[i]);
+    }
+    node->output_meta = diff_meta;
+    GraphResult r;
+    r.outputs.assign(outs.begin(), outs.begin() + static_cast<long>(n_out));
+    r.grad_fn = node;
+    r.output_nr.assign(n_out, -1);
+    for (size_t d = 0; d < diff.size(); ++d) r.output_nr[diff[d]] = static_cast<int>(d);
+    return r;
+  };
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,64 @@
+// Compile backends: what turns a captured graph into something that runs.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compile/capture/recording.h"
+#include "compile/ir/graph.h"
+#include "kiln/compile.h"
+
+namespace kiln::compiler {
+
+// A graph compiled for one call site and structure: runs it on the
+// recording's real inputs with this call's random state.
+using Runnable =
+    std::function<GraphResult(const std::vector<Tensor>& inputs, const std::vector<int64_t>& random_state)>;
+
+struct CompileContext {
+  bool differentiable;  // build the backward of the outputs that require grad
+  const CompileOptions& options;
+  CompileStats& stats;
+};
+
+struct BackendEntry {
+  std::string name;
+  bool aot = false;        // owns autograd (GraphSink::owns_autograd)
+  bool decompose = false;  // lower composites to prims first
+  std::function<Runnable(const Graph& g, CompileContext& ctx)> compile;
+};
+
+void add_backend(BackendEntry entry);
+const BackendEntry* find_backend(const std::string& name);  // null when unknown
+std::vector<std::string> backend_names();
+
+// Runs g with eager kernels (below autograd, recording paused). With a
+// random state, RANDOM nodes take their (seed, offset) from it through
+// g.random_source (Note [Random state as input]).
+std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& inputs,
+                                    const std::vector<int64_t>* random_state);
+
+// The random state of the call whose graphs are running: set by the AOT
+// runtime around each lowered graph it calls (forward, and backward later).
+const std::vector<int64_t>* current_random_state();
+class RandomStateScope {
+ public:
+  explicit RandomStateScope(const std::vector<int64_t>* state);
+  ~RandomStateScope();
+  RandomStateScope(const RandomStateScope&) = delete;
+  RandomStateScope& operator=(const RandomStateScope&) = delete;
+
+ private:
+  const std::vector<int64_t>* prev_;
+};
+
+// The AOT pipeline (src/compile/aot/aot.cpp): functionalize, then for a
+// differentiable graph the joint forward+backward graph and its min-cut
+// partition; decompose; hand each graph to `lower`.
+using LowerFn = std::function<GraphFn(const Graph& g)>;
+Runnable aot_compile(const Graph& g, CompileContext& ctx, bool decompose, const LowerFn& lower);
+// Whether the AOT pipeline can build this graph's backward (else the
+// tracers keep eager's autograd graph); `why` says what stops it.
+bool aot_supports(const Graph& g, std::string* why);
+
+}  // namespace kiln::compiler

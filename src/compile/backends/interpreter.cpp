@@ -1,0 +1,59 @@
+// The graph interpreter: every node through backend_call, in order.
+#include <unordered_map>
+
+#include "compile/backends/backend.h"
+#include "kiln/autograd.h"
+
+namespace kiln::compiler {
+
+namespace {
+thread_local const std::vector<int64_t>* tls_random_state = nullptr;
+}
+const std::vector<int64_t>* current_random_state() { return tls_random_state; }
+RandomStateScope::RandomStateScope(const std::vector<int64_t>* state) : prev_(tls_random_state) {
+  tls_random_state = state;
+}
+RandomStateScope::~RandomStateScope() { tls_random_state = prev_; }
+
+std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& inputs,
+                                    const std::vector<int64_t>* random_state) {
+  KILN_CHECK(inputs.size() == g.inputs.size(), "internal: graph takes ", g.inputs.size(), " inputs, got ",
+             inputs.size());
+  PauseRecording pause;
+  NoGradGuard no_grad;  // nodes run below autograd; a composite's decomposition must not record either
+  std::vector<Tensor> vals(g.values.size());
+  for (size_t i = 0; i < inputs.size(); ++i) vals[g.inputs[i]] = inputs[i];
+  std::vector<Tensor> ins;
+  size_t random_index = 0;
+  for (const Node& n : g.nodes) {
+    ins.clear();
+    for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[v]);
+    const OpInfo& info = op_info(n.op);
+    std::vector<Tensor> outs;
+    if (info.has(RANDOM) && random_state && !random_state->empty()) {
+      int src = g.random_source.empty() ? static_cast<int>(random_index) : g.random_source.at(random_index);
+      KILN_CHECK(2 * static_cast<size_t>(src) + 1 < random_state->size(), "internal: random state too short");
+      std::vector<AttrValue> a = n.attrs.values();
+      a[a.size() - 2] = (*random_state)[2 * src];
+      a[a.size() - 1] = (*random_state)[2 * src + 1];
+      outs = backend_call(n.op, ins, Attrs(std::move(a)));
+    } else {
+      outs = backend_call(n.op, ins, n.attrs);
+    }
+    if (info.has(RANDOM)) ++random_index;
+    KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", info.name, " returned ", outs.size(),
+               " outputs, the graph has ", n.outputs.size());
+    for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
+  }
+  std::vector<Tensor> out;
+  out.reserve(g.outputs.size());
+  std::unordered_map<int, int> seen;
+  for (int v : g.outputs) {
+    // Each output is its own buffer, as in eager, even where passes merged two values.
+    bool dup = !seen.emplace(v, 1).second;
+    out.push_back(dup ? vals[v].clone() : vals[v]);
+  }
+  return out;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,257 @@
+#include "compile/capture/compiled_function.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "compile/logs.h"
+
+namespace kiln::compiler {
+
+namespace {
+// Every live compiled function, for compiler::reset().
+std::mutex& all_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<CompiledFunction*>& all_functions() {
+  static std::vector<CompiledFunction*> v;
+  return v;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string guard_str(size_t i, const TensorMeta& m, bool requires_grad) {
+  std::ostringstream os;
+  os << "input " << i << ": " << meta_str(m) << " strides " << shape_str(m.strides)
+     << (m.storage_offset ? " offset " + std::to_string(m.storage_offset) : "")
+     << (requires_grad ? " requires_grad" : "");
+  return os.str();
+}
+}  // namespace
+
+std::string user_call_site() {
+  void* frames[48];
+  int n = backtrace(frames, 48);
+  Dl_info self{};
+  dladdr(reinterpret_cast<void*>(&user_call_site), &self);
+  for (int i = 1; i < n; ++i) {
+    Dl_info info{};
+    if (!dladdr(frames[i], &info) || info.dli_fbase == self.dli_fbase) continue;
+    std::string where = info.dli_fname ? info.dli_fname : "?";
+    if (info.dli_sname) {
+      int status = 0;
+      char* d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+      std::string name = status == 0 && d ? d : info.dli_sname;
+      std::free(d);
+      // Frames of compile.h's templates are kiln's, even though they live in the user's binary.
+      if (name.find("kiln::Compiled") != std::string::npos || name.find("kiln::compiler::") != std::string::npos ||
+          name.find("std::") == 0)
+        continue;
+      return name + " (" + where + ")";
+    }
+    std::ostringstream os;
+    os << where << "+0x" << std::hex
+       << (reinterpret_cast<uintptr_t>(frames[i]) - reinterpret_cast<uintptr_t>(info.dli_fbase));
+    return os.str();
+  }
+  return "?";
+}
+
+CompiledFunction::CompiledFunction(CompileOptions options) : options_(std::move(options)) {
+  const std::vector<std::string> modes = {"default", "reduce-overhead", "max-autotune"};
+  KILN_CHECK(std::find(modes.begin(), modes.end(), options_.mode) != modes.end(), "compile: unknown mode \"",
+             options_.mode, "\"; valid modes: ", join(modes));
+  backend_ = find_backend(options_.backend);
+  KILN_CHECK(backend_, "compile: unknown backend \"", options_.backend, "\"; valid backends: ", join(backend_names()));
+  KILN_CHECK(options_.backend != "inductor",
+             "compile: not supported yet: backend \"inductor\" (code generation is the next compiler issue); use "
+             "\"aot_eager\" or \"eager\"");
+  for (const auto& [k, v] : options_.options)
+    KILN_FAIL("compile: unknown option \"", k, "\"; no backend options are defined yet");
+  KILN_CHECK(options_.recompile_limit >= 1, "compile: recompile_limit must be at least 1, got ",
+             options_.recompile_limit);
+  KILN_CHECK(!options_.dynamic.value_or(false),
+             "compile: not supported yet: dynamic=true (symbolic shapes); leave it unset or false, and each new "
+             "shape compiles its own graph");
+  KILN_CHECK(!options_.assume_pure,
+             "compile: not supported yet: assume_pure=true (guard-only replay); every call re-records");
+  std::lock_guard<std::mutex> lock(all_mutex());
+  all_functions().push_back(this);
+}
+
+CompiledFunction::~CompiledFunction() {
+  std::lock_guard<std::mutex> lock(all_mutex());
+  auto& v = all_functions();
+  v.erase(std::remove(v.begin(), v.end(), this), v.end());
+}
+
+void CompiledFunction::clear_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_.clear();
+  fallback_ = false;
+}
+
+void CompiledFunction::run(const std::function<void()>& body) {
+  // Inside another compiled function's recording, this one is part of that graph.
+  if (active_recording() || current_record_layer()) {
+    body();
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (fallback_) {
+    lock.unlock();
+    body();
+    return;
+  }
+  ++stats_.calls;
+  Recording rec(this);
+  try {
+    body();
+  } catch (...) {
+    // Eager would have run every op before the failing one: run them, then report the failure.
+    try {
+      rec.flush();
+    } catch (...) {
+    }
+    throw;
+  }
+  rec.flush();
+}
+
+std::string CompiledFunction::recompile_reason(const std::vector<Entry>& entries, const Graph& g,
+                                               const std::vector<Tensor>& inputs) const {
+  const Entry& last = entries.back();
+  for (size_t i = 0; i < std::min(last.input_metas.size(), g.inputs.size()); ++i) {
+    const TensorMeta& a = last.input_metas[i];
+    const TensorMeta& b = g.values[g.inputs[i]].meta;
+    if (a.sizes != b.sizes || a.dtype != b.dtype || a.device != b.device || a.strides != b.strides) {
+      std::ostringstream os;
+      os << "input " << i << " changed from " << meta_str(a) << " (strides " << shape_str(a.strides) << ") to "
+         << meta_str(b) << " (strides " << shape_str(b.strides) << ")";
+      return os.str();
+    }
+  }
+  (void)inputs;
+  if (last.input_metas.size() != g.inputs.size())
+    return "the graph takes " + std::to_string(g.inputs.size()) + " inputs instead of " +
+           std::to_string(last.input_metas.size());
+  for (size_t n = 0; n < std::min(last.ops.size(), g.nodes.size()); ++n)
+    if (last.ops[n] != g.nodes[n].op)
+      return "op " + std::to_string(n) + " is " + op_name(g.nodes[n].op) + " instead of " + op_name(last.ops[n]);
+  if (last.ops.size() != g.nodes.size())
+    return "the graph has " + std::to_string(g.nodes.size()) + " ops instead of " + std::to_string(last.ops.size());
+  return "an attribute, an alias between inputs, requires_grad or the set of live outputs changed";
+}
+
+GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
+                                        bool differentiable) {
+  std::vector<int64_t> rs = random_state(graph);
+  std::vector<Entry>& entries = cache_[graph_index];
+  for (const Entry& e : entries)
+    if (e.hash == hash) {
+      ++stats_.cache_hits;
+      return e.run(inputs, rs);
+    }
+  bool over_limit = static_cast<int>(entries.size()) >= options_.recompile_limit;
+  std::string reason = entries.empty() ? "" : recompile_reason(entries, graph, inputs);
+  if (over_limit && !fallback_) {
+    fallback_ = true;
+    stats_.fell_back_to_eager = true;
+    std::cerr << "kiln::compile: recompile_limit (" << options_.recompile_limit << ") reached at graph " << graph_index
+              << " of " << user_call_site() << ": " << reason << "; running this function eagerly from now on\n";
+  }
+  if (!entries.empty()) {
+    ++stats_.recompiles;
+    if (stats_.recompile_reasons.size() < 64) stats_.recompile_reasons.push_back(reason);
+    log(Log::Recompiles, "graph " + std::to_string(graph_index) + ": " + reason);
+  }
+  ++stats_.graphs_compiled;
+  stats_.guards.clear();
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const Value& v = graph.values[graph.inputs[i]];
+    stats_.guards.push_back(guard_str(i, v.meta, v.requires_grad));
+  }
+  if (log_enabled(Log::Guards)) log(Log::Guards, join(stats_.guards));
+  std::string text = graph.str("graph_" + std::to_string(graph_index));
+  log(Log::Graph, text);
+  if (stats_.graphs.size() < 64) {
+    stats_.graphs.push_back(text);
+    stats_.ops_per_graph.push_back(graph.num_ops());
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  CompileContext ctx{differentiable, options_, stats_};
+  Entry e{hash, backend_->compile(graph, ctx), {}, {}};
+  auto t1 = std::chrono::steady_clock::now();
+  log(Log::Perf, "graph " + std::to_string(graph_index) + ": compiled " + std::to_string(graph.num_ops()) + " ops in " +
+                     std::to_string(std::chrono::duration<double, std::milli>(t1 - t0).count()) + " ms");
+  for (int v : graph.inputs) e.input_metas.push_back(graph.values[v].meta);
+  for (const Node& n : graph.nodes) e.ops.push_back(n.op);
+  Runnable run = e.run;
+  if (!over_limit) entries.push_back(std::move(e));
+  return run(inputs, rs);
+}
+
+void CompiledFunction::on_break(int graph_index, const std::string& op, const std::string& reason) {
+  std::string site = user_call_site();
+  KILN_CHECK(!options_.fullgraph, "compile(fullgraph=true): graph break at ", op, ": ", reason, " (graph ", graph_index,
+             ", called from ", site, ")");
+  if (stats_.breaks.size() < 64) stats_.breaks.push_back(GraphBreak{graph_index, op, reason, site});
+  log(Log::Breaks, "graph " + std::to_string(graph_index) + " ends at " + op + ": " + reason + " (" + site + ")");
+}
+
+// ---- public API ----
+
+CompiledState::CompiledState(CompileOptions options) : impl_(std::make_unique<CompiledFunction>(std::move(options))) {}
+CompiledState::~CompiledState() = default;
+void CompiledState::run(const std::function<void()>& body) { impl_->run(body); }
+const CompileStats& CompiledState::stats() const { return impl_->stats_; }
+const CompileOptions& CompiledState::options() const { return impl_->options_; }
+
+bool is_compiling() { return active_recording() != nullptr || current_record_layer() != nullptr; }
+
+void reset() {
+  std::lock_guard<std::mutex> lock(all_mutex());
+  for (CompiledFunction* f : all_functions()) f->clear_cache();
+}
+
+std::string CompileStats::str() const {
+  std::ostringstream os;
+  os << "calls: " << calls << ", graphs compiled: " << graphs_compiled << ", recompiles: " << recompiles
+     << ", cache hits: " << cache_hits << ", graph breaks: " << breaks.size() << "\n";
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    os << "graph " << i << " (" << ops_per_graph[i] << " ops";
+    if (i < prim_ops_per_graph.size()) os << ", " << prim_ops_per_graph[i] << " after decomposition";
+    if (i < saved_bytes.size())
+      os << ", saves " << saved_bytes[i] << " bytes for backward (save-all: " << saveall_bytes[i] << ")";
+    os << "):\n" << graphs[i];
+  }
+  for (const GraphBreak& b : breaks)
+    os << "break after graph " << b.graph << " at " << b.op << ": " << b.reason << " (called from " << b.call_site
+       << ")\n";
+  for (const std::string& r : recompile_reasons) os << "recompiled: " << r << "\n";
+  if (!guards.empty()) {
+    os << "guards of the latest graph:\n";
+    for (const std::string& g : guards) os << "  " << g << "\n";
+  }
+  if (fell_back_to_eager) os << "recompile_limit reached: runs eagerly\n";
+  return os.str();
+}
+
+size_t GraphView::num_nodes() const { return g_->nodes.size(); }
+std::string GraphView::op(size_t i) const { return op_name(g_->nodes.at(i).op); }
+size_t GraphView::num_inputs() const { return g_->inputs.size(); }
+size_t GraphView::num_outputs() const { return g_->outputs.size(); }
+std::string GraphView::str() const { return g_->str(); }
+
+}  // namespace kiln::compiler

@@ -1,0 +1,343 @@
+#include "compile/capture/recording.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "autograd/autograd_meta.h"
+#include "autograd/engine.h"
+#include "autograd/node.h"
+
+namespace kiln::compiler {
+
+namespace {
+thread_local Recording* tls_recording = nullptr;
+std::atomic<uint64_t> g_next_recording{1};
+
+const void* storage_key(const TensorImpl* i) {
+  if (i->storage) return i->storage.get();
+  return i->version.get();  // tensors without storage alias when they share a version counter
+}
+}  // namespace
+
+Recording* active_recording() { return tls_recording; }
+
+PauseRecording::PauseRecording() : prev_(tls_recording) { tls_recording = nullptr; }
+PauseRecording::~PauseRecording() { tls_recording = prev_; }
+
+Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
+    : sink_(sink), decompose_(decompose), functionalize_(functionalize), id_(g_next_recording++), prev_(tls_recording) {
+  tls_recording = this;
+  layer_guard_ = std::make_unique<RecordLayerGuard>(this);
+  set_value_read_hook(&Recording::on_value_read);
+  set_tracer_alias_hook(&Recording::on_tracer_alias);
+  backward_runs_at_start_ = autograd::backward_runs();
+}
+
+Recording::~Recording() {
+  layer_guard_.reset();
+  tls_recording = prev_;
+  if (!prev_) {
+    set_value_read_hook(nullptr);
+    set_tracer_alias_hook(nullptr);
+  }
+}
+
+void Recording::reset() {
+  graph_ = Graph();
+  hash_ = Hasher();
+  inputs_.clear();
+  input_of_.clear();
+  storage_class_.clear();
+  written_.clear();
+  tracked_.clear();
+  view_origin_.clear();
+  generation_.clear();
+  placeholders_.clear();
+  written_inputs_.clear();
+  id_ = g_next_recording++;
+  backward_runs_at_start_ = autograd::backward_runs();
+}
+
+int Recording::value_of(const Tensor& t) {
+  TensorImpl* i = t.unsafe_impl();
+  if (i->is_tracer()) {
+    KILN_CHECK(i->tracer_recording == id_,
+               "compile: a tensor traced by another graph was used here; tracers cannot cross compiled functions "
+               "that are recorded at the same time");
+    if (functionalize_ && i->view_base) refresh_view(i);
+    return static_cast<int>(i->tracer_value);
+  }
+  auto it = input_of_.find(i);
+  if (it != input_of_.end()) return it->second;
+  TensorMeta m{t.sizes().vec(), t.dtype(), t.device(), t.strides().vec(), t.storage_offset()};
+  int v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
+  input_of_.emplace(i, v);
+  inputs_.push_back(t);
+  // Structure, not identity: which slot, what metadata, which earlier input it aliases.
+  hash_.mix(0x1a7e5ull);
+  hash_.mix_meta(m);
+  hash_.mix((t.requires_grad() ? 1u : 0u) | (i->is_wrapped_number ? 2u : 0u));
+  auto [cls, fresh] = storage_class_.emplace(storage_key(i), static_cast<int>(inputs_.size()) - 1);
+  hash_.mix(fresh ? ~0ull : static_cast<uint64_t>(cls->second));
+  return v;
+}
+
+Tensor Recording::make_tracer(const TensorMeta& m, int value) {
+  Tensor t = make_meta_tensor(m.sizes, m.strides, m.dtype, m.device);
+  TensorImpl* i = t.unsafe_impl();
+  i->storage_offset = m.storage_offset;
+  i->tracer_recording = id_;
+  i->tracer_value = value;
+  tracked_.push_back(t.impl_ptr());
+  return t;
+}
+
+Tensor Recording::make_tracer_view(const Tensor& base, const TensorMeta& m, int value) {
+  const TensorImpl* b = base.unsafe_impl();
+  Tensor t = make_tracer(m, value);
+  TensorImpl* i = t.unsafe_impl();
+  i->version = b->version;  // a view shares its base's version counter
+  i->view_base = b->view_base ? b->view_base : base.impl_ptr();
+  return t;
+}
+
+std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                      std::vector<TensorMeta>& metas) {
+  const OpInfo& info = op_info(op);
+  if (functionalize_ && op == OpId::copy_) {
+    functional_write(inputs[0], inputs[1]);
+    return {};
+  }
+  std::vector<int> ins;
+  ins.reserve(inputs.size());
+  hash_.mix(static_cast<uint64_t>(op) + 1);
+  for (const Tensor& t : inputs) {
+    int v = t.defined() ? value_of(t) : -1;
+    ins.push_back(v);
+    hash_.mix(static_cast<uint64_t>(v + 1));
+  }
+  const auto& av = attrs.values();
+  for (size_t a = 0; a < av.size(); ++a)
+    if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
+  if (info.has(MUTATES)) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (!inputs[k].defined()) continue;
+      const TensorImpl* i = inputs[k].unsafe_impl();
+      const TensorImpl* root = i->view_base ? i->view_base.get() : i;
+      if (!root->is_tracer()) written_.insert(storage_key(root));
+    }
+  }
+  for (TensorMeta& m : metas)
+    if (!info.has(VIEW)) {
+      m.strides = contiguous_strides(m.sizes);
+      m.storage_offset = 0;
+    }
+  int n = graph_.add_node(op, attrs, std::move(ins), metas);
+  std::vector<Tensor> outs;
+  outs.reserve(metas.size());
+  for (size_t k = 0; k < metas.size(); ++k) {
+    int v = graph_.nodes[n].outputs[k];
+    outs.push_back(info.has(VIEW) ? make_tracer_view(inputs[0], metas[k], v) : make_tracer(metas[k], v));
+    if (functionalize_ && info.has(VIEW)) {
+      const TensorImpl* b = inputs[0].unsafe_impl();
+      const TensorImpl* root = b->view_base ? b->view_base.get() : b;
+      view_origin_[outs.back().unsafe_impl()] = ViewOrigin{
+          inputs[0].impl_ptr(), op, attrs, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), k, generation_[root]};
+    }
+  }
+  return outs;
+}
+
+// Note [Functionalization]
+// A retrace with functionalize on turns writes into values: copy_(dst, src)
+// records src broadcast and converted to dst's shape and dtype, and dst's
+// TensorImpl is rebound to that value, so every later use of dst (through any
+// handle) reads the new value. A view made before the write is remade from
+// its base when next used (its root's write count moved on). Writes into a
+// placeholder are graph-input updates the caller applies after the graph.
+// Writes through a view would need scatter ops: not supported yet.
+void Recording::functional_write(const Tensor& dst, const Tensor& src) {
+  TensorImpl* d = dst.unsafe_impl();
+  KILN_CHECK(d->is_tracer() && d->tracer_recording == id_, "internal: a functionalized write into a real tensor");
+  KILN_CHECK(!d->view_base, "compile: not supported yet: a write through a view (into a ", shape_str(dst.sizes()),
+             " view of a ", shape_str(d->view_base->sizes), " tensor)");
+  Tensor s = src;
+  if (s.sizes() != dst.sizes()) s = backend_call(OpId::expand, std::vector<Tensor>{s}, Attrs{dst.sizes().vec()})[0];
+  if (s.dtype() != dst.dtype()) s = backend_call(OpId::to, std::vector<Tensor>{s}, Attrs{dst.dtype()})[0];
+  int v = value_of(s);
+  const TensorMeta& m = graph_.values[v].meta;
+  d->tracer_value = v;
+  d->strides = m.strides;
+  d->storage_offset = m.storage_offset;
+  d->refresh_metadata();
+  ++generation_[d];
+  for (const auto& [w, index] : placeholders_)
+    if (w.lock().get() == d) written_inputs_.insert(index);
+}
+
+void Recording::refresh_view(TensorImpl* view) {
+  auto it = view_origin_.find(view);
+  if (it == view_origin_.end()) return;
+  const TensorImpl* root = view->view_base.get();
+  uint64_t gen = generation_[root];
+  if (it->second.root_generation == gen) return;
+  ViewOrigin o = it->second;
+  auto base = o.base.lock();
+  KILN_CHECK(base, "internal: the base of a view is gone");
+  std::vector<Tensor> ins{Tensor(base)};
+  for (const Tensor& t : o.others) ins.push_back(t);
+  std::vector<Tensor> outs = backend_call(o.op, ins, o.attrs);  // refreshes the base first, if it is a view too
+  const TensorImpl* fresh = outs.at(o.output).unsafe_impl();
+  view->tracer_value = fresh->tracer_value;
+  view->strides = fresh->strides;
+  view->storage_offset = fresh->storage_offset;
+  view->refresh_metadata();
+  view_origin_[view].root_generation = gen;
+}
+
+std::vector<int> Recording::written_placeholders() const {
+  std::vector<int> v(written_inputs_.begin(), written_inputs_.end());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+Tensor Recording::placeholder(const TensorMeta& m, bool requires_grad, bool wrapped_number) {
+  int index = static_cast<int>(graph_.inputs.size());
+  int v = graph_.add_input(m, requires_grad, wrapped_number);
+  Tensor t = make_tracer(m, v);
+  t.unsafe_impl()->is_wrapped_number = wrapped_number;
+  if (requires_grad) t.requires_grad_(true);
+  placeholders_.emplace_back(t.impl_ptr(), index);
+  return t;
+}
+
+Graph Recording::take(const std::vector<Tensor>& outputs, std::vector<Tensor>* constants) {
+  graph_.outputs.clear();
+  for (const Tensor& t : outputs) {
+    KILN_CHECK(t.defined(), "internal: retrace output is undefined");
+    graph_.outputs.push_back(value_of(t));
+  }
+  // Placeholders first, then the real tensors met (constants), each in order.
+  std::vector<bool> is_placeholder(graph_.inputs.size(), false);
+  for (const auto& p : placeholders_) is_placeholder[p.second] = true;
+  std::vector<int> order;
+  for (size_t i = 0; i < graph_.inputs.size(); ++i)
+    if (is_placeholder[i]) order.push_back(graph_.inputs[i]);
+  for (size_t i = 0; i < graph_.inputs.size(); ++i)
+    if (!is_placeholder[i]) order.push_back(graph_.inputs[i]);
+  graph_.inputs = order;
+  for (size_t i = 0; i < order.size(); ++i) graph_.values[order[i]].index = static_cast<int>(i);
+  if (constants) *constants = inputs_;
+  Graph g = std::move(graph_);
+  reset();
+  return g;
+}
+
+void Recording::graph_break(OpId op, std::span<const Tensor>, const char* reason) {
+  KILN_CHECK(sink_, op_name(op), ": cannot be traced into a graph: ", reason);
+  sink_->on_break(graph_index_, op_name(op), reason);
+  flush();
+}
+
+void Recording::on_value_read(const Tensor& t, const char* what) {
+  Recording* r = tls_recording;
+  if (!r) return;
+  const TensorImpl* i = t.unsafe_impl();
+  bool needs_flush = false;
+  if (i->is_tracer()) {
+    KILN_CHECK(i->tracer_recording == r->id_, "compile: reading the values of a tensor traced by another graph");
+    needs_flush = true;
+  } else {
+    const TensorImpl* root = i->view_base ? i->view_base.get() : i;
+    needs_flush = r->written_.count(storage_key(root)) > 0;
+  }
+  if (!needs_flush) return;
+  std::string reason = std::string("user code reads a traced tensor's values (") + what + ")";
+  KILN_CHECK(r->sink_, "compile: not supported yet: an op's decomposition reads tensor values (", what,
+             ") while a graph is retraced");
+  r->sink_->on_break(r->graph_index_, what, reason);
+  r->flush();
+}
+
+void Recording::on_tracer_alias(const std::shared_ptr<TensorImpl>& alias) {
+  if (Recording* r = tls_recording)
+    if (alias->tracer_recording == r->id_) r->tracked_.push_back(alias);
+}
+
+void Recording::flush() {
+  if (graph_.nodes.empty()) {
+    reset();
+    return;
+  }
+  KILN_CHECK(sink_, "internal: flush of a retrace");
+  bool ran_backward = autograd::backward_runs() != backward_runs_at_start_;
+  bool differentiable = sink_->owns_autograd() && !ran_backward;
+  std::vector<bool> requires_grad(graph_.values.size(), false);
+  if (differentiable) {
+    // Drop the tracers' own autograd graph (the sink builds the backward) so
+    // that what it saved does not count as alive; remember who required grad.
+    std::vector<std::shared_ptr<TensorImpl>> live;
+    for (const auto& w : tracked_)
+      if (auto p = w.lock(); p && p->tracer_recording == id_) live.push_back(std::move(p));
+    for (const auto& p : live) {
+      Tensor t(p);
+      if (!t.requires_grad()) continue;
+      if (t.is_leaf()) differentiable = false;  // a leaf made inside the graph: keep eager's autograd
+      requires_grad[p->tracer_value] = true;
+    }
+    if (differentiable)
+      for (const auto& p : live)
+        if (auto* m = autograd::autograd_meta_or_null(Tensor(p))) {
+          m->grad_fn = nullptr;
+          m->output_nr = 0;
+        }
+  }
+  std::vector<std::shared_ptr<TensorImpl>> live;
+  std::vector<int> out_index(graph_.values.size(), -1);
+  for (const auto& w : tracked_)
+    if (auto p = w.lock(); p && p->tracer_recording == id_) {
+      out_index[p->tracer_value] = 0;
+      live.push_back(std::move(p));
+    }
+  tracked_.clear();
+  graph_.outputs.clear();
+  for (size_t v = 0; v < out_index.size(); ++v)
+    if (out_index[v] == 0) {
+      out_index[v] = static_cast<int>(graph_.outputs.size());
+      graph_.outputs.push_back(static_cast<int>(v));
+      graph_.values[v].requires_grad = differentiable && requires_grad[v];
+      hash_.mix(v);
+      hash_.mix(graph_.values[v].requires_grad);
+    }
+  hash_.mix(differentiable);
+  GraphResult result;
+  {
+    PauseRecording pause;
+    result = sink_->run_graph(graph_index_, graph_, hash_.h, inputs_, differentiable);
+  }
+  KILN_CHECK(result.outputs.size() == graph_.outputs.size(), "internal: the graph returned ", result.outputs.size(),
+             " outputs, expected ", graph_.outputs.size());
+  for (const auto& p : live) {
+    int k = out_index[p->tracer_value];
+    const Tensor& r = result.outputs[k];
+    KILN_CHECK(r.defined() && r.sizes() == IntArrayRef(p->sizes) && r.dtype() == p->dtype,
+               "internal: compiled graph output ", k, " has shape ", (r.defined() ? shape_str(r.sizes()) : "undefined"),
+               " where the trace said ", shape_str(p->sizes));
+    const TensorImpl* ri = r.unsafe_impl();
+    p->storage = ri->storage;
+    p->strides = ri->strides;
+    p->storage_offset = ri->storage_offset;
+    p->tracer_recording = 0;
+    p->tracer_value = -1;
+    p->refresh_metadata();
+    if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0) {
+      auto& m = autograd::autograd_meta(Tensor(p));
+      m.grad_fn = result.grad_fn;
+      m.output_nr = static_cast<uint32_t>(result.output_nr[k]);
+    }
+  }
+  ++graph_index_;
+  reset();
+}
+
+}  // namespace kiln::compiler

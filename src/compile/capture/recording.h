@@ -1,0 +1,142 @@
+// A recording: the record layer that turns a run of user code into graphs
+// (Note [Capture semantics], Note [Record layer]).
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "compile/ir/graph.h"
+#include "compile/ir/hash.h"
+#include "dispatch/dispatch.h"
+
+namespace kiln::autograd {
+struct Node;
+}
+
+namespace kiln::compiler {
+
+// Note [Capture semantics]
+// Every call of a compiled function re-runs the user's code with a Recording
+// installed where kernels run. Ops then run only their meta functions and
+// return tracers (tensors without storage); real tensors they meet
+// (parameters, buffers, arguments, constants) become graph inputs in the
+// order they are first used, and a running hash of (op, attrs, input slots,
+// input metadata) names the graph. When the code ends, or at a graph break
+// (a value read, a data-dependent op), the graph so far is finished: every
+// tracer still alive anywhere (returned, stored in a member, saved by
+// autograd) becomes a graph output, the sink looks the hash up (compiling on
+// a miss) and runs it, and each live tracer is made real in place — the same
+// TensorImpl gets the output's storage, so every handle the user holds is
+// now an ordinary tensor. C++ control flow therefore always takes eager's
+// path, and nothing but tensor data is left to the compiled graph.
+
+struct GraphResult {
+  std::vector<Tensor> outputs;              // one real tensor per graph output
+  std::shared_ptr<autograd::Node> grad_fn;  // the compiled backward (AOT), else null
+  std::vector<int> output_nr;               // per graph output: its slot in grad_fn, or -1
+};
+
+// Receives each finished graph: compiles (or finds) it and runs it on the
+// recording's real inputs.
+struct GraphSink {
+  virtual ~GraphSink() = default;
+  // True for AOT backends: the autograd graph that the tracers built is
+  // dropped before the outputs are chosen, and the result's grad_fn takes its
+  // place (unless the captured code ran a backward itself: whole-step capture).
+  virtual bool owns_autograd() const = 0;
+  // graph.values[v].requires_grad is set for outputs that require grad when
+  // `differentiable`, i.e. when the sink is to build their backward.
+  virtual GraphResult run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
+                                bool differentiable) = 0;
+  // A graph ended early (value read, data-dependent op): `fullgraph` refuses here.
+  virtual void on_break(int graph_index, const std::string& op, const std::string& reason) = 0;
+};
+
+class Recording final : public RecordLayer {
+ public:
+  // sink == null: a retrace (a pass replaying a graph on placeholders); the
+  // graph is taken with take() and breaks are errors.
+  // functionalize: writes become new values (Note [Functionalization]).
+  explicit Recording(GraphSink* sink, bool decompose = false, bool functionalize = false);
+  ~Recording() override;
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
+
+  std::vector<Tensor> record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
+                             std::vector<TensorMeta>& metas) override;
+  void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) override;
+  bool decompose(OpId op) const override { return decompose_ || (functionalize_ && op_info(op).has(MUTATES)); }
+
+  // Finishes the current graph (see the Note); a no-op when it has no nodes.
+  void flush();
+  // A new graph input that is a tracer (for retracing a graph).
+  Tensor placeholder(const TensorMeta& m, bool requires_grad, bool wrapped_number = false);
+  // Retrace: the graph recorded so far, with these tracers as its outputs.
+  // Its inputs are the placeholders (in order), then the real tensors the
+  // retrace met (constants, returned in `constants`).
+  Graph take(const std::vector<Tensor>& outputs, std::vector<Tensor>* constants);
+  // Functionalize: the placeholders (by input index) that were written.
+  std::vector<int> written_placeholders() const;
+  size_t num_nodes() const { return graph_.nodes.size(); }
+  int graphs_run() const { return graph_index_; }
+
+  // The hooks of this thread's active recording.
+  static void on_value_read(const Tensor& t, const char* what);
+  static void on_tracer_alias(const std::shared_ptr<TensorImpl>& alias);
+
+ private:
+  int value_of(const Tensor& t);
+  Tensor make_tracer(const TensorMeta& m, int value);
+  Tensor make_tracer_view(const Tensor& base, const TensorMeta& m, int value);
+  void reset();
+  void functional_write(const Tensor& dst, const Tensor& src);
+  void refresh_view(TensorImpl* view);
+
+  GraphSink* sink_;
+  bool decompose_;
+  bool functionalize_;
+  // Functionalization: how each view was made, to remake it after its root is written.
+  struct ViewOrigin {
+    std::weak_ptr<TensorImpl> base;
+    OpId op;
+    Attrs attrs;
+    std::vector<Tensor> others;  // inputs after the base (expand_as's `other`)
+    size_t output;
+    uint64_t root_generation;
+  };
+  std::unordered_map<const TensorImpl*, ViewOrigin> view_origin_;
+  std::unordered_map<const TensorImpl*, uint64_t> generation_;           // root → writes so far
+  std::vector<std::pair<std::weak_ptr<TensorImpl>, int>> placeholders_;  // impl, input index
+  std::unordered_set<int> written_inputs_;
+  uint64_t id_ = 0;
+  int graph_index_ = 0;
+  Graph graph_;
+  Hasher hash_;
+  std::vector<Tensor> inputs_;                           // real graph inputs, in order
+  std::unordered_map<const TensorImpl*, int> input_of_;  // real impl → value id
+  std::unordered_map<const void*, int> storage_class_;   // storage → first input using it
+  std::unordered_set<const void*> written_;              // storages of real inputs the graph writes
+  std::vector<std::weak_ptr<TensorImpl>> tracked_;       // every tracer impl and alias made
+  uint64_t backward_runs_at_start_ = 0;
+  Recording* prev_ = nullptr;
+  std::unique_ptr<RecordLayerGuard> layer_guard_;
+};
+
+// Pauses recording on this thread (running a graph's kernels, eager fallbacks).
+class PauseRecording {
+ public:
+  PauseRecording();
+  ~PauseRecording();
+  PauseRecording(const PauseRecording&) = delete;
+  PauseRecording& operator=(const PauseRecording&) = delete;
+
+ private:
+  RecordLayerGuard layer_{nullptr};
+  Recording* prev_;
+};
+
+Recording* active_recording();
+
+}  // namespace kiln::compiler

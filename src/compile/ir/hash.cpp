@@ -1,0 +1,67 @@
+#include "compile/ir/hash.h"
+
+namespace kiln::compiler {
+
+void Hasher::mix_attr(const AttrValue& a) {
+  mix(a.index());
+  std::visit(
+      [&](const auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, std::monostate>) {
+        } else if constexpr (std::is_same_v<V, bool> || std::is_same_v<V, int64_t>)
+          mix(static_cast<uint64_t>(v));
+        else if constexpr (std::is_same_v<V, double>)
+          mix_double(v);
+        else if constexpr (std::is_same_v<V, Scalar>) {
+          mix(static_cast<uint64_t>(v.dtype()));
+          if (v.is_floating_point())
+            mix_double(v.to_double());
+          else
+            mix(static_cast<uint64_t>(v.to_long()));
+        } else if constexpr (std::is_same_v<V, DType>)
+          mix(static_cast<uint64_t>(v));
+        else if constexpr (std::is_same_v<V, Device>)
+          mix((static_cast<uint64_t>(v.type) << 8) | static_cast<uint8_t>(v.index));
+        else if constexpr (std::is_same_v<V, std::vector<int64_t>>)
+          mix_ints(v);
+        else if constexpr (std::is_same_v<V, std::vector<double>>) {
+          mix(v.size());
+          for (double d : v) mix_double(d);
+        } else
+          mix_str(v);
+      },
+      a);
+}
+
+void Hasher::mix_meta(const TensorMeta& m) {
+  mix_ints(m.sizes);
+  mix_ints(m.strides);
+  mix(static_cast<uint64_t>(m.storage_offset));
+  mix(static_cast<uint64_t>(m.dtype));
+  mix((static_cast<uint64_t>(m.device.type) << 8) | static_cast<uint8_t>(m.device.index));
+}
+
+bool attr_equal(const AttrValue& a, const AttrValue& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* s = std::get_if<Scalar>(&a)) {
+    const Scalar& t = std::get<Scalar>(b);
+    if (s->dtype() != t.dtype()) return false;
+    if (s->is_floating_point()) {
+      double x = s->to_double(), y = t.to_double();
+      return std::memcmp(&x, &y, sizeof x) == 0;  // bitwise: -0.0 and NaN payloads differ
+    }
+    return s->to_long() == t.to_long();
+  }
+  if (const auto* d = std::get_if<double>(&a)) {
+    double y = std::get<double>(b);
+    return std::memcmp(d, &y, sizeof y) == 0;
+  }
+  if (const auto* dv = std::get_if<std::vector<double>>(&a)) {
+    const auto& w = std::get<std::vector<double>>(b);
+    return dv->size() == w.size() &&
+           (dv->empty() || std::memcmp(dv->data(), w.data(), dv->size() * sizeof(double)) == 0);
+  }
+  return a == b;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,16 @@
+// Generic graph passes. Each keeps the graph's meaning under the buffer
+// semantics of graph.h (writes and views included) and leaves it verified.
+#pragma once
+#include "compile/ir/graph.h"
+
+namespace kiln::compiler {
+
+// Removes nodes whose outputs are unused and that write nothing. Returns how many.
+int dead_code_elimination(Graph& g);
+// Merges nodes that compute the same op on the same inputs with equal attrs
+// (not random, not writing, and never on buffers that a write may change).
+int common_subexpression_elimination(Graph& g);
+// Renumbers values in definition order, dropping values no node defines.
+void compact(Graph& g);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,13 @@
+// KILN_LOGS=graph,aot,guards,recompiles,breaks,perf: what each compile stage did, on stderr.
+#pragma once
+#include <iostream>
+#include <string>
+
+namespace kiln::compiler {
+
+enum class Log { Graph, Aot, Guards, Recompiles, Breaks, Perf };
+bool log_enabled(Log what);
+// Prints "[kiln <what>] text" when enabled.
+void log(Log what, const std::string& text);
+
+}  // namespace kiln::compiler
