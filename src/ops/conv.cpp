@@ -173,27 +173,26 @@ bool unbatched(const char* op, const Tensor& x, int64_t batched_dim) {
   return x.dim() == batched_dim - 1;
 }
 
-Tensor conv2d_impl(const OpCall& c, bool transposed) {
+// The `convolution` attrs of conv2d / conv_transpose2d, checked in the
+// decomposition's order (shared by the meta function, so errors agree).
+Attrs conv2d_prim_attrs(const OpCall& c, bool transposed) {
   const char* op = c.name();
-  bool ub = unbatched(op, c.in(0), 4);
-  Tensor x = ub ? unsqueeze(c.in(0), 0) : c.in(0);
-  Attrs a;
-  if (!transposed) {  // (stride, padding, dilation, groups)
-    a = Attrs{pair_vec(op, "stride", c.attrs.ints(0)), pair_vec(op, "padding", c.attrs.ints(1)),
-              pair_vec(op, "dilation", c.attrs.ints(2)), false, std::vector<int64_t>{0, 0}, c.attrs.i(3)};
-  } else {  // (stride, padding, output_padding, groups, dilation)
-    a = Attrs{pair_vec(op, "stride", c.attrs.ints(0)), pair_vec(op, "padding", c.attrs.ints(1)),
-              pair_vec(op, "dilation", c.attrs.ints(4)), true,  pair_vec(op, "output_padding", c.attrs.ints(2)),
-              c.attrs.i(3)};
-  }
-  Tensor y = call_op1(OpId::convolution, {x, c.in(1), c.in(2)}, a);
-  return ub ? squeeze(y, std::vector<int64_t>{0}) : y;
+  if (!transposed)  // (stride, padding, dilation, groups)
+    return Attrs{pair_vec(op, "stride", c.attrs.ints(0)),
+                 pair_vec(op, "padding", c.attrs.ints(1)),
+                 pair_vec(op, "dilation", c.attrs.ints(2)),
+                 false,
+                 std::vector<int64_t>{0, 0},
+                 c.attrs.i(3)};
+  // (stride, padding, output_padding, groups, dilation)
+  return Attrs{pair_vec(op, "stride", c.attrs.ints(0)),         pair_vec(op, "padding", c.attrs.ints(1)),
+               pair_vec(op, "dilation", c.attrs.ints(4)),       true,
+               pair_vec(op, "output_padding", c.attrs.ints(2)), c.attrs.i(3)};
 }
 
-Tensor conv1d_impl(const OpCall& c) {
+// conv1d runs as a conv2d over [N, C, 1, L] with a [C_out, C_in/groups, 1, k] weight.
+Attrs conv1d_prim_attrs(const OpCall& c) {
   const char* op = c.name();
-  bool ub = unbatched(op, c.in(0), 3);
-  Tensor x = ub ? unsqueeze(c.in(0), 0) : c.in(0);
   KILN_CHECK(c.in(1).dim() == 3, op, ": expected a 3-D weight [C_out, C_in/groups, k], got shape ",
              shape_str(c.in(1).sizes()));
   auto one = [&](size_t k, const char* what) {
@@ -201,8 +200,25 @@ Tensor conv1d_impl(const OpCall& c) {
     KILN_CHECK(v.size() == 1, op, ": expected ", what, " to be a single int, got ", v.size(), " values");
     return v[0];
   };
-  Attrs a{std::vector<int64_t>{1, one(0, "stride")}, std::vector<int64_t>{0, one(1, "padding")},
-          std::vector<int64_t>{1, one(2, "dilation")}, false, std::vector<int64_t>{0, 0}, c.attrs.i(3)};
+  return Attrs{std::vector<int64_t>{1, one(0, "stride")},
+               std::vector<int64_t>{0, one(1, "padding")},
+               std::vector<int64_t>{1, one(2, "dilation")},
+               false,
+               std::vector<int64_t>{0, 0},
+               c.attrs.i(3)};
+}
+
+Tensor conv2d_impl(const OpCall& c, bool transposed) {
+  bool ub = unbatched(c.name(), c.in(0), 4);
+  Tensor x = ub ? unsqueeze(c.in(0), 0) : c.in(0);
+  Tensor y = call_op1(OpId::convolution, {x, c.in(1), c.in(2)}, conv2d_prim_attrs(c, transposed));
+  return ub ? squeeze(y, std::vector<int64_t>{0}) : y;
+}
+
+Tensor conv1d_impl(const OpCall& c) {
+  bool ub = unbatched(c.name(), c.in(0), 3);
+  Tensor x = ub ? unsqueeze(c.in(0), 0) : c.in(0);
+  Attrs a = conv1d_prim_attrs(c);
   Tensor y = call_op1(OpId::convolution, {unsqueeze(x, 2), unsqueeze(c.in(1), 2), c.in(2)}, a);
   y = squeeze(y, std::vector<int64_t>{2});
   return ub ? squeeze(y, std::vector<int64_t>{0}) : y;
@@ -214,6 +230,40 @@ std::vector<Tensor> decomp_conv1d(const OpCall& c) { return {conv1d_impl(c)}; }
 KILN_REGISTER_DECOMP(conv2d, decomp_conv2d);
 KILN_REGISTER_DECOMP(conv_transpose2d, decomp_conv_transpose2d);
 KILN_REGISTER_DECOMP(conv1d, decomp_conv1d);
+
+// The composites' metas run the prim's shape checks on the shapes their
+// decompositions pass it (storage-less stand-ins: a meta function runs no op),
+// under the prim's name, so errors read as they do from the decomposition.
+Tensor shape_as(const Tensor& t, Shape sizes) {
+  return make_meta_tensor(sizes, contiguous_strides(sizes), t.dtype(), Device(DeviceType::Meta));
+}
+Tensor with_dim(const Tensor& t, int64_t d) {
+  Shape s = t.sizes().vec();
+  s.insert(s.begin() + d, 1);
+  return shape_as(t, s);
+}
+std::vector<TensorMeta> meta_conv2d_common(const OpCall& c, bool transposed) {
+  bool ub = unbatched(c.name(), c.in(0), 4);
+  Attrs a = conv2d_prim_attrs(c, transposed);
+  ConvShape s = conv_shape(op_name(OpId::convolution), ub ? with_dim(c.in(0), 0) : c.in(0), c.in(1), c.in(2), a);
+  Shape out{s.N, s.C_out, s.Ho, s.Wo};
+  if (ub) out.erase(out.begin());
+  return one_output(out, c.in(0).dtype(), output_device(c.inputs));
+}
+std::vector<TensorMeta> meta_conv2d(const OpCall& c) { return meta_conv2d_common(c, false); }
+std::vector<TensorMeta> meta_conv_transpose2d(const OpCall& c) { return meta_conv2d_common(c, true); }
+std::vector<TensorMeta> meta_conv1d(const OpCall& c) {
+  bool ub = unbatched(c.name(), c.in(0), 3);
+  Attrs a = conv1d_prim_attrs(c);
+  Tensor x = with_dim(ub ? with_dim(c.in(0), 0) : c.in(0), 2);
+  ConvShape s = conv_shape(op_name(OpId::convolution), x, with_dim(c.in(1), 2), c.in(2), a);
+  Shape out{s.N, s.C_out, s.Wo};
+  if (ub) out.erase(out.begin());
+  return one_output(out, c.in(0).dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(conv2d, meta_conv2d);
+KILN_REGISTER_META(conv_transpose2d, meta_conv_transpose2d);
+KILN_REGISTER_META(conv1d, meta_conv1d);
 
 // ---- pooling prims ----
 std::vector<TensorMeta> meta_max_pool2d(const OpCall& c) {

@@ -10,7 +10,8 @@ namespace kiln {
 // Note [Views]
 // A view shares storage and the version counter with its base; writes
 // through either are seen by both. Composite views (transpose, narrow, ...)
-// decompose into the prim views, so autograd and the compiler only see prims.
+// decompose into the prim views, so autograd only sees prims; their meta
+// functions are those prims' metas (Note [Composite views]).
 
 namespace {
 TensorMeta view_meta(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
@@ -256,25 +257,53 @@ KILN_REGISTER_META(diagonal, meta_diagonal);
 KILN_REGISTER_META(as_strided, meta_as_strided);
 
 // ---- composite views ----
+// Note [Composite views]
+// A composite view is written once, as the prim views of input 0 its
+// decomposition calls (`*_steps`). Its meta function runs those prims' metas,
+// so eager without autograd (which makes views straight from the meta, see
+// backend_call) and the decomposition (which autograd differentiates through)
+// give the same sizes, strides and offset, and the same errors.
+struct PrimView {
+  OpId op;
+  Attrs attrs;
+};
+using ViewSteps = std::vector<PrimView>;
+
+template <ViewSteps (*Steps)(const OpCall&)>
+std::vector<TensorMeta> meta_composite_view(const OpCall& c) {
+  std::vector<TensorMeta> out;
+  for (const PrimView& s : Steps(c)) {
+    OpCall prim{s.op, c.inputs.first(1), s.attrs};
+    out.push_back(op_info(s.op).meta(prim)[0]);
+  }
+  return out;
+}
+template <ViewSteps (*Steps)(const OpCall&)>
+std::vector<Tensor> decomp_composite_view(const OpCall& c) {
+  std::vector<Tensor> out;
+  for (PrimView& s : Steps(c)) out.push_back(call_op1(s.op, {c.in(0)}, std::move(s.attrs)));
+  return out;
+}
+
 std::vector<int64_t> transpose_perm(int64_t nd, int64_t d0, int64_t d1) {
   std::vector<int64_t> p(std::max<int64_t>(nd, 0));
   for (int64_t i = 0; i < nd; ++i) p[i] = i;
   if (nd > 0) std::swap(p[d0], p[d1]);
   return p;
 }
-std::vector<Tensor> decomp_transpose(const OpCall& c) {
+ViewSteps transpose_steps(const OpCall& c) {
   const Tensor& x = c.in(0);
   int64_t d0 = wrap_dim(c.attrs.i(0), x.dim(), "transpose"), d1 = wrap_dim(c.attrs.i(1), x.dim(), "transpose");
-  if (x.dim() == 0) return {call_op1(OpId::view, {x}, {Shape{}})};
-  return {call_op1(OpId::permute, {x}, {transpose_perm(x.dim(), d0, d1)})};
+  if (x.dim() == 0) return {{OpId::view, {Shape{}}}};
+  return {{OpId::permute, {transpose_perm(x.dim(), d0, d1)}}};
 }
-std::vector<Tensor> decomp_t(const OpCall& c) {
+ViewSteps t_steps(const OpCall& c) {
   const Tensor& x = c.in(0);
   KILN_CHECK(x.dim() <= 2, "t: expects a tensor with <= 2 dimensions, but got shape ", shape_str(x.sizes()));
-  if (x.dim() < 2) return {call_op1(OpId::view, {x}, {x.sizes().vec()})};
-  return {call_op1(OpId::permute, {x}, {std::vector<int64_t>{1, 0}})};
+  if (x.dim() < 2) return {{OpId::view, {x.sizes().vec()}}};
+  return {{OpId::permute, {std::vector<int64_t>{1, 0}}}};
 }
-std::vector<Tensor> decomp_narrow(const OpCall& c) {
+ViewSteps narrow_steps(const OpCall& c) {
   const Tensor& x = c.in(0);
   KILN_CHECK(x.dim() > 0, "narrow: cannot be applied to a 0-dim tensor");
   int64_t d = wrap_dim(c.attrs.i(0), x.dim(), "narrow");
@@ -284,44 +313,13 @@ std::vector<Tensor> decomp_narrow(const OpCall& c) {
   if (start < 0) start += size;
   KILN_CHECK(length >= 0 && start + length <= size, "narrow: start (", start, ") + length (", length,
              ") exceeds dimension size (", size, ")");
-  return {call_op1(OpId::slice, {x}, {d, start, start + length, int64_t{1}})};
+  return {{OpId::slice, {d, start, start + length, int64_t{1}}}};
 }
-std::vector<Tensor> decomp_expand_as(const OpCall& c) {
-  return {call_op1(OpId::expand, {c.in(0)}, {c.in(1).sizes().vec()})};
-}
-std::vector<Tensor> decomp_reshape(const OpCall& c) {
-  const Tensor& x = c.in(0);
-  Shape size = infer_size(c.attrs.ints(0), x.numel(), "reshape", x.sizes());
-  if (view_strides(x.sizes(), x.strides(), size)) return {call_op1(OpId::view, {x}, {size})};
-  return {call_op1(OpId::view, {call_op1(OpId::clone, {x})}, {size})};
-}
-std::vector<Tensor> decomp_flatten(const OpCall& c) {
-  const Tensor& x = c.in(0);
-  if (x.dim() == 0) return {call_op1(OpId::reshape, {x}, {Shape{1}})};
-  int64_t s = wrap_dim(c.attrs.i(0), x.dim(), "flatten"), e = wrap_dim(c.attrs.i(1), x.dim(), "flatten");
-  KILN_CHECK(s <= e, "flatten: start_dim (", s, ") cannot come after end_dim (", e, ")");
-  Shape size;
-  for (int64_t i = 0; i < s; ++i) size.push_back(x.sizes()[i]);
-  int64_t m = 1;
-  for (int64_t i = s; i <= e; ++i) m *= x.sizes()[i];
-  size.push_back(m);
-  for (int64_t i = e + 1; i < x.dim(); ++i) size.push_back(x.sizes()[i]);
-  return {call_op1(OpId::reshape, {x}, {size})};
-}
-std::vector<Tensor> decomp_unflatten(const OpCall& c) {
-  const Tensor& x = c.in(0);
-  int64_t d = wrap_dim(c.attrs.i(0), x.dim(), "unflatten");
-  Shape inner = infer_size(c.attrs.ints(1), x.sizes()[d], "unflatten", x.sizes());
-  Shape size(x.sizes().begin(), x.sizes().begin() + d);
-  size.insert(size.end(), inner.begin(), inner.end());
-  size.insert(size.end(), x.sizes().begin() + d + 1, x.sizes().end());
-  return {call_op1(OpId::reshape, {x}, {size})};
-}
-std::vector<Tensor> decomp_split(const OpCall& c) {
-  const Tensor& x = c.in(0);
+ViewSteps expand_as_steps(const OpCall& c) { return {{OpId::expand, {c.in(1).sizes().vec()}}}; }
+// One slice per piece of `sizes` along `d`, after split's checks.
+ViewSteps split_sizes_steps(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   KILN_CHECK(x.dim() > 0, "split: cannot be applied to a 0-dim tensor");
-  int64_t d = wrap_dim(c.attrs.i(1), x.dim(), "split");
-  const auto& sizes = c.attrs.ints(0);
+  int64_t d = wrap_dim(dim, x.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     KILN_CHECK(s >= 0, "split: split sizes must be non-negative, got ", shape_str(sizes));
@@ -329,15 +327,16 @@ std::vector<Tensor> decomp_split(const OpCall& c) {
   }
   KILN_CHECK(total == x.sizes()[d], "split: split sizes ", shape_str(sizes), " must sum to the size of dimension ",
              d, " (", x.sizes()[d], ")");
-  std::vector<Tensor> out;
+  ViewSteps out;
   int64_t start = 0;
   for (int64_t s : sizes) {
-    out.push_back(call_op1(OpId::slice, {x}, {d, start, start + s, int64_t{1}}));
+    out.push_back({OpId::slice, {d, start, start + s, int64_t{1}}});
     start += s;
   }
   return out;
 }
-std::vector<Tensor> decomp_chunk(const OpCall& c) {
+ViewSteps split_steps(const OpCall& c) { return split_sizes_steps(c.in(0), c.attrs.ints(0), c.attrs.i(1)); }
+ViewSteps chunk_steps(const OpCall& c) {
   const Tensor& x = c.in(0);
   int64_t chunks = c.attrs.i(0);
   KILN_CHECK(chunks > 0, "chunk: number of chunks must be greater than 0, got ", chunks);
@@ -348,30 +347,105 @@ std::vector<Tensor> decomp_chunk(const OpCall& c) {
   std::vector<int64_t> sizes;
   for (int64_t start = 0; start < size; start += each) sizes.push_back(std::min(each, size - start));
   if (size == 0) sizes.push_back(0);
-  return call_op(OpId::split, {x}, {sizes, d});
+  return split_sizes_steps(x, sizes, d);
 }
-std::vector<Tensor> decomp_unbind(const OpCall& c) {
+ViewSteps unbind_steps(const OpCall& c) {
   const Tensor& x = c.in(0);
   KILN_CHECK(x.dim() > 0, "unbind: cannot be applied to a 0-dim tensor");
   int64_t d = wrap_dim(c.attrs.i(0), x.dim(), "unbind");
-  std::vector<Tensor> out;
-  for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back(call_op1(OpId::select, {x}, {d, i}));
+  ViewSteps out;
+  for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back({OpId::select, {d, i}});
   return out;
+}
+#define KILN_COMPOSITE_VIEW(op)                            \
+  KILN_REGISTER_META(op, meta_composite_view<op##_steps>); \
+  KILN_REGISTER_DECOMP(op, decomp_composite_view<op##_steps>)
+KILN_COMPOSITE_VIEW(transpose);
+KILN_COMPOSITE_VIEW(t);
+KILN_COMPOSITE_VIEW(narrow);
+KILN_COMPOSITE_VIEW(expand_as);
+KILN_COMPOSITE_VIEW(split);
+KILN_COMPOSITE_VIEW(chunk);
+KILN_COMPOSITE_VIEW(unbind);
+#undef KILN_COMPOSITE_VIEW
+
+// ---- reshape-like composites ----
+// Note [Meta strides of reshape-like ops]
+// reshape, flatten, unflatten and contiguous return a view of the input when
+// they can and a copy otherwise, so they are not VIEW ops in ops.def: a VIEW
+// op's outputs are always made as aliases of input 0 (backend_call). Their
+// meta functions still report the strides and offset eager gives (the view's,
+// or a fresh contiguous tensor's), which tests/ops/meta_tests.cpp checks
+// against eager. On the meta device backend_call gives every non-VIEW output
+// contiguous strides, so there only their sizes and dtypes are compared.
+
+// What eager's reshape gives: a view when the strides allow one, else a view
+// of a contiguous clone (offset 0).
+TensorMeta reshape_meta(const Tensor& x, const Shape& size) {
+  if (auto st = view_strides(x.sizes(), x.strides(), size)) return view_meta(x, size, *st, x.storage_offset());
+  return view_meta(x, size, *view_strides(x.sizes(), contiguous_strides(x.sizes()), size), 0);
+}
+Shape flatten_size(const Tensor& x, const Attrs& a) {
+  if (x.dim() == 0) return {1};
+  int64_t s = wrap_dim(a.i(0), x.dim(), "flatten"), e = wrap_dim(a.i(1), x.dim(), "flatten");
+  KILN_CHECK(s <= e, "flatten: start_dim (", s, ") cannot come after end_dim (", e, ")");
+  Shape size;
+  for (int64_t i = 0; i < s; ++i) size.push_back(x.sizes()[i]);
+  int64_t m = 1;
+  for (int64_t i = s; i <= e; ++i) m *= x.sizes()[i];
+  size.push_back(m);
+  for (int64_t i = e + 1; i < x.dim(); ++i) size.push_back(x.sizes()[i]);
+  return size;
+}
+Shape unflatten_size(const Tensor& x, const Attrs& a) {
+  int64_t d = wrap_dim(a.i(0), x.dim(), "unflatten");
+  Shape inner = infer_size(a.ints(1), x.sizes()[d], "unflatten", x.sizes());
+  Shape size(x.sizes().begin(), x.sizes().begin() + d);
+  size.insert(size.end(), inner.begin(), inner.end());
+  size.insert(size.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  return size;
+}
+
+std::vector<TensorMeta> meta_reshape(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  return {reshape_meta(x, infer_size(c.attrs.ints(0), x.numel(), "reshape", x.sizes()))};
+}
+std::vector<TensorMeta> meta_flatten(const OpCall& c) {
+  return {reshape_meta(c.in(0), flatten_size(c.in(0), c.attrs))};
+}
+std::vector<TensorMeta> meta_unflatten(const OpCall& c) {
+  return {reshape_meta(c.in(0), unflatten_size(c.in(0), c.attrs))};
+}
+// contiguous returns its input itself when it is contiguous, else a clone.
+std::vector<TensorMeta> meta_contiguous(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  if (x.is_contiguous()) return {view_meta(x, x.sizes().vec(), x.strides().vec(), x.storage_offset())};
+  return {view_meta(x, x.sizes().vec(), contiguous_strides(x.sizes()), 0)};
+}
+
+std::vector<Tensor> decomp_reshape(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  Shape size = infer_size(c.attrs.ints(0), x.numel(), "reshape", x.sizes());
+  if (view_strides(x.sizes(), x.strides(), size)) return {call_op1(OpId::view, {x}, {size})};
+  return {call_op1(OpId::view, {call_op1(OpId::clone, {x})}, {size})};
+}
+std::vector<Tensor> decomp_flatten(const OpCall& c) {
+  return {call_op1(OpId::reshape, {c.in(0)}, {flatten_size(c.in(0), c.attrs)})};
+}
+std::vector<Tensor> decomp_unflatten(const OpCall& c) {
+  return {call_op1(OpId::reshape, {c.in(0)}, {unflatten_size(c.in(0), c.attrs)})};
 }
 std::vector<Tensor> decomp_contiguous(const OpCall& c) {
   const Tensor& x = c.in(0);
   return {x.is_contiguous() ? x : call_op1(OpId::clone, {x})};
 }
-KILN_REGISTER_DECOMP(transpose, decomp_transpose);
-KILN_REGISTER_DECOMP(t, decomp_t);
-KILN_REGISTER_DECOMP(narrow, decomp_narrow);
-KILN_REGISTER_DECOMP(expand_as, decomp_expand_as);
+KILN_REGISTER_META(reshape, meta_reshape);
+KILN_REGISTER_META(flatten, meta_flatten);
+KILN_REGISTER_META(unflatten, meta_unflatten);
+KILN_REGISTER_META(contiguous, meta_contiguous);
 KILN_REGISTER_DECOMP(reshape, decomp_reshape);
 KILN_REGISTER_DECOMP(flatten, decomp_flatten);
 KILN_REGISTER_DECOMP(unflatten, decomp_unflatten);
-KILN_REGISTER_DECOMP(split, decomp_split);
-KILN_REGISTER_DECOMP(chunk, decomp_chunk);
-KILN_REGISTER_DECOMP(unbind, decomp_unbind);
 KILN_REGISTER_DECOMP(contiguous, decomp_contiguous);
 
 AttrValue opt_int(const std::optional<SymInt>& v) {
