@@ -289,7 +289,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
                "in-place operation; wrap it in kiln::NoGradGuard or clone() it first");
   if (src.device() != device() || !grad) {
     KILN_CHECK(!grad, "copy_: not supported yet: copies across devices of tensors that require grad");
-    copy_into(*this, src);
+    // Through call_op like every op, so modes and the op-call counts see it (copy_into below autograd doesn't).
+    (void)call_op(OpId::copy_, {*this, src});
     unsafe_impl()->bump_version();
     return *this;
   }

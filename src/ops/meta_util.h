@@ -15,6 +15,10 @@ Shape broadcast_all(std::span<const Tensor> ts, const char* op);
 DType result_type(std::span<const Tensor> ts);
 // For ops that compute in floating point (exp, div, ...): integral/bool → default float.
 inline DType to_floating(DType t) { return is_floating_point(t) ? t : default_dtype(); }
+// Half/BFloat16 compute in float32 (PyTorch's opmath type); others as they are.
+// Decompositions of pointwise composites compute in it and round once, as the
+// kernels do (scalar_math.h), so both give the same values.
+inline DType opmath(DType t) { return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t; }
 
 // The device the outputs go to: the first non-0-d-CPU input's device.
 Device output_device(std::span<const Tensor> ts);

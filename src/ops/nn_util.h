@@ -12,9 +12,6 @@
 
 namespace kiln::nn_detail {
 
-// Half/BFloat16 compute in float32 (PyTorch's opmath type); others as they are.
-inline DType opmath(DType t) { return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t; }
-
 // Checks a loss reduction string ("none", "mean", "sum").
 inline void check_reduction(const std::string& r, const char* op) {
   KILN_CHECK(r == "none" || r == "mean" || r == "sum", op, ": reduction must be 'none', 'mean' or 'sum', got '", r,

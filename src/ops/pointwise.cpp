@@ -142,13 +142,15 @@ std::vector<Tensor> decomp_sub(const OpCall& c) {
   meta_sub(c);  // the bool check
   return {call_op1(OpId::add, {c.in(0), c.in(1)}, {negated(c.attrs.s(0))})};
 }
-// self + value * t1 * t2 (addcdiv: self + value * t1 / t2), in the promoted dtype.
+// self + value * t1 * t2 (addcdiv: self + value * t1 / t2) in the promoted
+// dtype's opmath type, rounded once (as math::Addcmul in the kernels).
 std::vector<Tensor> decomp_addc(const OpCall& c) {
-  DType t = meta_same(c)[0].dtype;
+  DType out = meta_same(c)[0].dtype, t = opmath(out);
   auto cast = [&](const Tensor& x) { return x.dtype() == t ? x : call_op1(OpId::to, {x}, {t}); };
   Tensor prod = c.op == OpId::addcdiv ? call_op1(OpId::div, {cast(c.in(1)), cast(c.in(2))}, {std::monostate{}})
                                       : call_op1(OpId::mul, {cast(c.in(1)), cast(c.in(2))});
-  return {call_op1(OpId::add, {cast(c.in(0)), prod}, {c.attrs.s(0)})};
+  Tensor r = call_op1(OpId::add, {cast(c.in(0)), prod}, {c.attrs.s(0)});
+  return {r.dtype() == out ? r : call_op1(OpId::to, {r}, {out})};
 }
 KILN_REGISTER_DECOMP(sub, decomp_sub);
 KILN_REGISTER_DECOMP(addcmul, decomp_addc);

@@ -129,11 +129,19 @@ std::vector<Tensor> decomp_square(const OpCall& c) {
   Tensor x = c.in(0).dtype() == DType::Bool ? call_op1(OpId::to, {c.in(0)}, {DType::Int64}) : c.in(0);
   return {call_op1(OpId::mul, {x, x})};
 }
+// Half/BFloat16 inputs compute in float32 and round once at the end (opmath, meta_util.h).
+Tensor to_opmath(const Tensor& x) {
+  DType ct = opmath(x.dtype());
+  return ct == x.dtype() ? x : call_op1(OpId::to, {x}, {ct});
+}
+Tensor from_opmath(const Tensor& r, DType t) { return r.dtype() == t ? r : call_op1(OpId::to, {r}, {t}); }
+
 // sigmoid(x) = 1 / (1 + exp(-x))
 std::vector<Tensor> decomp_sigmoid(const OpCall& c) {
   Tensor x = c.in(0);
   if (!is_floating_point(x.dtype())) x = call_op1(OpId::to, {x}, {default_dtype()});
-  return {prim1(OpId::reciprocal, add_s(prim1(OpId::exp, prim1(OpId::neg, x)), 1.0))};
+  Tensor r = prim1(OpId::reciprocal, add_s(prim1(OpId::exp, prim1(OpId::neg, to_opmath(x))), 1.0));
+  return {from_opmath(r, x.dtype())};
 }
 // relu(x) = maximum(x, 0): keeps NaN, as torch's relu does.
 std::vector<Tensor> decomp_relu(const OpCall& c) {
@@ -141,7 +149,7 @@ std::vector<Tensor> decomp_relu(const OpCall& c) {
 }
 // exact: x/2 (1 + erf(x/sqrt 2)); tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 std::vector<Tensor> decomp_gelu(const OpCall& c) {
-  const Tensor& x = c.in(0);
+  const Tensor x = to_opmath(c.in(0));
   Tensor inner;
   if (c.attrs.str(0) == "tanh") {
     Tensor x3 = call_op1(OpId::mul, {call_op1(OpId::mul, {x, x}), x});
@@ -149,12 +157,13 @@ std::vector<Tensor> decomp_gelu(const OpCall& c) {
   } else {
     inner = prim1(OpId::erf, mul_s(x, M_SQRT1_2));
   }
-  return {call_op1(OpId::mul, {mul_s(x, 0.5), add_s(inner, 1.0)})};
+  return {from_opmath(call_op1(OpId::mul, {mul_s(x, 0.5), add_s(inner, 1.0)}), c.in(0).dtype())};
 }
 // silu(x) = x * sigmoid(x)
 std::vector<Tensor> decomp_silu(const OpCall& c) {
-  Tensor s = prim1(OpId::reciprocal, add_s(prim1(OpId::exp, prim1(OpId::neg, c.in(0))), 1.0));
-  return {call_op1(OpId::mul, {c.in(0), s})};
+  Tensor x = to_opmath(c.in(0));
+  Tensor s = prim1(OpId::reciprocal, add_s(prim1(OpId::exp, prim1(OpId::neg, x)), 1.0));
+  return {from_opmath(call_op1(OpId::mul, {x, s}), c.in(0).dtype())};
 }
 std::vector<Tensor> decomp_clone(const OpCall& c) { return {call_op1(OpId::to, {c.in(0)}, {c.in(0).dtype()})}; }
 
