@@ -42,6 +42,10 @@ using SampleFn = std::vector<OpSample> (*)();
 using ErrorFn = std::vector<ErrorSample> (*)();
 bool register_samples(OpId op, SampleFn samples, ErrorFn errors = nullptr);
 
+// Every sample registered for `op`, from all the files that register it
+// (empty when none); the op tests and the meta tests (meta_tests.cpp) run them.
+std::vector<OpSample> op_samples(OpId op);
+
 }  // namespace kiln::test
 
 #define KILN_OP_SAMPLES(op, samples, errors) \

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "dispatch/dispatch.h"
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
@@ -33,11 +34,12 @@ void default_tol(DType t, double& atol, double& rtol) {
   }
 }
 
-void expect_close(const Tensor& got, const Tensor& want, const OpSample& s, size_t k, const char* what) {
+void expect_close(const Tensor& got, const Tensor& want, const OpSample& s, size_t k, const char* what,
+                  bool values = true) {
   ASSERT_TRUE(got.defined()) << what << " output " << k << " is undefined";
   ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what << " output " << k << " shape";
   ASSERT_EQ(got.dtype(), want.dtype()) << what << " output " << k << " dtype";
-  if (!s.compare_values) return;
+  if (!s.compare_values || !values) return;
   double atol = s.atol, rtol = s.rtol;
   double da, dr;
   default_tol(got.dtype(), da, dr);
@@ -75,24 +77,40 @@ bool second_order_supported(OpId op) {
   }
 }
 
+// RAII for the dispatcher's test hooks (src/dispatch/dispatch.h), so a
+// sample that throws leaves them off.
+struct ForceDecomposition {
+  explicit ForceDecomposition(OpId op) { set_force_decomposition(static_cast<int>(op)); }
+  ~ForceDecomposition() { set_force_decomposition(-1); }
+};
+struct CountOpCalls {
+  std::vector<uint32_t> counts = std::vector<uint32_t>(kNumOps, 0);
+  CountOpCalls() { set_op_call_counts(&counts); }
+  ~CountOpCalls() { set_op_call_counts(nullptr); }
+};
+
+// A composite's decomposition is what the compiler runs and what eager falls
+// back to on a device without a kernel; where the CPU has a kernel it would
+// otherwise never run in these tests.
+bool has_kernel_and_decomp(const OpInfo& info) {
+  return info.kind == OpKind::Composite && info.decomp && info.kernels[static_cast<int>(DeviceType::CPU)];
+}
+
 class OpTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(OpTest, Samples) {
   OpId op = static_cast<OpId>(GetParam());
   const OpInfo& info = op_info(op);
-  auto it = registry().find(op);
-  ASSERT_TRUE(it != registry().end() && !it->second.samples.empty()) << "op '" << info.name << "' has no test samples";
-  std::vector<OpSample> samples;
-  for (SampleFn f : it->second.samples) {
-    std::vector<OpSample> part = f();
-    ASSERT_FALSE(part.empty()) << "op '" << info.name << "' registered an empty sample list";
-    for (OpSample& s : part) samples.push_back(std::move(s));
-  }
+  std::vector<OpSample> samples = op_samples(op);
+  ASSERT_FALSE(samples.empty()) << "op '" << info.name << "' has no test samples";
   for (const OpSample& s : samples) {
     SCOPED_TRACE(std::string(info.name) + ": " + s.name);
     TensorList got, want;
     try {
+      CountOpCalls calls;
       got = s.fn(s.inputs);
+      // A sample filed under an op must exercise it (not only ops around it).
+      EXPECT_GT(calls.counts[static_cast<size_t>(op)], 0u) << "the sample never calls " << info.name;
     } catch (const std::exception& e) {
       ADD_FAILURE() << "threw: " << e.what();
       continue;
@@ -103,6 +121,23 @@ TEST_P(OpTest, Samples) {
       for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], s, k, "eager");
     }
     if (s.check) s.check(got);
+    if (has_kernel_and_decomp(info)) {
+      TensorList dec;
+      bool ran = false;
+      try {
+        ForceDecomposition force(op);
+        dec = s.fn(s.inputs);
+        ran = true;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "decomposition threw: " << e.what();
+      }
+      if (ran) {
+        EXPECT_EQ(dec.size(), got.size()) << "decomposition: number of outputs";
+        for (size_t k = 0; k < std::min(dec.size(), got.size()); ++k)
+          expect_close(dec[k], got[k], s, k, "decomposition", !info.has(RANDOM));
+        if (s.check) s.check(dec);
+      }
+    }
     // Gradients against finite differences, in float64.
     if (s.check_grad && info.differentiable()) {
       TensorList in;
@@ -130,7 +165,7 @@ TEST_P(OpTest, Samples) {
       }
     }
   }
-  for (ErrorFn errors : it->second.errors) {
+  for (ErrorFn errors : registry()[op].errors) {
     for (const ErrorSample& e : errors()) {
       SCOPED_TRACE(std::string(info.name) + " bad input: " + e.name);
       try {
@@ -150,6 +185,18 @@ std::string op_test_name(const ::testing::TestParamInfo<int>& p) { return op_nam
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range(0, kNumOps), op_test_name);
 
 }  // namespace
+
+std::vector<OpSample> op_samples(OpId op) {
+  std::vector<OpSample> samples;
+  auto it = registry().find(op);
+  if (it == registry().end()) return samples;
+  for (SampleFn f : it->second.samples) {
+    std::vector<OpSample> part = f();
+    if (part.empty()) ADD_FAILURE() << "op '" << op_name(op) << "' registered an empty sample list";
+    for (OpSample& s : part) samples.push_back(std::move(s));
+  }
+  return samples;
+}
 
 bool register_samples(OpId op, SampleFn samples, ErrorFn errors) {
   auto& r = registry()[op];

@@ -219,17 +219,35 @@ std::vector<ErrorSample> conv_transpose2d_errors() {
 }
 KILN_OP_SAMPLES(conv_transpose2d, conv_transpose2d_samples, conv_transpose2d_errors);
 
-// The prim, through the composites.
+// The prim, through the composites and called directly (as decompositions
+// and the compiler call it; it has no public function of its own).
 std::vector<OpSample> convolution_samples() {
   std::vector<OpSample> v;
+  auto direct = [](const ConvCfg& c) {
+    return [c](const TensorList& x) {
+      Attrs a{Shape{c.sh, c.sw}, Shape{c.ph, c.pw}, Shape{c.dh, c.dw}, c.transposed, Shape{c.oph, c.opw}, c.groups};
+      return call_op(OpId::convolution, {x[0], x[1], x[2]}, a);
+    };
+  };
   ConvCfg c;
   c.ph = c.pw = 1, c.groups = 2;
-  v.push_back(conv_sample("conv2d groups 2", {in({2, 4, 4, 4}, kFloat64, 1), in({2, 2, 3, 3}, kFloat64, 2), in({2}, kFloat64, 3)},
-                          [](const TensorList& x) { return TensorList{conv2d(x[0], x[1], x[2], 1, 1, 1, 2)}; }, c));
+  TensorList ci{in({2, 4, 4, 4}, kFloat64, 1), in({2, 2, 3, 3}, kFloat64, 2), in({2}, kFloat64, 3)};
+  v.push_back(conv_sample(
+      "conv2d groups 2", ci, [](const TensorList& x) { return TensorList{conv2d(x[0], x[1], x[2], 1, 1, 1, 2)}; }, c));
+  v.push_back(conv_sample("direct groups 2", ci, direct(c), c));
   ConvCfg t;
   t.transposed = true, t.sh = t.sw = 2;
-  v.push_back(conv_sample("transposed stride 2", {in({1, 2, 3, 3}, kFloat64, 4), in({2, 2, 2, 2}, kFloat64, 5), in({2}, kFloat64, 6)},
-                          [](const TensorList& x) { return TensorList{conv_transpose2d(x[0], x[1], x[2], 2)}; }, t));
+  TensorList ti{in({1, 2, 3, 3}, kFloat64, 4), in({2, 2, 2, 2}, kFloat64, 5), in({2}, kFloat64, 6)};
+  v.push_back(conv_sample(
+      "transposed stride 2", ti, [](const TensorList& x) { return TensorList{conv_transpose2d(x[0], x[1], x[2], 2)}; },
+      t));
+  ConvCfg td = t;
+  td.oph = td.opw = 1, td.dh = 2;
+  v.push_back(conv_sample("direct transposed, output_padding, dilation", ti, direct(td), td));
+  ConvCfg d;
+  d.sh = 2, d.dw = 2;
+  v.push_back(conv_sample("direct stride and dilation, no bias",
+                          {in({1, 3, 6, 7}, kFloat32, 7), in({4, 3, 2, 2}, kFloat32, 8), Tensor()}, direct(d), d));
   return v;
 }
 std::vector<ErrorSample> convolution_errors() {

@@ -50,12 +50,6 @@ std::vector<OpSample> samples_empty() {
       smp.compare_values = false;
       out.push_back(smp);
     }
-  out.push_back(check_sample("empty_strided", [](const TensorList&) {
-    return TensorList{empty_strided({2, 3}, {1, 2})};
-  }, [](const TensorList& o) {
-    EXPECT_EQ(o[0].strides().vec(), (Shape{1, 2}));
-    EXPECT_FALSE(o[0].is_contiguous());
-  }));
   out.push_back(check_sample("requires_grad option", [](const TensorList&) {
     return TensorList{kiln::empty({2}, TensorOptions(kFloat64).requires_grad())};
   }, [](const TensorList& o) { EXPECT_TRUE(o[0].requires_grad()); }));
@@ -80,64 +74,9 @@ std::vector<OpSample> samples_full() {
                              [](const TensorList&) { return TensorList{filled({2}, 7).to(kInt64)}; }));
   out.push_back(value_sample("bool value → bool", [](const TensorList&) { return TensorList{full({2}, true)}; },
                              [](const TensorList&) { return TensorList{filled({2}, 1).to(kBool)}; }));
-  out.push_back(value_sample("float value → float32", [](const TensorList&) { return TensorList{full({2}, 1.5)}; },
-                             [](const TensorList&) { return TensorList{filled({2}, 1.5).to(kFloat32)}; }));
-  out.push_back(check_sample("tensor<T> for every C++ type, from_blob", [](const TensorList&) {
-    TensorList r{tensor<bool>({true, false}), tensor<uint8_t>({1, 2}), tensor<int8_t>({-1, 2}),
-                 tensor<int16_t>({3, 4}), tensor<int32_t>({5, 6}), tensor<int64_t>({7, 8}),
-                 tensor<float>({1.5f, 2.5f}), tensor<double>({0.25, 0.5}),
-                 tensor<int>(std::vector<int>{1, 2, 3, 4, 5, 6}, {2, 3}), tensor({1.0, 2.0}, kFloat16)};
-    return r;
-  }, [](const TensorList& o) {
-    std::vector<DType> want = {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat32, kFloat64, kInt32, kFloat16};
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(o[i].dtype(), want[i]) << i;
-    EXPECT_EQ(o[2].to_vector<int64_t>(), (std::vector<int64_t>{-1, 2}));
-    EXPECT_EQ(o[8].sizes().vec(), (Shape{2, 3}));
-    EXPECT_EQ(o[9].to_vector<double>(), (std::vector<double>{1.0, 2.0}));
-    // from_blob: no copy, deleter runs when the last user dies, strides variant.
-    float buf[6] = {0, 1, 2, 3, 4, 5};
-    bool deleted = false;
-    {
-      Tensor b = from_blob(buf, {2, 3}, kFloat32, [&](void*) { deleted = true; });
-      EXPECT_EQ(b.data_ptr(), static_cast<void*>(buf));
-      buf[4] = 40;
-      EXPECT_EQ(b.to_vector<double>()[4], 40.0);
-      Tensor t = from_blob(buf, {3, 2}, {1, 3}, kFloat32);
-      EXPECT_EQ(t.to_vector<double>(), (std::vector<double>{0, 3, 1, 40, 2, 5}));
-    }
-    EXPECT_TRUE(deleted);
-    EXPECT_THROW(tensor<float>({1.f, 2.f, 3.f}, {2, 2}), kiln::Error);
-  }));
-  out.push_back(check_sample("copy_: broadcast, dtype, version, autograd", [](const TensorList&) {
-    Tensor dst = zeros({2, 3}, kFloat64);
-    uint32_t v0 = dst._version();
-    dst.copy_(tensor<int32_t>({1, 2, 3}));
-    EXPECT_GT(dst._version(), v0);
-    EXPECT_EQ(dst.to_vector<double>(), (std::vector<double>{1, 2, 3, 1, 2, 3}));
-    Tensor strided = zeros({3, 2}, kFloat32).t();
-    strided.copy_(tensor<double>({1, 2, 3, 4, 5, 6}, {2, 3}));
-    EXPECT_EQ(strided.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
-    // The gradient flows to src (summed over the broadcast dim); not to dst's old value.
-    Tensor src = tensor<double>({1.0, 2.0, 3.0}).requires_grad_();
-    Tensor old = tensor<double>({1.0, 1.0, 1.0}).requires_grad_();
-    Tensor d = old * 2.0;
-    Tensor target = zeros({2, 3}, kFloat64);
-    target.copy_(src);
-    d.copy_(src * 3.0);
-    (target * tensor<double>({1.0, 10.0, 100.0})).sum().backward();
-    EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{2, 20, 200}));
-    d.sum().backward();
-    EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{5, 23, 203}));
-    EXPECT_FALSE(old.grad().defined());
-    Tensor leaf = zeros({3}, kFloat64).requires_grad_();
-    EXPECT_THROW(leaf.copy_(src), kiln::Error);
-    // to(Device) / to(TensorOptions) on the same device.
-    Tensor x = tensor<float>({1.f, 2.f});
-    EXPECT_TRUE(x.to(kCPU).is_same(x));
-    EXPECT_FALSE(x.to(kCPU, std::nullopt, true).is_same(x));
-    EXPECT_EQ(x.to(TensorOptions(kFloat64)).dtype(), kFloat64);
-    return TensorList{};
-  }, [](const TensorList&) {}));
+  out.push_back(value_sample(
+      "float value → float32", [](const TensorList&) { return TensorList{full({2}, 1.5)}; },
+      [](const TensorList&) { return TensorList{filled({2}, 1.5).to(kFloat32)}; }));
   out.push_back(value_sample("scalar_tensor / tensor(Scalar)", [](const TensorList&) {
     return TensorList{scalar_tensor(2.5, kFloat64), tensor(Scalar(int64_t(4)))};
   }, [](const TensorList&) { return TensorList{filled({}, 2.5).to(kFloat64), filled({}, 4).to(kInt64)}; }));
@@ -248,10 +187,9 @@ std::vector<OpSample> samples_linspace() {
                                r.v = {0, 3, 6, 10};
                                return TensorList{r.to(kInt64)};
                              }));
-  out.push_back(value_sample("decomposition", [](const TensorList&) {
-    OpCall c{OpId::linspace, {}, Attrs{Scalar(-1), Scalar(3), int64_t(7), kFloat64, kCPU}};
-    return TensorList{op_info(OpId::linspace).decomp(c)[0]};
-  }, [](const TensorList&) { return TensorList{ref_linspace(-1, 3, 7).to(kFloat64)}; }));
+  out.push_back(value_sample(
+      "7 steps float64", [](const TensorList&) { return TensorList{linspace(-1, 3, 7, kFloat64)}; },
+      [](const TensorList&) { return TensorList{ref_linspace(-1, 3, 7).to(kFloat64)}; }));
   for (DType t : kFloats)
     out.push_back(value_sample(dname(t), [t](const TensorList&) { return TensorList{linspace(0, 1, 9, t)}; },
                                [t](const TensorList&) { return TensorList{ref_linspace(0, 1, 9).to(t)}; }));
@@ -270,10 +208,9 @@ std::vector<OpSample> samples_eye() {
     out.push_back(value_sample(std::to_string(n) + "x" + std::to_string(m), [n, m](const TensorList&) {
       return TensorList{eye(n, m)};
     }, [n, m](const TensorList&) { return TensorList{ref_eye(n, m).to(kFloat32)}; }));
-  out.push_back(value_sample("decomposition", [](const TensorList&) {
-    OpCall c{OpId::eye, {}, Attrs{int64_t(3), int64_t(4), kFloat32, kCPU}};
-    return TensorList{op_info(OpId::eye).decomp(c)[0]};
-  }, [](const TensorList&) { return TensorList{ref_eye(3, 4).to(kFloat32)}; }));
+  out.push_back(value_sample(
+      "3x4 float32", [](const TensorList&) { return TensorList{eye(3, 4, kFloat32)}; },
+      [](const TensorList&) { return TensorList{ref_eye(3, 4).to(kFloat32)}; }));
   out.push_back(value_sample("square default", [](const TensorList&) { return TensorList{eye(3)}; },
                              [](const TensorList&) { return TensorList{ref_eye(3, 3).to(kFloat32)}; }));
   for (DType t : kAll)
@@ -284,6 +221,71 @@ std::vector<OpSample> samples_eye() {
 std::vector<ErrorSample> errors_eye() {
   return {err("negative n", [] { eye(-1); }, "n must be greater or equal to 0"),
           err("negative m", [] { eye(2, -3); }, "m must be greater or equal to 0")};
+}
+
+// Not ops, so not samples (a sample must call the op it is filed under): data
+// wrapped or copied into a tensor, an uninitialised strided buffer, and
+// copy_'s semantics (its samples are in samples_shape_copy.cpp).
+TEST(TensorFromData, EveryCppTypeAndFromBlob) {
+  TensorList r{
+      tensor<bool>({true, false}), tensor<uint8_t>({1, 2}),     tensor<int8_t>({-1, 2}),
+      tensor<int16_t>({3, 4}),     tensor<int32_t>({5, 6}),     tensor<int64_t>({7, 8}),
+      tensor<float>({1.5f, 2.5f}), tensor<double>({0.25, 0.5}), tensor<int>(std::vector<int>{1, 2, 3, 4, 5, 6}, {2, 3}),
+      tensor({1.0, 2.0}, kFloat16)};
+  std::vector<DType> want = {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat32, kFloat64, kInt32, kFloat16};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(r[i].dtype(), want[i]) << i;
+  EXPECT_EQ(r[2].to_vector<int64_t>(), (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(r[8].sizes().vec(), (Shape{2, 3}));
+  EXPECT_EQ(r[9].to_vector<double>(), (std::vector<double>{1.0, 2.0}));
+  // from_blob: no copy, deleter runs when the last user dies, strides variant.
+  float buf[6] = {0, 1, 2, 3, 4, 5};
+  bool deleted = false;
+  {
+    Tensor b = from_blob(buf, {2, 3}, kFloat32, [&](void*) { deleted = true; });
+    EXPECT_EQ(b.data_ptr(), static_cast<void*>(buf));
+    buf[4] = 40;
+    EXPECT_EQ(b.to_vector<double>()[4], 40.0);
+    Tensor t = from_blob(buf, {3, 2}, {1, 3}, kFloat32);
+    EXPECT_EQ(t.to_vector<double>(), (std::vector<double>{0, 3, 1, 40, 2, 5}));
+  }
+  EXPECT_TRUE(deleted);
+  EXPECT_THROW(tensor<float>({1.f, 2.f, 3.f}, {2, 2}), kiln::Error);
+}
+
+TEST(EmptyStrided, KeepsTheStrides) {
+  Tensor e = empty_strided({2, 3}, {1, 2});
+  EXPECT_EQ(e.strides().vec(), (Shape{1, 2}));
+  EXPECT_FALSE(e.is_contiguous());
+}
+
+TEST(Copy, BroadcastDtypeVersionAutograd) {
+  Tensor dst = zeros({2, 3}, kFloat64);
+  uint32_t v0 = dst._version();
+  dst.copy_(tensor<int32_t>({1, 2, 3}));
+  EXPECT_GT(dst._version(), v0);
+  EXPECT_EQ(dst.to_vector<double>(), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  Tensor strided = zeros({3, 2}, kFloat32).t();
+  strided.copy_(tensor<double>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  EXPECT_EQ(strided.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  // The gradient flows to src (summed over the broadcast dim); not to dst's old value.
+  Tensor src = tensor<double>({1.0, 2.0, 3.0}).requires_grad_();
+  Tensor old = tensor<double>({1.0, 1.0, 1.0}).requires_grad_();
+  Tensor d = old * 2.0;
+  Tensor target = zeros({2, 3}, kFloat64);
+  target.copy_(src);
+  d.copy_(src * 3.0);
+  (target * tensor<double>({1.0, 10.0, 100.0})).sum().backward();
+  EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{2, 20, 200}));
+  d.sum().backward();
+  EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{5, 23, 203}));
+  EXPECT_FALSE(old.grad().defined());
+  Tensor leaf = zeros({3}, kFloat64).requires_grad_();
+  EXPECT_THROW(leaf.copy_(src), kiln::Error);
+  // to(Device) / to(TensorOptions) on the same device.
+  Tensor x = tensor<float>({1.f, 2.f});
+  EXPECT_TRUE(x.to(kCPU).is_same(x));
+  EXPECT_FALSE(x.to(kCPU, std::nullopt, true).is_same(x));
+  EXPECT_EQ(x.to(TensorOptions(kFloat64)).dtype(), kFloat64);
 }
 
 }  // namespace

@@ -324,19 +324,28 @@ std::vector<OpSample> clamp_samples() {
       ref_clamp(-1, 1, kFloat64));
   add("NaN propagates", {kiln::tensor<double>({kNan, 5, -5}, {3}, kFloat32)},
       [](const TensorList& in) { return TensorList{kiln::clamp(in[0], -1.0, 1.0)}; }, ref_clamp(-1, 1, kFloat32), false);
-  add("clamp_ in place", {x}, [](const TensorList& in) {
+  add(
+      "clamp_ in place", {x},
+      [](const TensorList& in) {
         Tensor y = in[0].clone();
         y.clamp_(-1.0, 1.0);
         return TensorList{y};
       },
       ref_clamp(-1, 1, kFloat32), false);
-  // Tensor bounds (maximum then minimum), broadcast.
-  add("tensor bounds broadcast", {x, make_input({4}, kFloat32, 616, -2, -0.5), make_input({3, 1}, kFloat32, 617, 0.5, 2)},
-      [](const TensorList& in) { return TensorList{kiln::clamp(in[0], in[1], in[2])}; },
-      [](const TensorList& in) {
-        return TensorList{ref_map3(Ref::of(in[0]), Ref::of(in[1]), Ref::of(in[2]), clamp_ref).to(kFloat32)};
-      });
   return v;
+}
+// clamp with tensor bounds is maximum then minimum (no clamp op), so its
+// sample is filed under minimum, which makes its output.
+std::vector<OpSample> clamp_tensor_bounds_samples() {
+  OpSample o;
+  o.name = "clamp(x, lo, hi) with tensor bounds, broadcast";
+  o.inputs = {make_input({3, 4}, kFloat32, 611, -3, 3), make_input({4}, kFloat32, 616, -2, -0.5),
+              make_input({3, 1}, kFloat32, 617, 0.5, 2)};
+  o.fn = [](const TensorList& in) { return TensorList{kiln::clamp(in[0], in[1], in[2])}; };
+  o.reference = [](const TensorList& in) {
+    return TensorList{ref_map3(Ref::of(in[0]), Ref::of(in[1]), Ref::of(in[2]), clamp_ref).to(kFloat32)};
+  };
+  return {o};
 }
 std::vector<ErrorSample> clamp_errors() {
   return {{"no bounds", [] { kiln::clamp(filled(2, 1, kFloat32), std::nullopt, std::nullopt); }, "clamp: at least one of"},
@@ -377,11 +386,18 @@ std::vector<OpSample> to_samples() {
   o.reference = [](const TensorList& in) { return TensorList{Ref::of(in[0]).to(kFloat64), Ref::of(in[1]).to(kFloat32)}; };
   o.check_grad = false;  // float64 -> float32 is lossy under finite differences
   v.push_back(o);
+  // The same dtype returns the input itself (no op); copy = true runs the op.
   OpSample same;
-  same.name = "same dtype without copy aliases";
+  same.name = "same dtype: aliases, or copies with copy=true";
   same.inputs = {make_input({3}, kFloat32, 3)};
-  same.fn = [](const TensorList& in) { return TensorList{in[0].to(kFloat32)}; };
-  same.reference = [](const TensorList& in) { return TensorList{Ref::of(in[0]).to(kFloat32)}; };
+  same.fn = [](const TensorList& in) { return TensorList{in[0].to(kFloat32), in[0].to(kFloat32, true)}; };
+  same.reference = [](const TensorList& in) {
+    return TensorList{Ref::of(in[0]).to(kFloat32), Ref::of(in[0]).to(kFloat32)};
+  };
+  same.check = [x = same.inputs[0]](const TensorList& o) {
+    EXPECT_TRUE(o[0].is_same(x)) << "the same dtype returns the input";
+    EXPECT_FALSE(o[1].is_alias_of(x)) << "copy=true must copy";
+  };
   same.check_grad = false;
   v.push_back(same);
   return v;
@@ -428,6 +444,7 @@ KILN_UNARY_SAMPLES(nan_to_num)
 KILN_UNARY_SAMPLES(clone)
 KILN_OP_SAMPLES(bitwise_not, bitwise_not_samples, bitwise_not_errors);
 KILN_OP_SAMPLES(clamp, clamp_samples, clamp_errors);
+KILN_OP_SAMPLES(minimum, clamp_tensor_bounds_samples, nullptr);
 KILN_OP_SAMPLES(to, to_samples, nullptr);
 
 }  // namespace

@@ -24,12 +24,6 @@ OpSample sample(std::string name, TensorList inputs, OpFn fn, OpFn ref) {
   return s;
 }
 
-// Runs an op's decomposition directly (eager uses its kernel; the compiler uses this).
-Tensor run_decomp(OpId op, const TensorList& in, Attrs a) {
-  OpCall c{op, in, a};
-  return op_info(op).decomp(c)[0];
-}
-
 // out[idx] = in[map(idx)] (map returns false for the fill value).
 Ref ref_gather(const Ref& in, const Shape& out_shape, const std::function<bool(const Shape&, Shape&)>& map,
                double fill = 0) {
@@ -65,14 +59,6 @@ std::vector<OpSample> samples_repeat() {
           shape_str(c.s) + " x " + shape_str(c.r) + (nc ? " noncontig" : ""), {make_input(c.s, kFloat32, 1, -2, 2, nc)},
           [r = c.r](const TensorList& in) { return TensorList{in[0].repeat(r)}; },
           [r = c.r](const TensorList& in) { return TensorList{ref_repeat(Ref::of(in[0]), r).to(in[0].dtype())}; }));
-  out.push_back(sample(
-      "decomposition", {make_input({2, 3}, kFloat32, 3)},
-      [](const TensorList& in) {
-        return TensorList{run_decomp(OpId::repeat, in, {Shape{2, 1, 2}})};
-      },
-      [](const TensorList& in) {
-        return TensorList{ref_repeat(Ref::of(in[0]), {2, 1, 2}).to(in[0].dtype())};
-      }));
   for (DType t : kAll)
     out.push_back(sample(
         dname(t), {make_input({2, 3}, t, 2)},
@@ -317,17 +303,11 @@ std::vector<OpSample> samples_roll() {
   };
   for (const Case& c : {Case{{2, 3}, {1}, {1}}, Case{{2, 3}, {-4}, {1}}, Case{{3, 4}, {1, 2}, {0, -1}},
                         Case{{2, 3}, {2}, {}}, Case{{5}, {7}, {0}}, Case{{0, 3}, {1}, {1}}, Case{{}, {1}, {}}})
-    for (int variant : {0, 1, 2})
+    for (bool nc : {false, true})
       out.push_back(sample(
-          shape_str(c.s) + " shifts " + shape_str(c.shifts) + " dims " + shape_str(c.dims) +
-              (variant == 1   ? " noncontig"
-               : variant == 2 ? " decomposition"
-                              : ""),
-          {make_input(c.s, kFloat32, 1, -2, 2, variant == 1)},
-          [c, variant](const TensorList& in) {
-            if (variant == 2) return TensorList{run_decomp(OpId::roll, in, {c.shifts, c.dims})};
-            return TensorList{in[0].roll(c.shifts, c.dims)};
-          },
+          shape_str(c.s) + " shifts " + shape_str(c.shifts) + " dims " + shape_str(c.dims) + (nc ? " noncontig" : ""),
+          {make_input(c.s, kFloat32, 1, -2, 2, nc)},
+          [c](const TensorList& in) { return TensorList{in[0].roll(c.shifts, c.dims)}; },
           [c](const TensorList& in) {
             Ref x = Ref::of(in[0]);
             if (c.dims.empty()) {
@@ -396,9 +376,8 @@ std::vector<OpSample> samples_tri() {
       }
   for (int64_t k : {0, 1, -2})
     out.push_back(sample(
-        "decomposition k=" + std::to_string(k), {make_input({2, 3, 4}, kFloat32, 3)},
-        [k](const TensorList& in) { return TensorList{run_decomp(Lower ? OpId::tril : OpId::triu, in, {k})}; },
-        ref(k)));
+        "batched k=" + std::to_string(k), {make_input({2, 3, 4}, kFloat32, 3)},
+        [k](const TensorList& in) { return TensorList{Lower ? tril(in[0], k) : triu(in[0], k)}; }, ref(k)));
   for (DType t : kAll)
     out.push_back(sample(
         dname(t), {make_input({3, 3}, t, 2)},

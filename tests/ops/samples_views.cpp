@@ -58,6 +58,26 @@ std::vector<OpSample> reshape_samples() {
   for (DType t : kAllTypes)
     v.push_back(view_sample("contiguous", make_input({2, 6}, t, 6), [](const TensorList& in) {
       return TensorList{in[0].reshape({3, -1})}; }, {3, 4}, [](const Shape& i) { return unravel(i[0] * 4 + i[1], {2, 6}); }));
+  // Viewable non-contiguous inputs give views with their strides and offset
+  // (Note [Meta strides of reshape-like ops]).
+  v.push_back(view_sample(
+      "non-contiguous viewable", make_input({4, 6}, kFloat64, 4, -2, 2, true),
+      [](const TensorList& in) {
+        return TensorList{in[0].reshape({4, 2, 3})};
+      },
+      {4, 2, 3},
+      [](const Shape& i) {
+        return Shape{i[0], i[1] * 3 + i[2]};
+      }));
+  v.push_back(view_sample(
+      "narrowed (offset) viewable", make_input({3, 6}, kFloat64, 5),
+      [](const TensorList& in) {
+        return TensorList{in[0].narrow(1, 2, 4).reshape({3, 2, 2})};
+      },
+      {3, 2, 2},
+      [](const Shape& i) {
+        return Shape{i[0], 2 + i[1] * 2 + i[2]};
+      }));
   return v;
 }
 std::vector<ErrorSample> reshape_errors() {
@@ -248,6 +268,18 @@ std::vector<OpSample> flatten_samples() {
       return TensorList{in[0].flatten(1)}; }, {2, 12}, [](const Shape& i) { return Shape{i[0], i[1] / 4, i[1] % 4}; }));
   v.push_back(view_sample("0-d", make_input({}, kFloat64, 20), [](const TensorList& in) {
     return TensorList{in[0].flatten()}; }, {1}, [](const Shape&) { return Shape{}; }));
+  v.push_back(view_sample(
+      "noncontig dims 1..2 (a view)", make_input({2, 3, 4}, kFloat64, 20, -2, 2, true),
+      [](const TensorList& in) { return TensorList{in[0].flatten(1)}; }, {2, 12},
+      [](const Shape& i) {
+        return Shape{i[0], i[1] / 4, i[1] % 4};
+      }));
+  v.push_back(view_sample(
+      "of a transpose (a copy)", make_input({2, 3, 4}, kFloat64, 20),
+      [](const TensorList& in) { return TensorList{in[0].transpose(0, 1).flatten(0, 1)}; }, {6, 4},
+      [](const Shape& i) {
+        return Shape{i[0] % 2, i[0] / 2, i[1]};
+      }));
   return v;
 }
 std::vector<ErrorSample> flatten_errors() {
@@ -331,6 +363,14 @@ std::vector<OpSample> contiguous_samples() {
     s.check = [](const TensorList& out) { EXPECT_TRUE(out[0].is_contiguous()); };
     v.push_back(s);
   }
+  OpSample same = view_sample(
+      "of a contiguous tensor is the tensor", make_input({3, 4}, kFloat64, 26),
+      [](const TensorList& in) { return TensorList{in[0].contiguous()}; }, {3, 4}, [](const Shape& i) { return i; });
+  same.check = [x = same.inputs[0]](const TensorList& out) { EXPECT_TRUE(out[0].is_same(x)); };
+  v.push_back(same);
+  v.push_back(view_sample(
+      "noncontig", make_input({3, 4}, kFloat64, 26, -2, 2, true),
+      [](const TensorList& in) { return TensorList{in[0].contiguous()}; }, {3, 4}, [](const Shape& i) { return i; }));
   return v;
 }
 KILN_OP_SAMPLES(contiguous, contiguous_samples, nullptr);
