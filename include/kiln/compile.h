@@ -77,6 +77,10 @@ struct CompileStats {
   std::vector<size_t> saveall_bytes;           // per AOT graph: saving every forward intermediate
   std::vector<std::string> guards;             // what the latest graph assumed about its inputs
   bool fell_back_to_eager = false;             // recompile_limit reached
+  // The latest call: ops recorded, its whole time and the part spent compiling and running
+  // graphs (the rest is recording: re-running the user's code on tracers).
+  size_t last_call_ops = 0;
+  double last_call_us = 0, last_run_us = 0;
   std::string str() const;
 };
 

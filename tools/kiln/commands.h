@@ -25,5 +25,7 @@ int cmd_bench_ops(const BenchOptions& opts);
 std::vector<std::string> validate_zoo(const ZooOptions& opts);
 // Exit code 1 when a model failed (the others still ran and were reported).
 int cmd_bench_zoo(const ZooOptions& opts);
+// kiln bench compile: capture and AOT autograd per zoo model (same options as bench zoo).
+int cmd_bench_compile(const ZooOptions& opts);
 
 }  // namespace kiln::cli

@@ -121,6 +121,9 @@ int main(int argc, char** argv) {
   train->add_flag("--progress", bar, "always draw the live progress bar");
   train->add_flag("--no-progress", no_bar, "plain lines even on a terminal");
   train->add_flag("--json", to.json, "end with one line holding a JSON summary");
+  train->add_flag("--compile", to.compile, "run each training step through kiln::compile");
+  train->add_option("--backend", to.backend, "compile backend: aot_eager | eager (with --compile)")
+      ->capture_default_str();
 
   auto* info = app.add_subcommand("info", "version, compiler, BLAS, threads, devices");
   info->add_flag("--json", json, "print one JSON object");
@@ -139,6 +142,13 @@ int main(int argc, char** argv) {
   bench_zoo->add_option("--iters", zo.iters, "timed steps per model (median reported)")->capture_default_str();
   bench_zoo->add_option("--device", zo.device, "cpu (cuda: not supported yet)")->capture_default_str();
   bench_zoo->add_flag("--json", zo.json, "one JSON line per model (keys as torch_zoo.py's)");
+  auto* bench_compile = bench->add_subcommand("compile", "capture and AOT autograd (aot_eager) on each zoo model");
+  kiln::cli::ZooOptions co;
+  co.iters = 5;
+  bench_compile->add_option("--models", co.models, "comma-separated: mlp,gpt_nano,gpt2,resnet18,mobilenet_v2,dlrm")
+      ->capture_default_str();
+  bench_compile->add_option("--iters", co.iters, "timed steps per model (median reported)")->capture_default_str();
+  bench_compile->add_flag("--json", co.json, "one JSON line per model");
 
   // Wrong usage: one line naming the problem, the usage line, exit code 2.
   auto usage_error = [&](const std::string& msg, const CLI::App* sub) {
@@ -184,6 +194,14 @@ int main(int argc, char** argv) {
         return usage_error(e.what(), bench_zoo);
       }
       return kiln::cli::cmd_bench_zoo(zo);
+    }
+    if (*bench_compile) {
+      try {
+        kiln::cli::validate_zoo(co);
+      } catch (const kiln::Error& e) {
+        return usage_error(e.what(), bench_compile);
+      }
+      return kiln::cli::cmd_bench_compile(co);
     }
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: %s\n", e.what());

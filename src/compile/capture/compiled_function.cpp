@@ -115,18 +115,24 @@ void CompiledFunction::run(const std::function<void()>& body) {
     return;
   }
   ++stats_.calls;
-  Recording rec(this);
-  try {
-    body();
-  } catch (...) {
-    // Eager would have run every op before the failing one: run them, then report the failure.
+  stats_.last_call_ops = 0;
+  stats_.last_run_us = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    Recording rec(this);
     try {
-      rec.flush();
+      body();
     } catch (...) {
+      // Eager would have run every op before the failing one: run them, then report the failure.
+      try {
+        rec.flush();
+      } catch (...) {
+      }
+      throw;
     }
-    throw;
+    rec.flush();
   }
-  rec.flush();
+  stats_.last_call_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::string CompiledFunction::recompile_reason(const std::vector<Entry>& entries, const Graph& g,
@@ -156,6 +162,13 @@ std::string CompiledFunction::recompile_reason(const std::vector<Entry>& entries
 
 GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
                                         bool differentiable) {
+  auto t0 = std::chrono::steady_clock::now();
+  stats_.last_call_ops += graph.num_ops();
+  struct AddTime {
+    double& total;
+    std::chrono::steady_clock::time_point t0;
+    ~AddTime() { total += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(); }
+  } add_time{stats_.last_run_us, t0};
   std::vector<int64_t> rs = random_state(graph);
   std::vector<Entry>& entries = cache_[graph_index];
   for (const Entry& e : entries)
@@ -189,12 +202,12 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
     stats_.graphs.push_back(text);
     stats_.ops_per_graph.push_back(graph.num_ops());
   }
-  auto t0 = std::chrono::steady_clock::now();
+  auto tc = std::chrono::steady_clock::now();
   CompileContext ctx{differentiable, options_, stats_};
   Entry e{hash, backend_->compile(graph, ctx), {}, {}};
   auto t1 = std::chrono::steady_clock::now();
   log(Log::Perf, "graph " + std::to_string(graph_index) + ": compiled " + std::to_string(graph.num_ops()) + " ops in " +
-                     std::to_string(std::chrono::duration<double, std::milli>(t1 - t0).count()) + " ms");
+                     std::to_string(std::chrono::duration<double, std::milli>(t1 - tc).count()) + " ms");
   for (int v : graph.inputs) e.input_metas.push_back(graph.values[v].meta);
   for (const Node& n : graph.nodes) e.ops.push_back(n.op);
   Runnable run = e.run;

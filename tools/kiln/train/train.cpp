@@ -10,16 +10,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "kiln/autograd.h"
 #include "kiln/checkpoint.h"
+#include "kiln/compile.h"
 #include "kiln/generator.h"
 #include "kiln/optim.h"
 #include "tools/kiln/train/progress.h"
@@ -43,6 +45,14 @@ void validate(const Options& o) {
   KILN_CHECK(o.checkpoint_every >= 0, "--checkpoint-every: must be positive, got ", o.checkpoint_every);
   KILN_CHECK(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
   KILN_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint DIR");
+  if (o.compile) {
+    auto names = list_backends();
+    std::string valid;
+    for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
+    KILN_CHECK(std::find(names.begin(), names.end(), o.backend) != names.end(), "--backend: unknown backend '",
+               o.backend, "' (valid: ", valid, ")");
+    KILN_CHECK(o.backend != "inductor", "--backend inductor: not supported yet (use aot_eager or eager)");
+  }
   Device d(o.device);  // throws on a malformed device string
   KILN_CHECK(d.is_cpu(), "--device ", o.device, ": not supported yet (kiln's CUDA backend is not built; use cpu)");
 }
@@ -92,8 +102,7 @@ double parse_double(const std::string& s, const char* what) {
 uint64_t parse_u64(const std::string& s, const char* what) {
   char* end = nullptr;
   uint64_t v = std::strtoull(s.c_str(), &end, 10);
-  KILN_CHECK(end && *end == '\0' && !s.empty(), "kiln train: checkpoint field ", what, " is not an integer: '", s,
-             "'");
+  KILN_CHECK(end && *end == '\0' && !s.empty(), "kiln train: checkpoint field ", what, " is not an integer: '", s, "'");
   return v;
 }
 
@@ -113,8 +122,9 @@ Summary run(const Options& in, std::ostream& out) {
   if (o.log_every == 0) o.log_every = def.log_every;
 
   manual_seed(o.seed);  // model initialisation is a function of the seed
-  std::unique_ptr<Task> task = o.task == "digits" ? make_digits_task(o, find_data_dir(o.data_dir, "digits.u8"))
-                                                  : make_chars_task(o, find_data_dir(o.data_dir, "tinyshakespeare.txt"));
+  std::unique_ptr<Task> task = o.task == "digits"
+                                   ? make_digits_task(o, find_data_dir(o.data_dir, "digits.u8"))
+                                   : make_chars_task(o, find_data_dir(o.data_dir, "tinyshakespeare.txt"));
   nn::Module& model = task->model();
   model.train();
   optim::AdamW opt(model.parameters(), {.lr = o.lr, .weight_decay = 0.01});
@@ -174,16 +184,22 @@ Summary run(const Options& in, std::ostream& out) {
   bool tty = isatty(fileno(stdout)) && &out == &std::cout;
   bool bar = o.progress_bar.value_or(tty) && !o.quiet;
   Progress progress(out, o.steps, step, task->samples_per_step(), bar, !bar && !o.quiet);
-  auto t0 = std::chrono::steady_clock::now();
-  for (; step < o.steps; ++step) {
-    set_lr(opt, task->lr_at(step));
-    Tensor loss = task->loss_for_step(step);
+  // One training step; with --compile the whole step (forward, backward, AdamW) is one captured graph.
+  std::function<Tensor(int64_t)> train_step = [&](int64_t at) {
+    Tensor loss = task->loss_for_step(at);
     opt.zero_grad();
     loss.backward();
     opt.step();
+    return loss;
+  };
+  std::optional<Compiled<std::function<Tensor(int64_t)>>> compiled;
+  if (o.compile) compiled.emplace(train_step, CompileOptions{.backend = o.backend});
+  auto t0 = std::chrono::steady_clock::now();
+  for (; step < o.steps; ++step) {
+    set_lr(opt, task->lr_at(step));
+    Tensor loss = compiled ? (*compiled)(step) : train_step(step);
     double l = loss.item<float>();
-    KILN_CHECK(std::isfinite(l), "kiln train: the loss became ", l, " at step ", step + 1,
-               " (try a smaller --lr)");
+    KILN_CHECK(std::isfinite(l), "kiln train: the loss became ", l, " at step ", step + 1, " (try a smaller --lr)");
     cur.sum += l;
     cur.count += 1;
     progress.update(step + 1, cur.sum / static_cast<double>(cur.count));
@@ -192,11 +208,10 @@ Summary run(const Options& in, std::ostream& out) {
       progress.interval(step + 1, last_logged);
       cur = {};
     }
-    if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps)
-      save_checkpoint(step + 1);
+    if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) save_checkpoint(step + 1);
   }
   if (!ckpt_path.empty()) save_checkpoint(step);  // holds the open interval (Note [Exact resume])
-  if (cur.count > 0) {  // a last, shorter interval
+  if (cur.count > 0) {                            // a last, shorter interval
     last_logged = cur.sum / static_cast<double>(cur.count);
     progress.interval(step, last_logged);
   }

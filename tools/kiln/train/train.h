@@ -19,21 +19,23 @@ struct Options {
   double lr = 0;                // 0: the task's default
   uint64_t seed = 0;
   std::string device = "cpu";
-  std::string checkpoint_dir;   // empty: no checkpoints
-  int64_t checkpoint_every = 0; // 0: only at the end
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // 0: only at the end
   bool resume = false;
-  int64_t log_every = 0;        // 0: the task's default
-  std::string data_dir;         // empty: search (KILN_DATA_DIR, ./data, next to the binary)
+  int64_t log_every = 0;             // 0: the task's default
+  std::string data_dir;              // empty: search (KILN_DATA_DIR, ./data, next to the binary)
   std::optional<bool> progress_bar;  // default: when stdout is a terminal
   bool json = false;
-  bool quiet = false;           // no per-interval lines (tests)
+  bool quiet = false;                 // no per-interval lines (tests)
+  bool compile = false;               // each training step runs through kiln::compile (whole-step capture)
+  std::string backend = "aot_eager";  // the compile backend
 };
 
 struct Summary {
   std::string task;
   int64_t steps = 0;
-  int64_t start_step = 0;       // > 0 when resumed
-  double final_loss = 0;        // mean training loss of the last logged interval
+  int64_t start_step = 0;  // > 0 when resumed
+  double final_loss = 0;   // mean training loss of the last logged interval
   double seconds = 0;
   double samples_per_second = 0;
   std::optional<double> test_accuracy;  // digits

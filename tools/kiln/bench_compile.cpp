@@ -1,0 +1,177 @@
+// kiln bench compile: what capture and AOT autograd cost and save on each zoo model (CPU sizes):
+// recording time, graphs, breaks, cold capture, ops before and after decomposition, the
+// partition's saved bytes, and the aot_eager training step against eager, in one run.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/parallel.h"
+#include "kiln/kiln.h"
+#include "kiln/optim.h"
+#include "models/zoo.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double round_to(double x, int digits) {
+  const double s = std::pow(10.0, digits);
+  return std::nearbyint(x * s) / s;
+}
+
+// The accuracy rule's gradient check after one step (BENCHMARKS.md): every gradient within
+// 1e-3 of eager's, relative to the gradient's largest entry.
+bool grads_match(const nn::Module& a, const nn::Module& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  if (pa.size() != pb.size()) return false;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    if (pa[i].grad().defined() != pb[i].grad().defined()) return false;
+    if (!pa[i].grad().defined()) continue;
+    auto x = pa[i].grad().to_vector<double>(), y = pb[i].grad().to_vector<double>();
+    double scale = 0, diff = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+      scale = std::max(scale, std::abs(y[k]));
+      diff = std::max(diff, std::abs(x[k] - y[k]));
+    }
+    if (diff > 1e-3 * (scale + 1e-6)) return false;
+  }
+  return true;
+}
+
+nlohmann::json run_one(const std::string& name, int iters) {
+  // Two copies from one seed: eager, and the forward+loss compiled with aot_eager.
+  models::Workload we = models::make_workload(name, kCPU, /*cpu_sizes=*/true);
+  models::Workload wc = models::make_workload(name, kCPU, /*cpu_sizes=*/true);
+  optim::AdamW opt_e(we.module->parameters(), {.lr = 1e-4});
+  optim::AdamW opt_c(wc.module->parameters(), {.lr = 1e-4});
+  auto fwd = compile([&] { return wc.step_loss(); }, {.backend = "aot_eager"});
+  auto eager_step = [&](bool step) {
+    Tensor loss = we.step_loss();
+    loss.backward();
+    if (step) opt_e.step();
+    return loss;
+  };
+  auto compiled_step = [&](bool step) {
+    Tensor loss = fwd();
+    loss.backward();
+    if (step) opt_c.step();
+    return loss;
+  };
+  // One step without the update: losses and gradients against eager (the accuracy rule).
+  auto t0 = Clock::now();
+  Tensor lc = compiled_step(false);
+  const double cold_ms = ms_since(t0);
+  Tensor le = eager_step(false);
+  const double dl = std::abs(lc.item<double>() - le.item<double>());
+  const bool accurate = dl <= 1e-4 * (1 + std::abs(le.item<double>())) && grads_match(*wc.module, *we.module);
+  opt_e.step();
+  opt_c.step();
+  opt_e.zero_grad(true);
+  opt_c.zero_grad(true);
+  for (int i = 0; i < 2; ++i) {
+    eager_step(true);
+    opt_e.zero_grad(true);
+    compiled_step(true);
+    opt_c.zero_grad(true);
+  }
+  std::vector<double> te, tc, rec_call, rec_op;
+  for (int i = 0; i < iters; ++i) {
+    auto t = Clock::now();
+    eager_step(true);
+    opt_e.zero_grad(true);
+    te.push_back(ms_since(t));
+    t = Clock::now();
+    compiled_step(true);
+    opt_c.zero_grad(true);
+    tc.push_back(ms_since(t));
+    const auto& s = fwd.stats();
+    const double record_us = s.last_call_us - s.last_run_us;
+    rec_call.push_back(record_us);
+    rec_op.push_back(s.last_call_ops ? record_us / static_cast<double>(s.last_call_ops) : 0);
+  }
+  const auto& s = fwd.stats();
+  size_t ops = 0, prim_ops = 0, saved = 0, saveall = 0;
+  for (size_t n : s.ops_per_graph) ops += n;
+  for (size_t n : s.prim_ops_per_graph) prim_ops += n;
+  for (size_t n : s.saved_bytes) saved += n;
+  for (size_t n : s.saveall_bytes) saveall += n;
+  const double eager_ms = median(te), aot_ms = median(tc);
+  return {{"model", name},
+          {"record_us_per_op", round_to(median(rec_op), 3)},
+          {"record_us_per_call", round_to(median(rec_call), 1)},
+          {"guard_us", nullptr},  // assume_pure (guard-only replay) is not supported yet
+          {"graphs", s.graphs_compiled},
+          {"breaks", s.breaks.size()},
+          {"capture_ms", round_to(cold_ms - aot_ms, 1)},
+          {"ops", ops},
+          {"prim_ops", prim_ops},
+          {"saved_bytes", saved},
+          {"saveall_bytes", saveall},
+          {"eager_ms", round_to(eager_ms, 2)},
+          {"aot_eager_ms", round_to(aot_ms, 2)},
+          {"accuracy_pass", accurate}};
+}
+
+}  // namespace
+
+int cmd_bench_compile(const ZooOptions& o) {
+  const std::vector<std::string> names = validate_zoo(o);
+  std::printf("kiln %s cpu threads=%d: capture and AOT autograd (aot_eager) per zoo model\n", version(),
+              get_num_threads());
+  auto header = [] {
+    std::printf("\n%-13s %8s %9s %6s %6s %9s %6s %8s %10s %10s %9s %9s %7s %5s\n", "model", "rec_us/op", "rec_ms/call",
+                "graphs", "breaks", "capture_ms", "ops", "prim_ops", "saved_MB", "saveall_MB", "eager_ms", "aot_ms",
+                "ratio", "acc");
+  };
+  auto row = [](const nlohmann::json& r) {
+    const std::string name = r["model"];
+    if (r.contains("error")) {
+      std::printf("%-13s error: %s\n", name.c_str(), r["error"].get<std::string>().c_str());
+      return;
+    }
+    std::printf("%-13s %8.3f %11.2f %6d %6d %10.1f %6zu %8zu %10.2f %10.2f %9.2f %9.2f %7.3f %5s\n", name.c_str(),
+                r["record_us_per_op"].get<double>(), r["record_us_per_call"].get<double>() / 1000,
+                r["graphs"].get<int>(), r["breaks"].get<int>(), r["capture_ms"].get<double>(), r["ops"].get<size_t>(),
+                r["prim_ops"].get<size_t>(), r["saved_bytes"].get<size_t>() / 1e6,
+                r["saveall_bytes"].get<size_t>() / 1e6, r["eager_ms"].get<double>(), r["aot_eager_ms"].get<double>(),
+                r["eager_ms"].get<double>() / r["aot_eager_ms"].get<double>(),
+                r["accuracy_pass"].get<bool>() ? "yes" : "NO");
+  };
+  if (!o.json) header();
+  std::fflush(stdout);
+  std::vector<nlohmann::json> rows;
+  bool failed = false;
+  for (const std::string& name : names) {
+    nlohmann::json r;
+    try {
+      r = run_one(name, o.iters);
+    } catch (const Error& e) {
+      r = {{"model", name}, {"error", e.what()}};
+      failed = true;
+    }
+    if (o.json)
+      std::printf("%s\n", r.dump().c_str());
+    else
+      row(r);
+    std::fflush(stdout);
+    rows.push_back(std::move(r));
+  }
+  if (o.json) {
+    header();
+    for (const auto& r : rows) row(r);
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace kiln::cli
