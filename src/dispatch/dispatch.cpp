@@ -110,8 +110,14 @@ void copy_into_impl(const Tensor& dst, const Tensor& src);
 std::vector<Tensor> meta_outputs(const std::vector<TensorMeta>& metas) {
   std::vector<Tensor> outs;
   outs.reserve(metas.size());
-  for (const TensorMeta& m : metas)
-    outs.push_back(make_meta_tensor(m.sizes, contiguous_strides(m.sizes), m.dtype, m.device));
+  for (const TensorMeta& m : metas) {
+    // A meta that reports strides (reshape-like ops that may alias) gives eager's layout.
+    bool strided = m.strides.size() == m.sizes.size() && !m.sizes.empty();
+    Tensor t = make_meta_tensor(m.sizes, strided ? IntArrayRef(m.strides) : IntArrayRef(contiguous_strides(m.sizes)),
+                                m.dtype, m.device);
+    if (strided) t.unsafe_impl()->storage_offset = m.storage_offset;
+    outs.push_back(std::move(t));
+  }
   return outs;
 }
 
@@ -119,14 +125,14 @@ std::vector<Tensor> meta_outputs(const std::vector<TensorMeta>& metas) {
 // where a kernel would have run (Note [Record layer]). Returns false when the
 // op is to run as usual: by decomposition, or eagerly after a graph break.
 bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::vector<Tensor>& outs) {
-  if ((info.has(VIEW) || call.op == OpId::copy_) && info.meta) {
-    std::vector<TensorMeta> metas = info.meta(call);
-    outs = rec->record(call.op, call.inputs, call.attrs, metas);
-    return true;
-  }
   if (info.kind == OpKind::Composite && info.decomp && rec->decompose(call.op)) {
     if (info.meta && !info.has(DATA_DEPENDENT)) (void)info.meta(call);  // the composite's own errors first
     outs = info.decomp(call);
+    return true;
+  }
+  if ((info.has(VIEW) || call.op == OpId::copy_) && info.meta) {
+    std::vector<TensorMeta> metas = info.meta(call);
+    outs = rec->record(call.op, call.inputs, call.attrs, metas);
     return true;
   }
   bool found = false;

@@ -163,7 +163,36 @@ bool aot_supports(const Graph& g, std::string* why) {
   return true;
 }
 
+namespace {
+// A graph that writes through a view keeps its writes (graph.h's buffer
+// semantics, which the interpreter runs as recorded) and its tracers keep
+// eager's autograd graph (GraphSink::owns_autograd): functionalizing such a
+// write needs scatter ops, not supported yet.
+Runnable compile_with_writes(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
+  std::string why;
+  (void)aot_supports(captured, &why);
+  log(Log::Aot, "not functionalized: " + why);
+  KILN_CHECK(!ctx.differentiable, "internal: a graph with ", why, " reached the AOT backward");
+  std::vector<Tensor> constants;
+  Graph g = decompose ? decompose_graph(captured, constants) : captured;
+  dead_code_elimination(g);
+  g.verify();
+  ctx.stats.prim_ops_per_graph.push_back(g.num_ops());
+  ctx.stats.saved_bytes.push_back(0);
+  ctx.stats.saveall_bytes.push_back(0);
+  GraphFn run = lower(g);
+  return [run, constants](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
+    std::vector<Tensor> in = inputs;
+    in.insert(in.end(), constants.begin(), constants.end());
+    RandomStateScope scope(&rs);
+    return GraphResult{run(in), nullptr, {}};
+  };
+}
+
+}  // namespace
+
 Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
+  if (!aot_supports(captured, nullptr)) return compile_with_writes(captured, ctx, decompose, lower);
   Functional f = functionalize(captured);
   tidy(f.graph);
   log(Log::Aot, "functionalized:\n" + f.graph.str("functional"));

@@ -18,7 +18,7 @@ class CompiledFunction final : public GraphSink {
   void run(const std::function<void()>& body);
   void clear_cache();
 
-  bool owns_autograd() const override { return backend_->aot; }
+  bool owns_autograd(const Graph& graph) const override { return backend_->aot && aot_supports(graph, nullptr); }
   GraphResult run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
                         bool differentiable) override;
   void on_break(int graph_index, const std::string& op, const std::string& reason) override;

@@ -271,7 +271,7 @@ void Recording::flush() {
   }
   KILN_CHECK(sink_, "internal: flush of a retrace");
   bool ran_backward = autograd::backward_runs() != backward_runs_at_start_;
-  bool differentiable = sink_->owns_autograd() && !ran_backward;
+  bool differentiable = !ran_backward && sink_->owns_autograd(graph_);
   std::vector<bool> requires_grad(graph_.values.size(), false);
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so

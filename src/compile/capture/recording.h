@@ -45,7 +45,7 @@ struct GraphSink {
   // True for AOT backends: the autograd graph that the tracers built is
   // dropped before the outputs are chosen, and the result's grad_fn takes its
   // place (unless the captured code ran a backward itself: whole-step capture).
-  virtual bool owns_autograd() const = 0;
+  virtual bool owns_autograd(const Graph& graph) const = 0;
   // graph.values[v].requires_grad is set for outputs that require grad when
   // `differentiable`, i.e. when the sink is to build their backward.
   virtual GraphResult run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
