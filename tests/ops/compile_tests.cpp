@@ -2,8 +2,9 @@
 // through kiln::compile with the "eager" and "aot_eager" backends and are
 // compared with eager — outputs, and first-order gradients where the op is
 // differentiable. "eager" runs eager's kernels in eager's order, so it must
-// agree bit for bit; "aot_eager" (functionalized, decomposed to prims, its
-// backward from the joint graph's partition) within the op's tolerances.
+// agree bit for bit; "aot_eager" (functionalized, its backward from the joint
+// graph's partition), as it runs by default and decomposed to prims (as a
+// code-generating backend receives the graph), within the op's tolerances.
 // Random ops reseed before each run: a compiled graph draws eager's numbers.
 // An op whose samples are never captured into a graph (or, for a
 // data-dependent op, never end one) fails.
@@ -131,10 +132,13 @@ TEST_P(CompileTest, Samples) {
     } catch (const Error&) {
       continue;  // a sample about eager's own errors
     }
-    for (const char* backend : {"eager", "aot_eager"}) {
+    for (const char* backend : {"eager", "aot_eager", "aot_eager+decompose"}) {
       SCOPED_TRACE(backend);
       bool exact = std::string(backend) == "eager";
-      auto f = compile(s.fn, {.backend = backend});
+      CompileOptions o;
+      o.backend = exact ? "eager" : "aot_eager";
+      if (std::string(backend) == "aot_eager+decompose") o.options["decompose"] = "true";
+      auto f = compile(s.fn, o);
       TensorList got;
       manual_seed(1234);
       try {

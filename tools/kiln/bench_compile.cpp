@@ -30,8 +30,9 @@ double round_to(double x, int digits) {
   return std::nearbyint(x * s) / s;
 }
 
-// The accuracy rule's gradient check after one step (BENCHMARKS.md): every gradient within
-// 1e-3 of eager's, relative to the gradient's largest entry.
+// The accuracy rule's gradient check after one step (BENCHMARKS.md, as PyTorch's harness:
+// allclose with atol = rtol = 1e-3). Gradients that are exactly zero in exact arithmetic (a
+// bias followed by batch norm) hold only rounding noise, which an absolute tolerance absorbs.
 bool grads_match(const nn::Module& a, const nn::Module& b) {
   auto pa = a.parameters(), pb = b.parameters();
   if (pa.size() != pb.size()) return false;
@@ -39,12 +40,8 @@ bool grads_match(const nn::Module& a, const nn::Module& b) {
     if (pa[i].grad().defined() != pb[i].grad().defined()) return false;
     if (!pa[i].grad().defined()) continue;
     auto x = pa[i].grad().to_vector<double>(), y = pb[i].grad().to_vector<double>();
-    double scale = 0, diff = 0;
-    for (size_t k = 0; k < x.size(); ++k) {
-      scale = std::max(scale, std::abs(y[k]));
-      diff = std::max(diff, std::abs(x[k] - y[k]));
-    }
-    if (diff > 1e-3 * (scale + 1e-6)) return false;
+    for (size_t k = 0; k < x.size(); ++k)
+      if (!(std::abs(x[k] - y[k]) <= 1e-3 + 1e-3 * std::abs(y[k]))) return false;
   }
   return true;
 }
@@ -69,9 +66,12 @@ nlohmann::json run_one(const std::string& name, int iters) {
     return loss;
   };
   // One step without the update: losses and gradients against eager (the accuracy rule).
+  // Both draw the same random numbers (dropout): the compiled graph reproduces eager's.
+  manual_seed(1);
   auto t0 = Clock::now();
   Tensor lc = compiled_step(false);
   const double cold_ms = ms_since(t0);
+  manual_seed(1);
   Tensor le = eager_step(false);
   const double dl = std::abs(lc.item<double>() - le.item<double>());
   const bool accurate = dl <= 1e-4 * (1 + std::abs(le.item<double>())) && grads_match(*wc.module, *we.module);

@@ -22,9 +22,14 @@ Runnable compile_eager(const Graph& captured, CompileContext&) {
   };
 }
 
-// "aot_eager": functionalized, joint graph and partition, decomposed to prims, eager kernels.
+// "aot_eager": functionalized, joint graph and partition, eager kernels. The graphs run the
+// table-level ops eager runs (composites keep their fused kernels); options {"decompose": "true"}
+// runs the prims instead, as a code-generating backend receives them. Either way the
+// decomposition is counted in the stats.
 Runnable compile_aot_eager(const Graph& g, CompileContext& ctx) {
-  return aot_compile(g, ctx, /*decompose=*/true, [](const Graph& lowered) -> GraphFn {
+  auto it = ctx.options.options.find("decompose");
+  bool decompose = it != ctx.options.options.end() && it->second == "true";
+  return aot_compile(g, ctx, decompose, [](const Graph& lowered) -> GraphFn {
     return [lowered](const std::vector<Tensor>& inputs) {
       return run_interpreted(lowered, inputs, current_random_state());
     };
