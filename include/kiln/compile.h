@@ -75,8 +75,11 @@ struct CompileStats {
   std::vector<size_t> prim_ops_per_graph;      // ops after decomposition (AOT backends)
   std::vector<size_t> saved_bytes;             // per AOT graph: what the partition saves for backward
   std::vector<size_t> saveall_bytes;           // per AOT graph: saving every forward intermediate
-  std::vector<std::string> guards;             // what the latest graph assumed about its inputs
-  bool fell_back_to_eager = false;             // recompile_limit reached
+  // Per AOT graph, printed: the functionalized graph, and for a differentiable one the joint,
+  // forward and backward graphs of the partition (the first 64).
+  std::vector<std::string> aot_graphs;
+  std::vector<std::string> guards;  // what the latest graph assumed about its inputs
+  bool fell_back_to_eager = false;  // recompile_limit reached
   // The latest call: ops recorded, its whole time and the part spent compiling and running
   // graphs (the rest is recording: re-running the user's code on tracers).
   size_t last_call_ops = 0;

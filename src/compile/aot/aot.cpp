@@ -203,7 +203,8 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   if (!aot_supports(captured, nullptr)) return compile_with_writes(captured, ctx, decompose, lower);
   Functional f = functionalize(captured);
   tidy(f.graph);
-  log(Log::Aot, "functionalized:\n" + f.graph.str("functional"));
+  std::string text = f.graph.str("functional");
+  log(Log::Aot, "functionalized:\n" + text);
   const size_t n_out = f.num_outputs;
 
   bool differentiable = false;
@@ -218,6 +219,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     ctx.stats.prim_ops_per_graph.push_back(decompose ? g.num_ops() : prim_count(g));
     ctx.stats.saved_bytes.push_back(0);
     ctx.stats.saveall_bytes.push_back(0);
+    if (ctx.stats.aot_graphs.size() < 64) ctx.stats.aot_graphs.push_back(text);
     GraphFn run = lower(g);
     std::vector<int> writeback = f.writeback;
     return [run, constants, writeback, n_out](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
@@ -290,6 +292,8 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
                                                    : prim_count(p.forward) + prim_count(p.backward));
   ctx.stats.saved_bytes.push_back(p.saved_bytes);
   ctx.stats.saveall_bytes.push_back(p.saveall_bytes);
+  if (ctx.stats.aot_graphs.size() < 64)
+    ctx.stats.aot_graphs.push_back(text + joint.str("joint") + p.forward.str("forward") + p.backward.str("backward"));
   if (log_enabled(Log::Aot)) {
     std::ostringstream os;
     os << "partition: saves " << p.saved.size() << " tensors, " << p.saved_bytes

@@ -1,0 +1,66 @@
+// Golden snapshots of the captured, functionalized, joint and partitioned graphs of three small
+// functions, so that a change in capture or AOT shows up as a diff in review.
+// KILN_UPDATE_GOLDEN=1 rewrites them (then read the diff before committing).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/kiln.h"
+
+#ifndef KILN_GOLDEN_DIR
+#error "KILN_GOLDEN_DIR must name tests/golden/compile"
+#endif
+
+namespace kiln {
+namespace {
+
+void check_golden(const std::string& name, const compiler::CompileStats& s) {
+  std::string text;
+  for (const std::string& g : s.graphs) text += "# captured\n" + g;
+  for (const std::string& g : s.aot_graphs) text += "# aot\n" + g;
+  const std::string path = std::string(KILN_GOLDEN_DIR) + "/" + name + ".txt";
+  if (std::getenv("KILN_UPDATE_GOLDEN")) {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing golden file " << path << " (run with KILN_UPDATE_GOLDEN=1 to create it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << "graphs of " << name << " changed; if intended, rerun with KILN_UPDATE_GOLDEN=1";
+}
+
+TEST(Golden, LinearReluTraining) {
+  manual_seed(0);
+  Tensor w1 = randn({4, 3}).requires_grad_(), b1 = zeros({3}).requires_grad_(), w2 = randn({3, 2}).requires_grad_();
+  auto f = compile([&](const Tensor& x) { return relu(x.matmul(w1) + b1).matmul(w2).sum(); });
+  f(randn({5, 4})).backward();
+  check_golden("linear_relu_training", f.stats());
+}
+
+TEST(Golden, LayerNormGeluTraining) {
+  manual_seed(0);
+  Tensor w = ones({6}).requires_grad_(), b = zeros({6}).requires_grad_();
+  auto f = compile([&](const Tensor& x) { return gelu(layer_norm(x, {6}, w, b), "tanh").mean(); });
+  f(randn({2, 6})).backward();
+  check_golden("layer_norm_gelu_training", f.stats());
+}
+
+TEST(Golden, RunningStatWriteInference) {
+  Tensor running = zeros({3});
+  auto f = compile([&](const Tensor& x) {
+    NoGradGuard no_grad;
+    Tensor m = x.mean(0);
+    running.mul_(0.9).add_(m, 0.1);
+    Tensor y = x.clone();
+    y.sub_(m);
+    return y;
+  });
+  f(ones({4, 3}));
+  check_golden("running_stat_write_inference", f.stats());
+}
+
+}  // namespace
+}  // namespace kiln
