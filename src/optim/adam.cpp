@@ -53,30 +53,33 @@ Corrections corrections(const Tensor& step_t, const Hyper& h) {
   return {h.lr / (1 - std::pow(h.beta1, t)), std::sqrt(1 - std::pow(h.beta2, t))};
 }
 
+// The step count and both moments of parameter i, updated in place; returns the denominator's
+// square root before its bias correction (of vmax with amsgrad).
+Tensor adam_moments(const Lists& s, size_t i, const Hyper& h) {
+  Tensor p = s.params[i], m = s.exp_avgs[i], v = s.exp_avg_sqs[i], step_t = s.steps[i];
+  step_t.add_(1);
+  Tensor g = h.maximize ? s.grads[i].neg() : s.grads[i];
+  if (h.weight_decay != 0) {
+    if (h.decoupled)
+      p.mul_(1 - h.lr * h.weight_decay);
+    else
+      g = g.add(p, h.weight_decay);
+  }
+  m.lerp_(g, 1 - h.beta1);
+  v.mul_(h.beta2).addcmul_(g, g, 1 - h.beta2);
+  if (!h.amsgrad) return v.sqrt();
+  Tensor vmax = s.max_exp_avg_sqs[i];
+  vmax.copy_(maximum(vmax, v));
+  return vmax.sqrt();
+}
+
 void adam_single(const Lists& s, const Hyper& h) {
   for (size_t i = 0; i < s.params.size(); ++i) {
-    Tensor p = s.params[i], m = s.exp_avgs[i], v = s.exp_avg_sqs[i], step_t = s.steps[i];
-    step_t.add_(1);
-    Tensor g = h.maximize ? s.grads[i].neg() : s.grads[i];
-    if (h.weight_decay != 0) {
-      if (h.decoupled)
-        p.mul_(1 - h.lr * h.weight_decay);
-      else
-        g = g.add(p, h.weight_decay);
-    }
-    m.lerp_(g, 1 - h.beta1);
-    v.mul_(h.beta2).addcmul_(g, g, 1 - h.beta2);
-    const Corrections c = corrections(step_t, h);
-    Tensor denom;
-    if (h.amsgrad) {
-      Tensor vmax = s.max_exp_avg_sqs[i];
-      vmax.copy_(maximum(vmax, v));
-      denom = vmax.sqrt();
-    } else {
-      denom = v.sqrt();
-    }
+    Tensor denom = adam_moments(s, i, h);
+    const Corrections c = corrections(s.steps[i], h);
     denom.div_(c.bc2_sqrt).add_(h.eps);
-    p.addcdiv_(m, denom, -c.step_size);
+    Tensor p = s.params[i];
+    p.addcdiv_(s.exp_avgs[i], denom, -c.step_size);
   }
 }
 
@@ -87,30 +90,13 @@ void adam_single(const Lists& s, const Hyper& h) {
 // step (as torch.optim's capturable=True), and no item() breaks the graph.
 void adam_capturable(const Lists& s, const Hyper& h) {
   for (size_t i = 0; i < s.params.size(); ++i) {
-    Tensor p = s.params[i], m = s.exp_avgs[i], v = s.exp_avg_sqs[i], step_t = s.steps[i];
-    step_t.add_(1);
-    Tensor g = h.maximize ? s.grads[i].neg() : s.grads[i];
-    if (h.weight_decay != 0) {
-      if (h.decoupled)
-        p.mul_(1 - h.lr * h.weight_decay);
-      else
-        g = g.add(p, h.weight_decay);
-    }
-    m.lerp_(g, 1 - h.beta1);
-    v.mul_(h.beta2).addcmul_(g, g, 1 - h.beta2);
-    Tensor t = step_t.to(kFloat64);
+    Tensor denom = adam_moments(s, i, h);
+    Tensor t = s.steps[i].to(kFloat64);
     Tensor neg_step_size = -h.lr / (1 - pow(h.beta1, t));
     Tensor bc2_sqrt = (1 - pow(h.beta2, t)).sqrt();
-    Tensor denom;
-    if (h.amsgrad) {
-      Tensor vmax = s.max_exp_avg_sqs[i];
-      vmax.copy_(maximum(vmax, v));
-      denom = vmax.sqrt();
-    } else {
-      denom = v.sqrt();
-    }
     denom = denom / bc2_sqrt + h.eps;
-    p.add_(m / denom * neg_step_size);
+    Tensor p = s.params[i];
+    p.add_(s.exp_avgs[i] / denom * neg_step_size);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "kiln/optim.h"
 #include "models/zoo.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/model_table.h"
 
 namespace kiln::cli {
 
@@ -148,30 +149,12 @@ int cmd_bench_compile(const ZooOptions& o) {
                 r["eager_ms"].get<double>() / r["aot_eager_ms"].get<double>(),
                 r["accuracy_pass"].get<bool>() ? "yes" : "NO");
   };
-  if (!o.json) header();
-  std::fflush(stdout);
-  std::vector<nlohmann::json> rows;
-  bool failed = false;
-  for (const std::string& name : names) {
-    nlohmann::json r;
-    try {
-      r = run_one(name, o.iters);
-    } catch (const Error& e) {
-      r = {{"model", name}, {"error", e.what()}};
-      failed = true;
-    }
-    if (o.json)
-      std::printf("%s\n", r.dump().c_str());
-    else
-      row(r);
-    std::fflush(stdout);
-    rows.push_back(std::move(r));
-  }
-  if (o.json) {
-    header();
-    for (const auto& r : rows) row(r);
-  }
-  return failed ? 1 : 0;
+  return run_model_table(
+      names, o.json, [&](const std::string& name) { return run_one(name, o.iters); },
+      [](const std::string& name, const std::string& err) {
+        return nlohmann::json{{"model", name}, {"error", err}};
+      },
+      header, row);
 }
 
 }  // namespace kiln::cli

@@ -13,6 +13,7 @@
 #include "kiln/optim.h"
 #include "models/zoo.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/model_table.h"
 
 namespace kiln::cli {
 
@@ -105,31 +106,12 @@ int cmd_bench_zoo(const ZooOptions& o) {
     std::printf("%-13s %-5s %-6s %9.2f %8.2f %9.4f %9.2f\n", name.c_str(), "fp32", "eager", r["step_ms"].get<double>(),
                 r["first_s"].get<double>(), r["loss0"].get<double>(), r["params_m"].get<double>());
   };
-  if (!o.json) table_header();
-  std::fflush(stdout);
-  std::vector<nlohmann::json> rows;
-  bool failed = false;
-  for (const std::string& name : names) {
-    nlohmann::json r;
-    // A model that fails is reported and the others still run.
-    try {
-      r = run_one(name, o.iters);
-    } catch (const Error& e) {
-      r = {{"model", name}, {"prec", "fp32"}, {"mode", "eager"}, {"error", e.what()}};
-      failed = true;
-    }
-    if (o.json)
-      std::printf("%s\n", r.dump().c_str());
-    else
-      table_row(r);
-    std::fflush(stdout);
-    rows.push_back(std::move(r));
-  }
-  if (o.json) {
-    table_header();
-    for (const auto& r : rows) table_row(r);
-  }
-  return failed ? 1 : 0;
+  return run_model_table(
+      names, o.json, [&](const std::string& name) { return run_one(name, o.iters); },
+      [](const std::string& name, const std::string& err) {
+        return nlohmann::json{{"model", name}, {"prec", "fp32"}, {"mode", "eager"}, {"error", err}};
+      },
+      table_header, table_row);
 }
 
 }  // namespace kiln::cli
