@@ -9,6 +9,7 @@
 // the code holds become real. C++ control flow always takes eager's path.
 #pragma once
 #include <concepts>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,12 +25,12 @@
 namespace kiln {
 
 struct CompileOptions {
-  std::string mode = "default";                     // "default" | "reduce-overhead" | "max-autotune"
-  std::optional<bool> dynamic = std::nullopt;       // unset: automatic; false: never symbolic (true: not supported yet)
-  bool fullgraph = false;                           // the first graph break is an error naming the op and call site
-  std::string backend = "aot_eager";                // "eager" | "aot_eager" | a registered one ("inductor": not yet)
-  int recompile_limit = 8;                          // graphs per call site, then eager with one warning
-  bool assume_pure = false;                         // not supported yet: every call re-records
+  std::string mode = "default";                // "default" | "reduce-overhead" | "max-autotune"
+  std::optional<bool> dynamic = std::nullopt;  // unset: automatic; false: never symbolic (true: not supported yet)
+  bool fullgraph = false;                      // the first graph break is an error naming the op and call site
+  std::string backend = "aot_eager";           // "eager" | "aot_eager" | a registered one ("inductor": not yet)
+  int recompile_limit = 8;                     // graphs per call site, then eager with one warning
+  bool assume_pure = false;                    // guards alone pick the graph; the code is not re-run (see PureCall)
   std::map<std::string, std::string> options = {};  // backend options; none are defined yet
 };
 
@@ -68,6 +69,7 @@ struct CompileStats {
   int graphs_compiled = 0;                     // distinct graphs compiled (all call sites)
   int recompiles = 0;                          // compilations at a call site that already had a graph
   int cache_hits = 0;                          // graphs found compiled
+  int pure_replays = 0;                        // assume_pure calls whose guards selected a graph without re-running
   std::vector<GraphBreak> breaks;              // every break seen (the first 64)
   std::vector<std::string> recompile_reasons;  // why each recompile happened
   std::vector<std::string> graphs;             // each compiled graph, printed (as captured)
@@ -84,6 +86,7 @@ struct CompileStats {
   // graphs (the rest is recording: re-running the user's code on tracers).
   size_t last_call_ops = 0;
   double last_call_us = 0, last_run_us = 0;
+  double last_guard_us = 0;  // the latest assume_pure replay: checking its guards
   std::string str() const;
 };
 
@@ -97,6 +100,22 @@ class CompiledState {
   CompiledState& operator=(const CompiledState&) = delete;
   // Runs `body` under capture (or plainly, once the recompile limit fell back to eager).
   void run(const std::function<void()>& body);
+
+  // Note [assume_pure]: with assume_pure the user promises that a call's effect is its returned
+  // tensors and its writes into tensors, fixed by the tensor arguments' metadata, the non-tensor
+  // arguments' values and the tensors the code reaches (parameters: held by identity). A call
+  // whose arguments match a pure entry's guards runs that graph without re-running the code.
+  // Calls that break the graph, draw random numbers or return other types always re-record.
+  struct PureCall {
+    std::vector<Tensor> args;                       // the tensor arguments, in order
+    uint64_t key = 0;                               // hash of the non-tensor arguments and the argument layout
+    bool supported = true;                          // false: an argument type the guards cannot check
+    std::function<std::vector<Tensor>()> returned;  // the result's tensors, after body ran
+  };
+  // Guard-only replay; true when a pure entry matched (then `outs` holds the result's tensors).
+  bool replay(const PureCall& call, std::vector<Tensor>& outs);
+  // Records `body` as run() does and remembers a pure entry when the call allows one.
+  void run_pure(const std::function<void()>& body, const PureCall& call);
   const CompileStats& stats() const;
   const CompileOptions& options() const;
 
@@ -115,6 +134,52 @@ std::vector<std::string> list_backends();
 // `decompose`: the backend receives prims only (false: the table-level ops eager ran).
 void register_backend(const std::string& name, compiler::BackendFn fn, bool decompose = true);
 
+namespace compiler::detail {
+inline void mix(uint64_t& h, uint64_t v) {
+  h = (h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))) * 0xbf58476d1ce4e5b9ull;
+}
+// Adds one argument to a pure call: tensors by position, numbers by value.
+template <class A>
+void add_arg(CompiledState::PureCall& c, const A& a) {
+  using T = std::decay_t<A>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    mix(c.key, 1);
+    c.args.push_back(a);
+  } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+    mix(c.key, 2 + a.size());
+    for (const Tensor& t : a) c.args.push_back(t);
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &a, sizeof(T) < sizeof bits ? sizeof(T) : sizeof bits);
+    mix(c.key, 3);
+    mix(c.key, bits);
+  } else {
+    c.supported = false;
+  }
+}
+template <class R>
+constexpr bool pure_result() {
+  if constexpr (std::is_same_v<R, Tensor> || std::is_same_v<R, std::vector<Tensor>>)
+    return true;
+  else
+    return false;
+}
+template <class R>
+std::vector<Tensor> flatten(const R& r) {
+  if constexpr (std::is_same_v<R, Tensor>)
+    return {r};
+  else
+    return r;
+}
+template <class R>
+R unflatten(std::vector<Tensor>&& outs) {
+  if constexpr (std::is_same_v<R, Tensor>)
+    return std::move(outs.at(0));
+  else
+    return std::move(outs);
+}
+}  // namespace compiler::detail
+
 // A compiled callable: calls fn with the same arguments and returns its result.
 template <class F>
 class Compiled {
@@ -128,6 +193,17 @@ class Compiled {
       state_->run([&] { (*fn_)(std::forward<Args>(args)...); });
     } else {
       std::optional<R> r;
+      if constexpr (compiler::detail::pure_result<std::decay_t<R>>()) {
+        if (state_->options().assume_pure) {
+          compiler::CompiledState::PureCall call;
+          (compiler::detail::add_arg(call, args), ...);
+          std::vector<Tensor> outs;
+          if (state_->replay(call, outs)) return compiler::detail::unflatten<std::decay_t<R>>(std::move(outs));
+          call.returned = [&] { return compiler::detail::flatten(*r); };
+          state_->run_pure([&] { r.emplace((*fn_)(std::forward<Args>(args)...)); }, call);
+          return std::move(*r);
+        }
+      }
       state_->run([&] { r.emplace((*fn_)(std::forward<Args>(args)...)); });
       return std::move(*r);
     }
@@ -151,6 +227,21 @@ class CompiledModule : public nn::Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor r;
+    if (state_->options().assume_pure) {
+      compiler::CompiledState::PureCall call;
+      call.args = {x};
+      // The module's tensors by identity: replacing a parameter (not updating it) re-records.
+      for (const Tensor& t : mod_->parameters())
+        compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
+      for (const Tensor& t : mod_->buffers())
+        compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
+      compiler::detail::mix(call.key, mod_->is_training());
+      std::vector<Tensor> outs;
+      if (state_->replay(call, outs)) return outs.at(0);
+      call.returned = [&] { return std::vector<Tensor>{r}; };
+      state_->run_pure([&] { r = mod_->forward(x); }, call);
+      return r;
+    }
     state_->run([&] { r = mod_->forward(x); });
     return r;
   }

@@ -8,9 +8,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
+#include "autograd/autograd_meta.h"
 #include "compile/logs.h"
+#include "kiln/autograd.h"
 
 namespace kiln::compiler {
 
@@ -79,16 +82,13 @@ CompiledFunction::CompiledFunction(CompileOptions options) : options_(std::move(
              "\"aot_eager\" or \"eager\"");
   for (const auto& [k, v] : options_.options) {
     KILN_CHECK(k == "decompose", "compile: unknown option \"", k, "\"; valid options: decompose");
-    KILN_CHECK(v == "true" || v == "false", "compile: option decompose must be \"true\" or \"false\", got \"", v,
-               "\"");
+    KILN_CHECK(v == "true" || v == "false", "compile: option decompose must be \"true\" or \"false\", got \"", v, "\"");
   }
   KILN_CHECK(options_.recompile_limit >= 1, "compile: recompile_limit must be at least 1, got ",
              options_.recompile_limit);
   KILN_CHECK(!options_.dynamic.value_or(false),
              "compile: not supported yet: dynamic=true (symbolic shapes); leave it unset or false, and each new "
              "shape compiles its own graph");
-  KILN_CHECK(!options_.assume_pure,
-             "compile: not supported yet: assume_pure=true (guard-only replay); every call re-records");
   std::lock_guard<std::mutex> lock(all_mutex());
   all_functions().push_back(this);
 }
@@ -105,7 +105,13 @@ void CompiledFunction::clear_cache() {
   fallback_ = false;
 }
 
-void CompiledFunction::run(const std::function<void()>& body) {
+void CompiledFunction::run(const std::function<void()>& body) { run_impl(body, nullptr); }
+
+void CompiledFunction::run_pure(const std::function<void()>& body, const CompiledState::PureCall& call) {
+  run_impl(body, call.supported ? &call : nullptr);
+}
+
+void CompiledFunction::run_impl(const std::function<void()>& body, const CompiledState::PureCall* pure) {
   // Inside another compiled function's recording, this one is part of that graph.
   if (active_recording() || current_record_layer()) {
     body();
@@ -120,11 +126,17 @@ void CompiledFunction::run(const std::function<void()>& body) {
   ++stats_.calls;
   stats_.last_call_ops = 0;
   stats_.last_run_us = 0;
+  const int breaks_before = breaks_total_;
   auto t0 = std::chrono::steady_clock::now();
   {
     Recording rec(this);
+    std::vector<std::pair<const TensorImpl*, int64_t>> returned;  // impl, and its value when a tracer
     try {
       body();
+      if (pure)
+        for (const Tensor& t : pure->returned())
+          returned.emplace_back(t.unsafe_impl(),
+                                t.defined() && t.unsafe_impl()->is_tracer() ? t.unsafe_impl()->tracer_value : -1);
     } catch (...) {
       // Eager would have run every op before the failing one: run them, then report the failure.
       try {
@@ -133,9 +145,103 @@ void CompiledFunction::run(const std::function<void()>& body) {
       }
       throw;
     }
+    last_ = LastGraph{};
     rec.flush();
+    if (pure && rec.graphs_run() == 1 && breaks_total_ == breaks_before && !last_.random && last_.run)
+      remember_pure(*pure, returned);
   }
   stats_.last_call_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+namespace {
+bool same_meta(const Tensor& t, const TensorMeta& m) {
+  return t.defined() && t.sizes() == IntArrayRef(m.sizes) && t.strides() == IntArrayRef(m.strides) &&
+         t.storage_offset() == m.storage_offset && t.dtype() == m.dtype && t.device() == m.device;
+}
+TensorMeta meta_of(const Tensor& t) {
+  return TensorMeta{t.sizes().vec(), t.dtype(), t.device(), t.strides().vec(), t.storage_offset()};
+}
+}  // namespace
+
+void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
+                                     const std::vector<std::pair<const TensorImpl*, int64_t>>& returned) {
+  PureEntry e;
+  e.key = call.key;
+  e.grad_mode = is_grad_enabled();
+  for (const Tensor& a : call.args) {
+    if (!a.defined()) return;
+    e.arg_meta.push_back(meta_of(a));
+    e.arg_requires_grad.push_back(a.requires_grad());
+  }
+  for (const Tensor& in : last_.inputs) {
+    int from = -1;
+    for (size_t k = 0; k < call.args.size() && from < 0; ++k)
+      if (call.args[k].is_same(in)) from = static_cast<int>(k);
+    if (from < 0) {
+      from = -1 - static_cast<int>(e.captured.size());
+      e.captured.push_back(in);
+      e.captured_meta.push_back(meta_of(in));
+      e.captured_requires_grad.push_back(in.requires_grad());
+    }
+    e.input_from.push_back(from);
+  }
+  for (const auto& [impl, value] : returned) {
+    int from = std::numeric_limits<int>::min();
+    if (value >= 0) {
+      for (size_t k = 0; k < last_.outputs.size(); ++k)
+        if (last_.outputs[k] == value) from = static_cast<int>(k);
+    } else {
+      for (size_t k = 0; k < last_.inputs.size(); ++k)
+        if (last_.inputs[k].unsafe_impl() == impl) from = -1 - static_cast<int>(k);
+    }
+    if (from == std::numeric_limits<int>::min()) return;  // a result the graph does not produce
+    e.output_from.push_back(from);
+  }
+  e.bump = last_.bump;
+  e.run = last_.run;
+  if (pure_.size() < static_cast<size_t>(options_.recompile_limit)) pure_.push_back(std::move(e));
+}
+
+bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<Tensor>& outs) {
+  if (!call.supported || active_recording() || current_record_layer()) return false;
+  auto t0 = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fallback_) return false;
+  const bool grad_mode = is_grad_enabled();
+  for (const PureEntry& e : pure_) {
+    if (e.key != call.key || e.grad_mode != grad_mode || e.arg_meta.size() != call.args.size()) continue;
+    bool ok = true;
+    for (size_t k = 0; k < call.args.size() && ok; ++k)
+      ok = same_meta(call.args[k], e.arg_meta[k]) && call.args[k].requires_grad() == e.arg_requires_grad[k];
+    for (size_t k = 0; k < e.captured.size() && ok; ++k)
+      ok = same_meta(e.captured[k], e.captured_meta[k]) && e.captured[k].requires_grad() == e.captured_requires_grad[k];
+    if (!ok) continue;
+    std::vector<Tensor> inputs;
+    inputs.reserve(e.input_from.size());
+    for (int from : e.input_from) inputs.push_back(from >= 0 ? call.args[from] : e.captured[-1 - from]);
+    for (int i : e.bump) inputs[i].unsafe_impl()->bump_version();
+    stats_.last_guard_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    GraphResult r = e.run(inputs, {});
+    outs.clear();
+    std::vector<bool> taken(r.outputs.size(), false);
+    for (int from : e.output_from) {
+      if (from < 0) {
+        outs.push_back(inputs[-1 - from]);
+        continue;
+      }
+      Tensor t = taken[from] ? r.outputs[from].clone() : r.outputs[from];
+      if (r.grad_fn && !r.output_nr.empty() && r.output_nr[from] >= 0 && !taken[from]) {
+        auto& m = autograd::autograd_meta(t);
+        m.grad_fn = r.grad_fn;
+        m.output_nr = static_cast<uint32_t>(r.output_nr[from]);
+      }
+      taken[from] = true;
+      outs.push_back(std::move(t));
+    }
+    ++stats_.pure_replays;
+    return true;
+  }
+  return false;
 }
 
 std::string CompiledFunction::recompile_reason(const std::vector<Entry>& entries, const Graph& g,
@@ -177,6 +283,7 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   for (const Entry& e : entries)
     if (e.hash == hash) {
       ++stats_.cache_hits;
+      remember_last(graph, inputs, e.run);
       return e.run(inputs, rs);
     }
   bool over_limit = static_cast<int>(entries.size()) >= options_.recompile_limit;
@@ -215,10 +322,41 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   for (const Node& n : graph.nodes) e.ops.push_back(n.op);
   Runnable run = e.run;
   if (!over_limit) entries.push_back(std::move(e));
+  remember_last(graph, inputs, run);
   return run(inputs, rs);
 }
 
+void CompiledFunction::remember_last(const Graph& graph, const std::vector<Tensor>& inputs, const Runnable& run) {
+  last_.inputs = inputs;
+  last_.outputs = graph.outputs;
+  last_.run = run;
+  last_.bump.clear();
+  last_.random = false;
+  // The inputs the graph writes: MUTATES nodes write input 0 (copy_) or their first list
+  // (foreach: as many tensors as the signature has lists), through views to their root.
+  std::vector<int> root(graph.values.size());
+  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
+  std::vector<bool> written(graph.values.size(), false);
+  for (const Node& n : graph.nodes) {
+    const OpInfo& info = op_info(n.op);
+    last_.random = last_.random || info.has(RANDOM);
+    if (info.has(VIEW) && !n.inputs.empty() && n.inputs[0] >= 0)
+      for (int o : n.outputs) root[o] = root[n.inputs[0]];
+    if (!info.has(MUTATES)) continue;
+    std::string sig = info.signature;
+    sig = sig.substr(0, sig.find(';'));
+    size_t lists = 0;
+    for (size_t p = sig.find("T..."); p != std::string::npos; p = sig.find("T...", p + 1)) ++lists;
+    size_t count = lists ? n.inputs.size() / lists : 1;
+    for (size_t k = 0; k < count && k < n.inputs.size(); ++k)
+      if (n.inputs[k] >= 0) written[root[n.inputs[k]]] = true;
+  }
+  for (size_t i = 0; i < graph.inputs.size(); ++i)
+    if (written[graph.inputs[i]]) last_.bump.push_back(static_cast<int>(i));
+}
+
 void CompiledFunction::on_break(int graph_index, const std::string& op, const std::string& reason) {
+  ++breaks_total_;
   std::string site = user_call_site();
   KILN_CHECK(!options_.fullgraph, "compile(fullgraph=true): graph break at ", op, ": ", reason, " (graph ", graph_index,
              ", called from ", site, ")");
@@ -231,6 +369,8 @@ void CompiledFunction::on_break(int graph_index, const std::string& op, const st
 CompiledState::CompiledState(CompileOptions options) : impl_(std::make_unique<CompiledFunction>(std::move(options))) {}
 CompiledState::~CompiledState() = default;
 void CompiledState::run(const std::function<void()>& body) { impl_->run(body); }
+bool CompiledState::replay(const PureCall& call, std::vector<Tensor>& outs) { return impl_->replay(call, outs); }
+void CompiledState::run_pure(const std::function<void()>& body, const PureCall& call) { impl_->run_pure(body, call); }
 const CompileStats& CompiledState::stats() const { return impl_->stats_; }
 const CompileOptions& CompiledState::options() const { return impl_->options_; }
 

@@ -16,6 +16,8 @@ class CompiledFunction final : public GraphSink {
   explicit CompiledFunction(CompileOptions options);  // validates the options
   ~CompiledFunction() override;
   void run(const std::function<void()>& body);
+  bool replay(const CompiledState::PureCall& call, std::vector<Tensor>& outs);
+  void run_pure(const std::function<void()>& body, const CompiledState::PureCall& call);
   void clear_cache();
 
   bool owns_autograd(const Graph& graph) const override { return backend_->aot && aot_supports(graph, nullptr); }
@@ -33,9 +35,38 @@ class CompiledFunction final : public GraphSink {
     std::vector<TensorMeta> input_metas;
     std::vector<OpId> ops;
   };
+  void run_impl(const std::function<void()>& body, const CompiledState::PureCall* pure);
+  void remember_last(const Graph& graph, const std::vector<Tensor>& inputs, const Runnable& run);
+  void remember_pure(const CompiledState::PureCall& call,
+                     const std::vector<std::pair<const TensorImpl*, int64_t>>& returned);
   std::string recompile_reason(const std::vector<Entry>& entries, const Graph& g,
                                const std::vector<Tensor>& inputs) const;
+  // Note [assume_pure] (compile.h): one graph that a call's guards select without re-running it.
+  struct PureEntry {
+    uint64_t key;
+    bool grad_mode;
+    std::vector<TensorMeta> arg_meta;
+    std::vector<bool> arg_requires_grad;
+    std::vector<int> input_from;   // per graph input: >= 0 an argument, else -1 - index into captured
+    std::vector<Tensor> captured;  // tensors the code reached, held by identity
+    std::vector<TensorMeta> captured_meta;
+    std::vector<bool> captured_requires_grad;
+    std::vector<int> bump;         // graph inputs the graph writes (their versions move on)
+    std::vector<int> output_from;  // per returned tensor: its graph output
+    Runnable run;
+  };
+  // What the latest run_graph ran, for run_pure to turn into a PureEntry.
+  struct LastGraph {
+    std::vector<Tensor> inputs;
+    std::vector<int> outputs;  // value ids
+    std::vector<int> bump;
+    bool random = false;
+    Runnable run;
+  };
   const BackendEntry* backend_;
+  std::vector<PureEntry> pure_;
+  LastGraph last_;
+  int breaks_total_ = 0;
   std::mutex mu_;                            // one call at a time
   std::map<int, std::vector<Entry>> cache_;  // graph index within a call → compiled graphs
   bool fallback_ = false;
