@@ -190,6 +190,17 @@ void check_whole_step(std::shared_ptr<M> m, std::shared_ptr<M> ref, const Tensor
   }
   auto pa = m->parameters(), pb = ref->parameters();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_LE(max_abs(pa[i], pb[i]), tol) << "parameter " << i;
+  // Every write the step makes is in the graph: batch norm's running statistics, and AdamW's
+  // parameters, both moments and step count (Note [Writes are ops]).
+  auto ba = m->buffers(), bb = ref->buffers();
+  for (size_t i = 0; i < ba.size(); ++i) EXPECT_LE(max_abs(ba[i], bb[i]), tol) << "buffer " << i;
+  const std::string& g = fast.stats().graphs.at(0);
+  size_t writes = 0;
+  for (size_t p = g.find("# writes %"); p != std::string::npos; p = g.find("# writes %", p + 1)) ++writes;
+  // (SGD's foreach update is one node writing every parameter; AdamW's capturable step writes
+  // each parameter, its moments and its step count.)
+  const size_t expected = std::is_same_v<Opt, optim::SGD> ? 1 : 4 * pa.size();
+  EXPECT_GE(writes, expected) << "the captured step lists " << writes << " writes";
   EXPECT_LE(fast.stats().graphs_compiled, 2) << fast.stats().str().substr(0, 2000);
   EXPECT_TRUE(fast.stats().breaks.empty()) << fast.stats().str().substr(0, 2000);
 }
