@@ -5,6 +5,7 @@
 #include "kiln/optim/adagrad.h"
 
 #include "kiln/autograd.h"
+#include "kiln/compile.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/foreach.h"
 
@@ -41,12 +42,21 @@ double clr(const Tensor& step_t, const Hyper& h) {
   return h.lr / (1 + (t - 1) * h.lr_decay);
 }
 
-void adagrad_single(const Lists& s, const Hyper& h) {
+// capturable: while compiling the decayed lr is a 0-d tensor computed from the step tensor, never
+// read on the host (Note [Capturable optimizer steps]).
+void adagrad_single(const Lists& s, const Hyper& h, bool capturable) {
   for (size_t i = 0; i < s.params.size(); ++i) {
     Tensor p = s.params[i], sum = s.sums[i], step_t = s.steps[i];
     step_t.add_(1);
     Tensor g = h.maximize ? s.grads[i].neg() : s.grads[i];
     if (h.weight_decay != 0) g = g.add(p, h.weight_decay);
+    if (capturable) {
+      Tensor neg_lr_t = -h.lr / (1 + (step_t.to(kFloat64) - 1) * h.lr_decay);
+      sum.addcmul_(g, g, 1);
+      Tensor std = sum.sqrt().add_(h.eps);
+      p.add_(g / std * neg_lr_t);
+      continue;
+    }
     const double lr_t = clr(step_t, h);
     sum.addcmul_(g, g, 1);
     Tensor std = sum.sqrt().add_(h.eps);
@@ -99,10 +109,12 @@ void Adagrad::step() {
       s.steps.push_back(state(p).at("step"));
       s.sums.push_back(state(p).at("sum"));
     }
-    if (group.get("foreach") != 0)
+    if (compiler::is_compiling())
+      adagrad_single(s, h, /*capturable=*/true);
+    else if (group.get("foreach") != 0)
       adagrad_foreach(s, h);
     else
-      adagrad_single(s, h);
+      adagrad_single(s, h, /*capturable=*/false);
   }
 }
 

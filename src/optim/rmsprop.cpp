@@ -6,6 +6,7 @@
 #include "kiln/optim/rmsprop.h"
 
 #include "kiln/autograd.h"
+#include "kiln/compile.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/foreach.h"
 #include "kiln/ops/pointwise.h"
@@ -39,7 +40,8 @@ std::map<std::string, double> rmsprop_defaults(const RMSpropOptions& o) {
           {"foreach", o.foreach}};
 }
 
-void rmsprop_single(const Lists& s, const Hyper& h) {
+// capturable: lr as a tensor operand while compiling (Note [Capturable optimizer steps]).
+void rmsprop_single(const Lists& s, const Hyper& h, bool capturable) {
   for (size_t i = 0; i < s.params.size(); ++i) {
     Tensor p = s.params[i], v = s.square_avgs[i], step_t = s.steps[i];
     step_t.add_(1);
@@ -58,7 +60,12 @@ void rmsprop_single(const Lists& s, const Hyper& h) {
     if (h.momentum > 0) {
       Tensor b = s.bufs[i];
       b.mul_(h.momentum).addcdiv_(g, avg);
-      p.add_(b, -h.lr);
+      if (capturable)
+        p.add_(b * -h.lr);
+      else
+        p.add_(b, -h.lr);
+    } else if (capturable) {
+      p.add_(g / avg * -h.lr);
     } else {
       p.addcdiv_(g, avg, -h.lr);
     }
@@ -121,10 +128,12 @@ void RMSprop::step() {
       if (h.momentum > 0) s.bufs.push_back(st.at("momentum_buffer"));
       if (h.centered) s.grad_avgs.push_back(st.at("grad_avg"));
     }
-    if (group.get("foreach") != 0)
+    if (compiler::is_compiling())
+      rmsprop_single(s, h, /*capturable=*/true);
+    else if (group.get("foreach") != 0)
       rmsprop_foreach(s, h);
     else
-      rmsprop_single(s, h);
+      rmsprop_single(s, h, /*capturable=*/false);
   }
 }
 

@@ -6,6 +6,7 @@
 #include "kiln/optim/sgd.h"
 
 #include "kiln/autograd.h"
+#include "kiln/compile.h"
 #include "kiln/ops/foreach.h"
 
 namespace kiln::optim {
@@ -33,8 +34,10 @@ std::map<std::string, double> sgd_defaults(const SGDOptions& o) {
 }
 
 // bufs[i] is undefined until a parameter's first step with momentum; it is created here.
+// capturable: while compiling, lr enters as a tensor operand (a graph input), not an attr, so a
+// scheduler's changing lr keeps the captured step one graph (Note [Capturable optimizer steps]).
 void sgd_single(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& bufs,
-                const Hyper& h) {
+                const Hyper& h, bool capturable) {
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor p = params[i];
     Tensor g = h.maximize ? grads[i].neg() : grads[i];
@@ -46,7 +49,10 @@ void sgd_single(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
         bufs[i].mul_(h.momentum).add_(g, 1 - h.dampening);
       g = h.nesterov ? g.add(bufs[i], h.momentum) : bufs[i];
     }
-    p.add_(g, -h.lr);
+    if (capturable)
+      p.add_(g * -h.lr);
+    else
+      p.add_(g, -h.lr);
   }
 }
 
@@ -90,10 +96,12 @@ void SGD::step() {
                   group.get("weight_decay"), group.get("nesterov") != 0, group.get("maximize") != 0};
     std::vector<Tensor> bufs;
     for (const Tensor& p : gg.params) bufs.push_back(state_or_none(p, "momentum_buffer"));
-    if (group.get("foreach") != 0)
+    if (compiler::is_compiling())
+      sgd_single(gg.params, gg.grads, bufs, h, /*capturable=*/true);
+    else if (group.get("foreach") != 0)
       sgd_foreach(gg.params, gg.grads, bufs, h);
     else
-      sgd_single(gg.params, gg.grads, bufs, h);
+      sgd_single(gg.params, gg.grads, bufs, h, /*capturable=*/false);
     if (h.momentum != 0)
       for (size_t i = 0; i < gg.params.size(); ++i) state(gg.params[i]).insert("momentum_buffer", bufs[i]);
   }

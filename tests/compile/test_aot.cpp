@@ -278,3 +278,51 @@ TEST(Aot, EveryZooModelTrainsLikeEager) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Note [Capturable optimizer steps]: every optimizer's compiled whole step, with the learning
+// rate changed every step (as a scheduler does), stays one graph after the first step (which
+// also creates the optimizer state), never breaks, and gives eager's parameters.
+template <class Opt, class O>
+void check_capturable(const char* what, O options) {
+  SCOPED_TRACE(what);
+  manual_seed(5);
+  auto m = std::make_shared<models::MLP>(6, 8, 1, 3);
+  manual_seed(5);
+  auto ref = std::make_shared<models::MLP>(6, 8, 1, 3);
+  Opt opt(m->parameters(), options), opt_ref(ref->parameters(), options);
+  Tensor x = randn({4, 6}), y = randint(0, 3, {4});
+  auto step = [&](nn::Module& model, Opt& o, double lr) {
+    for (auto& g : o.param_groups()) g.set_lr(lr);
+    Tensor loss = cross_entropy(model.forward(x), y);
+    o.zero_grad();
+    loss.backward();
+    o.step();
+    return loss;
+  };
+  auto fast = compile([&](double lr) { return step(*m, opt, lr); });
+  for (int i = 0; i < 5; ++i) {
+    double lr = 0.05 / (1 + i);
+    fast(lr);
+    step(*ref, opt_ref, lr);
+  }
+  auto pa = m->parameters(), pb = ref->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_LE(max_abs(pa[i], pb[i]), 1e-5) << "parameter " << i;
+  EXPECT_LE(fast.stats().graphs_compiled, 2)
+      << (fast.stats().recompile_reasons.empty() ? "" : fast.stats().recompile_reasons[0]);
+  EXPECT_TRUE(fast.stats().breaks.empty()) << fast.stats().breaks[0].reason;
+}
+
+TEST(Aot, EveryOptimizerStepIsCapturable) {
+  check_capturable<optim::SGD>("sgd momentum", optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3});
+  check_capturable<optim::Adam>("adam amsgrad", optim::AdamOptions{.lr = 0.05, .amsgrad = true});
+  check_capturable<optim::AdamW>("adamw", optim::AdamWOptions{.lr = 0.05});
+  check_capturable<optim::RMSprop>("rmsprop centered momentum",
+                                   optim::RMSpropOptions{.lr = 0.05, .momentum = 0.5, .centered = true});
+  check_capturable<optim::Adagrad>("adagrad lr_decay", optim::AdagradOptions{.lr = 0.05, .lr_decay = 0.01});
+}
+
+}  // namespace
+}  // namespace kiln
