@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -15,6 +17,11 @@ class ArrayRef {
   ArrayRef(const T& one) : data_(&one), size_(1) {}  // NOLINT
   ArrayRef(const T* data, size_t n) : data_(data), size_(n) {}
   ArrayRef(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
+  // Any other contiguous container of T (kiln's small-buffer vectors).
+  template <class C>
+    requires(!std::is_same_v<C, std::vector<T>> && !std::is_base_of_v<ArrayRef, C> &&
+             std::is_same_v<decltype(std::declval<const C&>().data()), const T*>)
+  ArrayRef(const C& c) : data_(c.data()), size_(c.size()) {}  // NOLINT
   // The braced list must outlive the call it is passed to, as with c10::ArrayRef
   // (GCC warns about every such constructor, not only misuses).
 #if defined(__GNUC__) && !defined(__clang__)

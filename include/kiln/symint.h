@@ -71,6 +71,11 @@ class SymIntArrayRef : public ArrayRef<SymInt> {
   using ArrayRef<SymInt>::ArrayRef;
   SymIntArrayRef(const std::vector<int64_t>& v)  // NOLINT
       : ArrayRef<SymInt>(reinterpret_cast<const SymInt*>(v.data()), v.size()) {}
+  template <class C>  // other contiguous containers of int64_t (kiln's small-buffer vectors)
+    requires(!std::is_same_v<C, std::vector<int64_t>> && !std::is_base_of_v<IntArrayRef, C> &&
+             std::is_same_v<decltype(std::declval<const C&>().data()), const int64_t*>)
+  SymIntArrayRef(const C& c)  // NOLINT
+      : ArrayRef<SymInt>(reinterpret_cast<const SymInt*>(c.data()), c.size()) {}
   SymIntArrayRef(IntArrayRef v)  // NOLINT
       : ArrayRef<SymInt>(reinterpret_cast<const SymInt*>(v.data()), v.size()) {}
   SymIntArrayRef(ArrayRef<SymInt> v) : ArrayRef<SymInt>(v) {}  // NOLINT

@@ -150,7 +150,7 @@ Edge gradient_edge(const Tensor& t) {
 
 TensorMeta meta_of(const Tensor& t) {
   TensorMeta m;
-  m.sizes = t.sizes().vec();
+  m.sizes.assign(t.sizes().begin(), t.sizes().end());
   m.dtype = t.dtype();
   m.device = t.device();
   return m;

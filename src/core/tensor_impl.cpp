@@ -62,8 +62,8 @@ Allocator* get_allocator(DeviceType type) {
 
 Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = sizes.vec();
-  impl->strides = strides.vec();
+  impl->sizes.assign(sizes.begin(), sizes.end());
+  impl->strides.assign(strides.begin(), strides.end());
   impl->dtype = dtype;
   impl->device = device;
   for (int64_t s : sizes) KILN_CHECK(s >= 0, "negative dimension in size ", shape_str(sizes));
@@ -82,8 +82,8 @@ Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device) {
 
 Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = sizes.vec();
-  impl->strides = strides.vec();
+  impl->sizes.assign(sizes.begin(), sizes.end());
+  impl->strides.assign(strides.begin(), strides.end());
   impl->dtype = dtype;
   impl->device = device;
   impl->refresh_metadata();
@@ -107,8 +107,8 @@ Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int
   const TensorImpl* b = base.unsafe_impl();
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = b->storage;
-  impl->sizes = sizes.vec();
-  impl->strides = strides.vec();
+  impl->sizes.assign(sizes.begin(), sizes.end());
+  impl->strides.assign(strides.begin(), strides.end());
   impl->storage_offset = storage_offset;
   impl->dtype = b->dtype;
   impl->device = b->device;

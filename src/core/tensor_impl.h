@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/small_vector.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -15,7 +16,9 @@ struct Node;
 struct AutogradMeta;
 }  // namespace autograd
 
-using Shape = std::vector<int64_t>;
+// Sizes and strides: inline up to 6 dims, so making a tensor or a meta result
+// allocates no shape buffers.
+using Shape = SmallVector<int64_t, 6>;
 
 // A reference-counted buffer on one device. Views share it.
 struct Storage {

@@ -152,8 +152,8 @@ std::vector<TensorMeta> meta_convolution_backward(const OpCall& c) {
   KILN_CHECK(mask.size() == 3, c.name(), ": expected output_mask of 3 values, got ", mask.size());
   Device d = output_device(c.inputs);
   std::vector<TensorMeta> out(3);
-  out[0].sizes = mask[0] ? x.sizes().vec() : Shape{0};
-  out[1].sizes = mask[1] ? w.sizes().vec() : Shape{0};
+  out[0].sizes = mask[0] ? Shape(x.sizes().begin(), x.sizes().end()) : Shape{0};
+  out[1].sizes = mask[1] ? Shape(w.sizes().begin(), w.sizes().end()) : Shape{0};
   out[2].sizes = mask[2] ? Shape{s.C_out} : Shape{0};
   for (auto& m : out) m.dtype = x.dtype(), m.device = d;
   return out;

@@ -12,8 +12,10 @@ namespace kiln::cpu {
 
 // Sizes/strides of t, with a 0-d tensor seen as one element of a 1-d one
 // (torch's rule for gather/scatter/sort on scalars).
-inline Shape sizes_1d(const Tensor& t) { return t.dim() == 0 ? Shape{1} : t.sizes().vec(); }
-inline Shape strides_1d(const Tensor& t) { return t.dim() == 0 ? Shape{1} : t.strides().vec(); }
+inline Shape sizes_1d(const Tensor& t) { return t.dim() == 0 ? Shape{1} : Shape(t.sizes().begin(), t.sizes().end()); }
+inline Shape strides_1d(const Tensor& t) {
+  return t.dim() == 0 ? Shape{1} : Shape(t.strides().begin(), t.strides().end());
+}
 
 // t itself when contiguous, else a contiguous copy.
 inline Tensor contig(const Tensor& t) {

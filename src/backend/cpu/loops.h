@@ -21,8 +21,10 @@ namespace kiln::cpu {
 // Work is split across threads by ranges of the flattened index.
 template <size_t N>
 struct StridedIter {
-  Shape sizes;                                 // coalesced, innermost last
-  std::array<std::vector<int64_t>, N> strides;  // in bytes, per operand
+  // Inline buffers: a tiny op must not pay a heap allocation per loop dim.
+  using Dims = SmallVector<int64_t, 8>;
+  Dims sizes;                   // coalesced, innermost last
+  std::array<Dims, N> strides;  // in bytes, per operand
   std::array<char*, N> base{};
   int64_t numel = 0;
 
@@ -31,7 +33,7 @@ struct StridedIter {
     int64_t nd = out.dim();
     numel = out.numel();
     // Broadcast strides of every operand to the output shape.
-    std::array<Shape, N> st;
+    std::array<Dims, N> st;
     for (size_t k = 0; k < N; ++k) {
       const Tensor& t = *ops[k];
       base[k] = static_cast<char*>(t.data_ptr());
@@ -41,10 +43,12 @@ struct StridedIter {
         st[k][d + off] = t.sizes()[d] == 1 && out.sizes()[d + off] != 1 ? 0 : t.strides()[d] * int64_t(t.element_size());
     }
     // Order dims by the output's stride (largest first) so the output is walked in memory order.
-    std::vector<int64_t> perm(nd);
+    Dims perm(nd);
     std::iota(perm.begin(), perm.end(), 0);
-    std::stable_sort(perm.begin(), perm.end(),
-                     [&](int64_t a, int64_t b) { return std::abs(st[0][a]) > std::abs(st[0][b]); });
+    // A stable insertion sort: std::stable_sort would allocate a buffer, and nd is small.
+    for (int64_t i = 1; i < nd; ++i)
+      for (int64_t j = i; j > 0 && std::abs(st[0][perm[j - 1]]) < std::abs(st[0][perm[j]]); --j)
+        std::swap(perm[j - 1], perm[j]);
     // Drop size-1 dims, then merge dims that every operand steps through evenly.
     for (int64_t i = 0; i < nd; ++i) {
       int64_t d = perm[i];
@@ -63,8 +67,8 @@ struct StridedIter {
   // Merges dim i into i+1 (outer into inner) when for every operand stride[i] == stride[i+1] * size[i+1].
   void coalesce() {
     if (sizes.size() < 2) return;
-    Shape ns{sizes[0]};
-    std::array<std::vector<int64_t>, N> nst;
+    Dims ns{sizes[0]};
+    std::array<Dims, N> nst;
     for (size_t k = 0; k < N; ++k) nst[k] = {strides[k][0]};
     for (size_t i = 1; i < sizes.size(); ++i) {
       bool ok = true;
