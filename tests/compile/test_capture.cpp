@@ -239,6 +239,10 @@ TEST(Capture, ExplainReportsGraphsAndBreaks) {
   std::string s = out.str();
   EXPECT_NE(s.find("= mul("), std::string::npos) << s;
   EXPECT_NE(s.find("break after graph 0"), std::string::npos) << s;
+  // The call site is the user's code that read the value: a function name where the binary
+  // exports it, else the binary and offset (for addr2line) — never a frame inside libkiln.
+  EXPECT_NE(out.stats.breaks[0].call_site.find("kiln_compile_tests"), std::string::npos)
+      << out.stats.breaks[0].call_site;
 }
 
 }  // namespace
