@@ -285,7 +285,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   // Inputs of the joint graph: primals (captured inputs, then f's constants), tangents, new constants.
   const size_t n_primals = f.graph.inputs.size();
   const size_t n_tangents = tangents.size();
-  Partition p = min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size());
+  Partition p = min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size(), ctx.recompute);
   tidy(p.forward);
   tidy(p.backward);
   ctx.stats.prim_ops_per_graph.push_back(decompose ? p.forward.num_ops() + p.backward.num_ops()

@@ -28,8 +28,10 @@ struct Partition {
 // joint: inputs are primals [0, n_primals), tangents [n_primals, +n_tangents),
 // then constants; nodes [0, n_forward_nodes) are the forward; outputs are
 // n_forward_outputs forward values, then gradients.
+// recompute = false saves every forward value the backward reads (AOTAutograd's default
+// partition): the fastest split when the graphs run unfused eager kernels.
 Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tangents, size_t n_forward_nodes,
-                            size_t n_forward_outputs);
+                            size_t n_forward_outputs, bool recompute = true);
 
 // The subgraph computing `outputs` from `inputs` (value ids of g), in g's node order.
 Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<int>& outputs);

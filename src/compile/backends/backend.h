@@ -19,6 +19,7 @@ struct CompileContext {
   bool differentiable;  // build the backward of the outputs that require grad
   const CompileOptions& options;
   CompileStats& stats;
+  bool recompute = true;  // the partition recomputes cheap forward values in the backward (backend's choice)
 };
 
 struct BackendEntry {

@@ -29,6 +29,11 @@ Runnable compile_eager(const Graph& captured, CompileContext&) {
 Runnable compile_aot_eager(const Graph& g, CompileContext& ctx) {
   auto it = ctx.options.options.find("decompose");
   bool decompose = it != ctx.options.options.end() && it->second == "true";
+  // Unfused eager kernels gain nothing from recomputing in the backward, and pay a kernel pass
+  // for each recomputed value: by default save what the backward reads ({"recompute": "true"}
+  // runs the min-cut's memory-saving split, as a fusing backend does).
+  auto rc = ctx.options.options.find("recompute");
+  ctx.recompute = rc != ctx.options.options.end() && rc->second == "true";
   return aot_compile(g, ctx, decompose, [](const Graph& lowered) -> GraphFn {
     return [lowered](const std::vector<Tensor>& inputs) {
       return run_interpreted(lowered, inputs, current_random_state());

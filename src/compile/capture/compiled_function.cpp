@@ -81,8 +81,9 @@ CompiledFunction::CompiledFunction(CompileOptions options) : options_(std::move(
              "compile: not supported yet: backend \"inductor\" (code generation is the next compiler issue); use "
              "\"aot_eager\" or \"eager\"");
   for (const auto& [k, v] : options_.options) {
-    KILN_CHECK(k == "decompose", "compile: unknown option \"", k, "\"; valid options: decompose");
-    KILN_CHECK(v == "true" || v == "false", "compile: option decompose must be \"true\" or \"false\", got \"", v, "\"");
+    KILN_CHECK(k == "decompose" || k == "recompute", "compile: unknown option \"", k,
+               "\"; valid options: decompose, recompute");
+    KILN_CHECK(v == "true" || v == "false", "compile: option ", k, " must be \"true\" or \"false\", got \"", v, "\"");
   }
   KILN_CHECK(options_.recompile_limit >= 1, "compile: recompile_limit must be at least 1, got ",
              options_.recompile_limit);
