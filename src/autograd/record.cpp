@@ -8,14 +8,14 @@
 namespace kiln::autograd {
 namespace {
 
-bool needs_autograd(const std::vector<Tensor>& inputs) {
+bool needs_autograd(std::span<const Tensor> inputs) {
   if (!is_grad_enabled()) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
 }
 
-std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, const Attrs& attrs) {
+std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
   const OpInfo& info = op_info(op);
   if (info.has(NONDIFF)) {
     NoGradGuard no_grad;
@@ -35,7 +35,7 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, const Attrs& at
   }
   auto node = std::make_shared<OpNode>();
   node->op = op;
-  node->attrs = attrs;
+  node->attrs = std::move(attrs);  // the op has run; nothing below reads them again
   node->next_edges.reserve(inputs.size());
   node->input_meta.reserve(inputs.size());
   for (const Tensor& t : inputs) {

@@ -10,6 +10,7 @@
 namespace kiln {
 
 TensorImpl::TensorImpl() = default;
+TensorImpl::TensorImpl(std::shared_ptr<VersionCounter> shared_version) : version(std::move(shared_version)) {}
 TensorImpl::~TensorImpl() = default;
 
 Shape contiguous_strides(IntArrayRef sizes) {
@@ -80,8 +81,9 @@ Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device) {
   return make_tensor_strided(sizes, contiguous_strides(sizes), dtype, device);
 }
 
-Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
-  auto impl = std::make_shared<TensorImpl>();
+Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device,
+                        std::shared_ptr<VersionCounter> version) {
+  auto impl = version ? std::make_shared<TensorImpl>(std::move(version)) : std::make_shared<TensorImpl>();
   impl->sizes.assign(sizes.begin(), sizes.end());
   impl->strides.assign(strides.begin(), strides.end());
   impl->dtype = dtype;
@@ -105,14 +107,13 @@ void notify_value_read(const Tensor& t, const char* what) {
 
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset) {
   const TensorImpl* b = base.unsafe_impl();
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::make_shared<TensorImpl>(b->version);
   impl->storage = b->storage;
   impl->sizes.assign(sizes.begin(), sizes.end());
   impl->strides.assign(strides.begin(), strides.end());
   impl->storage_offset = storage_offset;
   impl->dtype = b->dtype;
   impl->device = b->device;
-  impl->version = b->version;
   impl->view_base = b->view_base ? b->view_base : base.impl_ptr();
   impl->refresh_metadata();
   if (b->is_tracer()) {

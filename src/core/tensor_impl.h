@@ -17,7 +17,7 @@ struct AutogradMeta;
 }  // namespace autograd
 
 // Sizes and strides: inline up to 6 dims, so making a tensor or a meta result
-// allocates no shape buffers.
+// allocates no shape buffers (Note [Cheap dispatch]).
 using Shape = SmallVector<int64_t, 6>;
 
 // A reference-counted buffer on one device. Views share it.
@@ -64,6 +64,8 @@ struct TensorImpl {
   bool is_tracer() const { return tracer_recording != 0; }
 
   TensorImpl();
+  // A view: shares `version` with its base instead of allocating its own.
+  explicit TensorImpl(std::shared_ptr<VersionCounter> shared_version);
   ~TensorImpl();
   // Recomputes numel and is_contiguous from sizes/strides.
   void refresh_metadata();
@@ -79,8 +81,10 @@ bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
 // Allocates storage on `device` for a contiguous tensor (uninitialised contents).
 Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device);
 Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
-// A tensor without storage (tracer / meta).
-Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
+// A tensor without storage (tracer / meta); with `version`, it shares that
+// counter (a view) instead of getting its own.
+Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device,
+                        std::shared_ptr<VersionCounter> version = nullptr);
 // A new impl aliasing base's storage and version counter (a view).
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset);
 // A 0-d tensor from a Scalar, flagged as a wrapped number.

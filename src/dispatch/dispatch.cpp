@@ -101,7 +101,29 @@ std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
 Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
   auto outs = call_op(op, std::move(inputs), std::move(attrs));
   KILN_CHECK(!outs.empty(), "internal: ", op_name(op), " returned no outputs");
-  return outs[0];
+  return std::move(outs[0]);
+}
+
+// Note [Cheap dispatch]
+// An eager op on a tiny tensor should cost well under a microsecond, which a
+// few heap allocations already exceed. So the path avoids them where a fixed
+// buffer does the job: sizes and strides are small-buffer vectors (Shape),
+// braced input lists reach backend_call without being copied into a vector
+// when no mode or autograd needs one, views share their base's version
+// counter instead of allocating one first, and what a node or graph keeps
+// (attrs, metas, input lists) is moved rather than copied.
+std::vector<Tensor> call_op(OpId op, std::initializer_list<Tensor> inputs, Attrs attrs) {
+  std::span<const Tensor> ins(inputs.begin(), inputs.size());
+  if (tls_active_modes > 0 || (g_needs_autograd && g_needs_autograd(ins)))
+    return call_op(op, std::vector<Tensor>(inputs), std::move(attrs));
+  if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
+  return backend_call(op, ins, attrs);
+}
+
+Tensor call_op1(OpId op, std::initializer_list<Tensor> inputs, Attrs attrs) {
+  auto outs = call_op(op, inputs, std::move(attrs));
+  KILN_CHECK(!outs.empty(), "internal: ", op_name(op), " returned no outputs");
+  return std::move(outs[0]);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 //           → autograd layer (grad mode on and an input requires grad)
 //           → backend_call (the device's kernel, or the op's decomposition).
 #pragma once
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -12,6 +13,11 @@ namespace kiln {
 
 std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs = {});
 Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs = {});
+// The usual form, `call_op1(op, {a, b}, {alpha})`: with no mode and no
+// autograd the inputs go straight to backend_call, without a vector of their
+// own (Note [Cheap dispatch]); otherwise as above.
+std::vector<Tensor> call_op(OpId op, std::initializer_list<Tensor> inputs, Attrs attrs = {});
+Tensor call_op1(OpId op, std::initializer_list<Tensor> inputs, Attrs attrs = {});
 
 // Below autograd: runs the device kernel, else the decomposition, else throws.
 std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
@@ -80,8 +86,9 @@ class ExcludeModeGuard {
 };
 
 // The autograd layer, installed by src/autograd (which sits above backends).
-using AutogradLayer = std::vector<Tensor> (*)(OpId op, std::vector<Tensor>& inputs, const Attrs& attrs);
-using NeedsAutograd = bool (*)(const std::vector<Tensor>& inputs);
+// It may move from `attrs` (the node keeps them) once the op below it has run.
+using AutogradLayer = std::vector<Tensor> (*)(OpId op, std::vector<Tensor>& inputs, Attrs& attrs);
+using NeedsAutograd = bool (*)(std::span<const Tensor> inputs);
 // Makes `self` take over `result`'s place in the graph after an in-place op.
 using RebaseHistory = void (*)(Tensor& self, const Tensor& result);
 void set_autograd_layer(AutogradLayer layer, NeedsAutograd needs, RebaseHistory rebase);

@@ -82,8 +82,8 @@ int Recording::value_of(const Tensor& t) {
   return v;
 }
 
-Tensor Recording::make_tracer(const TensorMeta& m, int value) {
-  Tensor t = make_meta_tensor(m.sizes, m.strides, m.dtype, m.device);
+Tensor Recording::make_tracer(const TensorMeta& m, int value, std::shared_ptr<VersionCounter> version) {
+  Tensor t = make_meta_tensor(m.sizes, m.strides, m.dtype, m.device, std::move(version));
   TensorImpl* i = t.unsafe_impl();
   i->storage_offset = m.storage_offset;
   i->tracer_recording = id_;
@@ -94,9 +94,8 @@ Tensor Recording::make_tracer(const TensorMeta& m, int value) {
 
 Tensor Recording::make_tracer_view(const Tensor& base, const TensorMeta& m, int value) {
   const TensorImpl* b = base.unsafe_impl();
-  Tensor t = make_tracer(m, value);
+  Tensor t = make_tracer(m, value, b->version);  // a view shares its base's version counter
   TensorImpl* i = t.unsafe_impl();
-  i->version = b->version;  // a view shares its base's version counter
   i->view_base = b->view_base ? b->view_base : base.impl_ptr();
   return t;
 }

@@ -88,7 +88,7 @@ class Recording final : public RecordLayer {
 
  private:
   int value_of(const Tensor& t);
-  Tensor make_tracer(const TensorMeta& m, int value);
+  Tensor make_tracer(const TensorMeta& m, int value, std::shared_ptr<VersionCounter> version = nullptr);
   Tensor make_tracer_view(const Tensor& base, const TensorMeta& m, int value);
   void reset();
   void functional_write(const Tensor& dst, const Tensor& src);
