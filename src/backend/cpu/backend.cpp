@@ -1,5 +1,7 @@
 // The CPU backend: 64-byte aligned allocation and copies.
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -10,14 +12,48 @@
 namespace kiln::cpu {
 namespace {
 
+// For allocate_shared: puts `bytes` more (64-byte aligned) after the
+// Storage's control block and reports where they start.
+template <class T>
+struct TrailingBytes {
+  using value_type = T;
+  size_t bytes;
+  void** data;
+  TrailingBytes(size_t b, void** d) : bytes(b), data(d) {}
+  template <class U>
+  TrailingBytes(const TrailingBytes<U>& o) : bytes(o.bytes), data(o.data) {}  // NOLINT: rebinding
+  T* allocate(size_t n) {
+    size_t head = (n * sizeof(T) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, head + bytes);
+    if (!p) throw std::bad_alloc();
+    *data = static_cast<char*>(p) + head;
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const TrailingBytes<U>& o) const {
+    return data == o.data;
+  }
+};
+
 // Large blocks are cached and reused: returning them to the OS and faulting
 // fresh pages back in on every op costs far more than the op itself for big
 // tensors (one page fault per 4 KiB). Small blocks go to malloc, which
-// already reuses them. KILN_CPU_CACHE_MB caps the cache (default 1024; 0 disables).
+// already reuses them, in one allocation with their Storage.
+// KILN_CPU_CACHE_MB caps the cache (default 1024; 0 disables).
 class CpuAllocator : public Allocator {
  public:
   std::shared_ptr<Storage> allocate(size_t nbytes, Device device) override {
     size_t rounded = round_size(nbytes);
+    if (rounded < kCacheMin) {
+      // Small blocks live in the Storage's own allocation: one malloc per
+      // tensor, not two (Note [Cheap dispatch]); freed with it, so no deleter.
+      void* data = nullptr;
+      auto s = std::allocate_shared<Storage>(TrailingBytes<Storage>(rounded, &data), nullptr, nbytes, device,
+                                             std::function<void(void*)>());
+      s->data = data;
+      return s;
+    }
     void* p = nullptr;
     if (rounded >= kCacheMin) p = take(rounded);
     if (!p) p = std::aligned_alloc(64, rounded);
