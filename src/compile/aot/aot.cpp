@@ -189,12 +189,12 @@ Runnable compile_with_writes(const Graph& captured, CompileContext& ctx, bool de
   ctx.stats.saved_bytes.push_back(0);
   ctx.stats.saveall_bytes.push_back(0);
   GraphFn run = lower(g);
-  return [run, constants](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
+  return shared_runnable([run, constants](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
     std::vector<Tensor> in = inputs;
     in.insert(in.end(), constants.begin(), constants.end());
     RandomStateScope scope(&rs);
     return GraphResult{run(in), nullptr, {}};
-  };
+  });
 }
 
 }  // namespace
@@ -222,18 +222,19 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     if (ctx.stats.aot_graphs.size() < 64) ctx.stats.aot_graphs.push_back(text);
     GraphFn run = lower(g);
     std::vector<int> writeback = f.writeback;
-    return [run, constants, writeback, n_out](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
-      std::vector<Tensor> in = inputs;
-      in.insert(in.end(), constants.begin(), constants.end());
-      std::vector<Tensor> outs;
-      {
-        RandomStateScope scope(&rs);
-        outs = run(in);
-      }
-      write_back(inputs, writeback, outs, n_out);
-      outs.resize(n_out);
-      return GraphResult{std::move(outs), nullptr, {}};
-    };
+    return shared_runnable(
+        [run, constants, writeback, n_out](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
+          std::vector<Tensor> in = inputs;
+          in.insert(in.end(), constants.begin(), constants.end());
+          std::vector<Tensor> outs;
+          {
+            RandomStateScope scope(&rs);
+            outs = run(in);
+          }
+          write_back(inputs, writeback, outs, n_out);
+          outs.resize(n_out);
+          return GraphResult{std::move(outs), nullptr, {}};
+        });
   }
 
   // ---- the joint graph: forward on tracers with autograd, then backward on tracer cotangents ----
@@ -302,8 +303,8 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     log(Log::Aot, os.str());
   }
 
-  GraphFn run_fwd = lower(p.forward);
-  GraphFn run_bwd = lower(p.backward);
+  GraphFn run_fwd = shared_graph_fn(lower(p.forward));
+  GraphFn run_bwd = shared_graph_fn(lower(p.backward));
   std::vector<Tensor> f_constants = f.constants;
   std::vector<int> writeback = f.writeback;
   std::vector<TensorMeta> diff_meta;
@@ -316,7 +317,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     if (grad_slot[i] >= 0)
       for (size_t j = 0; j < p.backward_outputs.size(); ++j)
         if (p.backward_outputs[j] == grad_slot[i]) grad_out[i] = static_cast<int>(j);
-  return [=](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
+  return shared_runnable([=](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
     std::vector<Tensor> in = inputs;
     in.insert(in.end(), f_constants.begin(), f_constants.end());
     std::vector<Tensor> in_all = in;
@@ -350,7 +351,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     r.output_nr.assign(n_out, -1);
     for (size_t d = 0; d < diff.size(); ++d) r.output_nr[diff[d]] = static_cast<int>(d);
     return r;
-  };
+  });
 }
 
 }  // namespace kiln::compiler

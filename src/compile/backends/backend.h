@@ -15,6 +15,17 @@ namespace kiln::compiler {
 using Runnable =
     std::function<GraphResult(const std::vector<Tensor>& inputs, const std::vector<int64_t>& random_state)>;
 
+// Runnables and graph functions are copied on every call (the cache, the autograd node that
+// keeps the backward): these wrap one so that a copy shares its captured graphs and tensors.
+inline Runnable shared_runnable(Runnable r) {
+  auto p = std::make_shared<const Runnable>(std::move(r));
+  return [p](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) { return (*p)(inputs, rs); };
+}
+inline GraphFn shared_graph_fn(GraphFn f) {
+  auto p = std::make_shared<const GraphFn>(std::move(f));
+  return [p](const std::vector<Tensor>& inputs) { return (*p)(inputs); };
+}
+
 struct CompileContext {
   bool differentiable;  // build the backward of the outputs that require grad
   const CompileOptions& options;

@@ -15,10 +15,10 @@ std::vector<BackendEntry>& registry();
 
 // "eager": the captured graph as it is, with eager's kernels in eager's order.
 Runnable compile_eager(const Graph& captured, CompileContext&) {
-  Graph g = captured;
-  dead_code_elimination(g);
+  auto g = std::make_shared<Graph>(captured);
+  dead_code_elimination(*g);
   return [g](const std::vector<Tensor>& inputs, const std::vector<int64_t>& random_state) {
-    return GraphResult{run_interpreted(g, inputs, &random_state), nullptr, {}};
+    return GraphResult{run_interpreted(*g, inputs, &random_state), nullptr, {}};
   };
 }
 
@@ -35,9 +35,8 @@ Runnable compile_aot_eager(const Graph& g, CompileContext& ctx) {
   auto rc = ctx.options.options.find("recompute");
   ctx.recompute = rc != ctx.options.options.end() && rc->second == "true";
   return aot_compile(g, ctx, decompose, [](const Graph& lowered) -> GraphFn {
-    return [lowered](const std::vector<Tensor>& inputs) {
-      return run_interpreted(lowered, inputs, current_random_state());
-    };
+    auto g = std::make_shared<const Graph>(lowered);
+    return [g](const std::vector<Tensor>& inputs) { return run_interpreted(*g, inputs, current_random_state()); };
   });
 }
 

@@ -328,6 +328,7 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
 }
 
 void CompiledFunction::remember_last(const Graph& graph, const std::vector<Tensor>& inputs, const Runnable& run) {
+  if (!options_.assume_pure) return;  // only run_pure reads it
   last_.inputs = inputs;
   last_.outputs = graph.outputs;
   last_.run = run;
