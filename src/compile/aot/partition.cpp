@@ -243,7 +243,24 @@ Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tange
     } else {
       p.saved.push_back(SavedSource{false, static_cast<int>(fwd_outputs.size())});
       fwd_outputs.push_back(v);
-      p.saved_bytes += bytes_of(joint.values[v].meta);
+    }
+  }
+  // Bytes the saved tensors keep alive: a view keeps its base, and a view of a primal (a
+  // parameter's transpose) keeps nothing the caller does not hold anyway.
+  {
+    std::vector<int> root(V);
+    for (int v = 0; v < V; ++v) root[v] = v;
+    for (size_t n = 0; n < n_forward_nodes; ++n) {
+      const Node& node = joint.nodes[n];
+      if (op_info(node.op).has(VIEW) && !node.inputs.empty() && node.inputs[0] >= 0)
+        for (int o : node.outputs) root[o] = root[node.inputs[0]];
+    }
+    std::vector<bool> counted(V, false);
+    for (int v : saved_values) {
+      int r = root[v];
+      if (joint.values[r].node < 0 || counted[r]) continue;
+      counted[r] = true;
+      p.saved_bytes += bytes_of(joint.values[r].meta);
     }
   }
   p.forward = extract(joint, fwd_inputs, fwd_outputs);
