@@ -155,9 +155,11 @@ void CompiledFunction::run_impl(const std::function<void()>& body, const Compile
 }
 
 namespace {
+// Guards run per captured tensor on every replay: read the impl's fields directly (inline).
 bool same_meta(const Tensor& t, const TensorMeta& m) {
-  return t.defined() && t.sizes() == IntArrayRef(m.sizes) && t.strides() == IntArrayRef(m.strides) &&
-         t.storage_offset() == m.storage_offset && t.dtype() == m.dtype && t.device() == m.device;
+  const TensorImpl* i = t.unsafe_impl();
+  return i && i->dtype == m.dtype && i->device == m.device && i->storage_offset == m.storage_offset &&
+         IntArrayRef(i->sizes) == IntArrayRef(m.sizes) && IntArrayRef(i->strides) == IntArrayRef(m.strides);
 }
 TensorMeta meta_of(const Tensor& t) {
   return TensorMeta{t.sizes().vec(), t.dtype(), t.device(), t.strides().vec(), t.storage_offset()};
