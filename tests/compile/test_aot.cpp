@@ -6,10 +6,13 @@
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "models/zoo.h"
+#include "tests/compile/compare.h"
 #include "tests/unit/expect_error.h"
 
 namespace kiln {
 namespace {
+
+using kiln::testing::max_abs;
 
 double max_rel(const Tensor& a, const Tensor& b) {
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
@@ -18,13 +21,6 @@ double max_rel(const Tensor& a, const Tensor& b) {
   for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]) / (1e-6 + std::abs(y[i])));
   return m;
 }
-double max_abs(const Tensor& a, const Tensor& b) {
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
 // Two copies of a module with the same weights.
 template <class M, class... A>
 std::pair<std::shared_ptr<M>, std::shared_ptr<M>> twins(A... args) {

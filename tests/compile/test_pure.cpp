@@ -3,17 +3,12 @@
 
 #include "kiln/kiln.h"
 #include "models/mlp.h"
+#include "tests/compile/compare.h"
 
 namespace kiln {
 namespace {
 
-double max_abs(const Tensor& a, const Tensor& b) {
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  EXPECT_EQ(x.size(), y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using kiln::testing::max_abs;
 
 TEST(AssumePure, GuardsSelectTheGraphWithoutRerunning) {
   int runs = 0;
