@@ -47,7 +47,8 @@ Tensor DLRM::forward(const Tensor& dense, const Tensor& sparse) {
       sparse.dim() == 3 && sparse.size(0) == dense.size(0) && sparse.size(1) == n_tables && sparse.dtype() == kInt64,
       "DLRM: expected sparse [", dense.size(0), ", ", n_tables, ", bag] int64, got ", detail::sizes_str(sparse), " ",
       sparse.dtype());
-  const int64_t B = dense.size(0), n = n_tables + 1;
+  const SymInt B = dense.size(0);  // symbolic under dynamic shapes
+  const int64_t n = n_tables + 1;
   Tensor x = bot->forward(dense);
   std::vector<Tensor> ys{x};
   for (int64_t i = 0; i < n_tables; ++i) ys.push_back(emb->at<nn::EmbeddingBag>(i)->forward(sparse.select(1, i)));

@@ -24,7 +24,7 @@ GPTBlock::GPTBlock(int64_t n_embd, int64_t n_head) : Module("Block"), n_head(n_h
 
 Tensor GPTBlock::forward(const Tensor& x) {
   KILN_CHECK(x.dim() == 3, "GPTBlock: expected x [B, T, C], got ", detail::sizes_str(x));
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  const SymInt B = x.size(0), T = x.size(1), C = x.size(2);  // symbolic under dynamic shapes
   std::vector<Tensor> parts = qkv->forward(ln1->forward(x)).split(C, 2);
   for (Tensor& p : parts) p = p.view({B, T, n_head, C / n_head}).transpose(1, 2);  // [B, h, T, C/h]
   Tensor y = scaled_dot_product_attention(parts[0], parts[1], parts[2], {}, 0.0, /*is_causal=*/true);
@@ -52,7 +52,7 @@ GPT::GPT(const GPTConfig& cfg) : Module("GPT"), config(cfg) {
 Tensor GPT::forward(const Tensor& idx) {
   KILN_CHECK(idx.dim() == 2 && idx.dtype() == kInt64, "GPT: expected idx [B, T] int64, got ", detail::sizes_str(idx),
              " ", dtype_name(idx.dtype()));
-  const int64_t T = idx.size(1);
+  const SymInt T = idx.size(1);
   KILN_CHECK(T <= config.block_size, "GPT: sequence length ", T, " exceeds block_size ", config.block_size);
   Tensor x = wte->forward(idx) + wpe->forward(arange(T, TensorOptions(kInt64).device(idx.device())));
   for (const auto& b : *blocks) x = b->forward(x);

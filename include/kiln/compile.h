@@ -26,7 +26,10 @@ namespace kiln {
 
 struct CompileOptions {
   std::string mode = "default";                // "default" | "reduce-overhead" | "max-autotune"
-  std::optional<bool> dynamic = std::nullopt;  // unset: automatic; false: never symbolic (true: not supported yet)
+  // Symbolic sizes (Note [Dynamic shapes] in src/compile/capture/sym_shapes.h): unset, a dim of an
+  // input becomes symbolic once it has taken a second value; true: every dim of every input
+  // (not parameters) from the first call; false: never. Sizes 0 and 1 always stay numbers.
+  std::optional<bool> dynamic = std::nullopt;
   bool fullgraph = false;                      // the first graph break is an error naming the op and call site
   std::string backend = "aot_eager";           // "eager" | "aot_eager" | a registered one ("inductor": not yet)
   int recompile_limit = 8;                     // graphs per call site, then eager with one warning
@@ -69,6 +72,8 @@ struct CompileStats {
   int graphs_compiled = 0;                     // distinct graphs compiled (all call sites)
   int recompiles = 0;                          // compilations at a call site that already had a graph
   int cache_hits = 0;                          // graphs found compiled
+  int specializations = 0;                     // compiles of a symbolic graph for a new binding of its
+                                               // symbols, for backends that take numbers (Note [Dynamic shapes])
   int pure_replays = 0;                        // assume_pure calls whose guards selected a graph without re-running
   std::vector<GraphBreak> breaks;              // every break seen (the first 64)
   std::vector<std::string> recompile_reasons;  // why each recompile happened
@@ -99,7 +104,9 @@ class CompiledState {
   CompiledState(const CompiledState&) = delete;
   CompiledState& operator=(const CompiledState&) = delete;
   // Runs `body` under capture (or plainly, once the recompile limit fell back to eager).
-  void run(const std::function<void()>& body);
+  // `args`: the call's tensor arguments, graph inputs from the start, so that their sizes
+  // are symbolic as soon as the code reads them (Note [Dynamic shapes]).
+  void run(const std::function<void()>& body, const std::vector<Tensor>& args = {});
 
   // Note [assume_pure]: with assume_pure the user promises that a call's effect is its returned
   // tensors and its writes into tensors, fixed by the tensor arguments' metadata, the non-tensor
@@ -137,6 +144,15 @@ void register_backend(const std::string& name, compiler::BackendFn fn, bool deco
 namespace compiler::detail {
 inline void mix(uint64_t& h, uint64_t v) {
   h = (h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))) * 0xbf58476d1ce4e5b9ull;
+}
+// The tensors among a call's arguments, in order.
+template <class A>
+void add_tensors(std::vector<Tensor>& v, const A& a) {
+  using T = std::decay_t<A>;
+  if constexpr (std::is_same_v<T, Tensor>)
+    v.push_back(a);
+  else if constexpr (std::is_same_v<T, std::vector<Tensor>>)
+    v.insert(v.end(), a.begin(), a.end());
 }
 // Adds one argument to a pure call: tensors by position, numbers by value.
 template <class A>
@@ -189,8 +205,10 @@ class Compiled {
   template <class... Args>
   std::invoke_result_t<F&, Args&&...> operator()(Args&&... args) const {
     using R = std::invoke_result_t<F&, Args&&...>;
+    std::vector<Tensor> tensors;
+    (compiler::detail::add_tensors(tensors, args), ...);
     if constexpr (std::is_void_v<R>) {
-      state_->run([&] { (*fn_)(std::forward<Args>(args)...); });
+      state_->run([&] { (*fn_)(std::forward<Args>(args)...); }, tensors);
     } else {
       std::optional<R> r;
       if constexpr (compiler::detail::pure_result<std::decay_t<R>>()) {
@@ -204,7 +222,7 @@ class Compiled {
           return std::move(*r);
         }
       }
-      state_->run([&] { r.emplace((*fn_)(std::forward<Args>(args)...)); });
+      state_->run([&] { r.emplace((*fn_)(std::forward<Args>(args)...)); }, tensors);
       return std::move(*r);
     }
   }
@@ -242,14 +260,16 @@ class CompiledModule : public nn::Module {
       state_->run_pure([&] { r = mod_->forward(x); }, call);
       return r;
     }
-    state_->run([&] { r = mod_->forward(x); });
+    state_->run([&] { r = mod_->forward(x); }, {x});
     return r;
   }
   template <class... Args>
   requires(sizeof...(Args) != 1) auto forward(Args&&... args) {
     using R = decltype(std::declval<M&>().forward(std::forward<Args>(args)...));
     std::optional<R> r;
-    state_->run([&] { r.emplace(mod_->forward(std::forward<Args>(args)...)); });
+    std::vector<Tensor> tensors;
+    (compiler::detail::add_tensors(tensors, args), ...);
+    state_->run([&] { r.emplace(mod_->forward(std::forward<Args>(args)...)); }, tensors);
     return std::move(*r);
   }
   M& module() const { return *mod_; }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kiln/dtype.h"
+#include "kiln/symint.h"
 
 namespace kiln {
 
@@ -21,6 +22,8 @@ class Scalar {
   Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)) {}  // NOLINT
   template <class T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
   Scalar(T v) : kind_(Kind::Float), d_(static_cast<double>(v)) {}  // NOLINT
+  // A size, as in `arange(x.size(1))`: its value in this call (Note [SymInt encoding]).
+  Scalar(SymInt v) : kind_(Kind::Int), i_(v.expect_int()) {}  // NOLINT
 
   Kind kind() const { return kind_; }
   bool is_bool() const { return kind_ == Kind::Bool; }

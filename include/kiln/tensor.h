@@ -44,7 +44,7 @@ class Tensor {
   int64_t stride(int64_t d) const;
   IntArrayRef sizes() const;
   IntArrayRef strides() const;
-  SymIntArrayRef sym_sizes() const { return SymIntArrayRef(sizes()); }
+  SymIntArrayRef sym_sizes() const;  // symbolic while compiling with dynamic shapes
   int64_t numel() const;
   int64_t storage_offset() const;
   DType dtype() const;

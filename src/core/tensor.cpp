@@ -14,7 +14,12 @@ const TensorImpl& checked(const std::shared_ptr<TensorImpl>& p, const char* what
 int64_t Tensor::dim() const { return static_cast<int64_t>(checked(impl_, "dim").sizes.size()); }
 SymInt Tensor::size(int64_t d) const {
   const auto& i = checked(impl_, "size");
-  return i.sizes[wrap_dim(d, static_cast<int64_t>(i.sizes.size()), "size")];
+  int64_t k = wrap_dim(d, static_cast<int64_t>(i.sizes.size()), "size");
+  return i.sym_sizes ? SymInt::from_raw((*i.sym_sizes)[k]) : SymInt(i.sizes[k]);
+}
+SymIntArrayRef Tensor::sym_sizes() const {
+  const auto& i = checked(impl_, "sym_sizes");
+  return i.sym_sizes ? SymIntArrayRef(*i.sym_sizes) : SymIntArrayRef(i.sizes);
 }
 int64_t Tensor::stride(int64_t d) const {
   const auto& i = checked(impl_, "stride");

@@ -62,6 +62,9 @@ struct TensorImpl {
   uint64_t tracer_recording = 0;
   int64_t tracer_value = -1;
   bool is_tracer() const { return tracer_recording != 0; }
+  // A tracer with symbolic dims: its sizes as raw SymInts (sizes holds their
+  // values in this call); null otherwise (Note [SymInt encoding]).
+  std::unique_ptr<Shape> sym_sizes;
 
   TensorImpl();
   // A view: shares `version` with its base instead of allocating its own.

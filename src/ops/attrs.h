@@ -2,11 +2,13 @@
 // signature lists them.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "core/sym_table.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
@@ -17,16 +19,38 @@ namespace kiln {
 using AttrValue = std::variant<std::monostate, bool, int64_t, double, Scalar, DType, Device,
                                std::vector<int64_t>, std::vector<double>, std::string>;
 
+// Note [Symbolic attrs]
+// While a compiled function is recorded, a size attr may hold a symbolic
+// SymInt (tagged, Note [SymInt encoding]). Attrs then keeps two lists: the
+// values in this call, which everything reads (meta functions, kernels,
+// decompositions, VJP rules), and the symbolic originals, which only the
+// recorder reads (symbolic_values()) to hash and store the expression. So a
+// tag never reaches code that computes with sizes.
 class Attrs {
  public:
   Attrs() = default;
-  Attrs(std::initializer_list<AttrValue> v) : v_(v) {}
-  explicit Attrs(std::vector<AttrValue> v) : v_(std::move(v)) {}
+  Attrs(std::initializer_list<AttrValue> v) : v_(v) {
+    if (symbols_live()) split_symbolic();
+  }
+  explicit Attrs(std::vector<AttrValue> v) : v_(std::move(v)) {
+    if (symbols_live()) split_symbolic();
+  }
 
   size_t size() const { return v_.size(); }
   const AttrValue& operator[](size_t k) const { return v_.at(k); }
-  void push_back(AttrValue a) { v_.push_back(std::move(a)); }
+  void push_back(AttrValue a) {
+    if (sym_) {
+      auto s = std::make_shared<std::vector<AttrValue>>(*sym_);
+      s->push_back(a);
+      sym_ = std::move(s);
+    }
+    v_.push_back(std::move(a));
+    if (symbols_live()) split_symbolic();
+  }
   const std::vector<AttrValue>& values() const { return v_; }
+  // The recorder's view: symbolic entries as written (Note [Symbolic attrs]).
+  const std::vector<AttrValue>& symbolic_values() const { return sym_ ? *sym_ : v_; }
+  bool has_symbolic() const { return sym_ != nullptr; }
 
   bool none(size_t k) const { return std::holds_alternative<std::monostate>(at(k)); }
   int64_t i(size_t k) const { return get<int64_t>(k); }
@@ -61,8 +85,17 @@ class Attrs {
     KILN_CHECK(p, "internal: op attribute ", k, " has the wrong type");
     return *p;
   }
+  void split_symbolic();
   std::vector<AttrValue> v_;
+  std::shared_ptr<const std::vector<AttrValue>> sym_;  // null unless some value was symbolic
 };
+
+// Whether a value holds a symbolic SymInt; its value in this call.
+bool attr_is_symbolic(const AttrValue& a);
+AttrValue attr_hint(const AttrValue& a);
+// Whether attrs' symbolic values belong to this thread's active table (a graph replayed in
+// another recording carries tags that mean nothing there).
+bool attrs_live(const Attrs& attrs);
 
 // Optional values as attrs (std::nullopt → monostate).
 template <class T>

@@ -148,17 +148,17 @@ Attrs like_attrs(const Tensor& t, const std::optional<TensorOptions>& o) {
 }  // namespace
 
 Tensor empty(SymIntArrayRef size, const TensorOptions& o) {
-  return finish(call_op1(OpId::empty, {}, {size.to_ints(), o.dtype_or_default(), o.device_or_default()}), o);
+  return finish(call_op1(OpId::empty, {}, {size.raw(), o.dtype_or_default(), o.device_or_default()}), o);
 }
 Tensor zeros(SymIntArrayRef size, const TensorOptions& o) {
-  return finish(call_op1(OpId::zeros, {}, {size.to_ints(), o.dtype_or_default(), o.device_or_default()}), o);
+  return finish(call_op1(OpId::zeros, {}, {size.raw(), o.dtype_or_default(), o.device_or_default()}), o);
 }
 Tensor ones(SymIntArrayRef size, const TensorOptions& o) {
-  return finish(call_op1(OpId::ones, {}, {size.to_ints(), o.dtype_or_default(), o.device_or_default()}), o);
+  return finish(call_op1(OpId::ones, {}, {size.raw(), o.dtype_or_default(), o.device_or_default()}), o);
 }
 Tensor full(SymIntArrayRef size, const Scalar& value, const TensorOptions& o) {
   DType dt = o.dtype_ ? *o.dtype_ : (value.is_floating_point() ? default_dtype() : value.dtype());
-  return finish(call_op1(OpId::full, {}, {size.to_ints(), value, dt, o.device_or_default()}), o);
+  return finish(call_op1(OpId::full, {}, {size.raw(), value, dt, o.device_or_default()}), o);
 }
 Tensor scalar_tensor(const Scalar& value, const TensorOptions& o) { return full({}, value, o); }
 Tensor tensor(const Scalar& value, const TensorOptions& o) { return full({}, value, o); }

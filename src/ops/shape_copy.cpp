@@ -228,7 +228,7 @@ KILN_REGISTER_META(pad, meta_pad);
 }  // namespace
 
 // ---- public functions ----
-Tensor repeat(const Tensor& x, SymIntArrayRef repeats) { return call_op1(OpId::repeat, {x}, {repeats.to_ints()}); }
+Tensor repeat(const Tensor& x, SymIntArrayRef repeats) { return call_op1(OpId::repeat, {x}, {repeats.raw()}); }
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) { return call_op1(OpId::cat, xs, {dim}); }
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim) { return call_op1(OpId::stack, xs, {dim}); }
 Tensor flip(const Tensor& x, IntArrayRef dims) { return call_op1(OpId::flip, {x}, {dims.vec()}); }

@@ -1,5 +1,7 @@
 // View ops: outputs alias input 0's storage (Note [Views]). Meta functions
 // compute the alias's sizes, strides and offset; the dispatcher makes it.
+#include <algorithm>
+
 #include "dispatch/dispatch.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/shape.h"
@@ -426,8 +428,13 @@ std::vector<TensorMeta> meta_contiguous(const OpCall& c) {
 std::vector<Tensor> decomp_reshape(const OpCall& c) {
   const Tensor& x = c.in(0);
   Shape size = infer_size(c.attrs.ints(0), x.numel(), "reshape", x.sizes());
-  if (view_strides(x.sizes(), x.strides(), size)) return {call_op1(OpId::view, {x}, {size})};
-  return {call_op1(OpId::view, {call_op1(OpId::clone, {x})}, {size})};
+  // Symbolic sizes pass on to the view as written (Note [Symbolic attrs]) when no -1 needs inferring.
+  AttrValue sz = std::vector<int64_t>(size.begin(), size.end());
+  const auto& written = std::get<std::vector<int64_t>>(c.attrs.symbolic_values()[0]);
+  if (c.attrs.has_symbolic() && attrs_live(c.attrs) && std::find(written.begin(), written.end(), -1) == written.end())
+    sz = written;
+  if (view_strides(x.sizes(), x.strides(), size)) return {call_op1(OpId::view, {x}, {sz})};
+  return {call_op1(OpId::view, {call_op1(OpId::clone, {x})}, {sz})};
 }
 std::vector<Tensor> decomp_flatten(const OpCall& c) {
   return {call_op1(OpId::reshape, {c.in(0)}, {flatten_size(c.in(0), c.attrs)})};
@@ -449,20 +456,20 @@ KILN_REGISTER_DECOMP(unflatten, decomp_unflatten);
 KILN_REGISTER_DECOMP(contiguous, decomp_contiguous);
 
 AttrValue opt_int(const std::optional<SymInt>& v) {
-  return v ? AttrValue(v->expect_int()) : AttrValue(std::monostate{});
+  return v ? AttrValue(v->raw()) : AttrValue(std::monostate{});
 }
 }  // namespace
 
-Tensor view(const Tensor& x, SymIntArrayRef size) { return call_op1(OpId::view, {x}, {size.to_ints()}); }
-Tensor reshape(const Tensor& x, SymIntArrayRef size) { return call_op1(OpId::reshape, {x}, {size.to_ints()}); }
+Tensor view(const Tensor& x, SymIntArrayRef size) { return call_op1(OpId::view, {x}, {size.raw()}); }
+Tensor reshape(const Tensor& x, SymIntArrayRef size) { return call_op1(OpId::reshape, {x}, {size.raw()}); }
 Tensor flatten(const Tensor& x, int64_t s, int64_t e) { return call_op1(OpId::flatten, {x}, {s, e}); }
 Tensor unflatten(const Tensor& x, int64_t d, SymIntArrayRef sizes) {
-  return call_op1(OpId::unflatten, {x}, {d, sizes.to_ints()});
+  return call_op1(OpId::unflatten, {x}, {d, sizes.raw()});
 }
 Tensor permute(const Tensor& x, IntArrayRef dims) { return call_op1(OpId::permute, {x}, {dims.vec()}); }
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return call_op1(OpId::transpose, {x}, {d0, d1}); }
 Tensor t(const Tensor& x) { return call_op1(OpId::t, {x}); }
-Tensor expand(const Tensor& x, SymIntArrayRef size) { return call_op1(OpId::expand, {x}, {size.to_ints()}); }
+Tensor expand(const Tensor& x, SymIntArrayRef size) { return call_op1(OpId::expand, {x}, {size.raw()}); }
 Tensor expand_as(const Tensor& x, const Tensor& other) { return call_op1(OpId::expand_as, {x, other}); }
 Tensor squeeze(const Tensor& x) { return call_op1(OpId::squeeze, {x}, {std::vector<int64_t>{}}); }
 Tensor squeeze(const Tensor& x, IntArrayRef dims) {
@@ -471,19 +478,19 @@ Tensor squeeze(const Tensor& x, IntArrayRef dims) {
 }
 Tensor unsqueeze(const Tensor& x, int64_t d) { return call_op1(OpId::unsqueeze, {x}, {d}); }
 Tensor narrow(const Tensor& x, int64_t d, SymInt start, SymInt length) {
-  return call_op1(OpId::narrow, {x}, {d, start.expect_int(), length.expect_int()});
+  return call_op1(OpId::narrow, {x}, {d, start.raw(), length.raw()});
 }
-Tensor select(const Tensor& x, int64_t d, SymInt index) { return call_op1(OpId::select, {x}, {d, index.expect_int()}); }
+Tensor select(const Tensor& x, int64_t d, SymInt index) { return call_op1(OpId::select, {x}, {d, index.raw()}); }
 Tensor slice(const Tensor& x, int64_t d, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step) {
-  int64_t s = start ? start->expect_int() : 0;
-  int64_t e = end ? end->expect_int() : std::numeric_limits<int64_t>::max();
-  return call_op1(OpId::slice, {x}, {d, s, e, step.expect_int()});
+  int64_t s = start ? start->raw() : 0;
+  int64_t e = end ? end->raw() : std::numeric_limits<int64_t>::max();
+  return call_op1(OpId::slice, {x}, {d, s, e, step.raw()});
 }
 Tensor diagonal(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
   return call_op1(OpId::diagonal, {x}, {offset, d1, d2});
 }
 Tensor as_strided(const Tensor& x, SymIntArrayRef size, SymIntArrayRef stride, std::optional<SymInt> offset) {
-  return call_op1(OpId::as_strided, {x}, {size.to_ints(), stride.to_ints(), opt_int(offset)});
+  return call_op1(OpId::as_strided, {x}, {size.raw(), stride.raw(), opt_int(offset)});
 }
 std::vector<Tensor> split(const Tensor& x, SymInt split_size, int64_t dim) {
   KILN_CHECK(x.dim() > 0, "split: cannot be applied to a 0-dim tensor");
@@ -496,7 +503,7 @@ std::vector<Tensor> split(const Tensor& x, SymInt split_size, int64_t dim) {
   return call_op(OpId::split, {x}, {sizes, dim});
 }
 std::vector<Tensor> split(const Tensor& x, SymIntArrayRef sizes, int64_t dim) {
-  return call_op(OpId::split, {x}, {sizes.to_ints(), dim});
+  return call_op(OpId::split, {x}, {sizes.raw(), dim});
 }
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) { return call_op(OpId::chunk, {x}, {chunks, dim}); }
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) { return call_op(OpId::unbind, {x}, {dim}); }

@@ -38,6 +38,9 @@ struct BackendEntry {
   bool aot = false;        // owns autograd (GraphSink::owns_autograd)
   bool decompose = false;  // lower composites to prims first
   std::function<Runnable(const Graph& g, CompileContext& ctx)> compile;
+  // Runs a symbolic graph for every binding of its symbols (Note [Dynamic shapes]); otherwise
+  // each binding compiles its own copy, whose attrs are that call's numbers.
+  bool symbolic = false;
 };
 
 void add_backend(BackendEntry entry);

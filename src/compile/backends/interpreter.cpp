@@ -25,18 +25,24 @@ std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& i
   for (size_t i = 0; i < inputs.size(); ++i) vals[g.inputs[i]] = inputs[i];
   std::vector<Tensor> ins;
   size_t random_index = 0;
+  // A symbolic graph's attrs are evaluated with this call's sizes (Note [Dynamic shapes]).
+  std::vector<int64_t> sym_values;
+  if (g.is_symbolic()) sym_values = g.sym_values(inputs);
   for (const Node& n : g.nodes) {
     ins.clear();
     for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[v]);
     const OpInfo& info = op_info(n.op);
     std::vector<Tensor> outs;
+    const bool evaluate = g.is_symbolic() && n.attrs.has_symbolic();
     if (info.has(RANDOM) && random_state && !random_state->empty()) {
       int src = g.random_source.empty() ? static_cast<int>(random_index) : g.random_source.at(random_index);
       KILN_CHECK(2 * static_cast<size_t>(src) + 1 < random_state->size(), "internal: random state too short");
-      std::vector<AttrValue> a = n.attrs.values();
+      std::vector<AttrValue> a = evaluate ? evaluate_attrs(n.attrs, sym_values).values() : n.attrs.values();
       a[a.size() - 2] = (*random_state)[2 * src];
       a[a.size() - 1] = (*random_state)[2 * src + 1];
       outs = backend_call(n.op, ins, Attrs(std::move(a)));
+    } else if (evaluate) {
+      outs = backend_call(n.op, ins, evaluate_attrs(n.attrs, sym_values));
     } else {
       outs = backend_call(n.op, ins, n.attrs);
     }

@@ -13,7 +13,8 @@ std::mutex& registry_mutex() {
 }
 std::vector<BackendEntry>& registry();
 
-// "eager": the captured graph as it is, with eager's kernels in eager's order.
+// "eager": the captured graph as it is, with eager's kernels in eager's order (a symbolic
+// graph's attrs evaluated per call by the interpreter).
 Runnable compile_eager(const Graph& captured, CompileContext&) {
   auto g = std::make_shared<Graph>(captured);
   dead_code_elimination(*g);
@@ -48,7 +49,7 @@ Runnable compile_inductor(const Graph&, CompileContext&) {
 
 std::vector<BackendEntry>& registry() {
   static std::vector<BackendEntry> r = {
-      {"eager", false, false, &compile_eager},
+      {"eager", false, false, &compile_eager, /*symbolic=*/true},
       {"aot_eager", true, true, &compile_aot_eager},
       {"inductor", true, true, &compile_inductor},
   };

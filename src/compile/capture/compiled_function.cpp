@@ -34,10 +34,12 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-std::string guard_str(size_t i, const TensorMeta& m, bool requires_grad) {
+std::string guard_str(size_t i, const TensorMeta& m, bool requires_grad, const Shape& sym,
+                      const std::vector<SymNode>& nodes) {
   std::ostringstream os;
-  os << "input " << i << ": " << meta_str(m) << " strides " << shape_str(m.strides)
-     << (m.storage_offset ? " offset " + std::to_string(m.storage_offset) : "")
+  os << "input " << i << ": " << meta_str(m, sym, nodes);
+  if (sym.empty()) os << " strides " << shape_str(m.strides);
+  os << (m.storage_offset ? " offset " + std::to_string(m.storage_offset) : "")
      << (requires_grad ? " requires_grad" : "");
   return os.str();
 }
@@ -87,9 +89,6 @@ CompiledFunction::CompiledFunction(CompileOptions options) : options_(std::move(
   }
   KILN_CHECK(options_.recompile_limit >= 1, "compile: recompile_limit must be at least 1, got ",
              options_.recompile_limit);
-  KILN_CHECK(!options_.dynamic.value_or(false),
-             "compile: not supported yet: dynamic=true (symbolic shapes); leave it unset or false, and each new "
-             "shape compiles its own graph");
   std::lock_guard<std::mutex> lock(all_mutex());
   all_functions().push_back(this);
 }
@@ -103,16 +102,20 @@ CompiledFunction::~CompiledFunction() {
 void CompiledFunction::clear_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   cache_.clear();
+  seen_.clear();
   fallback_ = false;
 }
 
-void CompiledFunction::run(const std::function<void()>& body) { run_impl(body, nullptr); }
-
-void CompiledFunction::run_pure(const std::function<void()>& body, const CompiledState::PureCall& call) {
-  run_impl(body, call.supported ? &call : nullptr);
+void CompiledFunction::run(const std::function<void()>& body, const std::vector<Tensor>& args) {
+  run_impl(body, nullptr, args);
 }
 
-void CompiledFunction::run_impl(const std::function<void()>& body, const CompiledState::PureCall* pure) {
+void CompiledFunction::run_pure(const std::function<void()>& body, const CompiledState::PureCall& call) {
+  run_impl(body, call.supported ? &call : nullptr, call.args);
+}
+
+void CompiledFunction::run_impl(const std::function<void()>& body, const CompiledState::PureCall* pure,
+                                const std::vector<Tensor>& args) {
   // Inside another compiled function's recording, this one is part of that graph.
   if (active_recording() || current_record_layer()) {
     body();
@@ -133,6 +136,7 @@ void CompiledFunction::run_impl(const std::function<void()>& body, const Compile
     Recording rec(this);
     std::vector<std::pair<const TensorImpl*, int64_t>> returned;  // impl, and its value when a tracer
     try {
+      if (!(options_.dynamic.has_value() && !*options_.dynamic)) rec.declare_inputs(args);
       body();
       if (pure)
         for (const Tensor& t : pure->returned())
@@ -257,6 +261,8 @@ std::string CompiledFunction::recompile_reason(const std::vector<Entry>& entries
       std::ostringstream os;
       os << "input " << i << " changed from " << meta_str(a) << " (strides " << shape_str(a.strides) << ") to "
          << meta_str(b) << " (strides " << shape_str(b.strides) << ")";
+      const Shape& sym = g.values[g.inputs[i]].sym;
+      if (!sym.empty()) os << "; compiled as " << meta_str(b, sym, g.sym_nodes);
       return os.str();
     }
   }
@@ -283,11 +289,35 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   } add_time{stats_.last_run_us, t0};
   std::vector<int64_t> rs = random_state(graph);
   std::vector<Entry>& entries = cache_[graph_index];
-  for (const Entry& e : entries)
+  const bool specialize = graph.is_symbolic() && !backend_->symbolic;
+  std::vector<int64_t> binding;
+  if (specialize) {
+    binding.assign(graph.sym_sources.size(), 0);
+    for (size_t k = 0; k < graph.sym_sources.size(); ++k) {
+      const SymSource& s = graph.sym_sources[k];
+      binding[k] = inputs[s.input].sizes()[static_cast<size_t>(s.dim)];
+    }
+  }
+  CompileContext ctx{differentiable, options_, stats_};
+  for (Entry& e : entries)
     if (e.hash == hash) {
       ++stats_.cache_hits;
-      remember_last(graph, inputs, e.run);
-      return e.run(inputs, rs);
+      if (!specialize) {
+        remember_last(graph, inputs, e.run);
+        return e.run(inputs, rs);
+      }
+      for (const auto& [b, run] : e.specs)
+        if (b == binding) {
+          remember_last(graph, inputs, run);
+          return run(inputs, rs);
+        }
+      ++stats_.specializations;
+      log(Log::Recompiles, "graph " + std::to_string(graph_index) + ": specialized for a new binding of its symbols");
+      Runnable run = backend_->compile(graph, ctx);
+      if (e.specs.size() >= kSpecializations) e.specs.erase(e.specs.begin());
+      e.specs.emplace_back(binding, run);
+      remember_last(graph, inputs, run);
+      return run(inputs, rs);
     }
   bool over_limit = static_cast<int>(entries.size()) >= options_.recompile_limit;
   std::string reason = entries.empty() ? "" : recompile_reason(entries, graph, inputs);
@@ -306,7 +336,7 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   stats_.guards.clear();
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     const Value& v = graph.values[graph.inputs[i]];
-    stats_.guards.push_back(guard_str(i, v.meta, v.requires_grad));
+    stats_.guards.push_back(guard_str(i, v.meta, v.requires_grad, v.sym, graph.sym_nodes));
   }
   if (log_enabled(Log::Guards)) log(Log::Guards, join(stats_.guards));
   std::string text = graph.str("graph_" + std::to_string(graph_index));
@@ -316,8 +346,9 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
     stats_.ops_per_graph.push_back(graph.num_ops());
   }
   auto tc = std::chrono::steady_clock::now();
-  CompileContext ctx{differentiable, options_, stats_};
-  Entry e{hash, backend_->compile(graph, ctx), {}, {}};
+  Entry e{hash, backend_->compile(graph, ctx), {}, {}, false, {}};
+  e.symbolic = graph.is_symbolic();
+  if (specialize) e.specs.emplace_back(binding, e.run);
   auto t1 = std::chrono::steady_clock::now();
   log(Log::Perf, "graph " + std::to_string(graph_index) + ": compiled " + std::to_string(graph.num_ops()) + " ops in " +
                      std::to_string(std::chrono::duration<double, std::milli>(t1 - tc).count()) + " ms");
@@ -359,6 +390,29 @@ void CompiledFunction::remember_last(const Graph& graph, const std::vector<Tenso
     if (written[graph.inputs[i]]) last_.bump.push_back(static_cast<int>(i));
 }
 
+uint64_t CompiledFunction::dynamic_dims(int graph_index, int slot, const Tensor& t) {
+  if (options_.dynamic.has_value() && !*options_.dynamic) return 0;
+  if (t.dim() == 0 || (t.requires_grad() && t.is_leaf())) return 0;  // parameters keep their sizes
+  const uint64_t all = t.dim() >= 64 ? ~0ull : (1ull << t.dim()) - 1;
+  if (options_.dynamic.value_or(false)) return all;
+  std::vector<SeenInput>& slots = seen_[graph_index];
+  if (slots.size() <= static_cast<size_t>(slot)) slots.resize(static_cast<size_t>(slot) + 1);
+  SeenInput& s = slots[static_cast<size_t>(slot)];
+  if (s.sizes.empty() && s.dynamic == 0) {
+    s.sizes = Shape(t.sizes().begin(), t.sizes().end());  // first sight (a 0-d tensor never gets here)
+    return 0;
+  }
+  if (static_cast<int64_t>(s.sizes.size()) == t.dim())
+    for (size_t d = 0; d < s.sizes.size() && d < 64; ++d)
+      if (s.sizes[d] != t.sizes()[d] && !(s.dynamic >> d & 1)) {
+        s.dynamic |= 1ull << d;
+        log(Log::Recompiles, "graph " + std::to_string(graph_index) + ": input " + std::to_string(slot) + " dim " +
+                                 std::to_string(d) + " changed from " + std::to_string(s.sizes[d]) + " to " +
+                                 std::to_string(t.sizes()[d]) + ": dynamic from now on");
+      }
+  return s.dynamic & all;
+}
+
 void CompiledFunction::on_break(int graph_index, const std::string& op, const std::string& reason) {
   ++breaks_total_;
   std::string site = user_call_site();
@@ -372,7 +426,9 @@ void CompiledFunction::on_break(int graph_index, const std::string& op, const st
 
 CompiledState::CompiledState(CompileOptions options) : impl_(std::make_unique<CompiledFunction>(std::move(options))) {}
 CompiledState::~CompiledState() = default;
-void CompiledState::run(const std::function<void()>& body) { impl_->run(body); }
+void CompiledState::run(const std::function<void()>& body, const std::vector<Tensor>& args) {
+  impl_->run(body, args);
+}
 bool CompiledState::replay(const PureCall& call, std::vector<Tensor>& outs) { return impl_->replay(call, outs); }
 void CompiledState::run_pure(const std::function<void()>& body, const PureCall& call) { impl_->run_pure(body, call); }
 const CompileStats& CompiledState::stats() const { return impl_->stats_; }

@@ -15,7 +15,7 @@ class CompiledFunction final : public GraphSink {
  public:
   explicit CompiledFunction(CompileOptions options);  // validates the options
   ~CompiledFunction() override;
-  void run(const std::function<void()>& body);
+  void run(const std::function<void()>& body, const std::vector<Tensor>& args);
   bool replay(const CompiledState::PureCall& call, std::vector<Tensor>& outs);
   void run_pure(const std::function<void()>& body, const CompiledState::PureCall& call);
   void clear_cache();
@@ -24,6 +24,7 @@ class CompiledFunction final : public GraphSink {
   GraphResult run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
                         bool differentiable) override;
   void on_break(int graph_index, const std::string& op, const std::string& reason) override;
+  uint64_t dynamic_dims(int graph_index, int slot, const Tensor& t) override;
 
   CompileStats stats_;
   const CompileOptions options_;
@@ -34,8 +35,20 @@ class CompiledFunction final : public GraphSink {
     Runnable run;
     std::vector<TensorMeta> input_metas;
     std::vector<OpId> ops;
+    bool symbolic = false;
+    // A symbolic graph on a backend that takes numbers: one compile per binding of the
+    // symbols, the latest kSpecializations kept (Note [Dynamic shapes]).
+    std::vector<std::pair<std::vector<int64_t>, Runnable>> specs;
   };
-  void run_impl(const std::function<void()>& body, const CompiledState::PureCall* pure);
+  static constexpr size_t kSpecializations = 16;
+  // Automatic dynamic shapes: each graph input slot's first sizes, and the dims seen to change.
+  struct SeenInput {
+    Shape sizes;
+    uint64_t dynamic = 0;
+  };
+  std::map<int, std::vector<SeenInput>> seen_;
+  void run_impl(const std::function<void()>& body, const CompiledState::PureCall* pure,
+                const std::vector<Tensor>& args);
   void remember_last(const Graph& graph, const std::vector<Tensor>& inputs, const Runnable& run);
   void remember_pure(const CompiledState::PureCall& call,
                      const std::vector<std::pair<const TensorImpl*, int64_t>>& returned);

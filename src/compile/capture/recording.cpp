@@ -6,6 +6,7 @@
 #include "autograd/autograd_meta.h"
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "compile/capture/sym_shapes.h"
 
 namespace kiln::compiler {
 
@@ -28,13 +29,16 @@ Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
     : sink_(sink), decompose_(decompose), functionalize_(functionalize), id_(g_next_recording++), prev_(tls_recording) {
   tls_recording = this;
   layer_guard_ = std::make_unique<RecordLayerGuard>(this);
+  sym_scope_ = std::make_unique<SymTableScope>(&syms_);
   set_value_read_hook(&Recording::on_value_read);
   set_tracer_alias_hook(&Recording::on_tracer_alias);
   backward_runs_at_start_ = autograd::backward_runs();
 }
 
 Recording::~Recording() {
+  clear_symbolic_reals();
   layer_guard_.reset();
+  sym_scope_.reset();
   tls_recording = prev_;
   if (!prev_) {
     set_value_read_hook(nullptr);
@@ -42,7 +46,18 @@ Recording::~Recording() {
   }
 }
 
+void Recording::clear_symbolic_reals() {
+  for (const auto& p : symbolic_reals_) p->sym_sizes.reset();
+  symbolic_reals_.clear();
+}
+
+void Recording::declare_inputs(const std::vector<Tensor>& args) {
+  for (const Tensor& t : args)
+    if (t.defined() && !t.unsafe_impl()->is_tracer()) (void)value_of(t);
+}
+
 void Recording::reset() {
+  clear_symbolic_reals();
   graph_ = Graph();
   hash_ = Hasher();
   inputs_.clear();
@@ -56,6 +71,8 @@ void Recording::reset() {
   written_inputs_.clear();
   id_ = g_next_recording++;
   backward_runs_at_start_ = autograd::backward_runs();
+  syms_.begin_graph(graph_index_);
+  graph_has_symbols_ = false;
 }
 
 int Recording::value_of(const Tensor& t) {
@@ -70,12 +87,43 @@ int Recording::value_of(const Tensor& t) {
   auto it = input_of_.find(i);
   if (it != input_of_.end()) return it->second;
   TensorMeta m{t.sizes().vec(), t.dtype(), t.device(), t.strides().vec(), t.storage_offset()};
+  const int slot = static_cast<int>(graph_.inputs.size());
+  // Dynamic dims become symbols (Note [Dynamic shapes]); 0 and 1 stay numbers, as in PyTorch.
+  Shape sym;
+  if (uint64_t dyn = sink_ ? sink_->dynamic_dims(graph_index_, slot, t) : 0)
+    for (size_t d = 0; d < m.sizes.size() && d < 64; ++d)
+      if ((dyn >> d & 1) && m.sizes[d] >= 2) {
+        if (sym.empty()) sym = m.sizes;
+        sym[d] = syms_.symbol(m.sizes[d]);
+        graph_.sym_sources.push_back(
+            SymSource{static_cast<int>(syms_.node(sym[d]).a), slot, static_cast<int>(d)});
+      }
   int v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
   input_of_.emplace(i, v);
   inputs_.push_back(t);
   // Structure, not identity: which slot, what metadata, which earlier input it aliases.
   hash_.mix(0x1a7e5ull);
-  hash_.mix_meta(m);
+  if (sym.empty()) {
+    hash_.mix_meta(m);
+  } else {
+    graph_has_symbols_ = true;
+    graph_.values[v].sym = sym;
+    // The user's tensor reads as symbolic on this thread until this graph is run (x.size(1)).
+    if (!i->sym_sizes) {
+      i->sym_sizes = std::make_unique<Shape>(sym);
+      symbolic_reals_.push_back(t.impl_ptr());
+    }
+    hash_.mix(sym.size());
+    for (int64_t raw : sym) hash_.mix(syms_.hash(raw));
+    // A contiguous input's strides follow from its sizes; others are compared as numbers.
+    if (t.is_contiguous())
+      hash_.mix(0xc0u);
+    else
+      hash_.mix_ints(m.strides);
+    hash_.mix(static_cast<uint64_t>(m.storage_offset));
+    hash_.mix(static_cast<uint64_t>(m.dtype));
+    hash_.mix((static_cast<uint64_t>(m.device.type) << 8) | static_cast<uint8_t>(m.device.index));
+  }
   hash_.mix((t.requires_grad() ? 1u : 0u) | (i->is_wrapped_number ? 2u : 0u));
   auto [cls, fresh] = storage_class_.emplace(storage_key(i), static_cast<int>(inputs_.size()) - 1);
   hash_.mix(fresh ? ~0ull : static_cast<uint64_t>(cls->second));
@@ -115,7 +163,14 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     ins.push_back(v);
     hash_.mix(static_cast<uint64_t>(v + 1));
   }
-  const auto& av = attrs.values();
+  // With symbols about, attrs keep their expressions (Note [Dynamic shapes]).
+  std::vector<AttrValue> sym_attrs;
+  bool symbolic = false;
+  if (graph_has_symbols_) {
+    sym_attrs = symbolic_attrs(syms_, op, inputs, attrs.symbolic_values(), metas);
+    for (const AttrValue& a : sym_attrs) symbolic = symbolic || attr_is_symbolic(a);
+  }
+  const auto& av = symbolic ? sym_attrs : attrs.values();
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
   if (info.has(MUTATES)) {
@@ -131,12 +186,18 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
       m.strides = contiguous_strides(m.sizes);
       m.storage_offset = 0;
     }
-  int n = graph_.add_node(op, attrs, std::move(ins), metas);
+  int n = graph_.add_node(op, symbolic ? Attrs(sym_attrs) : attrs, std::move(ins), metas);
+  std::vector<Shape> out_sym;
+  if (graph_has_symbols_) out_sym = symbolic_output_sizes(syms_, op, inputs, av, metas);
   std::vector<Tensor> outs;
   outs.reserve(metas.size());
   for (size_t k = 0; k < metas.size(); ++k) {
     int v = graph_.nodes[n].outputs[k];
     outs.push_back(info.has(VIEW) ? make_tracer_view(inputs[0], metas[k], v) : make_tracer(metas[k], v));
+    if (k < out_sym.size() && !out_sym[k].empty()) {
+      graph_.values[v].sym = out_sym[k];
+      outs.back().unsafe_impl()->sym_sizes = std::make_unique<Shape>(std::move(out_sym[k]));
+    }
     if (functionalize_ && info.has(VIEW)) {
       const TensorImpl* b = inputs[0].unsafe_impl();
       const TensorImpl* root = b->view_base ? b->view_base.get() : b;
@@ -309,6 +370,7 @@ void Recording::flush() {
       hash_.mix(graph_.values[v].requires_grad);
     }
   hash_.mix(differentiable);
+  if (graph_has_symbols_) graph_.sym_nodes = syms_.nodes();
   GraphResult result;
   {
     PauseRecording pause;
@@ -328,6 +390,7 @@ void Recording::flush() {
     p->storage_offset = ri->storage_offset;
     p->tracer_recording = 0;
     p->tracer_value = -1;
+    p->sym_sizes.reset();
     p->refresh_metadata();
     if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0) {
       auto& m = autograd::autograd_meta(Tensor(p));

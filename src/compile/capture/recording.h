@@ -52,6 +52,12 @@ struct GraphSink {
                                 bool differentiable) = 0;
   // A graph ended early (value read, data-dependent op): `fullgraph` refuses here.
   virtual void on_break(int graph_index, const std::string& op, const std::string& reason) = 0;
+  // Which dims of the real tensor that becomes input `slot` of graph `graph_index` are
+  // symbolic (bit d for dim d; Note [Dynamic shapes]).
+  virtual uint64_t dynamic_dims(int graph_index, int slot, const Tensor& t) {
+    (void)graph_index, (void)slot, (void)t;
+    return 0;
+  }
 };
 
 class Recording final : public RecordLayer {
@@ -69,6 +75,9 @@ class Recording final : public RecordLayer {
   void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) override;
   bool decompose(OpId op) const override { return decompose_ || (functionalize_ && op_info(op).has(MUTATES)); }
 
+  // The call's tensor arguments become graph inputs now, in order, so that their sizes are
+  // symbolic before the code first uses them (Note [Dynamic shapes]).
+  void declare_inputs(const std::vector<Tensor>& args);
   // Finishes the current graph (see the Note); a no-op when it has no nodes.
   void flush();
   // A new graph input that is a tracer (for retracing a graph).
@@ -122,6 +131,14 @@ class Recording final : public RecordLayer {
   uint64_t backward_runs_at_start_ = 0;
   Recording* prev_ = nullptr;
   std::unique_ptr<RecordLayerGuard> layer_guard_;
+  // Symbolic sizes (Note [Dynamic shapes]): one table for the whole call, so a SymInt the
+  // user holds across a graph break stays readable; the current graph's symbols only in it.
+  SymTable syms_;
+  std::unique_ptr<SymTableScope> sym_scope_;
+  bool graph_has_symbols_ = false;
+  // Real inputs whose sizes read as symbolic while this graph is recorded (cleared after it).
+  std::vector<std::shared_ptr<TensorImpl>> symbolic_reals_;
+  void clear_symbolic_reals();
 };
 
 // Pauses recording on this thread (running a graph's kernels, eager fallbacks).

@@ -1,5 +1,8 @@
 #include "compile/ir/graph.h"
 
+#include <algorithm>
+#include <array>
+#include <mutex>
 #include <cstring>
 #include <sstream>
 
@@ -32,25 +35,7 @@ const char* short_dtype(DType t) {
   return "?";
 }
 
-// The attr names of an op, from its ops.def signature: "(T x; ints dim, bool keepdim)" → dim, keepdim.
-std::vector<std::string> attr_names(const OpInfo& info) {
-  std::vector<std::string> names;
-  const char* semi = std::strchr(info.signature, ';');
-  if (!semi) return names;
-  std::string rest(semi + 1);
-  rest = rest.substr(0, rest.find(')'));
-  std::stringstream ss(rest);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t end = item.find_last_not_of(' ');
-    size_t start = item.find_last_of(' ', end);
-    names.push_back(
-        item.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start)));
-  }
-  return names;
-}
-
-void print_attr(std::ostream& os, const AttrValue& a) {
+void print_attr(std::ostream& os, const AttrValue& a, const std::vector<SymNode>& nodes) {
   std::visit(
       [&](const auto& v) {
         using V = std::decay_t<decltype(v)>;
@@ -64,10 +49,16 @@ void print_attr(std::ostream& os, const AttrValue& a) {
           else if (v.is_bool())
             os << (v.to_bool() ? "true" : "false");
           else
-            os << v.to_long();
+            os << sym_str(v.to_long(), nodes);
+        } else if constexpr (std::is_same_v<V, int64_t>)
+          os << sym_str(v, nodes);
+        else if constexpr (std::is_same_v<V, std::vector<int64_t>>) {
+          os << "[";
+          for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << sym_str(v[i], nodes);
+          os << "]";
         } else if constexpr (std::is_same_v<V, DType>)
           os << short_dtype(v);
-        else if constexpr (std::is_same_v<V, std::vector<int64_t>> || std::is_same_v<V, std::vector<double>>) {
+        else if constexpr (std::is_same_v<V, std::vector<double>>) {
           os << "[";
           for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
           os << "]";
@@ -80,6 +71,28 @@ void print_attr(std::ostream& os, const AttrValue& a) {
 }
 }  // namespace
 
+const std::vector<std::string>& op_attr_names(OpId op) {
+  static std::array<std::vector<std::string>, kNumOps> names;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < kNumOps; ++i) {
+      const char* semi = std::strchr(op_info(static_cast<OpId>(i)).signature, ';');
+      if (!semi) continue;
+      std::string rest(semi + 1);
+      rest = rest.substr(0, rest.find(')'));
+      std::stringstream ss(rest);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        size_t end = item.find_last_not_of(' ');
+        size_t start = item.find_last_of(' ', end);
+        size_t from = start == std::string::npos ? 0 : start + 1;
+        names[static_cast<size_t>(i)].push_back(item.substr(from, end + 1 - from));
+      }
+    }
+  });
+  return names[static_cast<size_t>(op)];
+}
+
 std::string meta_str(const TensorMeta& m) {
   std::ostringstream os;
   os << short_dtype(m.dtype) << "[";
@@ -89,9 +102,45 @@ std::string meta_str(const TensorMeta& m) {
   return os.str();
 }
 
+std::string meta_str(const TensorMeta& m, const Shape& sym, const std::vector<SymNode>& nodes) {
+  if (sym.empty()) return meta_str(m);
+  std::ostringstream os;
+  os << short_dtype(m.dtype) << "[";
+  for (size_t i = 0; i < sym.size(); ++i) os << (i ? ", " : "") << sym_str(sym[i], nodes);
+  os << "]";
+  if (!m.device.is_cpu()) os << "@" << m.device;
+  return os.str();
+}
+
+std::vector<int64_t> Graph::sym_values(const std::vector<Tensor>& in) const {
+  int n = 0;
+  for (const SymSource& s : sym_sources) n = std::max(n, s.symbol + 1);
+  std::vector<int64_t> symbols(static_cast<size_t>(n), 0);
+  for (const SymSource& s : sym_sources) {
+    KILN_CHECK(s.input < static_cast<int>(in.size()) && s.dim < in[s.input].dim(), "internal: symbol s", s.symbol,
+               " reads dim ", s.dim, " of graph input ", s.input, ", which is missing");
+    symbols[static_cast<size_t>(s.symbol)] = in[s.input].sizes()[static_cast<size_t>(s.dim)];
+  }
+  return sym_evaluate(sym_nodes, symbols);
+}
+
+Attrs evaluate_attrs(const Attrs& attrs, const std::vector<int64_t>& values) {
+  if (!attrs.has_symbolic()) return attrs;
+  std::vector<AttrValue> out = attrs.symbolic_values();
+  for (AttrValue& a : out) {
+    if (auto* i = std::get_if<int64_t>(&a)) *i = sym_value(*i, values);
+    else if (auto* v = std::get_if<std::vector<int64_t>>(&a))
+      for (int64_t& x : *v) x = sym_value(x, values);
+    else if (auto* s = std::get_if<Scalar>(&a); s && s->is_integral() && SymInt::raw_is_symbolic(s->to_long()))
+      *s = Scalar(sym_value(s->to_long(), values));
+  }
+  SymTableScope none(nullptr);  // plain values: no split
+  return Attrs(std::move(out));
+}
+
 int Graph::add_input(const TensorMeta& m, bool requires_grad, bool wrapped_number) {
   int id = static_cast<int>(values.size());
-  values.push_back(Value{m, -1, static_cast<int>(inputs.size()), requires_grad, wrapped_number});
+  values.push_back(Value{m, -1, static_cast<int>(inputs.size()), requires_grad, wrapped_number, {}});
   inputs.push_back(id);
   return id;
 }
@@ -102,7 +151,7 @@ int Graph::add_node(OpId op, Attrs attrs, std::vector<int> ins, const std::vecto
   node.outputs.reserve(outs.size());
   for (size_t k = 0; k < outs.size(); ++k) {
     node.outputs.push_back(static_cast<int>(values.size()));
-    values.push_back(Value{outs[k], n, static_cast<int>(k), false, false});
+    values.push_back(Value{outs[k], n, static_cast<int>(k), false, false, {}});
   }
   nodes.push_back(std::move(node));
   return n;
@@ -113,7 +162,8 @@ std::string Graph::str(const std::string& name) const {
   os << name << "(";
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = values[inputs[i]];
-    os << (i ? ", " : "") << "%" << inputs[i] << ": " << meta_str(v.meta) << (v.requires_grad ? " (grad)" : "");
+    os << (i ? ", " : "") << "%" << inputs[i] << ": " << meta_str(v.meta, is_symbolic() ? v.sym : Shape{}, sym_nodes)
+       << (v.requires_grad ? " (grad)" : "");
   }
   os << "):\n";
   for (const Node& n : nodes) {
@@ -127,16 +177,20 @@ std::string Graph::str(const std::string& name) const {
       os << (first ? "" : ", ") << (in < 0 ? std::string("None") : "%" + std::to_string(in));
       first = false;
     }
-    std::vector<std::string> names = attr_names(info);
-    for (size_t a = 0; a < n.attrs.size(); ++a) {
+    const std::vector<std::string>& names = op_attr_names(n.op);
+    const std::vector<AttrValue>& attrs = is_symbolic() ? n.attrs.symbolic_values() : n.attrs.values();
+    for (size_t a = 0; a < attrs.size(); ++a) {
       os << (first ? "" : ", ") << (a < names.size() ? names[a] : "attr" + std::to_string(a)) << "=";
-      print_attr(os, n.attrs[a]);
+      print_attr(os, attrs[a], sym_nodes);
       first = false;
     }
     os << ")";
     if (!n.outputs.empty()) {
       os << " : ";
-      for (size_t k = 0; k < n.outputs.size(); ++k) os << (k ? ", " : "") << meta_str(values[n.outputs[k]].meta);
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        const Value& v = values[n.outputs[k]];
+        os << (k ? ", " : "") << meta_str(v.meta, is_symbolic() ? v.sym : Shape{}, sym_nodes);
+      }
     }
     if (info.has(MUTATES)) os << "  # writes %" << (n.inputs.empty() ? -1 : n.inputs[0]);
     os << "\n";

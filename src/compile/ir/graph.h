@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sym_table.h"
 #include "ops/registry.h"
 
 namespace kiln::compiler {
@@ -19,6 +20,14 @@ struct Value {
   int index = 0;    // which output of `node`, or which graph input
   bool requires_grad = false;
   bool wrapped_number = false;  // a graph input made from a C++ number: promotes like one
+  Shape sym;                    // symbolic sizes as raw SymInts (Note [Dynamic shapes]); empty: meta.sizes
+};
+
+// Symbol `symbol` of a graph's table is dim `dim` of graph input `input`.
+struct SymSource {
+  int symbol;
+  int input;
+  int dim;
 };
 
 struct Node {
@@ -37,6 +46,14 @@ struct Graph {
   // state passed at run time it draws from (Note [Random state as input]).
   // Empty: the graph's own RANDOM nodes in order (a captured graph).
   std::vector<int> random_source;
+  // Note [Dynamic shapes]: the expressions that symbolic attrs (Attrs::symbolic_values) and
+  // Value::sym refer to, and where each symbol comes from. Empty for a static graph; node
+  // attrs' values() are then the only attrs, else they are this call's values of the expressions.
+  std::vector<SymNode> sym_nodes;
+  std::vector<SymSource> sym_sources;
+  bool is_symbolic() const { return !sym_sources.empty(); }
+  // The symbols' values for these inputs, and every node's value under them.
+  std::vector<int64_t> sym_values(const std::vector<Tensor>& inputs) const;
 
   int add_input(const TensorMeta& m, bool requires_grad, bool wrapped_number = false);
   // Appends a node and one new value per meta; returns the node's index.
@@ -62,5 +79,11 @@ bool is_random_attr(const OpInfo& info, size_t attr_index, size_t num_attrs);
 void map_random_source(Graph& derived, const Graph& source);
 
 std::string meta_str(const TensorMeta& m);
+// An op's attr names, from its ops.def signature: "(T x; ints dim, bool keepdim)" → dim, keepdim.
+const std::vector<std::string>& op_attr_names(OpId op);
+// With symbolic sizes (raw SymInts over `nodes`) where `sym` is not empty.
+std::string meta_str(const TensorMeta& m, const Shape& sym, const std::vector<SymNode>& nodes);
+// A node's attrs with every symbolic value evaluated (sym_values' result).
+Attrs evaluate_attrs(const Attrs& attrs, const std::vector<int64_t>& values);
 
 }  // namespace kiln::compiler

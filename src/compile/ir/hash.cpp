@@ -1,6 +1,18 @@
 #include "compile/ir/hash.h"
 
+#include "core/sym_table.h"
+
 namespace kiln::compiler {
+
+namespace {
+// A symbolic value hashes by its expression (the same in every call), not its tag.
+uint64_t int_key(int64_t raw) {
+  if (!SymInt::raw_is_symbolic(raw)) return static_cast<uint64_t>(raw);
+  const SymTable* t = active_sym_table();
+  KILN_CHECK(t, "internal: a symbolic attr hashed outside its recording");
+  return t->hash(raw) ^ 0x5f3c9d2a11ull;
+}
+}  // namespace
 
 void Hasher::mix_attr(const AttrValue& a) {
   mix(a.index());
@@ -8,8 +20,10 @@ void Hasher::mix_attr(const AttrValue& a) {
       [&](const auto& v) {
         using V = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<V, std::monostate>) {
-        } else if constexpr (std::is_same_v<V, bool> || std::is_same_v<V, int64_t>)
+        } else if constexpr (std::is_same_v<V, bool>)
           mix(static_cast<uint64_t>(v));
+        else if constexpr (std::is_same_v<V, int64_t>)
+          mix(int_key(v));
         else if constexpr (std::is_same_v<V, double>)
           mix_double(v);
         else if constexpr (std::is_same_v<V, Scalar>) {
@@ -17,13 +31,15 @@ void Hasher::mix_attr(const AttrValue& a) {
           if (v.is_floating_point())
             mix_double(v.to_double());
           else
-            mix(static_cast<uint64_t>(v.to_long()));
+            mix(int_key(v.to_long()));
         } else if constexpr (std::is_same_v<V, DType>)
           mix(static_cast<uint64_t>(v));
         else if constexpr (std::is_same_v<V, Device>)
           mix((static_cast<uint64_t>(v.type) << 8) | static_cast<uint8_t>(v.index));
-        else if constexpr (std::is_same_v<V, std::vector<int64_t>>)
-          mix_ints(v);
+        else if constexpr (std::is_same_v<V, std::vector<int64_t>>) {
+          mix(v.size());
+          for (int64_t x : v) mix(int_key(x));
+        }
         else if constexpr (std::is_same_v<V, std::vector<double>>) {
           mix(v.size());
           for (double d : v) mix_double(d);
