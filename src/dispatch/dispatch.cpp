@@ -227,6 +227,7 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
   if (info.decomp) {
     // Validate with the meta function first, so a composite gives its own error.
     if (info.meta && metas.empty() && !info.has(DATA_DEPENDENT)) (void)info.meta(call);
+    SymAttrScope sizes_at_hand(attrs);
     return info.decomp(call);
   }
   KILN_FAIL(info.name, ": not supported yet on ", dev, " (no kernel and no decomposition)");

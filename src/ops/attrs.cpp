@@ -36,6 +36,19 @@ bool attrs_live(const Attrs& attrs) {
   return true;
 }
 
+namespace {
+thread_local std::vector<const std::vector<AttrValue>*> tls_context;
+}
+SymAttrScope::SymAttrScope(const Attrs& a) {
+  if (!a.has_symbolic()) return;
+  tls_context.push_back(&a.symbolic_values());
+  pushed_ = true;
+}
+SymAttrScope::~SymAttrScope() {
+  if (pushed_) tls_context.pop_back();
+}
+const std::vector<const std::vector<AttrValue>*>& sym_attr_context() { return tls_context; }
+
 void Attrs::split_symbolic() {
   bool any = false;
   for (const AttrValue& a : v_) any = any || attr_is_symbolic(a);

@@ -93,6 +93,21 @@ class Attrs {
 // Whether a value holds a symbolic SymInt; its value in this call.
 bool attr_is_symbolic(const AttrValue& a);
 AttrValue attr_hint(const AttrValue& a);
+// While a composite that was given symbolic attrs runs its decomposition, its attrs are at hand
+// for the recorder to match the sizes the decomposition computes as numbers (Note [Dynamic shapes]).
+class SymAttrScope {
+ public:
+  explicit SymAttrScope(const Attrs& a);
+  ~SymAttrScope();
+  SymAttrScope(const SymAttrScope&) = delete;
+  SymAttrScope& operator=(const SymAttrScope&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+// The symbolic attrs of the composites being decomposed on this thread, innermost last.
+const std::vector<const std::vector<AttrValue>*>& sym_attr_context();
+
 // Whether attrs' symbolic values belong to this thread's active table (a graph replayed in
 // another recording carries tags that mean nothing there).
 bool attrs_live(const Attrs& attrs);

@@ -137,14 +137,15 @@ std::vector<Tensor> decomp_embedding_bag(const OpCall& c) {
   const Tensor &w = c.in(0), &indices = c.in(1), &psw = c.in(3);
   const std::string& mode = c.attrs.str(0);
   int64_t pad = c.attrs.i(2);
-  int64_t B = m[0].sizes[0], D = m[0].sizes[1];
+  // Sizes as SymInts: while compiling with dynamic shapes the bag count stays symbolic.
+  const SymInt B = indices.dim() == 2 ? indices.size(0) : SymInt(m[0].sizes[0]);
+  const int64_t D = m[0].sizes[1];
   TensorOptions lopt = TensorOptions(kInt64).device(w.device());
   Tensor idx = flatten(indices).to(kInt64);
-  int64_t n = idx.numel();
+  const SymInt n = indices.dim() == 2 ? B * indices.size(1) : SymInt(idx.numel());
   Tensor bag, valid;
   if (indices.dim() == 2) {
-    int64_t len = indices.sizes()[1];
-    bag = flatten(expand(unsqueeze(arange(B, lopt), 1), {B, len}));
+    bag = flatten(expand(unsqueeze(arange(B, lopt), 1), {B, indices.size(1)}));
   } else {
     Tensor offs = c.in(2).to(kInt64);
     Tensor starts = c.attrs.b(1) ? slice(offs, 0, 0, B) : offs;

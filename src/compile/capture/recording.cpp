@@ -94,6 +94,17 @@ int Recording::value_of(const Tensor& t) {
     for (size_t d = 0; d < m.sizes.size() && d < 64; ++d)
       if ((dyn >> d & 1) && m.sizes[d] >= 2) {
         if (sym.empty()) sym = m.sizes;
+        // Duck sizing (as PyTorch's): a dim equal to a symbol of this graph is that symbol; the
+        // hash then says so, and a later call where they differ records a different graph.
+        int64_t same = 0;
+        for (size_t k : syms_.symbol_nodes()) {
+          const SymNode& n = syms_.nodes()[k];
+          if (n.graph == graph_index_ && n.hint == m.sizes[d]) same = syms_.raw_of(k);
+        }
+        if (same) {
+          sym[d] = same;
+          continue;
+        }
         sym[d] = syms_.symbol(m.sizes[d]);
         graph_.sym_sources.push_back(
             SymSource{static_cast<int>(syms_.node(sym[d]).a), slot, static_cast<int>(d)});

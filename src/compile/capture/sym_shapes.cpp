@@ -51,6 +51,17 @@ int64_t match(SymTable& t, int64_t v, std::span<const Tensor> inputs, int positi
     if (x.defined() && x.unsafe_impl()->sym_sizes)
       for (int64_t raw : *x.unsafe_impl()->sym_sizes)
         if (usable(raw)) return raw;
+  // The symbolic attrs of the composites being decomposed (zeros({n + 1}) → full).
+  const auto& context = sym_attr_context();
+  for (auto it = context.rbegin(); it != context.rend(); ++it)
+    for (const AttrValue& a : **it) {
+      if (const auto* i = std::get_if<int64_t>(&a); i && t.owns(*i) && usable(*i)) return *i;
+      if (const auto* l = std::get_if<std::vector<int64_t>>(&a))
+        for (int64_t x : *l)
+          if (t.owns(x) && usable(x)) return x;
+      if (const auto* s = std::get_if<Scalar>(&a); s && s->is_integral() && t.owns(s->to_long()) && usable(s->to_long()))
+        return s->to_long();
+    }
   int64_t found = v;
   int count = 0;
   for (size_t k : t.symbol_nodes()) {
@@ -186,7 +197,11 @@ std::vector<AttrValue> symbolic_attrs(SymTable& t, OpId op, std::span<const Tens
       for (size_t k = 0; k < l->size(); ++k) {
         int64_t& x = (*l)[k];
         x = plain(t, x);
-        if (match_it && !sym(x)) x = match(t, x, inputs, info.has(FACTORY) ? -1 : static_cast<int>(k));
+        // A factory's sizes match the symbols; a view's match its input's dims by position;
+        // other lists (split sizes, repeats) are counts that merely may equal a size.
+        const bool dims = names[a] == "size" || names[a] == "sizes";
+        if (match_it && !sym(x) && (dims || info.has(FACTORY)))
+          x = match(t, x, inputs, info.has(FACTORY) ? -1 : static_cast<int>(k));
       }
     } else if (auto* s = std::get_if<Scalar>(&v); s && s->is_integral()) {
       int64_t x = plain(t, s->to_long());
