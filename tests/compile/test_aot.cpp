@@ -1,6 +1,7 @@
 // AOT autograd: compiled forwards as one autograd node, the partition, whole-step capture.
 #include <gtest/gtest.h>
 
+#include "autograd/node.h"
 #include "kiln/kiln.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
@@ -324,6 +325,52 @@ TEST(Aot, EveryOptimizerStepIsCapturable) {
   check_capturable<optim::RMSprop>("rmsprop centered momentum",
                                    optim::RMSpropOptions{.lr = 0.05, .momentum = 0.5, .centered = true});
   check_capturable<optim::Adagrad>("adagrad lr_decay", optim::AdagradOptions{.lr = 0.05, .lr_decay = 0.01});
+}
+
+// Writes through views are functionalized as scatters into the view's root: a KV-cache style
+// write into a buffer lands (as a write-back), and a masked intermediate keeps the AOT backward.
+TEST(Aot, WritesThroughViewsAreFunctionalized) {
+  Tensor cache = zeros({2, 6, 4});
+  int64_t pos = 0;
+  auto step = compile([&](const Tensor& k) {
+    NoGradGuard no_grad;
+    cache.narrow(1, pos, k.size(1)).copy_(k);
+    cache.select(2, 0).add_(1);
+    return cache.sum(2);
+  });
+  Tensor ref = zeros({2, 6, 4});
+  for (int i = 0; i < 3; ++i) {
+    manual_seed(i);
+    Tensor k = randn({2, 2, 4});
+    Tensor got = step(k);
+    {
+      NoGradGuard no_grad;
+      ref.narrow(1, pos, 2).copy_(k);
+      ref.select(2, 0).add_(1);
+    }
+    EXPECT_LE(max_abs(got, ref.sum(2)), 1e-6);
+    EXPECT_LE(max_abs(cache, ref), 1e-6);
+    pos += 2;
+  }
+  ASSERT_FALSE(step.stats().aot_graphs.empty());
+  EXPECT_NE(step.stats().aot_graphs[0].find("scatter("), std::string::npos) << step.stats().aot_graphs[0];
+
+  auto masked = [](const Tensor& x) {
+    Tensor mask = ones({x.size(0), x.size(1)});
+    mask.narrow(1, 0, 2).fill_(0);
+    mask.select(0, 1).mul_(3);
+    return (x.sin() * mask).sum();
+  };
+  auto f = compile(masked);
+  manual_seed(4);
+  Tensor x = randn({3, 5}).requires_grad_(true), y = x.detach().clone().requires_grad_(true);
+  Tensor a = f(x), b = masked(y);
+  EXPECT_LE(max_abs(a, b), 1e-6);
+  ASSERT_TRUE(a.grad_fn());
+  EXPECT_EQ(a.grad_fn()->name(), "CompiledFunctionBackward");
+  a.backward();
+  b.backward();
+  EXPECT_LE(max_abs(x.grad(), y.grad()), 1e-6);
 }
 
 }  // namespace

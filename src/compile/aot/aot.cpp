@@ -160,11 +160,20 @@ struct CompiledBackward : autograd::Node {
 }  // namespace
 
 bool aot_supports(const Graph& g, std::string* why) {
+  // A write through a view is functionalized as a scatter into the view's root (Note
+  // [Functionalization]), which needs a contiguous root.
   for (const Node& n : g.nodes) {
     if (!op_info(n.op).has(MUTATES) || n.inputs.empty()) continue;
     int v = n.inputs[0];
-    if (v >= 0 && g.values[v].node >= 0 && op_info(g.nodes[g.values[v].node].op).has(VIEW)) {
-      if (why) *why = std::string("a write (") + op_info(n.op).name + ") through a view";
+    bool through_view = false;
+    while (v >= 0 && g.values[v].node >= 0 && op_info(g.nodes[g.values[v].node].op).has(VIEW)) {
+      v = g.nodes[g.values[v].node].inputs[0];
+      through_view = true;
+    }
+    if (!through_view || v < 0) continue;
+    const TensorMeta& m = g.values[v].meta;
+    if (!compute_contiguous(m.sizes, m.strides) || m.storage_offset != 0) {
+      if (why) *why = std::string("a write (") + op_info(n.op).name + ") through a view of a non-contiguous tensor";
       return false;
     }
   }
@@ -172,10 +181,10 @@ bool aot_supports(const Graph& g, std::string* why) {
 }
 
 namespace {
-// A graph that writes through a view keeps its writes (graph.h's buffer
-// semantics, which the interpreter runs as recorded) and its tracers keep
-// eager's autograd graph (GraphSink::owns_autograd): functionalizing such a
-// write needs scatter ops, not supported yet.
+// A graph that writes through a view of a non-contiguous tensor keeps its
+// writes (graph.h's buffer semantics, which the interpreter runs as recorded)
+// and its tracers keep eager's autograd graph (GraphSink::owns_autograd):
+// functionalizing such a write (a scatter into a strided root) is not supported yet.
 Runnable compile_with_writes(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
   std::string why;
   (void)aot_supports(captured, &why);

@@ -226,15 +226,32 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
 // handle) reads the new value. A view made before the write is remade from
 // its base when next used (its root's write count moved on). Writes into a
 // placeholder are graph-input updates the caller applies after the graph.
-// Writes through a view would need scatter ops: not supported yet.
+// A write through a view scatters into the view's root instead: the root's new value is
+// scatter(root, positions of the view's elements, src), and the write lands on the root
+// (as_strided of an arange gives those positions; the root must be contiguous).
 void Recording::functional_write(const Tensor& dst, const Tensor& src) {
   TensorImpl* d = dst.unsafe_impl();
   KILN_CHECK(d->is_tracer() && d->tracer_recording == id_, "internal: a functionalized write into a real tensor");
-  KILN_CHECK(!d->view_base, "compile: not supported yet: a write through a view (into a ", shape_str(dst.sizes()),
-             " view of a ", shape_str(d->view_base->sizes), " tensor)");
   Tensor s = src;
   if (s.sizes() != dst.sizes()) s = backend_call(OpId::expand, std::vector<Tensor>{s}, Attrs{dst.sizes().vec()})[0];
   if (s.dtype() != dst.dtype()) s = backend_call(OpId::to, std::vector<Tensor>{s}, Attrs{dst.dtype()})[0];
+  if (d->view_base) {
+    Tensor root(d->view_base);
+    const TensorImpl* r = root.unsafe_impl();
+    KILN_CHECK(r->is_tracer() && r->is_contiguous && r->storage_offset == 0,
+               "compile: not supported yet: a write through a view of a non-contiguous tensor (into a ",
+               shape_str(dst.sizes()), " view of a ", shape_str(r->sizes), " tensor with strides ", shape_str(r->strides),
+               ")");
+    auto call1 = [](OpId op, std::vector<Tensor> in, Attrs a) { return backend_call(op, in, a)[0]; };
+    const std::vector<int64_t> flat{root.numel()};
+    Tensor pos = call1(OpId::arange, {}, {Scalar(int64_t{0}), Scalar(root.numel()), Scalar(int64_t{1}), kInt64, root.device()});
+    pos = call1(OpId::as_strided, {pos}, {dst.sizes().vec(), dst.strides().vec(), dst.storage_offset()});
+    pos = call1(OpId::view, {call1(OpId::clone, {pos}, {})}, {std::vector<int64_t>{dst.numel()}});
+    Tensor vals = call1(OpId::view, {call1(OpId::clone, {s}, {})}, {std::vector<int64_t>{dst.numel()}});
+    Tensor fresh = call1(OpId::scatter, {call1(OpId::view, {root}, {flat}), pos, vals}, {int64_t{0}});
+    functional_write(root, call1(OpId::view, {fresh}, {root.sizes().vec()}));
+    return;
+  }
   int v = value_of(s);
   const TensorMeta& m = graph_.values[v].meta;
   d->tracer_value = v;
