@@ -200,8 +200,18 @@ std::vector<AttrValue> symbolic_attrs(SymTable& t, OpId op, std::span<const Tens
         // A factory's sizes match the symbols; a view's match its input's dims by position;
         // other lists (split sizes, repeats) are counts that merely may equal a size.
         const bool dims = names[a] == "size" || names[a] == "sizes";
-        if (match_it && !sym(x) && (dims || info.has(FACTORY)))
-          x = match(t, x, inputs, info.has(FACTORY) ? -1 : static_cast<int>(k));
+        if (!match_it || sym(x) || !(dims || info.has(FACTORY))) continue;
+        if (op == OpId::expand && !inputs.empty() && inputs[0].defined()) {
+          // Right-aligned with the input; a new or broadcast dim is some other size.
+          Shape in = sym_sizes_of(inputs[0]);
+          const int64_t j = static_cast<int64_t>(k) - (static_cast<int64_t>(l->size()) - static_cast<int64_t>(in.size()));
+          if (j >= 0 && t.hint(in[j]) == x)
+            x = in[j];
+          else
+            x = match(t, x, inputs, -1);
+          continue;
+        }
+        x = match(t, x, inputs, info.has(FACTORY) ? -1 : static_cast<int>(k));
       }
     } else if (auto* s = std::get_if<Scalar>(&v); s && s->is_integral()) {
       int64_t x = plain(t, s->to_long());
