@@ -168,6 +168,10 @@ bool same_meta(const Tensor& t, const TensorMeta& m) {
 TensorMeta meta_of(const Tensor& t) {
   return TensorMeta{t.sizes().vec(), t.dtype(), t.device(), t.strides().vec(), t.storage_offset()};
 }
+bool requires_grad_inline(const TensorImpl* i) {
+  const autograd::AutogradMeta* m = i->autograd.get();
+  return m && (m->requires_grad || m->grad_fn);
+}
 }  // namespace
 
 void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
@@ -187,8 +191,6 @@ void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
     if (from < 0) {
       from = -1 - static_cast<int>(e.captured.size());
       e.captured.push_back(in);
-      e.captured_meta.push_back(meta_of(in));
-      e.captured_requires_grad.push_back(in.requires_grad());
     }
     e.input_from.push_back(from);
   }
@@ -206,6 +208,16 @@ void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
   }
   e.bump = last_.bump;
   e.run = last_.run;
+  for (const Tensor& t : e.captured) {
+    const TensorImpl* i = t.unsafe_impl();
+    e.guards.push_back(PureEntry::Guard{i, i->dtype, i->device, requires_grad_inline(i),
+                                        static_cast<uint32_t>(i->sizes.size()), i->storage_offset, e.dims.size()});
+    e.dims.insert(e.dims.end(), i->sizes.begin(), i->sizes.end());
+    e.dims.insert(e.dims.end(), i->strides.begin(), i->strides.end());
+  }
+  e.inputs.resize(e.input_from.size());
+  for (size_t k = 0; k < e.input_from.size(); ++k)
+    if (e.input_from[k] < 0) e.inputs[k] = e.captured[static_cast<size_t>(-1 - e.input_from[k])];
   if (pure_.size() < static_cast<size_t>(options_.recompile_limit)) pure_.push_back(std::move(e));
 }
 
@@ -215,20 +227,35 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
   std::lock_guard<std::mutex> lock(mu_);
   if (fallback_) return false;
   const bool grad_mode = is_grad_enabled();
-  for (const PureEntry& e : pure_) {
+  for (PureEntry& e : pure_) {
     if (e.key != call.key || e.grad_mode != grad_mode || e.arg_meta.size() != call.args.size()) continue;
     bool ok = true;
     for (size_t k = 0; k < call.args.size() && ok; ++k)
-      ok = same_meta(call.args[k], e.arg_meta[k]) && call.args[k].requires_grad() == e.arg_requires_grad[k];
-    for (size_t k = 0; k < e.captured.size() && ok; ++k)
-      ok = same_meta(e.captured[k], e.captured_meta[k]) && e.captured[k].requires_grad() == e.captured_requires_grad[k];
+      ok = same_meta(call.args[k], e.arg_meta[k]) &&
+           requires_grad_inline(call.args[k].unsafe_impl()) == e.arg_requires_grad[k];
+    // The captured tensors are held by identity: only their metadata can have changed.
+    for (size_t k = 0; k < e.guards.size() && ok; ++k) {
+      const PureEntry::Guard& g = e.guards[k];
+      const TensorImpl* i = g.impl;
+      const int64_t* d = e.dims.data() + g.at;
+      ok = i->dtype == g.dtype && i->device == g.device && i->storage_offset == g.storage_offset &&
+           i->sizes.size() == g.rank && std::equal(i->sizes.begin(), i->sizes.end(), d) &&
+           std::equal(i->strides.begin(), i->strides.end(), d + g.rank) && requires_grad_inline(i) == g.requires_grad;
+    }
     if (!ok) continue;
-    std::vector<Tensor> inputs;
-    inputs.reserve(e.input_from.size());
-    for (int from : e.input_from) inputs.push_back(from >= 0 ? call.args[from] : e.captured[-1 - from]);
+    std::vector<Tensor>& inputs = e.inputs;
+    for (size_t k = 0; k < e.input_from.size(); ++k)
+      if (e.input_from[k] >= 0) inputs[k] = call.args[static_cast<size_t>(e.input_from[k])];
     for (int i : e.bump) inputs[i].unsafe_impl()->bump_version();
     stats_.last_guard_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    GraphResult r = e.run(inputs, {});
+    GraphResult r;
+    try {
+      r = e.run(inputs, {});
+    } catch (...) {
+      for (size_t k = 0; k < e.input_from.size(); ++k)
+        if (e.input_from[k] >= 0) inputs[k] = Tensor();
+      throw;
+    }
     outs.clear();
     std::vector<bool> taken(r.outputs.size(), false);
     for (int from : e.output_from) {
@@ -245,6 +272,8 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
       taken[from] = true;
       outs.push_back(std::move(t));
     }
+    for (size_t k = 0; k < e.input_from.size(); ++k)
+      if (e.input_from[k] >= 0) inputs[k] = Tensor();  // the entry does not keep the caller's tensors
     ++stats_.pure_replays;
     return true;
   }

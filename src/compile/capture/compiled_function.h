@@ -62,11 +62,23 @@ class CompiledFunction final : public GraphSink {
     std::vector<bool> arg_requires_grad;
     std::vector<int> input_from;   // per graph input: >= 0 an argument, else -1 - index into captured
     std::vector<Tensor> captured;  // tensors the code reached, held by identity
-    std::vector<TensorMeta> captured_meta;
-    std::vector<bool> captured_requires_grad;
     std::vector<int> bump;         // graph inputs the graph writes (their versions move on)
     std::vector<int> output_from;  // per returned tensor: its graph output
     Runnable run;
+    // The guards of the captured tensors in one flat block (read on every replay), and the
+    // graph's inputs with the captured ones in place (the arguments' slots filled per call).
+    struct Guard {
+      const TensorImpl* impl;
+      DType dtype;
+      Device device;
+      bool requires_grad;
+      uint32_t rank;
+      int64_t storage_offset;
+      size_t at;  // sizes then strides in `dims`
+    };
+    std::vector<Guard> guards;
+    std::vector<int64_t> dims;
+    std::vector<Tensor> inputs;
   };
   // What the latest run_graph ran, for run_pure to turn into a PureEntry.
   struct LastGraph {
