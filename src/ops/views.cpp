@@ -400,6 +400,7 @@ Shape flatten_size(const Tensor& x, const Attrs& a) {
   return size;
 }
 Shape unflatten_size(const Tensor& x, const Attrs& a) {
+  KILN_CHECK(x.dim() > 0, "unflatten: dimension specified as ", a.i(0), " but tensor has no dimensions");
   int64_t d = wrap_dim(a.i(0), x.dim(), "unflatten");
   Shape inner = infer_size(a.ints(1), x.sizes()[d], "unflatten", x.sizes());
   Shape size(x.sizes().begin(), x.sizes().begin() + d);

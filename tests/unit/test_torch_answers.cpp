@@ -44,6 +44,135 @@ std::vector<double> grad_of(F f, std::vector<double> x) {
   }
 }
 
+// ---- Crashes on 0-d tensors ----
+TEST(TorchAnswers, FlipOf0dReturnsIt) {
+  Tensor x = scalar_tensor(2.0);
+  for (int64_t d : {0, -1}) {
+    Tensor y = flip(x, {d});
+    EXPECT_EQ(y.dim(), 0);
+    EXPECT_EQ(y.item<float>(), 2.0f);
+  }
+  expect_error([&] { flip(x, {1}); }, {"flip", "dimension out of range"});
+}
+
+TEST(TorchAnswers, RollAndUnflattenOf0dRaise) {
+  Tensor x = scalar_tensor(2.0);
+  expect_error([&] { roll(x, {1}, {0}); }, {"roll", "tensor has no dimensions"});
+  expect_error([&] { unflatten(x, 0, {1}); }, {"unflatten", "tensor has no dimensions"});
+  // Without dims, roll flattens first: torch returns the value.
+  EXPECT_EQ(roll(x, {1}).item<float>(), 2.0f);
+}
+
+// Every op that takes a dim, on a 0-d input: PyTorch 1.13's value (first element
+// and shape), or a kiln::Error where PyTorch raises. Never a crash.
+TEST(TorchAnswers, OpsTakingADimOn0dInput) {
+  Tensor x = scalar_tensor(2.0), i0 = scalar_tensor(0, TensorOptions(kInt64));
+  struct Case {
+    const char* name;
+    std::function<Tensor()> fn;
+    std::vector<int64_t> shape;  // PyTorch's result
+    double value;
+  };
+  std::vector<Case> values = {
+      {"sum", [&] { return sum(x, {0}); }, {}, 2},
+      {"mean", [&] { return mean(x, {0}); }, {}, 2},
+      {"prod", [&] { return prod(x, 0); }, {}, 2},
+      {"amax", [&] { return amax(x, {0}); }, {}, 2},
+      {"amin", [&] { return amin(x, {-1}); }, {}, 2},
+      {"max", [&] { return std::get<0>(max(x, 0)); }, {}, 2},
+      {"min indices", [&] { return std::get<1>(min(x, 0)); }, {}, 0},
+      {"argmax", [&] { return argmax(x, 0); }, {}, 0},
+      {"argmin", [&] { return argmin(x, -1); }, {}, 0},
+      {"std", [&] { return kiln::std(x, {0}); }, {}, kNaN},
+      {"var", [&] { return var(x, {0}); }, {}, kNaN},
+      {"var_mean", [&] { return std::get<1>(var_mean(x, {0})); }, {}, 2},
+      {"logsumexp", [&] { return logsumexp(x, {0}); }, {}, 2},
+      {"norm", [&] { return norm(x, 2, {0}); }, {}, 2},
+      {"all", [&] { return all(x, 0); }, {}, 1},
+      {"any", [&] { return any(x, -1); }, {}, 1},
+      {"cumsum", [&] { return cumsum(x, 0); }, {}, 2},
+      {"cumsum -1", [&] { return cumsum(x, -1); }, {}, 2},
+      {"cumprod", [&] { return cumprod(x, 0); }, {}, 2},
+      {"softmax", [&] { return softmax(x, 0); }, {}, 1},
+      {"log_softmax", [&] { return log_softmax(x, -1); }, {}, 0},
+      {"squeeze", [&] { return squeeze(x, {0}); }, {}, 2},
+      {"unsqueeze", [&] { return unsqueeze(x, 0); }, {1}, 2},
+      {"unsqueeze -1", [&] { return unsqueeze(x, -1); }, {1}, 2},
+      {"transpose", [&] { return transpose(x, 0, -1); }, {}, 2},
+      {"flatten", [&] { return flatten(x, 0, 0); }, {1}, 2},
+      {"flip", [&] { return flip(x, {0}); }, {}, 2},
+      {"roll without dims", [&] { return roll(x, {3}); }, {}, 2},
+      {"sort", [&] { return std::get<0>(sort(x, 0)); }, {}, 2},
+      {"argsort", [&] { return argsort(x, 0); }, {}, 0},
+      {"topk", [&] { return std::get<0>(topk(x, 1, 0)); }, {}, 2},
+      {"stack",
+       [&] {
+         return stack({x, x}, 0);
+       },
+       {2},
+       2},
+      {"index_select", [&] { return index_select(x, 0, tensor<int64_t>({0}, {1})); }, {}, 2},
+      {"gather", [&] { return gather(x, 0, i0); }, {}, 2},
+      {"scatter", [&] { return scatter(x, 0, i0, Scalar(5.0)); }, {}, 5},
+      {"scatter_add", [&] { return scatter_add(x, 0, i0, scalar_tensor(3.0)); }, {}, 5},
+      {"scatter_reduce", [&] { return scatter_reduce(x, 0, i0, scalar_tensor(3.0), "sum"); }, {}, 5},
+      {"repeat", [&] { return repeat(x, {2}); }, {2}, 2},
+      {"one_hot", [&] { return one_hot(i0, 3); }, {3}, 1},
+      {"embedding",
+       [&] {
+         return embedding(ones({2, 3}), i0);
+       },
+       {3},
+       1},
+  };
+  for (const Case& c : values) {
+    SCOPED_TRACE(c.name);
+    Tensor r;
+    try {
+      r = c.fn();
+    } catch (const Error& e) {
+      ADD_FAILURE() << "threw: " << e.what();
+      continue;
+    }
+    EXPECT_EQ(r.sizes().vec(), c.shape);
+    expect_near({r.to(kFloat64).flatten().to_vector<double>()[0]}, {c.value});
+  }
+  std::vector<std::pair<const char*, std::function<void()>>> raises = {
+      {"roll", [&] { roll(x, {1}, {0}); }},
+      {"unflatten", [&] { unflatten(x, 0, {1}); }},
+      {"select", [&] { select(x, 0, 0); }},
+      {"select -1", [&] { select(x, -1, 0); }},
+      {"narrow", [&] { narrow(x, 0, 0, 1); }},
+      {"slice", [&] { slice(x, 0, 0, 1); }},
+      {"chunk", [&] { chunk(x, 1, 0); }},
+      {"split", [&] { split(x, 1, 0); }},
+      {"split sizes", [&] { split(x, std::vector<SymInt>{1}, 0); }},
+      {"unbind", [&] { unbind(x, 0); }},
+      {"cat",
+       [&] {
+         cat({x, x}, 0);
+       }},
+      {"flip 1", [&] { flip(x, {1}); }},
+      {"diagonal", [&] { diagonal(x); }},
+      {"tril", [&] { tril(x); }},
+      {"triu", [&] { triu(x); }},
+      {"unsqueeze 1", [&] { unsqueeze(x, 1); }},
+      {"transpose 0 1", [&] { transpose(x, 0, 1); }},
+      {"stack 1",
+       [&] {
+         stack({x, x}, 1);
+       }},
+      {"squeeze 1", [&] { squeeze(x, {1}); }},
+      {"amax 1", [&] { amax(x, {1}); }},
+      {"permute", [&] { permute(x, {0}); }},
+      {"topk k=2", [&] { topk(x, 2, 0); }},
+  };
+  for (const auto& [name, fn] : raises) {
+    SCOPED_TRACE(name);
+    EXPECT_THROW(fn(), Error);
+  }
+}
+
 // ---- Missing errors: overlapping in-place writes (Note [Overlapping writes]) ----
 TEST(TorchAnswers, InPlaceWritesThroughExpandedViewsRaise) {
   const std::string overlap = "more than one element of the written-to tensor refers to a single memory location";
