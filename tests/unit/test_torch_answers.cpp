@@ -173,6 +173,110 @@ TEST(TorchAnswers, OpsTakingADimOn0dInput) {
   }
 }
 
+// ---- Wrong gradients ----
+TEST(TorchAnswers, BceWithLogitsGradientAtZeroLogit) {
+  Tensor t = vec({1, 0, 0.5});
+  expect_near(grad_of([&](const Tensor& x) { return binary_cross_entropy_with_logits(x, t); }, {0, 0, 0}),
+              {-1.0 / 6, 1.0 / 6, 0});
+  Tensor pw = vec({3, 3, 3});
+  expect_near(
+      grad_of([&](const Tensor& x) { return binary_cross_entropy_with_logits(x, t, {}, "mean", pw); }, {0, 0, 0}),
+      {-0.5, 1.0 / 6, -1.0 / 6});
+}
+
+// The selected elements come in x's logical (row-major) order, and so do their
+// gradients. PyTorch 1.13 itself is wrong here for a non-contiguous input (its
+// masked_scatter_ fills in memory order; torch.autograd.gradcheck fails on
+// masked_select(b.t(), m)), so the expected values are torch's for the same
+// input made contiguous first, which finite differences agree with.
+TEST(TorchAnswers, MaskedSelectOfTransposedInputGradient) {
+  Tensor base = arange(6, TensorOptions(kFloat64)).reshape({2, 3}).requires_grad_();
+  Tensor x = base.t();  // [[0, 3], [1, 4], [2, 5]]
+  Tensor m = tensor<bool>({true, false, false, true, true, true}, {3, 2});
+  Tensor y = masked_select(x, m);
+  EXPECT_EQ(vals(y), (std::vector<double>{0, 4, 2, 5}));
+  (y * vec({1, 2, 3, 4})).sum().backward();
+  EXPECT_EQ(vals(base.grad()), (std::vector<double>{1, 0, 3, 0, 2, 4}));
+  auto fn = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{masked_select(in[0].t(), m)}; };
+  EXPECT_TRUE(gradcheck(fn, {arange(6, TensorOptions(kFloat64)).reshape({2, 3}).requires_grad_()}));
+}
+
+TEST(TorchAnswers, MaskedSelectOfPermutedInputGradient) {
+  Tensor b = arange(24, TensorOptions(kFloat64)).reshape({2, 3, 4}).requires_grad_();
+  Tensor x = b.permute({2, 0, 1});  // [4, 2, 3]
+  Tensor m = eq(remainder(arange(24).reshape({4, 2, 3}), 3), 0);
+  Tensor y = masked_select(x, m);
+  EXPECT_EQ(vals(y), (std::vector<double>{0, 12, 1, 13, 2, 14, 3, 15}));
+  (y * arange(1, 9, 1, TensorOptions(kFloat64))).sum().backward();
+  EXPECT_EQ(vals(b.grad()),
+            (std::vector<double>{1, 3, 5, 7, 0, 0, 0, 0, 0, 0, 0, 0, 2, 4, 6, 8, 0, 0, 0, 0, 0, 0, 0, 0}));
+  // A mask broadcast over the leading dims.
+  b = arange(24, TensorOptions(kFloat64)).reshape({2, 3, 4}).requires_grad_();
+  x = b.permute({2, 0, 1});
+  Tensor y2 = masked_select(x, tensor<bool>({true, false, true}, {3}));
+  EXPECT_EQ(vals(y2), (std::vector<double>{0, 8, 12, 20, 1, 9, 13, 21, 2, 10, 14, 22, 3, 11, 15, 23}));
+  (y2 * arange(1, 17, 1, TensorOptions(kFloat64))).sum().backward();
+  EXPECT_EQ(vals(b.grad()),
+            (std::vector<double>{1, 5, 9, 13, 0, 0, 0, 0, 2, 6, 10, 14, 3, 7, 11, 15, 0, 0, 0, 0, 4, 8, 12, 16}));
+}
+
+TEST(TorchAnswers, ReluAndRelu6Gradients) {
+  EXPECT_EQ(grad_of([](const Tensor& x) { return relu(x); }, {kNaN, 0, -1, 2}), (std::vector<double>{1, 0, 0, 1}));
+  auto r6 = [](const Tensor& x) { return nn::functional::relu6(x); };
+  EXPECT_EQ(grad_of(r6, {kNaN, 0, 6, 3, 7, -1}), (std::vector<double>{1, 0, 0, 1, 0, 0}));
+  // The in-place form on a non-leaf gives the same gradient and values.
+  Tensor x = vec({kNaN, 0, 6, 3, 7, -1}).requires_grad_();
+  Tensor y = x * 1.0;
+  nn::functional::relu6(y, /*inplace=*/true);
+  expect_near(vals(y), {kNaN, 0, 6, 3, 6, 0});
+  y.sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{1, 0, 0, 1, 0, 0}));
+}
+
+TEST(TorchAnswers, MaxMinOverNaNRouteGradientToTheNaNs) {
+  EXPECT_EQ(grad_of([](const Tensor& x) { return max(x); }, {1, kNaN, 3, kNaN}), (std::vector<double>{0, 0.5, 0, 0.5}));
+  EXPECT_EQ(grad_of([](const Tensor& x) { return min(x); }, {1, kNaN, 3, kNaN}), (std::vector<double>{0, 0.5, 0, 0.5}));
+  EXPECT_EQ(grad_of([](const Tensor& x) { return std::get<0>(max(x, 0)); }, {1, kNaN, 3, kNaN}),
+            (std::vector<double>{0, 1, 0, 0}));
+}
+
+TEST(TorchAnswers, StdOfEqualValuesHasZeroGradient) {
+  EXPECT_EQ(grad_of([](const Tensor& x) { return kiln::std(x); }, {2, 2, 2}), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(grad_of([](const Tensor& x) { return std::get<0>(std_mean(x)); }, {2, 2, 2}),
+            (std::vector<double>{0, 0, 0}));
+  // One slice constant, the other not.
+  Tensor x = tensor<double>({2, 1, 2, 3}, {2, 2}, kFloat64).requires_grad_();
+  kiln::std(x, {0}).sum().backward();
+  expect_near(vals(x.grad()), {0, -std::sqrt(0.5), 0, std::sqrt(0.5)});
+}
+
+TEST(TorchAnswers, FractionalNormAtZeros) {
+  EXPECT_EQ(grad_of([](const Tensor& x) { return norm(x, 0.5); }, {0, 1, 0}), (std::vector<double>{0, 1, 0}));
+  EXPECT_EQ(grad_of([](const Tensor& x) { return norm(x, 0.5); }, {0, 0}), (std::vector<double>{0, 0}));
+  EXPECT_EQ(grad_of([](const Tensor& x) { return norm(x, 1.5); }, {0, 1, 0}), (std::vector<double>{0, 1, 0}));
+}
+
+TEST(TorchAnswers, BceGradientAtZeroAndOne) {
+  Tensor t = vec({1, 0, 1, 0, 0.3});
+  // torch: (x - t) / max(x (1 - x), 1e-12), over 5 for the mean.
+  expect_near(grad_of([&](const Tensor& x) { return binary_cross_entropy(x, t); }, {0, 1, 1, 0, 0}),
+              {-2e11, 2e11, 0, 0, -6e10});
+  expect_near(grad_of([&](const Tensor& x) { return binary_cross_entropy(x, t, {}, "none"); }, {0, 1, 1, 0, 0}),
+              {-1e12, 1e12, 0, 0, -3e11});
+  // The loss itself: logs clamped at -100.
+  expect_near(vals(binary_cross_entropy(vec({0, 1, 1, 0}), vec({1, 0, 1, 0}), {}, "none")), {100, 100, 0, 0});
+  // The target's gradient is -logit(x) (torch: inf at 0, -inf at 1).
+  Tensor tt = vec({1, 0, 1, 0}).requires_grad_();
+  binary_cross_entropy(vec({0, 1, 0.5, 0.3}), tt).backward();
+  expect_near(vals(tt.grad()), {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 0,
+                                -std::log(0.3 / 0.7) / 4});
+}
+
+TEST(TorchAnswers, PowByBoolBackward) {
+  EXPECT_EQ(grad_of([](const Tensor& x) { return pow(x, Scalar(true)); }, {2, 3}), (std::vector<double>{1, 1}));
+  EXPECT_EQ(grad_of([](const Tensor& x) { return pow(x, Scalar(false)); }, {2, 3}), (std::vector<double>{0, 0}));
+}
+
 // ---- Missing errors: overlapping in-place writes (Note [Overlapping writes]) ----
 TEST(TorchAnswers, InPlaceWritesThroughExpandedViewsRaise) {
   const std::string overlap = "more than one element of the written-to tensor refers to a single memory location";
