@@ -26,6 +26,7 @@ Shape checked_size(SymIntArrayRef size, const char* op) {
 // Attrs (size, [value,] dtype, device): the common factory meta.
 std::vector<TensorMeta> meta_factory(const OpCall& c) {
   size_t k = c.op == OpId::full ? 2 : 1;
+  if (c.op == OpId::full) check_scalar_fits(c.attrs.s(1), c.attrs.dtype(2), "full");
   return one_output(checked_size(c.attrs.ints(0), c.name()), c.attrs.dtype(k), c.attrs.device(k + 1));
 }
 KILN_REGISTER_META(empty, meta_factory);
@@ -36,6 +37,7 @@ KILN_REGISTER_META(ones, meta_factory);
 // *_like: (x; [value,] dtype, device)
 std::vector<TensorMeta> meta_like(const OpCall& c) {
   size_t k = c.op == OpId::full_like ? 1 : 0;
+  if (c.op == OpId::full_like) check_scalar_fits(c.attrs.s(0), c.attrs.dtype(1), "full_like");
   return one_output(c.in(0).sizes().vec(), c.attrs.dtype(k), c.attrs.device(k + 1));
 }
 KILN_REGISTER_META(empty_like, meta_like);

@@ -338,6 +338,7 @@ Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& 
                          {accumulate});
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  if (x.defined()) check_scalar_fits(value, x.dtype(), "masked_fill");
   return call_op1(OpId::masked_fill, {x, mask, wrap_scalar(value)});
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
@@ -384,6 +385,7 @@ Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const { return kiln::masked_fill(*this, mask, value); }
 Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const { return kiln::masked_fill(*this, mask, value); }
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
+  if (defined()) check_scalar_fits(value, dtype(), "masked_fill_");
   return call_op_inplace(*this, OpId::masked_fill, {*this, mask, wrap_scalar(value)});
 }
 Tensor Tensor::masked_select(const Tensor& mask) const { return kiln::masked_select(*this, mask); }

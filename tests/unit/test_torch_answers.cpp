@@ -330,4 +330,36 @@ TEST(TorchAnswers, InPlaceWritesThroughExpandedViewsRaise) {
   EXPECT_EQ(vals(a), (std::vector<double>(6, 1)));
 }
 
+// ---- Missing errors: scalars that do not fit the dtype ----
+TEST(TorchAnswers, ScalarsThatOverflowTheDtypeRaise) {
+  const std::string ov = "without overflow";
+  expect_error([] { full({2}, 1e10, TensorOptions(kFloat16)); }, {"full", "1e+10", "float16", ov});
+  expect_error([] { full({2}, 300, TensorOptions(kInt8)); }, {"full", "300", ov});
+  expect_error([] { full({2}, kNaN, TensorOptions(kInt64)); }, {"full", ov});
+  expect_error([] { full({2}, 65520.0, TensorOptions(kFloat16)); }, {"full", ov});
+  Tensor u8 = tensor<uint8_t>({1, 2}, {2});
+  expect_error([&] { clamp(u8, Scalar(-1), Scalar(300)); }, {"clamp", "300", ov});
+  expect_error([&] { u8.clone().clamp_(Scalar(-1), Scalar(300)); }, {"clamp", ov});
+  expect_error([&] { u8.clone().fill_(300); }, {"fill_", "300", ov});
+  expect_error([&] { full_like(u8, 300); }, {"full_like", ov});
+  Tensor h = tensor<float>({1, 2}, {2}).to(kFloat16);
+  Tensor mask = tensor<bool>({true, false}, {2});
+  expect_error([&] { masked_fill(h, mask, 1e6); }, {"masked_fill", ov});
+  expect_error([&] { h.clone().masked_fill_(mask, 1e6); }, {"masked_fill_", ov});
+  Tensor i32 = tensor<int32_t>({1, 2}, {2});
+  const int64_t big = int64_t(1) << 40;
+  expect_error([&] { pow(i32, big); }, {"pow", ov});
+  expect_error([&] { fmod(i32, big); }, {"fmod", ov});
+  expect_error([&] { remainder(i32, big); }, {"remainder", ov});
+  // What fits (or wraps, as torch) still works.
+  EXPECT_EQ(ivals(full({2}, -1, TensorOptions(kUInt8))), (std::vector<int64_t>{255, 255}));
+  EXPECT_EQ(ivals(full({2}, 2.7, TensorOptions(kInt8))), (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(std::isinf(full({1}, std::numeric_limits<double>::infinity(), TensorOptions(kFloat16)).item<float>()));
+  EXPECT_EQ(ivals(clamp(u8, Scalar(-1))), (std::vector<int64_t>{255, 255}));
+  EXPECT_EQ(clamp(u8, Scalar(0.5), Scalar(1.5)).dtype(), kFloat32);
+  EXPECT_EQ(ivals(pow(i32, 2)), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(pow(i32, 2.5).dtype(), kFloat32);
+  EXPECT_EQ(ivals(tensor<int64_t>({1, 2}, {2}).masked_fill(mask, 2.5)), (std::vector<int64_t>{2, 2}));
+}
+
 }  // namespace
