@@ -348,7 +348,7 @@ ViewSteps chunk_steps(const OpCall& c) {
   int64_t each = std::max<int64_t>((size + chunks - 1) / chunks, 1);
   std::vector<int64_t> sizes;
   for (int64_t start = 0; start < size; start += each) sizes.push_back(std::min(each, size - start));
-  if (size == 0) sizes.push_back(0);
+  if (size == 0) sizes.assign(static_cast<size_t>(chunks), 0);  // torch: `chunks` empty pieces
   return split_sizes_steps(x, sizes, d);
 }
 ViewSteps unbind_steps(const OpCall& c) {

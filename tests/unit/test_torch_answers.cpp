@@ -362,4 +362,59 @@ TEST(TorchAnswers, ScalarsThatOverflowTheDtypeRaise) {
   EXPECT_EQ(ivals(tensor<int64_t>({1, 2}, {2}).masked_fill(mask, 2.5)), (std::vector<int64_t>{2, 2}));
 }
 
+// ---- Wrong values ----
+TEST(TorchAnswers, ArangeWithFloatArgumentsAndAnIntegerDtype) {
+  TensorOptions i64(kInt64);
+  EXPECT_EQ(ivals(arange(2.5, i64)), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(ivals(arange(0.5, 4.5, 1.5, i64)), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(ivals(arange(1.5, -2.5, -1, i64)), (std::vector<int64_t>{1, 0, -1}));
+  Tensor e = arange(-0.5, i64);
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(e.dtype(), kInt64);
+  expect_error([&] { arange(0, 4, 0.5, i64); }, {"arange", "step must be nonzero"});
+  expect_error([&] { arange(-2.5, i64); }, {"arange", "inconsistent with step sign"});
+  // Other integer dtypes: torch takes the length from the untruncated values.
+  EXPECT_EQ(ivals(arange(2.5, TensorOptions(kInt32))), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(arange(2.5, TensorOptions(kInt32)).dtype(), kInt32);
+  EXPECT_EQ(vals(arange(0, 2.5, 1, TensorOptions(kFloat32))), (std::vector<double>{0, 1, 2}));
+}
+
+TEST(TorchAnswers, ScalarTensorIsOfTheDefaultDtype) {
+  Tensor a = scalar_tensor(3), b = scalar_tensor(true);
+  EXPECT_EQ(a.dtype(), kFloat32);
+  EXPECT_EQ(a.dim(), 0);
+  EXPECT_EQ(a.item<float>(), 3.0f);
+  EXPECT_EQ(b.dtype(), kFloat32);
+  EXPECT_EQ(b.item<float>(), 1.0f);
+  EXPECT_EQ(scalar_tensor(3, TensorOptions(kInt64)).dtype(), kInt64);
+}
+
+TEST(TorchAnswers, ChunkOfAZeroSizeDim) {
+  auto pieces = chunk(empty({0, 3}), 3, 0);
+  ASSERT_EQ(pieces.size(), 3u);
+  for (const Tensor& p : pieces) EXPECT_EQ(p.sizes().vec(), (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(chunk(empty({2, 0}), 4, 1).size(), 4u);
+  EXPECT_EQ(chunk(empty({5}), 3).size(), 3u);  // unchanged: [2, 2, 1]
+}
+
+TEST(TorchAnswers, TopkOf0dWithKZero) {
+  auto [v, i] = topk(scalar_tensor(2.0), 0);
+  EXPECT_EQ(v.dim(), 0);
+  EXPECT_EQ(v.item<float>(), 2.0f);
+  EXPECT_EQ(i.item<int64_t>(), 0);
+  expect_error([] { topk(scalar_tensor(2.0), 2); }, "topk");
+}
+
+TEST(TorchAnswers, PrintingLargeWholeNumbers) {
+  EXPECT_EQ(tensor<float>({-1e20f}, {1}).to_string(), "tensor([-1.0000e+20])");
+  EXPECT_EQ(scalar_tensor(-1e20).to_string(), "tensor(-1.0000e+20)");
+  EXPECT_EQ(tensor<float>({1e20f, 1.0f}, {2}).to_string(), "tensor([1.0000e+20, 1.0000e+00])");
+  EXPECT_EQ(tensor<double>({-1e20}, {1}, kFloat64).to_string(), "tensor([-1.0000e+20], dtype=float64)");
+  // torch's other switches to scientific notation, and what stays as it was.
+  EXPECT_EQ(tensor<float>({1.0f, 2000.0f}, {2}).to_string(), "tensor([1.0000e+00, 2.0000e+03])");
+  EXPECT_EQ(tensor<float>({0.5f, 1e-5f}, {2}).to_string(), "tensor([5.0000e-01, 1.0000e-05])");
+  EXPECT_EQ(tensor<float>({1.5f, 2.25f}, {2}).to_string(), "tensor([1.5000, 2.2500])");
+  EXPECT_EQ(tensor<float>({1.0f, 2.0f}, {2}).to_string(), "tensor([1., 2.])");
+}
+
 }  // namespace
