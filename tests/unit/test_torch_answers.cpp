@@ -417,4 +417,23 @@ TEST(TorchAnswers, PrintingLargeWholeNumbers) {
   EXPECT_EQ(tensor<float>({1.0f, 2.0f}, {2}).to_string(), "tensor([1., 2.])");
 }
 
+// ---- Sizes that overflow (Note [Size overflow]) ----
+TEST(TorchAnswers, SizesThatOverflowRaise) {
+  const std::string ov = "storage size calculation overflowed";
+  expect_error([] { empty({int64_t(1) << 62, 4}); }, {ov, "4611686018427387904"});
+  expect_error([] { empty({int64_t(1) << 61}, TensorOptions(kFloat64)); }, ov);
+  expect_error([] { empty({(int64_t(1) << 61) + 1}); }, ov);
+  expect_error([] { zeros({int64_t(1) << 62, 4}); }, ov);
+  expect_error([] { empty({int64_t(1) << 62, 4}, TensorOptions().device(Device("meta"))); }, ov);
+  expect_error([] { empty({int64_t(1) << 40, int64_t(1) << 40}); }, ov);
+  // A zero anywhere: no elements, whatever the other sizes.
+  EXPECT_EQ(empty({int64_t(1) << 62, 4, 0}).numel(), 0);
+}
+
+TEST(TorchAnswers, AllocationThatFailsNamesTheBytes) {
+  // 1 PiB: no machine has it; a kiln::Error, never std::bad_alloc.
+  expect_error([] { empty({int64_t(1) << 48}); }, {"tried to allocate", "1125899906842624 bytes"});
+  expect_error([] { empty({int64_t(1) << 61}, TensorOptions(kUInt8)); }, "tried to allocate");
+}
+
 }  // namespace
