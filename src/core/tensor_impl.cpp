@@ -18,16 +18,47 @@ Shape contiguous_strides(IntArrayRef sizes) {
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    // Wraps rather than overflowing (UB) for absurd sizes, which compute_numel then refuses.
+    s = static_cast<int64_t>(static_cast<uint64_t>(s) * static_cast<uint64_t>(std::max<int64_t>(sizes[i], 1)));
   }
   return strides;
 }
 
+// Note [Size overflow]
+// Element and byte counts are computed with overflow checks, here and in
+// make_tensor_strided only: every tensor's numel passes compute_numel and every
+// allocation's byte count storage_nbytes, so a size like {1 << 62, 4} raises
+// instead of wrapping to a small (or zero) allocation that writes then overrun.
 int64_t compute_numel(IntArrayRef sizes) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= __builtin_mul_overflow(n, s, &n);
+  // A zero anywhere makes the product 0, whatever overflowed before it.
+  if (overflow)
+    for (int64_t s : sizes)
+      if (s == 0) return 0;
+  KILN_CHECK(!overflow, "storage size calculation overflowed with sizes=", shape_str(sizes),
+             ": the number of elements does not fit in int64");
   return n;
 }
+
+namespace {
+// The bytes a strided tensor's storage needs: (the largest reachable element + 1) * itemsize.
+size_t storage_nbytes(IntArrayRef sizes, IntArrayRef strides, int64_t numel, DType dtype) {
+  if (numel == 0) return 0;
+  int64_t extent = 1, step = 0;
+  bool overflow = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    overflow |= __builtin_mul_overflow(sizes[i] - 1, strides[i], &step);
+    overflow |= __builtin_add_overflow(extent, step, &extent);
+  }
+  int64_t bytes = 0;
+  overflow |= __builtin_mul_overflow(extent, static_cast<int64_t>(itemsize(dtype)), &bytes);
+  KILN_CHECK(!overflow, "storage size calculation overflowed with sizes=", shape_str(sizes), " and dtype ", dtype,
+             ": the number of bytes does not fit in int64");
+  return static_cast<size_t>(bytes);
+}
+}  // namespace
 
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
   int64_t expected = 1;
@@ -69,11 +100,7 @@ Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, 
   impl->device = device;
   for (int64_t s : sizes) KILN_CHECK(s >= 0, "negative dimension in size ", shape_str(sizes));
   impl->refresh_metadata();
-  // Storage extent: the largest reachable element + 1.
-  int64_t extent = impl->numel == 0 ? 0 : 1;
-  if (impl->numel > 0)
-    for (size_t i = 0; i < sizes.size(); ++i) extent += (sizes[i] - 1) * strides[i];
-  impl->storage = get_allocator(device.type)->allocate(static_cast<size_t>(extent) * itemsize(dtype), device);
+  impl->storage = get_allocator(device.type)->allocate(storage_nbytes(sizes, strides, impl->numel, dtype), device);
   return Tensor(std::move(impl));
 }
 

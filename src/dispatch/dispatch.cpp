@@ -234,6 +234,34 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
 }
 
 namespace {
+// Note [Overlapping writes]
+// A tensor with a stride-0 dim of size > 1 (an expand) has elements that share
+// memory: an in-place write to it would race with itself and give an answer
+// that depends on the order of the loop. Like PyTorch's assert_no_internal_overlap,
+// every write refuses it once, here: the in-place path and copy_, not each op.
+// (Other overlapping layouts, e.g. from as_strided, are too costly to detect
+// exactly; PyTorch lets them through as well.)
+bool has_internal_overlap(const Tensor& self) {
+  if (!self.defined() || self.numel() <= 1) return false;
+  IntArrayRef sizes = self.sizes(), strides = self.strides();
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (strides[d] == 0 && sizes[d] > 1) return true;
+  return false;
+}
+void check_no_internal_overlap(const Tensor& self, OpId op) {
+  if (!has_internal_overlap(self)) [[likely]]
+    return;
+  // The name the user called: copy_ and fill_ are the in-place forms of to and full(_like).
+  std::string name = op == OpId::to || op == OpId::copy_         ? "copy_"
+                     : op == OpId::full || op == OpId::full_like ? "fill_"
+                                                                 : std::string(op_name(op)) + "_";
+  KILN_FAIL(name,
+            ": unsupported operation: more than one element of the written-to tensor refers to a single memory "
+            "location (it has a stride-0, expanded dim: shape ",
+            shape_str(self.sizes()), ", strides ", shape_str(self.strides()),
+            "); clone() the tensor before writing to it");
+}
+
 bool shares_storage_but_differs(const Tensor& self, const Tensor& other) {
   if (!other.defined() || other.is_same(self) || !other.has_storage() || !self.has_storage()) return false;
   if (!self.is_alias_of(other)) return false;
@@ -246,6 +274,7 @@ Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs
   if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
   const OpInfo& info = op_info(op);
   const char* name = info.name;
+  check_no_internal_overlap(self, op);  // Note [Overlapping writes]
   if (tls_active_modes == 0 && g_needs_autograd && g_needs_autograd(inputs)) {
     KILN_CHECK(!(self.is_leaf() && self.requires_grad()), name,
                "_: a leaf tensor that requires grad is being used in an in-place operation; "
@@ -307,6 +336,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 namespace {
 void copy_into_impl(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
+  check_no_internal_overlap(dst, OpId::copy_);
   Tensor s = src;
   if (s.sizes() != dst.sizes()) {
     // Broadcast src to dst's shape (same rules as expand).

@@ -6,7 +6,9 @@
 #include <limits>
 
 #include "core/tensor_impl.h"
+#include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 
@@ -29,9 +31,19 @@ int64_t op_padding_idx(const char* fn, std::optional<int64_t> padding_idx, const
 }  // namespace
 
 Tensor relu6(const Tensor& x, bool inplace) {
-  if (!inplace) return clamp(x, Scalar(0), Scalar(6));
-  Tensor y = x;  // shares x's impl: the caller's tensor is written
-  y.clamp_(Scalar(0), Scalar(6));
+  Tensor y = x;  // shares x's impl: an in-place call writes the caller's tensor
+  if (!(is_grad_enabled() && x.requires_grad())) {
+    if (!inplace) return clamp(x, Scalar(0), Scalar(6));
+    y.clamp_(Scalar(0), Scalar(6));
+    return y;
+  }
+  // torch's relu6 is hardtanh(x, 0, 6): no gradient at 0 and 6 or beyond, and a NaN passes it
+  // through (clamp's rule is the other way round at both): x where the gradient flows, else the
+  // clamped value as a constant. The in-place form selects from a clone, so nothing saved is overwritten.
+  Tensor inside = logical_or(logical_and(gt(x, Scalar(0)), lt(x, Scalar(6))), isnan(x));
+  Tensor r = where(inside, inplace ? x.clone() : x, clamp(x, Scalar(0), Scalar(6)).detach());
+  if (!inplace) return r;
+  y.copy_(r);
   return y;
 }
 

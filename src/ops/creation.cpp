@@ -26,6 +26,7 @@ Shape checked_size(SymIntArrayRef size, const char* op) {
 // Attrs (size, [value,] dtype, device): the common factory meta.
 std::vector<TensorMeta> meta_factory(const OpCall& c) {
   size_t k = c.op == OpId::full ? 2 : 1;
+  if (c.op == OpId::full) check_scalar_fits(c.attrs.s(1), c.attrs.dtype(2), "full");
   return one_output(checked_size(c.attrs.ints(0), c.name()), c.attrs.dtype(k), c.attrs.device(k + 1));
 }
 KILN_REGISTER_META(empty, meta_factory);
@@ -36,6 +37,7 @@ KILN_REGISTER_META(ones, meta_factory);
 // *_like: (x; [value,] dtype, device)
 std::vector<TensorMeta> meta_like(const OpCall& c) {
   size_t k = c.op == OpId::full_like ? 1 : 0;
+  if (c.op == OpId::full_like) check_scalar_fits(c.attrs.s(0), c.attrs.dtype(1), "full_like");
   return one_output(c.in(0).sizes().vec(), c.attrs.dtype(k), c.attrs.device(k + 1));
 }
 KILN_REGISTER_META(empty_like, meta_like);
@@ -71,9 +73,20 @@ KILN_REGISTER_DECOMP(full_like, decomp_like);
 
 // ---- arange / linspace / eye ----
 // torch's length rule: ceil((end - start) / step), computed in double unless
-// all three are integers (exact int64 arithmetic then).
-int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step) {
+// all three are integers (exact int64 arithmetic then). An integral dtype
+// computes in int64, torch's accumulate type: start, end and step are truncated
+// first (arange(2.5, int64) = [0, 1]; a step of 0.5 becomes 0 and is refused);
+// only int64's length uses the truncated values, as in torch.
+int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step, DType dt) {
   bool integral = !start.is_floating_point() && !end.is_floating_point() && !step.is_floating_point();
+  if (is_integral(dt) && !integral) {
+    for (const Scalar* v : {&start, &end, &step}) check_scalar_fits(*v, kInt64, "arange");
+    Scalar a(start.to_long()), b(end.to_long()), k(step.to_long());
+    if (dt == kInt64) return arange_length(a, b, k, dt);
+    arange_length(a, b, k, dt);  // the checks, on the truncated values
+    double n = std::ceil((end.to_double() - start.to_double()) / step.to_double());
+    return n > 0 ? static_cast<int64_t>(n) : 0;
+  }
   KILN_CHECK(step.to_double() != 0, "arange: step must be nonzero");
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   KILN_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: ", s, " -> ", e);
@@ -92,9 +105,9 @@ int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step
 }
 
 std::vector<TensorMeta> meta_arange(const OpCall& c) {
-  int64_t n = arange_length(c.attrs.s(0), c.attrs.s(1), c.attrs.s(2));
   DType dt = c.attrs.dtype(3);
   KILN_CHECK(dt != DType::Bool, "arange: not implemented for dtype bool");
+  int64_t n = arange_length(c.attrs.s(0), c.attrs.s(1), c.attrs.s(2), dt);
   return one_output({n}, dt, c.attrs.device(4));
 }
 KILN_REGISTER_META(arange, meta_arange);
@@ -160,7 +173,12 @@ Tensor full(SymIntArrayRef size, const Scalar& value, const TensorOptions& o) {
   DType dt = o.dtype_ ? *o.dtype_ : (value.is_floating_point() ? default_dtype() : value.dtype());
   return finish(call_op1(OpId::full, {}, {size.raw(), value, dt, o.device_or_default()}), o);
 }
-Tensor scalar_tensor(const Scalar& value, const TensorOptions& o) { return full({}, value, o); }
+// torch.scalar_tensor is always of the default dtype unless told (unlike tensor(3), an int64).
+Tensor scalar_tensor(const Scalar& value, const TensorOptions& o) {
+  TensorOptions d = o;
+  if (!d.dtype_) d.dtype_ = default_dtype();
+  return full({}, value, d);
+}
 Tensor tensor(const Scalar& value, const TensorOptions& o) { return full({}, value, o); }
 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) {

@@ -91,5 +91,30 @@ std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(batch_norm, vjp_batch_norm);
 
+// binary_cross_entropy, as torch's binary_cross_entropy_backward: the input's
+// gradient is w (x - t) / max(x (1 - x), 1e-12), finite at x = 0 and 1 where the
+// decomposition's clamped logs would give 0; the target's is w (log(1 - x) - log(x)).
+std::vector<Tensor> vjp_bce(const VjpCall& v) {
+  const Tensor &x = v.inputs[0], &t = v.inputs[1], &w = v.inputs[2];
+  const std::string& red = v.attrs.str(0);
+  Tensor g = v.grads[0];
+  if (red != "none") {
+    if (red == "mean") g = g / static_cast<double>(std::max<int64_t>(x.numel(), 1));
+    g = g.expand(x.sizes().vec());
+  }
+  if (w.defined()) g = g * w;
+  std::vector<Tensor> r(3);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g * (x - t) / clamp_min(x * (1.0 - x), 1e-12));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, g * (log1p(neg(x)) - log(x)));
+  if (v.needs(2)) {
+    Tensor loss = neg(t * clamp_min(log(x), -100.0) + (1.0 - t) * clamp_min(log1p(neg(x)), -100.0));
+    Tensor gw = v.grads[0];
+    if (red == "mean") gw = gw / static_cast<double>(std::max<int64_t>(x.numel(), 1));
+    r[2] = reduce_grad(v, 2, gw * loss);
+  }
+  return r;
+}
+KILN_REGISTER_VJP(binary_cross_entropy, vjp_bce);
+
 }  // namespace
 }  // namespace kiln

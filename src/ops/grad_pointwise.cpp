@@ -57,7 +57,8 @@ Tensor g_cos(const VjpCall& v, const Tensor& g) { return -(g * sin(x_(v))); }
 Tensor g_tan(const VjpCall& v, const Tensor& g) { return g * (y_(v) * y_(v) + 1); }
 Tensor g_tanh(const VjpCall& v, const Tensor& g) { return g * rsub(y_(v) * y_(v), 1); }
 Tensor g_sigmoid(const VjpCall& v, const Tensor& g) { return g * (y_(v) * rsub(y_(v), 1)); }
-Tensor g_relu(const VjpCall& v, const Tensor& g) { return where(gt(y_(v), 0), g, Scalar(0)); }
+// Zero where the result is <= 0; NaN passes the gradient through (torch's threshold_backward).
+Tensor g_relu(const VjpCall& v, const Tensor& g) { return where(le(y_(v), 0), Scalar(0), g); }
 Tensor g_erf(const VjpCall& v, const Tensor& g) { return g * (exp(-square(x_(v))) * kTwoOverSqrtPi); }
 Tensor g_erfinv(const VjpCall& v, const Tensor& g) { return g * (exp(square(y_(v))) * kSqrtPiOver2); }
 Tensor g_nan_to_num(const VjpCall& v, const Tensor& g) { return where(isfinite(x_(v)), g, Scalar(0)); }
@@ -187,7 +188,9 @@ KILN_REGISTER_VJP(remainder, vjp_mod);
 // As PyTorch: zero where the exponent is 0 (base side) or where base == 0 and exponent >= 0 (exponent side).
 std::vector<Tensor> vjp_pow(const VjpCall& v) {
   const Tensor& g = v.grads[0];
-  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  const Tensor& a = v.inputs[0];
+  // A bool exponent (pow(x, true)) takes part in the arithmetic as a number.
+  const Tensor b = v.inputs[1].dtype() == DType::Bool ? v.inputs[1].to(v.outputs[0].dtype()) : v.inputs[1];
   std::vector<Tensor> r(2);
   if (v.needs(0)) r[0] = reduce_grad(v, 0, where(eq(b, 0), Scalar(0), g * (b * pow(a, b - 1))));
   if (v.needs(1)) {

@@ -75,11 +75,14 @@ std::vector<Tensor> vjp_prod(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(prod, vjp_prod);
 
-// amax/amin: the gradient is shared evenly among the elements equal to the result.
+// amax/amin (and max()/min(), which are amax/amin over every dim): the gradient
+// is shared evenly among the elements equal to the result; a NaN result is
+// equal to the NaNs it came from (torch's evenly_distribute_backward).
 std::vector<Tensor> vjp_amax(const VjpCall& v) {
   Red r = red_of(v, v.attrs.ints(0));
   const Tensor& x = v.inputs[0];
-  Tensor hit = eq(x, keep(v.outputs[0], r));
+  Tensor y = keep(v.outputs[0], r);
+  Tensor hit = logical_or(eq(x, y), logical_and(isnan(x), isnan(y)));
   Tensor share = div(keep(v.grads[0], r), ksum(hit, r));
   return {where(hit, share, Scalar(0))};
 }
@@ -121,10 +124,13 @@ std::vector<Tensor> vjp_var(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(var, vjp_var);
 
+// A zero std (all values equal) gets a zero gradient, not 0/0 (as torch's std_backward).
 std::vector<Tensor> vjp_std(const VjpCall& v) {
   VarParts p = var_parts(v);
   Tensor y = keep(v.outputs[0], p.r);
-  return {mul(div(keep(v.grads[0], p.r), mul(y, Scalar(p.denom))), p.centered)};
+  Tensor zero = eq(y, Scalar(0));
+  Tensor scale = where(zero, Scalar(0), div(keep(v.grads[0], p.r), mul(where(zero, Scalar(1), y), Scalar(p.denom))));
+  return {mul(scale, p.centered)};
 }
 KILN_REGISTER_VJP(std, vjp_std);
 
@@ -159,7 +165,9 @@ std::vector<Tensor> vjp_norm(const VjpCall& v) {
   // A zero norm means a zero slice: its gradient is 0 (divide by 1 instead of 0).
   Tensor y_safe = where(eq(y, Scalar(0)), Scalar(1), y);
   if (p == 2) return {mul(div(x, y_safe), g)};
-  Tensor num = mul(x, pow(abs(x), Scalar(p - 2)));
+  // x |x|^(p-2) is 0 * inf at x == 0 for p < 2: those elements get 0, as in torch.
+  Tensor x_zero = eq(x, Scalar(0));
+  Tensor num = where(x_zero, Scalar(0), mul(x, pow(where(x_zero, Scalar(1), abs(x)), Scalar(p - 2))));
   return {mul(div(num, pow(y_safe, Scalar(p - 1))), g)};
 }
 KILN_REGISTER_VJP(norm, vjp_norm);

@@ -21,6 +21,46 @@ void check_index_dtype(const Tensor& index, const char* op, const char* what) {
              " to be an int64 or int32 tensor, got ", index.dtype(), " with shape ", shape_str(index.sizes()));
 }
 
+std::vector<int64_t> index_values(const Tensor& t) {
+  std::vector<int64_t> out;
+  if (!t.defined() || !t.has_storage() || !t.is_cpu() || current_record_layer() || t.numel() == 0) return out;
+  KILN_CHECK(is_integral(t.dtype(), false), "internal: index_values of a ", t.dtype(), " tensor");
+  const TensorImpl& impl = *t.unsafe_impl();
+  out.reserve(static_cast<size_t>(t.numel()));
+  int64_t nd = t.dim();
+  std::vector<int64_t> pos(static_cast<size_t>(nd), 0);
+  for (int64_t n = 0; n < t.numel(); ++n) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < nd; ++d) off += pos[d] * impl.strides[d];
+    const char* p = impl.data() + off * static_cast<int64_t>(itemsize(t.dtype()));
+    switch (t.dtype()) {
+      case DType::UInt8:
+        out.push_back(*reinterpret_cast<const uint8_t*>(p));
+        break;
+      case DType::Int8:
+        out.push_back(*reinterpret_cast<const int8_t*>(p));
+        break;
+      case DType::Int16:
+        out.push_back(*reinterpret_cast<const int16_t*>(p));
+        break;
+      case DType::Int32:
+        out.push_back(*reinterpret_cast<const int32_t*>(p));
+        break;
+      default:
+        out.push_back(*reinterpret_cast<const int64_t*>(p));
+        break;
+    }
+    for (int64_t d = nd - 1; d >= 0 && ++pos[d] == impl.sizes[d]; --d) pos[d] = 0;
+  }
+  return out;
+}
+
+void check_index_range(const Tensor& index, int64_t size, int64_t dim, const char* op) {
+  for (int64_t v : index_values(index))
+    KILN_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for dimension ", dim, " with size ", size,
+               v < 0 ? " (negative indices are not allowed here, as in torch)" : "");
+}
+
 IndexPlan plan_index(IntArrayRef x_sizes, std::span<const Tensor> indices, const char* op) {
   int64_t nd = static_cast<int64_t>(x_sizes.size());
   KILN_CHECK(static_cast<int64_t>(indices.size()) <= nd, op, ": too many indices for tensor of dimension ", nd,
@@ -204,6 +244,8 @@ KILN_REGISTER_META(embedding, meta_embedding);
 std::vector<Tensor> decomp_index_select(const OpCall& c) {
   meta_index_select(c);
   const Tensor &x = c.in(0), &index = c.in(1);
+  int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), c.name());
+  check_index_range(index, x.dim() == 0 ? 1 : x.sizes()[dim], dim, c.name());  // no wrapping, unlike x[idx]
   Tensor idx = index.dim() == 0 ? index.unsqueeze(0) : index;
   if (x.dim() == 0) return {kiln::index(x.unsqueeze(0), {idx}).squeeze(0)};
   std::vector<Tensor> in{x};
@@ -229,6 +271,7 @@ KILN_REGISTER_DECOMP(one_hot, decomp_one_hot);
 
 std::vector<Tensor> decomp_embedding(const OpCall& c) {
   meta_embedding(c);
+  check_index_range(c.in(1), c.in(0).sizes()[0], 0, c.name());  // no wrapping, unlike x[idx]
   return {call_op1(OpId::index, {c.in(0), c.in(1)})};
 }
 KILN_REGISTER_DECOMP(embedding, decomp_embedding);
@@ -295,6 +338,7 @@ Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& 
                          {accumulate});
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  if (x.defined()) check_scalar_fits(value, x.dtype(), "masked_fill");
   return call_op1(OpId::masked_fill, {x, mask, wrap_scalar(value)});
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
@@ -341,6 +385,7 @@ Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const { return kiln::masked_fill(*this, mask, value); }
 Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const { return kiln::masked_fill(*this, mask, value); }
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
+  if (defined()) check_scalar_fits(value, dtype(), "masked_fill_");
   return call_op_inplace(*this, OpId::masked_fill, {*this, mask, wrap_scalar(value)});
 }
 Tensor Tensor::masked_select(const Tensor& mask) const { return kiln::masked_select(*this, mask); }

@@ -29,4 +29,14 @@ IndexPlan plan_index(IntArrayRef x_sizes, std::span<const Tensor> indices, const
 // Index tensors must be int64 or int32 (torch also accepts those two).
 void check_index_dtype(const Tensor& index, const char* op, const char* what = "index");
 
+// The values of an integer CPU tensor, in order, for the value checks torch makes
+// before composites that would otherwise accept them (x[idx] wraps a negative
+// index; index_select does not). Empty where values cannot be read without a
+// graph break or a copy from a device: a tracer, the meta device, CUDA, or while
+// recording. Those checks are eager-only.
+std::vector<int64_t> index_values(const Tensor& t);
+// torch's index_select, embedding and index_add: every index in [0, size), else
+// "<op>: index V is out of bounds for dimension D with size N".
+void check_index_range(const Tensor& index, int64_t size, int64_t dim, const char* op);
+
 }  // namespace kiln

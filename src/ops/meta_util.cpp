@@ -1,5 +1,8 @@
 #include "ops/meta_util.h"
 
+#include <cmath>
+#include <limits>
+
 namespace kiln {
 
 Shape broadcast_shapes(IntArrayRef a, IntArrayRef b, const char* op) {
@@ -87,6 +90,59 @@ Shape reduced_shape(IntArrayRef sizes, const std::vector<bool>& mask, bool keepd
 void check_floating(const Tensor& t, const char* op, const char* arg) {
   KILN_CHECK(t.defined(), op, ": ", arg, " is undefined");
   KILN_CHECK(is_floating_point(t.dtype()), op, ": expected ", arg, " to have a floating dtype, got ", t.dtype());
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+// c10's checked_convert: a float fits a floating dtype when it is inf, NaN or
+// within [lowest, max]; an integral dtype takes no inf or NaN, and an unsigned
+// one takes a negative integer that wraps (uint8 -1 = 255, as PyTorch) but not
+// a negative float. Bool takes anything.
+bool scalar_fits(const Scalar& s, DType t) {
+  if (t == DType::Bool) return true;
+  if (is_floating_point(t)) {
+    double d = s.to_double();
+    if (std::isnan(d) || std::isinf(d)) return true;
+    double max = t == DType::Float16    ? 65504.0
+                 : t == DType::BFloat16 ? 3.3895313892515355e38
+                 : t == DType::Float32  ? static_cast<double>(std::numeric_limits<float>::max())
+                                        : std::numeric_limits<double>::max();
+    return d >= -max && d <= max;
+  }
+  int64_t lo = 0, hi = 0;
+  switch (t) {
+    case DType::UInt8:
+      lo = 0, hi = 255;
+      break;
+    case DType::Int8:
+      lo = -128, hi = 127;
+      break;
+    case DType::Int16:
+      lo = -32768, hi = 32767;
+      break;
+    case DType::Int32:
+      lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+      break;
+    default:
+      lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      break;
+  }
+  if (s.is_floating_point()) {
+    double d = s.to_double();
+    if (std::isnan(d) || std::isinf(d)) return false;
+    // 2^63 is the first double past int64's range ((double)INT64_MAX rounds up to it).
+    if (t == DType::Int64) return d >= -9223372036854775808.0 && d < 9223372036854775808.0;
+    return d >= static_cast<double>(lo) && d <= static_cast<double>(hi);
+  }
+  int64_t i = s.to_long();
+  if (t == DType::UInt8) return i <= hi && i >= -hi;
+  return i >= lo && i <= hi;
+}
+
+void check_scalar_fits(const Scalar& s, DType t, const char* op) {
+  KILN_CHECK(scalar_fits(s, t), op, ": value ", s, " cannot be converted to type ", t, " without overflow");
 }
 
 }  // namespace kiln

@@ -38,6 +38,12 @@ inline std::vector<TensorMeta> one_output(Shape sizes, DType dtype, Device devic
   return {m};
 }
 
+// Whether `s` converts to dtype `t` without overflow, by PyTorch's rule
+// (c10::checked_convert); check_scalar_fits throws "<op>: value V cannot be
+// converted to type T without overflow" when it does not.
+bool scalar_fits(const Scalar& s, DType t);
+void check_scalar_fits(const Scalar& s, DType t, const char* op);
+
 // The usual check that an input is defined and what its dtype category is.
 void check_floating(const Tensor& t, const char* op, const char* arg);
 

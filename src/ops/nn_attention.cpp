@@ -5,6 +5,7 @@
 
 #include "core/philox.h"
 #include "kiln/autograd.h"
+#include "ops/indexing.h"
 #include "ops/nn_util.h"
 
 namespace kiln {
@@ -135,6 +136,22 @@ KILN_REGISTER_META(embedding_bag, meta_embedding_bag);
 std::vector<Tensor> decomp_embedding_bag(const OpCall& c) {
   std::vector<TensorMeta> m = meta_embedding_bag(c);
   const Tensor &w = c.in(0), &indices = c.in(1), &psw = c.in(3);
+  // torch's value checks (eager only, Note in ops/indexing.h): indices in range, offsets
+  // starting at 0, never decreasing and never past the indices.
+  check_index_range(indices, w.sizes()[0], 0, c.name());
+  if (indices.dim() == 1) {
+    std::vector<int64_t> offs = index_values(c.in(2));
+    KILN_CHECK(offs.empty() || offs[0] == 0, c.name(),
+               ": offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0; "
+               "got ",
+               offs.empty() ? 0 : offs[0]);
+    for (size_t i = 1; i < offs.size(); ++i)
+      KILN_CHECK(offs[i] >= offs[i - 1], c.name(), ": offsets must be non-decreasing, got offsets[", i, "] = ", offs[i],
+                 " after offsets[", i - 1, "] = ", offs[i - 1]);
+    KILN_CHECK(offs.empty() || offs.back() <= indices.numel(), c.name(),
+               ": offsets[-1] can not be greater than input's length ", indices.numel(), " but got offsets[-1] of ",
+               offs.empty() ? 0 : offs.back());
+  }
   const std::string& mode = c.attrs.str(0);
   int64_t pad = c.attrs.i(2);
   // Sizes as SymInts: while compiling with dynamic shapes the bag count stays symbolic.

@@ -2,6 +2,7 @@
 // entropy (with and without logits) — public functions, meta functions and
 // decompositions. Reductions follow torch: "mean" of a weighted class loss
 // divides by the summed weights of the non-ignored targets.
+#include "kiln/autograd.h"
 #include "ops/nn_util.h"
 
 namespace kiln {
@@ -212,9 +213,16 @@ KILN_REGISTER_META(binary_cross_entropy, meta_bce);
 KILN_REGISTER_META(binary_cross_entropy_with_logits, meta_bce);
 
 // Logs are clamped at -100 (as torch) so a saturated probability gives a finite loss.
+// Inputs outside [0, 1] (or NaN) are refused as torch does; only where the values
+// exist (eager), since reading them while tracing would break the graph.
 std::vector<Tensor> decomp_bce(const OpCall& c) {
   meta_bce(c);
   const Tensor &x = c.in(0), &t = c.in(1), &w = c.in(2);
+  if (x.has_storage() && x.numel() > 0) {
+    NoGradGuard no_grad;
+    Tensor bad = logical_or(logical_or(lt(x, Scalar(0)), gt(x, Scalar(1))), isnan(x));
+    KILN_CHECK(!any(bad).item<bool>(), "binary_cross_entropy: all elements of input should be between 0 and 1");
+  }
   Tensor loss = neg(t * clamp_min(log(x), -100.0) + (1.0 - t) * clamp_min(log1p(neg(x)), -100.0));
   if (w.defined()) loss = loss * w;
   return {reduce_loss(loss, c.attrs.str(0))};
@@ -226,7 +234,9 @@ KILN_REGISTER_DECOMP(binary_cross_entropy, decomp_bce);
 std::vector<Tensor> decomp_bce_logits(const OpCall& c) {
   meta_bce(c);
   const Tensor &x = c.in(0), &t = c.in(1), &w = c.in(2), &pw = c.in(3);
-  Tensor log_sig = clamp_max(x, 0.0) - log1p(exp(neg(abs(x))));
+  // minimum, not clamp_max: at x == 0 its tie rule gives d/dx = 1/2 = d log_sigmoid(0)/dx.
+  Tensor zero = zeros(IntArrayRef{}, TensorOptions(x.dtype()).device(x.device()));
+  Tensor log_sig = minimum(x, zero) - log1p(exp(neg(abs(x))));
   if (pw.defined()) log_sig = log_sig * ((pw - 1.0) * t + 1.0);
   Tensor loss = (1.0 - t) * x - log_sig;
   if (w.defined()) loss = loss * w;

@@ -178,14 +178,30 @@ Tensor div(const Scalar& a, const Tensor& b, std::optional<std::string> m) {
   return call_op1(OpId::div, {wrap(a), b}, mode_attr(m));
 }
 Tensor fmod(const Tensor& a, const Tensor& b) { return bin(OpId::fmod, a, b); }
-Tensor fmod(const Tensor& a, const Scalar& b) { return bin(OpId::fmod, a, wrap(b)); }
+// An integer tensor's fmod/remainder/pow by a Scalar converts the Scalar to the
+// tensor's dtype, as torch does: one that does not fit raises (2^40 for int32).
+namespace {
+void check_exponent_fits(const Tensor& a, const Scalar& b, const char* op, bool floating_too) {
+  if (!a.defined()) return;
+  bool same_category = is_floating_point(a.dtype()) ? floating_too : !b.is_floating_point();
+  if (same_category) check_scalar_fits(b, a.dtype(), op);
+}
+}  // namespace
+Tensor fmod(const Tensor& a, const Scalar& b) {
+  check_exponent_fits(a, b, "fmod", false);
+  return bin(OpId::fmod, a, wrap(b));
+}
 Tensor remainder(const Tensor& a, const Tensor& b) { return bin(OpId::remainder, a, b); }
-Tensor remainder(const Tensor& a, const Scalar& b) { return bin(OpId::remainder, a, wrap(b)); }
+Tensor remainder(const Tensor& a, const Scalar& b) {
+  check_exponent_fits(a, b, "remainder", false);
+  return bin(OpId::remainder, a, wrap(b));
+}
 Tensor pow(const Tensor& a, const Tensor& b) { return bin(OpId::pow, a, b); }
 Tensor pow(const Tensor& a, const Scalar& b) {
   KILN_CHECK(!(b.is_integral() && !b.is_bool() && b.to_long() < 0 && !is_floating_point(a.dtype())),
              "pow: integers to negative integer powers are not allowed (base dtype ", a.dtype(), ", exponent ",
              b.to_long(), ")");
+  check_exponent_fits(a, b, "pow", true);
   return bin(OpId::pow, a, wrap(b));
 }
 Tensor pow(const Scalar& a, const Tensor& b) { return bin(OpId::pow, wrap(a), b); }

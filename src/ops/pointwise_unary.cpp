@@ -78,7 +78,11 @@ std::vector<TensorMeta> meta_clamp(const OpCall& c) {
   std::vector<Tensor> ts{x};
   if (lo) ts.push_back(wrap_scalar(*lo));
   if (hi) ts.push_back(wrap_scalar(*hi));
-  return out_like(x, result_type(ts));
+  DType rt = result_type(ts);
+  // clamp(uint8, -1, 300) raises as in torch: the bounds are converted to the result's dtype.
+  if (lo) check_scalar_fits(*lo, rt, "clamp");
+  if (hi) check_scalar_fits(*hi, rt, "clamp");
+  return out_like(x, rt);
 }
 std::vector<TensorMeta> meta_to(const OpCall& c) { return out_like(unary_input(c), c.attrs.dtype(0)); }
 
@@ -272,6 +276,7 @@ Tensor& Tensor::relu_() { return call_op_inplace(*this, OpId::relu, {*this}); }
 
 // fill_ writes `full` of self's shape into self (no history: the result is a constant).
 Tensor& Tensor::fill_(const Scalar& v) {
+  check_scalar_fits(v, dtype(), "fill_");
   if (is_grad_enabled() && requires_grad()) {
     // Through the autograd path (which refuses leaves): the value no longer depends on the history.
     return call_op_inplace(*this, OpId::full_like, {*this}, {v, dtype(), device()});

@@ -294,9 +294,10 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dim, std::optio
   auto r = call_op(OpId::var_mean, {x}, {dim.vec(), correction_of(correction), keepdim});
   return {r[0], r[1]};
 }
+// std through its own op (not sqrt(var)), so equal values get std's zero gradient, not 0/0.
 std::tuple<Tensor, Tensor> std_mean(const Tensor& x, IntArrayRef dim, std::optional<Scalar> correction, bool keepdim) {
-  auto [v, m] = var_mean(x, dim, correction, keepdim);
-  return {sqrt(v), m};
+  Tensor m = std::get<1>(var_mean(x, dim, correction, keepdim));
+  return {kiln::std(x, dim, correction, keepdim), m};
 }
 Tensor logsumexp(const Tensor& x, IntArrayRef dim, bool keepdim) {
   return call_op1(OpId::logsumexp, {x}, {dim.vec(), keepdim});

@@ -142,7 +142,11 @@ std::vector<TensorMeta> meta_roll(const OpCall& c) {
   KILN_CHECK(!shifts.empty(), "roll: `shifts` required");
   KILN_CHECK(shifts.size() == dims.size() || (dims.empty() && shifts.size() == 1),
              "roll: shifts and dimensions must align. shifts: ", shifts.size(), ", dims: ", dims.size());
-  for (int64_t d : dims) wrap_dim(d, c.in(0).dim(), "roll");
+  for (int64_t d : dims) {
+    // wrap_dim lets 0-d tensors take dim 0 or -1; roll, as torch, does not.
+    KILN_CHECK(c.in(0).dim() > 0, "roll: dimension specified as ", d, " but tensor has no dimensions");
+    wrap_dim(d, c.in(0).dim(), "roll");
+  }
   return one_output(c.in(0).sizes().vec(), c.in(0).dtype(), c.in(0).device());
 }
 KILN_REGISTER_META(roll, meta_roll);

@@ -1,7 +1,9 @@
 // Reading a tensor's values from C++: item, to_vector, printing.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "core/half.h"
@@ -81,8 +83,15 @@ std::string Tensor::to_string() const {
   bool fp = is_floating_point();
   std::vector<double> vals = to_vector<double>();
   bool integral_vals = true;
-  for (double v : vals)
-    if (std::isfinite(v) && v != std::floor(v)) integral_vals = false;
+  double amax = 0, amin = std::numeric_limits<double>::infinity();  // over the finite non-zeros
+  for (double v : vals) {
+    if (!std::isfinite(v)) continue;
+    if (v != std::floor(v)) integral_vals = false;
+    if (v != 0) amax = std::max(amax, std::abs(v)), amin = std::min(amin, std::abs(v));
+  }
+  // torch's _Formatter: scientific notation when the values span more than 1000x,
+  // pass 1e8, or (with fractions) fall under 1e-4; whole numbers print as "3.".
+  bool sci = amax > 0 && (amax / amin > 1000 || amax > 1e8 || (!integral_vals && amin < 1e-4));
   auto fmt = [&](double v) {
     std::ostringstream s;
     if (dtype() == DType::Bool)
@@ -93,6 +102,8 @@ std::string Tensor::to_string() const {
       s << "nan";
     else if (std::isinf(v))
       s << (v > 0 ? "inf" : "-inf");
+    else if (sci)
+      s << std::scientific << std::setprecision(4) << v;
     else if (integral_vals)
       s << static_cast<int64_t>(v) << ".";
     else

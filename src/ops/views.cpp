@@ -348,7 +348,7 @@ ViewSteps chunk_steps(const OpCall& c) {
   int64_t each = std::max<int64_t>((size + chunks - 1) / chunks, 1);
   std::vector<int64_t> sizes;
   for (int64_t start = 0; start < size; start += each) sizes.push_back(std::min(each, size - start));
-  if (size == 0) sizes.push_back(0);
+  if (size == 0) sizes.assign(static_cast<size_t>(chunks), 0);  // torch: `chunks` empty pieces
   return split_sizes_steps(x, sizes, d);
 }
 ViewSteps unbind_steps(const OpCall& c) {
@@ -400,6 +400,7 @@ Shape flatten_size(const Tensor& x, const Attrs& a) {
   return size;
 }
 Shape unflatten_size(const Tensor& x, const Attrs& a) {
+  KILN_CHECK(x.dim() > 0, "unflatten: dimension specified as ", a.i(0), " but tensor has no dimensions");
   int64_t d = wrap_dim(a.i(0), x.dim(), "unflatten");
   Shape inner = infer_size(a.ints(1), x.sizes()[d], "unflatten", x.sizes());
   Shape size(x.sizes().begin(), x.sizes().begin() + d);

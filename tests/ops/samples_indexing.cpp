@@ -351,7 +351,7 @@ std::vector<OpSample> index_select_samples() {
   };
   for (DType t : kAll) add("dim1 " + dn(t), val({3, 4}, t, 1), 1, rand_idx({5}, 0, 3, 2));
   add("dim0 duplicates noncontig", val({4, 3}, kFloat64, 3, true), 0, idx({3, 0, 3, 1}, {4}));
-  add("negative indices wrap", val({4, 3}, kFloat32, 4), -1, idx({-1, 0, -3}, {3}, kInt32));
+  add("negative dim", val({4, 3}, kFloat32, 4), -1, idx({2, 0, 1}, {3}, kInt32));
   add("0-d index", val({4, 3}, kFloat64, 5), 0, idx({2}, {}));
   add("empty index", val({4, 3}, kFloat32, 6), 1, idx({}, {0}));
   add("0-d input", val({}, kFloat64, 7), 0, idx({0}, {1}));
@@ -360,10 +360,27 @@ std::vector<OpSample> index_select_samples() {
   return v;
 }
 std::vector<ErrorSample> index_select_errors() {
-  return {{"out of range", [] { index_select(val({3, 4}, kFloat32, 1), 0, idx({3}, {1})); },
+  return {{"out of range",
+           [] {
+             index_select(val({3, 4}, kFloat32, 1), 0, idx({3}, {1}));
+           },
            "index 3 is out of bounds for dimension 0 with size 3"},
-          {"2-d index", [] { index_select(val({3, 4}, kFloat32, 1), 0, idx({0, 1}, {1, 2})); }, "supposed to be a vector"},
-          {"float index", [] { index_select(val({3, 4}, kFloat32, 1), 0, val({2}, kFloat32, 1)); }, "int64 or int32"}};
+          // torch raises IndexError: unlike x[idx], index_select does not wrap negative indices.
+          {"negative index",
+           [] {
+             index_select(val({4, 3}, kFloat32, 1), 1, idx({0, -1}, {2}, kInt32));
+           },
+           "index_select: index -1 is out of bounds for dimension 1 with size 3"},
+          {"2-d index",
+           [] {
+             index_select(val({3, 4}, kFloat32, 1), 0, idx({0, 1}, {1, 2}));
+           },
+           "supposed to be a vector"},
+          {"float index",
+           [] {
+             index_select(val({3, 4}, kFloat32, 1), 0, val({2}, kFloat32, 1));
+           },
+           "int64 or int32"}};
 }
 KILN_OP_SAMPLES(index_select, index_select_samples, index_select_errors);
 
@@ -398,13 +415,30 @@ std::vector<OpSample> index_add_samples() {
   return v;
 }
 std::vector<ErrorSample> index_add_errors() {
-  return {{"out of range", [] { index_add(val({3, 4}, kFloat32, 1), 0, idx({5}, {1}), val({1, 4}, kFloat32, 1)); },
+  return {{"out of range",
+           [] {
+             index_add(val({3, 4}, kFloat32, 1), 0, idx({5}, {1}), val({1, 4}, kFloat32, 1));
+           },
            "index 5 is out of bounds for dimension 0 with size 3"},
-          {"count mismatch", [] { index_add(val({3, 4}, kFloat32, 1), 0, idx({0, 1}, {2}), val({1, 4}, kFloat32, 1)); },
+          {"negative index",
+           [] {
+             index_add(val({3, 4}, kFloat32, 1), 0, idx({-1}, {1}), val({1, 4}, kFloat32, 1));
+           },
+           "index_add: index -1 is out of bounds for dimension 0 with size 3"},
+          {"count mismatch",
+           [] {
+             index_add(val({3, 4}, kFloat32, 1), 0, idx({0, 1}, {2}), val({1, 4}, kFloat32, 1));
+           },
            "number of indices (2)"},
-          {"shape mismatch", [] { index_add(val({3, 4}, kFloat32, 1), 0, idx({0}, {1}), val({1, 5}, kFloat32, 1)); },
+          {"shape mismatch",
+           [] {
+             index_add(val({3, 4}, kFloat32, 1), 0, idx({0}, {1}), val({1, 5}, kFloat32, 1));
+           },
            "source shape must match"},
-          {"dtype mismatch", [] { index_add(val({3, 4}, kFloat32, 1), 0, idx({0}, {1}), val({1, 4}, kFloat64, 1)); },
+          {"dtype mismatch",
+           [] {
+             index_add(val({3, 4}, kFloat32, 1), 0, idx({0}, {1}), val({1, 4}, kFloat64, 1));
+           },
            "must have the same dtype"}};
 }
 KILN_OP_SAMPLES(index_add, index_add_samples, index_add_errors);
@@ -857,10 +891,22 @@ std::vector<OpSample> embedding_samples() {
   return v;
 }
 std::vector<ErrorSample> embedding_errors() {
-  return {{"out of range", [] { embedding(val({3, 2}, kFloat32, 1), idx({3}, {1})); },
+  return {{"out of range",
+           [] {
+             embedding(val({3, 2}, kFloat32, 1), idx({3}, {1}));
+           },
            "index 3 is out of bounds for dimension 0 with size 3"},
+          {"negative index",
+           [] {
+             embedding(val({3, 2}, kFloat32, 1), idx({0, -1}, {2}));
+           },
+           "embedding: index -1 is out of bounds for dimension 0 with size 3"},
           {"weight not 2-d", [] { embedding(val({3}, kFloat32, 1), idx({0}, {1})); }, "2-D"},
-          {"float indices", [] { embedding(val({3, 2}, kFloat32, 1), val({1}, kFloat32, 1)); }, "int64 or int32"}};
+          {"float indices",
+           [] {
+             embedding(val({3, 2}, kFloat32, 1), val({1}, kFloat32, 1));
+           },
+           "int64 or int32"}};
 }
 KILN_OP_SAMPLES(embedding, embedding_samples, embedding_errors);
 

@@ -194,10 +194,42 @@ std::vector<ErrorSample> embedding_bag_errors() {
       {"bad mode", [=] { embedding_bag(w(), i1(), tensor<int64_t>({0}, {1}, kInt64), "min"); }, "mode"},
       {"1-D without offsets", [=] { embedding_bag(w(), i1()); }, "offsets"},
       {"2-D with offsets",
-       [=] { embedding_bag(w(), i1().view({1, 3}), tensor<int64_t>({0}, {1}, kInt64)); }, "offsets"},
+       [=] {
+         embedding_bag(w(), i1().view({1, 3}), tensor<int64_t>({0}, {1}, kInt64));
+       },
+       "offsets"},
       {"per_sample_weights with mean",
        [=] { embedding_bag(w(), i1(), tensor<int64_t>({0}, {1}, kInt64), "mean", ones({3})); }, "per_sample_weights"},
       {"float indices", [=] { embedding_bag(w(), ones({3}), tensor<int64_t>({0}, {1}, kInt64)); }, "integer indices"},
+      // torch's value checks on offsets and indices.
+      {"offsets not from 0",
+       [=] {
+         embedding_bag(w(), i1(), tensor<int64_t>({1, 2}, {2}, kInt64));
+       },
+       "embedding_bag: offsets[0] has to be 0"},
+      {"decreasing offsets",
+       [=] {
+         embedding_bag(w(), i1(), tensor<int64_t>({0, 2, 1}, {3}, kInt64));
+       },
+       "embedding_bag: offsets must be non-decreasing, got offsets[2] = 1 after offsets[1] = 2"},
+      {"offsets past the indices",
+       [=] {
+         embedding_bag(w(), i1(), tensor<int64_t>({0, 5}, {2}, kInt64));
+       },
+       "offsets[-1] can not be greater than input's length 3"},
+      {"negative index",
+       [=] {
+         embedding_bag(w(), tensor<int64_t>({1, -1, 3}, {3}, kInt64), tensor<int64_t>({0}, {1}, kInt64));
+       },
+       "embedding_bag: index -1 is out of bounds for dimension 0 with size 10"},
+      {"negative index 2-D",
+       [=] {
+         embedding_bag(w(), tensor<int64_t>({1, -2}, {1, 2}, kInt64));
+       },
+       "embedding_bag: index -2 is out of bounds"},
+      {"index too large",
+       [=] { embedding_bag(w(), tensor<int64_t>({10}, {1}, kInt64), tensor<int64_t>({0}, {1}, kInt64)); },
+       "embedding_bag: index 10 is out of bounds"},
   };
 }
 KILN_OP_SAMPLES(embedding_bag, embedding_bag_samples, embedding_bag_errors);

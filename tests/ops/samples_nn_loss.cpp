@@ -288,8 +288,19 @@ std::vector<OpSample> bce_samples() {
   return out;
 }
 std::vector<ErrorSample> bce_errors() {
-  return {{"target shape", [] { binary_cross_entropy(make_input({3}, kFloat32, 1, 0, 1), make_input({3, 1}, kFloat32, 2, 0, 1)); },
-           "same shape"}};
+  // torch: "all elements of input should be between 0 and 1", NaN included.
+  auto bad_input = [](double v) {
+    return [v] { binary_cross_entropy(tensor<float>({0.5f, static_cast<float>(v)}, {2}), zeros({2})); };
+  };
+  const char* range = "binary_cross_entropy: all elements of input should be between 0 and 1";
+  return {{"target shape",
+           [] {
+             binary_cross_entropy(make_input({3}, kFloat32, 1, 0, 1), make_input({3, 1}, kFloat32, 2, 0, 1));
+           },
+           "same shape"},
+          {"input above 1", bad_input(1.5), range},
+          {"input below 0", bad_input(-0.1), range},
+          {"NaN input", bad_input(std::nan("")), range}};
 }
 KILN_OP_SAMPLES(binary_cross_entropy, bce_samples, bce_errors);
 

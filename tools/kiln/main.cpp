@@ -1,5 +1,6 @@
 // The kiln command-line tool: kiln info | ops | bench ops.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -97,9 +98,34 @@ int cmd_ops(bool json) {
   return 0;
 }
 
-}  // namespace kiln::cli
+namespace {
 
-int main(int argc, char** argv) {
+// A whole number in [0, hi], checked on the text before CLI11 converts it, so a
+// value out of range (--steps 99999999999999999999, --seed -1) is a usage error
+// instead of saturating or wrapping around in the conversion.
+CLI::Validator whole_number(uint64_t hi) {
+  std::string range = "[0, " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [hi, range](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const char *b = s.data(), *e = s.data() + s.size();
+        auto [p, ec] = std::from_chars(b, e, v);
+        if (ec == std::errc() && p == e && v <= hi) return "";
+        return "expected a whole number in " + range + ", got '" + s + "'";
+      },
+      "UINT in " + range);
+}
+constexpr uint64_t kMaxCount = 1'000'000'000;  // steps, batch, intervals: more is a typo, not a plan
+
+// "kiln nope": name the valid subcommands of the command that was given.
+std::string subcommand_names(const CLI::App* app) {
+  std::string names;
+  for (const CLI::App* s : app->get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + s->get_name();
+  return names;
+}
+
+int run(int argc, char** argv) {
   CLI::App app{"kiln: a C++ deep-learning framework with eager and compiled modes"};
   app.require_subcommand(1);
   bool json = false;
@@ -108,15 +134,19 @@ int main(int argc, char** argv) {
   kiln::train::Options to;
   bool no_bar = false, bar = false;
   train->add_option("--task", to.task, "digits | chars")->capture_default_str();
-  train->add_option("--steps", to.steps, "training steps (default: the task's)");
-  train->add_option("--batch", to.batch, "batch size (default: the task's)");
+  train->add_option("--steps", to.steps, "training steps (default: the task's)")->check(whole_number(kMaxCount));
+  train->add_option("--batch", to.batch, "batch size (default: the task's)")->check(whole_number(kMaxCount));
   train->add_option("--lr", to.lr, "AdamW learning rate (default: the task's)");
-  train->add_option("--seed", to.seed, "random seed (initialisation, batch order)")->capture_default_str();
+  train->add_option("--seed", to.seed, "random seed (initialisation, batch order)")
+      ->capture_default_str()
+      ->check(whole_number(UINT64_MAX));
   train->add_option("--device", to.device, "cpu (cuda: not supported yet)")->capture_default_str();
   train->add_option("--checkpoint", to.checkpoint_dir, "directory for checkpoint.safetensors (saved at the end)");
-  train->add_option("--checkpoint-every", to.checkpoint_every, "also save every N steps");
+  train->add_option("--checkpoint-every", to.checkpoint_every, "also save every N steps")
+      ->check(whole_number(kMaxCount));
   train->add_flag("--resume", to.resume, "continue from the checkpoint in --checkpoint DIR");
-  train->add_option("--log-every", to.log_every, "steps per logged interval (default: the task's)");
+  train->add_option("--log-every", to.log_every, "steps per logged interval (default: the task's)")
+      ->check(whole_number(kMaxCount));
   train->add_option("--data-dir", to.data_dir, "where digits.u8 / tinyshakespeare.txt are");
   train->add_flag("--progress", bar, "always draw the live progress bar");
   train->add_flag("--no-progress", no_bar, "plain lines even on a terminal");
@@ -133,13 +163,16 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   auto* bench_ops = bench->add_subcommand("ops", "CPU kernels against their hardware bounds");
   kiln::cli::BenchOptions bo;
-  bench_ops->add_option("--repeat", bo.repeat, "timed repetitions per case (median reported)");
+  bench_ops->add_option("--repeat", bo.repeat, "timed repetitions per case (median reported)")
+      ->check(whole_number(INT32_MAX));
   bench_ops->add_flag("--json", bo.json, "print one JSON object");
   auto* bench_zoo = bench->add_subcommand("zoo", "one eager training step of each BENCHMARKS.md workload");
   kiln::cli::ZooOptions zo;
   bench_zoo->add_option("--models", zo.models, "comma-separated: mlp,gpt_nano,gpt2,resnet18,mobilenet_v2,dlrm")
       ->capture_default_str();
-  bench_zoo->add_option("--iters", zo.iters, "timed steps per model (median reported)")->capture_default_str();
+  bench_zoo->add_option("--iters", zo.iters, "timed steps per model (median reported)")
+      ->capture_default_str()
+      ->check(whole_number(INT32_MAX));
   bench_zoo->add_option("--device", zo.device, "cpu (cuda: not supported yet)")->capture_default_str();
   bench_zoo->add_flag("--json", zo.json, "one JSON line per model (keys as torch_zoo.py's)");
   auto* bench_compile = bench->add_subcommand("compile", "capture and AOT autograd (aot_eager) on each zoo model");
@@ -147,7 +180,9 @@ int main(int argc, char** argv) {
   co.iters = 5;
   bench_compile->add_option("--models", co.models, "comma-separated: mlp,gpt_nano,gpt2,resnet18,mobilenet_v2,dlrm")
       ->capture_default_str();
-  bench_compile->add_option("--iters", co.iters, "timed steps per model (median reported)")->capture_default_str();
+  bench_compile->add_option("--iters", co.iters, "timed steps per model (median reported)")
+      ->capture_default_str()
+      ->check(whole_number(INT32_MAX));
   bench_compile->add_flag("--json", co.json, "one JSON line per model");
 
   // Wrong usage: one line naming the problem, the usage line, exit code 2.
@@ -168,6 +203,14 @@ int main(int argc, char** argv) {
     const CLI::App* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
     // The deepest subcommand given names the usage line (`kiln bench zoo`, not `kiln bench`).
     while (sub && !sub->get_subcommands().empty()) sub = sub->get_subcommands().front();
+    // A missing or unknown subcommand (`kiln`, `kiln nope`, `kiln bench nope`): list the valid ones.
+    const CLI::App* parent = sub ? sub : &app;
+    bool wants_sub = parent->get_require_subcommand_min() > 0 && parent->get_subcommands().empty();
+    if (wants_sub) {
+      std::vector<std::string> extra = parent->remaining();
+      std::string msg = extra.empty() ? "a command is required" : "unknown command '" + extra.front() + "'";
+      return usage_error(msg + " (valid: " + subcommand_names(parent) + ")", sub);
+    }
     return usage_error(e.what(), sub);
   }
   try {
@@ -208,4 +251,40 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// One line on stderr, never more: messages of some exceptions span lines.
+void print_error(const std::string& msg) {
+  std::string line = msg;
+  for (char& ch : line)
+    if (ch == '\n') ch = ' ';
+  std::fprintf(stderr, "kiln: %s\n", line.c_str());
+}
+
+}  // namespace
+}  // namespace kiln::cli
+
+// Never aborts: every exception (a checkpoint path that cannot be created, an
+// allocation that fails, ...) becomes one line on stderr and exit code 1, and a
+// failed write to stdout (a full disk, a closed pipe) is an error too.
+int main(int argc, char** argv) {
+  int rc = 1;
+  try {
+    rc = kiln::cli::run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    kiln::cli::print_error("out of memory (std::bad_alloc): try a smaller --batch or model");
+    rc = 1;
+  } catch (const std::exception& e) {
+    kiln::cli::print_error(e.what());
+    rc = 1;
+  } catch (...) {
+    kiln::cli::print_error("unknown error");
+    rc = 1;
+  }
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    kiln::cli::print_error("error writing to stdout");
+    if (rc == 0) rc = 1;
+  }
+  return rc;
 }

@@ -44,25 +44,32 @@ struct TrailingBytes {
 class CpuAllocator : public Allocator {
  public:
   std::shared_ptr<Storage> allocate(size_t nbytes, Device device) override {
+    // Beyond this no allocation can succeed, and rounding up could overflow (Note [Size overflow]).
+    KILN_CHECK(nbytes <= kMaxBytes, "CPU allocator: not enough memory: you tried to allocate ", nbytes, " bytes");
     size_t rounded = round_size(nbytes);
     if (rounded < kCacheMin) {
       // Small blocks live in the Storage's own allocation: one malloc per
       // tensor, not two (Note [Cheap dispatch]); freed with it, so no deleter.
       void* data = nullptr;
-      auto s = std::allocate_shared<Storage>(TrailingBytes<Storage>(rounded, &data), nullptr, nbytes, device,
-                                             std::function<void(void*)>());
-      s->data = data;
-      return s;
+      try {
+        auto s = std::allocate_shared<Storage>(TrailingBytes<Storage>(rounded, &data), nullptr, nbytes, device,
+                                               std::function<void(void*)>());
+        s->data = data;
+        return s;
+      } catch (const std::bad_alloc&) {
+        KILN_FAIL("CPU allocator: not enough memory: you tried to allocate ", nbytes, " bytes");
+      }
     }
-    void* p = nullptr;
-    if (rounded >= kCacheMin) p = take(rounded);
+    void* p = take(rounded);
     if (!p) p = std::aligned_alloc(64, rounded);
-    if (!p) throw std::bad_alloc();
+    KILN_CHECK(p, "CPU allocator: not enough memory: you tried to allocate ", nbytes, " bytes (", rounded,
+               " rounded up)");
     return std::make_shared<Storage>(p, nbytes, device, [this, rounded](void* q) { give_back(q, rounded); });
   }
 
  private:
   static constexpr size_t kCacheMin = 1 << 20;
+  static constexpr size_t kMaxBytes = size_t(1) << 62;
   // 64-byte granules for small sizes; large sizes round up to 1/8 of their power of two so
   // nearby sizes share a bucket.
   static size_t round_size(size_t n) {

@@ -26,11 +26,13 @@ void fill(const Tensor& out, const Scalar& v) {
 
 void full_kernel(const OpCall& c, std::vector<Tensor>& outs) { fill(outs[0], c.attrs.s(1)); }
 
-// arange: (start, end, step, dtype, device). Integral inputs step in exact
-// int64; otherwise start + i * step in double, then converted.
+// arange: (start, end, step, dtype, device). Integral inputs, or an integral
+// dtype (start and step truncated first, as torch), step in exact int64;
+// otherwise start + i * step in double, then converted.
 void arange_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Scalar &start = c.attrs.s(0), &step = c.attrs.s(2);
-  bool integral = !start.is_floating_point() && !step.is_floating_point() && !c.attrs.s(1).is_floating_point();
+  bool integral = (!start.is_floating_point() && !step.is_floating_point() && !c.attrs.s(1).is_floating_point()) ||
+                  is_integral(outs[0].dtype());
   visit_dtype(outs[0].dtype(), [&]<class T>() {
     T* p = static_cast<T*>(outs[0].data_ptr());
     parallel_for(0, outs[0].numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {

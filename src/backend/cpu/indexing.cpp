@@ -206,13 +206,12 @@ void index_add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   int64_t size = xs[dim], outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= xs[d];
   for (size_t d = dim + 1; d < xs.size(); ++d) inner *= xs[d];
-  // Indices are few (one per slice): check and wrap them serially up front.
+  // Indices are few (one per slice): check them serially up front. Negative ones are
+  // refused, not wrapped, as torch's index_add ("index out of range in self").
   std::vector<int64_t> iv(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + n);
-  for (int64_t& v : iv) {
-    KILN_CHECK(v >= -size && v < size, c.name(), ": index ", v, " is out of bounds for dimension ", dim, " with size ",
-               size);
-    if (v < 0) v += size;
-  }
+  for (int64_t v : iv)
+    KILN_CHECK(v >= 0 && v < size, c.name(), ": index ", v, " is out of bounds for dimension ", dim, " with size ",
+               size, v < 0 ? " (negative indices are not allowed here, as in torch)" : "");
   Tensor src = contig(c.in(2));
   visit_dtype(x.dtype(), [&]<class T>() {
     using A = acc_t<T>;

@@ -94,7 +94,8 @@ void cat_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 void flip_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   Tensor x = same_dtype(c.in(0), outs[0].dtype());
   Tables t = identity_tables(x);
-  for (int64_t d : c.attrs.ints(0)) {
+  // A 0-d tensor has nothing to reverse (dim 0 or -1 names it, as in torch): a copy.
+  for (int64_t d : x.dim() == 0 ? std::vector<int64_t>{} : c.attrs.ints(0)) {
     int64_t w = wrap_dim(d, x.dim(), "flip"), n = x.sizes()[w];
     for (int64_t o = 0; o < n; ++o) t[w][o] = (n - 1 - o) * x.strides()[w];
   }

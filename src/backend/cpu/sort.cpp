@@ -80,8 +80,10 @@ KILN_REGISTER_KERNEL(sort, CPU, sort_kernel);
 void topk_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& x = c.in(0);
   int64_t dim = wrap_dim(c.attrs.i(1), x.dim(), c.name());
+  // A 0-d input has one element and a 0-d result for k = 0 or 1 alike: torch returns it.
+  int64_t k = x.dim() == 0 ? 1 : c.attrs.i(0);
   // sorted=false may return any order; the sorted order is one of them.
-  sort_rows(c, outs[0], outs[1], dim, c.attrs.i(0), c.attrs.b(2), false, false);
+  sort_rows(c, outs[0], outs[1], dim, k, c.attrs.b(2), false, false);
 }
 KILN_REGISTER_KERNEL(topk, CPU, topk_kernel);
 
