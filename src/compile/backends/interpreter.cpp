@@ -23,8 +23,16 @@ std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& i
   NoGradGuard no_grad;  // nodes run below autograd; a composite's decomposition must not record either
   std::vector<Tensor> vals(g.values.size());
   for (size_t i = 0; i < inputs.size(); ++i) vals[g.inputs[i]] = inputs[i];
+  // Each value is let go after its last use, as eager frees an intermediate when its last
+  // consumer ran: memory is reused while it is hot, and peak memory stays eager's.
+  std::vector<int> last_use(g.values.size(), -1);
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (int v : g.nodes[n].inputs)
+      if (v >= 0) last_use[static_cast<size_t>(v)] = static_cast<int>(n);
+  for (int v : g.outputs) last_use[static_cast<size_t>(v)] = static_cast<int>(g.nodes.size());
   std::vector<Tensor> ins;
   size_t random_index = 0;
+  int node_index = 0;
   // A symbolic graph's attrs are evaluated with this call's sizes (Note [Dynamic shapes]).
   std::vector<int64_t> sym_values;
   if (g.is_symbolic()) sym_values = g.sym_values(inputs);
@@ -50,6 +58,12 @@ std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& i
     KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", info.name, " returned ", outs.size(),
                " outputs, the graph has ", n.outputs.size());
     for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
+    ins.clear();
+    for (int v : n.inputs)
+      if (v >= 0 && last_use[static_cast<size_t>(v)] == node_index) vals[static_cast<size_t>(v)] = Tensor();
+    for (int v : n.outputs)
+      if (last_use[static_cast<size_t>(v)] < node_index) vals[static_cast<size_t>(v)] = Tensor();  // never used
+    ++node_index;
   }
   std::vector<Tensor> out;
   out.reserve(g.outputs.size());
