@@ -61,6 +61,15 @@ void check_index_range(const Tensor& index, int64_t size, int64_t dim, const cha
                v < 0 ? " (negative indices are not allowed here, as in torch)" : "");
 }
 
+namespace {
+// While compiling, the values are not known yet: negative indices (which `index` would wrap)
+// are sent out of range instead, so the compiled graph raises where eager does, not wraps.
+Tensor no_wrap(const Tensor& index, int64_t size) {
+  if (index.has_storage() && !current_record_layer()) return index;
+  return where(lt(index, Scalar(int64_t{0})), Scalar(size), index);
+}
+}  // namespace
+
 IndexPlan plan_index(IntArrayRef x_sizes, std::span<const Tensor> indices, const char* op) {
   int64_t nd = static_cast<int64_t>(x_sizes.size());
   KILN_CHECK(static_cast<int64_t>(indices.size()) <= nd, op, ": too many indices for tensor of dimension ", nd,
@@ -246,7 +255,7 @@ std::vector<Tensor> decomp_index_select(const OpCall& c) {
   const Tensor &x = c.in(0), &index = c.in(1);
   int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), c.name());
   check_index_range(index, x.dim() == 0 ? 1 : x.sizes()[dim], dim, c.name());  // no wrapping, unlike x[idx]
-  Tensor idx = index.dim() == 0 ? index.unsqueeze(0) : index;
+  Tensor idx = no_wrap(index.dim() == 0 ? index.unsqueeze(0) : index, x.dim() == 0 ? 1 : x.sizes()[dim]);
   if (x.dim() == 0) return {kiln::index(x.unsqueeze(0), {idx}).squeeze(0)};
   std::vector<Tensor> in{x};
   in.resize(static_cast<size_t>(wrap_dim(c.attrs.i(0), x.dim(), c.name())) + 1);  // ':' before dim
@@ -272,7 +281,7 @@ KILN_REGISTER_DECOMP(one_hot, decomp_one_hot);
 std::vector<Tensor> decomp_embedding(const OpCall& c) {
   meta_embedding(c);
   check_index_range(c.in(1), c.in(0).sizes()[0], 0, c.name());  // no wrapping, unlike x[idx]
-  return {call_op1(OpId::index, {c.in(0), c.in(1)})};
+  return {call_op1(OpId::index, {c.in(0), no_wrap(c.in(1), c.in(0).sizes()[0])})};
 }
 KILN_REGISTER_DECOMP(embedding, decomp_embedding);
 

@@ -141,6 +141,18 @@ TEST(Capture, BadInputGivesEagersErrorOnALaterCall) {
   expect_same(f(ones({2, 3}), ones({3, 4})), matmul(ones({2, 3}), ones({3, 4})));
 }
 
+// Indices that eager refuses (negative ones, for ops that do not wrap) are refused compiled too.
+TEST(Capture, NegativeIndicesRaiseAsInEager) {
+  manual_seed(9);
+  Tensor w = randn({5, 3});
+  auto f = compile([&](const Tensor& i) { return index_select(w, 0, i) + embedding(w, i); });
+  Tensor good = tensor<int64_t>({1, 4}, {2});
+  expect_same(f(good), index_select(w, 0, good) + embedding(w, good));
+  Tensor bad = tensor<int64_t>({-1, 2}, {2});
+  kiln::testing::expect_error([&] { f(bad); }, "out of bounds");
+  kiln::testing::expect_error([&] { (void)index_select(w, 0, bad); }, "negative indices are not allowed");
+}
+
 TEST(Capture, TracersStoredInAMemberBecomeReal) {
   struct Keep {
     Tensor hidden;
