@@ -473,7 +473,9 @@ void reset() {
 std::string CompileStats::str() const {
   std::ostringstream os;
   os << "calls: " << calls << ", graphs compiled: " << graphs_compiled << ", recompiles: " << recompiles
-     << ", cache hits: " << cache_hits << ", graph breaks: " << breaks.size() << "\n";
+     << ", cache hits: " << cache_hits << ", graph breaks: " << breaks.size();
+  if (specializations) os << ", specializations: " << specializations;
+  os << "\n";
   for (size_t i = 0; i < graphs.size(); ++i) {
     os << "graph " << i << " (" << ops_per_graph[i] << " ops";
     if (i < prim_ops_per_graph.size()) os << ", " << prim_ops_per_graph[i] << " after decomposition";
