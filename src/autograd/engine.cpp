@@ -124,6 +124,7 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots, const std::vect
     bool run = !capture_mode || (needed.count(n) && dynamic_cast<AccumulateGrad*>(n) == nullptr);
     std::vector<Tensor> outs;
     if (run) {
+      n->releases_after_apply = !keep_graph;
       outs = n->apply(std::move(grads));
       if (!keep_graph) n->release_saved();
     }

@@ -61,6 +61,9 @@ struct Node : std::enable_shared_from_this<Node> {
   // Non-leaf outputs that asked to retain their gradient.
   std::map<uint32_t, std::weak_ptr<TensorImpl>> retained;
   uint64_t sequence_nr;  // later nodes run first when several are ready
+  // Set by the engine before apply: release_saved() follows it (no retain_graph), so apply
+  // may consume what it saved (the compiled backward frees saved tensors as it goes).
+  bool releases_after_apply = false;
 };
 
 // The node for an op of the table: calls its VJP rule.

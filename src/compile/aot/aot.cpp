@@ -1,6 +1,7 @@
 // The AOT pipeline (the AOTAutograd role): functionalize the captured graph,
 // build the joint forward+backward graph by running the op table's VJP rules
 // on tracers, split it with a min-cut partitioner, and decompose to prims.
+#include <optional>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -136,7 +137,14 @@ struct CompiledBackward : autograd::Node {
                  "a tensor of shape ",
                  shape_str(saved[i].sizes()), " saved by a compiled graph is at version ", saved[i]._version(),
                  "; expected version ", saved_version[i]);
-    std::vector<Tensor> in = saved;
+    // Without retain_graph the saved tensors are handed to the backward graph, which frees each
+    // after its last use, as eager's nodes free theirs one by one.
+    const bool hand_over = releases_after_apply;
+    std::vector<Tensor> in = hand_over ? std::move(saved) : saved;
+    if (hand_over) {
+      saved.clear();
+      released = true;
+    }
     for (size_t k = 0; k < output_meta.size(); ++k) {
       const TensorMeta& m = output_meta[k];
       Tensor g = k < grads.size() ? grads[k] : Tensor();
@@ -148,6 +156,8 @@ struct CompiledBackward : autograd::Node {
     std::vector<Tensor> outs;
     {
       RandomStateScope scope(&random_state);
+      std::optional<DonateInputsScope> donate;
+      if (hand_over) donate.emplace(&in);
       outs = backward(in);
     }
     std::vector<Tensor> result(next_edges.size());

@@ -53,6 +53,16 @@ std::vector<std::string> backend_names();
 std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& inputs,
                                     const std::vector<int64_t>* random_state);
 
+// Inputs handed over: run_interpreted on this very vector (one its caller discards) may move
+// from it, so that each input is freed after its last use in the graph.
+class DonateInputsScope {
+ public:
+  explicit DonateInputsScope(const std::vector<Tensor>* inputs);
+  ~DonateInputsScope();
+  DonateInputsScope(const DonateInputsScope&) = delete;
+  DonateInputsScope& operator=(const DonateInputsScope&) = delete;
+};
+
 // The random state of the call whose graphs are running: set by the AOT
 // runtime around each lowered graph it calls (forward, and backward later).
 const std::vector<int64_t>* current_random_state();

@@ -8,7 +8,10 @@ namespace kiln::compiler {
 
 namespace {
 thread_local const std::vector<int64_t>* tls_random_state = nullptr;
+thread_local const std::vector<Tensor>* tls_donated = nullptr;
 }
+DonateInputsScope::DonateInputsScope(const std::vector<Tensor>* inputs) { tls_donated = inputs; }
+DonateInputsScope::~DonateInputsScope() { tls_donated = nullptr; }
 const std::vector<int64_t>* current_random_state() { return tls_random_state; }
 RandomStateScope::RandomStateScope(const std::vector<int64_t>* state) : prev_(tls_random_state) {
   tls_random_state = state;
@@ -22,7 +25,10 @@ std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& i
   PauseRecording pause;
   NoGradGuard no_grad;  // nodes run below autograd; a composite's decomposition must not record either
   std::vector<Tensor> vals(g.values.size());
-  for (size_t i = 0; i < inputs.size(); ++i) vals[g.inputs[i]] = inputs[i];
+  const bool donated = tls_donated == &inputs;
+  if (donated) tls_donated = nullptr;  // one graph takes them
+  for (size_t i = 0; i < inputs.size(); ++i)
+    vals[g.inputs[i]] = donated ? std::move(const_cast<Tensor&>(inputs[i])) : inputs[i];
   // Each value is let go after its last use, as eager frees an intermediate when its last
   // consumer ran: memory is reused while it is hot, and peak memory stays eager's.
   std::vector<int> last_use(g.values.size(), -1);
