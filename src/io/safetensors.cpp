@@ -345,26 +345,58 @@ namespace safetensors {
 
 // ---- SafeTensorsFile ----
 
+// Note [Copy by default]: tensors are read into memory of their own, so a file rewritten or
+// truncated afterwards changes nothing; only with mmap do they alias the file (and may SIGBUS).
 struct SafeTensorsFile::Impl {
-  std::shared_ptr<io::MappedFile> file;
+  std::shared_ptr<io::ReadFile> file;      // without mmap
+  std::shared_ptr<io::MappedFile> mapped;  // with mmap
+  std::string path;
   Header header;
   std::string where;
 };
 
-SafeTensorsFile::SafeTensorsFile(const std::string& path) {
+namespace {
+
+// The header of an open file, read with pread: the 8-byte length, then that many bytes.
+Header read_header(const io::ReadFile& f, const std::string& where) {
+  const uint64_t size = f.size();
+  std::vector<uint8_t> prefix(std::min<uint64_t>(size, 8));
+  f.read_at(0, prefix.data(), prefix.size(), where);
+  if (prefix.size() == 8) {
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, prefix.data(), 8);
+    // Otherwise parse_header reports the bad length without reading past the first 8 bytes.
+    if (header_len <= kMaxHeaderBytes && header_len <= size - 8) {
+      prefix.resize(8 + header_len);
+      f.read_at(8, prefix.data() + 8, header_len, where);
+    }
+  }
+  // parse_header reads only the header's bytes; `size` bounds the data it describes.
+  return parse_header(prefix.data(), size, where);
+}
+
+}  // namespace
+
+SafeTensorsFile::SafeTensorsFile(const std::string& path, bool mmap) {
 #ifdef KILN_NO_JSON
   no_json();
 #endif
   auto impl = std::make_shared<Impl>();
   impl->where = "safetensors file '" + path + "'";
-  impl->file = io::MappedFile::open(path, impl->where);
-  impl->header = parse_header(impl->file->data(), impl->file->size(), impl->where);
+  impl->path = path;
+  if (mmap) {
+    impl->mapped = io::MappedFile::open(path, impl->where);
+    impl->header = parse_header(impl->mapped->data(), impl->mapped->size(), impl->where);
+  } else {
+    impl->file = io::ReadFile::open(path, impl->where);
+    impl->header = read_header(*impl->file, impl->where);
+  }
   std::sort(impl->header.entries.begin(), impl->header.entries.end(),
             [](const Entry& a, const Entry& b) { return a.name < b.name; });
   impl_ = std::move(impl);
 }
 
-const std::string& SafeTensorsFile::path() const { return impl_->file->path(); }
+const std::string& SafeTensorsFile::path() const { return impl_->path; }
 
 std::vector<std::string> SafeTensorsFile::keys() const {
   std::vector<std::string> out;
@@ -391,18 +423,25 @@ std::vector<int64_t> SafeTensorsFile::shape(const std::string& key) const {
 
 Tensor SafeTensorsFile::get(const std::string& key) const {
   const Entry& e = find_entry(impl_->header, key, impl_->where);
-  uint8_t* p = impl_->file->data() + impl_->header.data_start + e.begin;
+  if (!impl_->mapped) {
+    Tensor t = empty(e.shape, e.dtype);
+    impl_->file->read_at(impl_->header.data_start + e.begin, t.data_ptr(), static_cast<size_t>(e.end - e.begin),
+                         impl_->where + ": tensor '" + e.name + "'");
+    check_bools(e, static_cast<const uint8_t*>(t.data_ptr()), impl_->where);
+    return t;
+  }
+  uint8_t* p = impl_->mapped->data() + impl_->header.data_start + e.begin;
   check_bools(e, p, impl_->where);
   // Files from other writers may misalign a tensor; kernels expect aligned elements, so copy those.
   if (reinterpret_cast<uintptr_t>(p) % itemsize(e.dtype) != 0) return copy_entry(e, p);
-  std::shared_ptr<io::MappedFile> keep = impl_->file;
+  std::shared_ptr<io::MappedFile> keep = impl_->mapped;
   return from_blob(p, e.shape, e.dtype, [keep](void*) {});
 }
 
 // ---- whole-file functions ----
 
-StateDict load_file(const std::string& path, Device device) {
-  SafeTensorsFile f(path);
+StateDict load_file(const std::string& path, Device device, bool mmap) {
+  SafeTensorsFile f(path, mmap);
   StateDict out;
   for (const std::string& key : f.keys()) {
     Tensor t = f.get(key);
