@@ -32,22 +32,26 @@ void save_file(const StateDict& tensors, const std::string& path,
 // The same file as bytes.
 std::vector<uint8_t> save(const StateDict& tensors, const std::map<std::string, std::string>& metadata = {});
 
-// Reads every tensor of `path`, keys in sorted order (as safe_open's keys()). The file is
-// memory-mapped: the CPU tensors alias a private copy-on-write mapping (writes to them never
-// reach the file), which lives until the last tensor using it dies. With another device, copies.
-// As with any mapping, the file must not be truncated while tensors use it (replacing it, as
-// save_file does, is safe).
-StateDict load_file(const std::string& path, Device device = kCPU);
+// Reads every tensor of `path`, keys in sorted order (as safe_open's keys()). By default each
+// tensor owns its memory (read with pread): rewriting, truncating or deleting the file afterwards
+// changes nothing. mmap = true (as torch.load(mmap=True)) is zero-copy instead: the CPU tensors
+// alias a private copy-on-write mapping (writes to them never reach the file) that lives until
+// the last tensor using it dies. Caveat: the tensors then read the file itself, so a file
+// truncated or rewritten in place while they live changes them or raises SIGBUS on their next
+// read (replacing it, as save_file does, is safe). With another device, copies either way.
+// Only regular files are read: a FIFO, device or directory is refused, never opened to block.
+StateDict load_file(const std::string& path, Device device = kCPU, bool mmap = false);
 // Reads a safetensors file held in memory; the tensors are copies (`data` may be freed after).
 StateDict load(const uint8_t* data, size_t n);
 inline StateDict load(const std::vector<uint8_t>& bytes) { return load(bytes.data(), bytes.size()); }
 
-// Lazy reading, as safetensors' safe_open: the header is parsed and validated once;
-// get() returns a tensor viewing the mapping without reading the rest.
+// Lazy reading, as safetensors' safe_open: the header is parsed and validated once; get()
+// reads one tensor without reading the rest. The file stays open while this object (or, with
+// mmap, a tensor from it) lives; `mmap` as for load_file, with the same caveat.
 class SafeTensorsFile {
  public:
-  static SafeTensorsFile open(const std::string& path) { return SafeTensorsFile(path); }
-  explicit SafeTensorsFile(const std::string& path);
+  static SafeTensorsFile open(const std::string& path, bool mmap = false) { return SafeTensorsFile(path, mmap); }
+  explicit SafeTensorsFile(const std::string& path, bool mmap = false);
 
   const std::string& path() const;
   // The tensor names, sorted.
@@ -57,7 +61,8 @@ class SafeTensorsFile {
   const std::map<std::string, std::string>& metadata() const;
   DType dtype(const std::string& key) const;
   std::vector<int64_t> shape(const std::string& key) const;
-  // A CPU tensor aliasing the mapping; it keeps the mapping alive after this object is gone.
+  // A CPU tensor owning a copy of the tensor's bytes; with mmap, aliasing the mapping (and
+  // keeping it alive after this object is gone), copied only when the file misaligns it.
   Tensor get(const std::string& key) const;
 
  private:
@@ -74,6 +79,7 @@ void save_npy(const Tensor& t, const std::string& path);
 std::vector<uint8_t> save_npy(const Tensor& t);
 // Reads versions 1.0, 2.0 and 3.0: bool, (u)int8, int16/32/64, float16/32/64 in either byte
 // order (big-endian is swapped), C or Fortran order (returned as a contiguous C-order tensor).
+// The tensor owns its memory; only a regular file is read (see load_file).
 Tensor load_npy(const std::string& path);
 Tensor load_npy(const uint8_t* data, size_t n);
 

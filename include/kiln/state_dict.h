@@ -1,6 +1,7 @@
 // StateDict: named tensors in insertion order, as torch's OrderedDict state_dict.
 // Shared by nn::Module, optimizers, safetensors files and checkpoints.
 #pragma once
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,17 +16,16 @@ class StateDict {
 
   // Inserts `key`, or replaces the tensor of an existing key in place (order kept).
   void insert(const std::string& key, Tensor value) {
-    for (auto& [k, v] : items_)
-      if (k == key) {
-        v = std::move(value);
-        return;
-      }
+    auto [it, added] = index_.emplace(key, items_.size());
+    if (!added) {
+      items_[it->second].second = std::move(value);
+      return;
+    }
     items_.emplace_back(key, std::move(value));
   }
   const Tensor* find(const std::string& key) const {
-    for (const auto& [k, v] : items_)
-      if (k == key) return &v;
-    return nullptr;
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &items_[it->second].second;
   }
   bool contains(const std::string& key) const { return find(key) != nullptr; }
   const Tensor& at(const std::string& key) const {
@@ -47,6 +47,9 @@ class StateDict {
 
  private:
   std::vector<Item> items_;
+  // Key -> position in items_, so that building a dict of n tensors (a file with many) is
+  // n log n, not n^2. Ordered rather than hashed: names come from untrusted files.
+  std::map<std::string, size_t> index_;
 };
 
 }  // namespace kiln

@@ -55,19 +55,55 @@ std::string parent_dir(const std::string& path) {
 
 }  // namespace
 
-std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const std::string& where) {
+// Note [Regular files only]
+std::shared_ptr<ReadFile> ReadFile::open(const std::string& path, const std::string& where) {
+  // stat first, so a FIFO is never opened; O_NONBLOCK as well, in case the path is swapped for
+  // one between the stat and the open (opening a FIFO for reading then returns at once).
+  struct stat st {};
+  KILN_CHECK(::stat(path.c_str(), &st) == 0, where, ": cannot open: ", errno_str(errno));
+  auto kind = [](mode_t m) {
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a plain file";
+  };
+  KILN_CHECK(S_ISREG(st.st_mode), where, ": not a regular file (it is ", kind(st.st_mode), ")");
   Fd f;
-  do f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  do f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   while (f.fd < 0 && errno == EINTR);
   KILN_CHECK(f.fd >= 0, where, ": cannot open: ", errno_str(errno));
-  struct stat st {};
   KILN_CHECK(::fstat(f.fd, &st) == 0, where, ": cannot stat: ", errno_str(errno));
-  KILN_CHECK(S_ISREG(st.st_mode), where, ": not a regular file");
-  size_t size = static_cast<size_t>(st.st_size);
+  KILN_CHECK(S_ISREG(st.st_mode), where, ": not a regular file (it is ", kind(st.st_mode), ")");
+  int fd = f.fd;
+  f.fd = -1;
+  return std::shared_ptr<ReadFile>(new ReadFile(fd, static_cast<uint64_t>(st.st_size), path));
+}
+
+ReadFile::~ReadFile() { ::close(fd_); }
+
+void ReadFile::read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const {
+  auto* p = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    KILN_CHECK(r >= 0, what, ": read failed at byte ", offset, ": ", errno_str(errno));
+    KILN_CHECK(r > 0, what, ": the file ends at byte ", offset, ", before the data it described when opened (", size_,
+               " bytes); was it truncated?");
+    p += r;
+    offset += static_cast<uint64_t>(r);
+    n -= static_cast<size_t>(r);
+  }
+}
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const std::string& where) {
+  std::shared_ptr<ReadFile> f = ReadFile::open(path, where);
+  size_t size = static_cast<size_t>(f->size());
   uint8_t* data = nullptr;
   if (size > 0) {
     // Private + writable: tensors aliasing the mapping stay writable, and writes never reach the file.
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, f->fd(), 0);
     KILN_CHECK(p != MAP_FAILED, where, ": cannot map ", size, " bytes: ", errno_str(errno));
     data = static_cast<uint8_t*>(p);
   }

@@ -1,5 +1,5 @@
-// File helpers shared by the readers and writers of src/io: a read-only view of
-// a whole file through mmap, and atomic writes (temp file + fsync + rename).
+// File helpers shared by the readers and writers of src/io: reading a regular file (by
+// copy, or zero-copy through mmap), and atomic writes (temp file + fsync + rename).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,12 +9,39 @@
 
 namespace kiln::io {
 
+// A regular file open for reading. Note [Regular files only]: a FIFO, device, socket or
+// directory is refused before any byte is read, and opening never blocks (a FIFO without a
+// writer would block open() and read() forever).
+class ReadFile {
+ public:
+  // Throws a kiln::Error starting with `where` (e.g. "npy file 'x.npy'") when the file cannot
+  // be opened or is not a regular file.
+  static std::shared_ptr<ReadFile> open(const std::string& path, const std::string& where);
+  ~ReadFile();
+  ReadFile(const ReadFile&) = delete;
+  ReadFile& operator=(const ReadFile&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }  // when opened
+  const std::string& path() const { return path_; }
+  // Reads exactly `n` bytes at `offset` into `dst`; throws (naming `what`) when the file has
+  // become shorter since it was opened or cannot be read.
+  void read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const;
+
+ private:
+  ReadFile(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  int fd_;
+  uint64_t size_;
+  std::string path_;
+};
+
 // A private (copy-on-write) mapping of a whole file: tensors that alias it may
-// be written to without touching the file. Unmapped by the destructor.
+// be written to without touching the file. Unmapped by the destructor. As with any mapping,
+// truncating the file while it is mapped makes reads of the lost pages raise SIGBUS.
 class MappedFile {
  public:
-  // Throws a kiln::Error starting with `where` (e.g. "npy file 'x.npy'") when the file
-  // cannot be opened or mapped.
+  // Throws a kiln::Error starting with `where` when the file cannot be opened (see
+  // ReadFile::open) or mapped.
   static std::shared_ptr<MappedFile> open(const std::string& path, const std::string& where);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -68,37 +68,58 @@ using OrderedJson = nlohmann::ordered_json;
 constexpr const char* kOtherSpecDTypes[] = {"U16",     "U32", "U64",     "F8_E5M2", "F8_E4M3",
                                             "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
 
-// Parses the header text, rejecting duplicate keys (which JSON parsers silently merge)
-// and deep nesting. Only kiln::Error escapes.
-Json parse_json(const char* text, size_t n, const std::string& where) {
-  std::vector<std::set<std::string>> keys;  // one set per open object
-  int depth = 0;
-  auto callback = [&](int, Json::parse_event_t event, Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-        keys.emplace_back();
-        [[fallthrough]];
-      case Json::parse_event_t::array_start:
-        KILN_CHECK(++depth <= kMaxJsonDepth, where, ": the header nests deeper than ", kMaxJsonDepth, " levels");
-        break;
-      case Json::parse_event_t::object_end:
-        keys.pop_back();
-        [[fallthrough]];
-      case Json::parse_event_t::array_end:
-        --depth;
-        break;
-      case Json::parse_event_t::key: {
-        const auto& key = parsed.get_ref<const std::string&>();
-        KILN_CHECK(keys.back().insert(key).second, where, ": duplicate key '", key, "' in the header");
-        break;
-      }
-      case Json::parse_event_t::value:
-        break;
-    }
+// Checks the header text in one SAX pass, before it is parsed into a DOM: duplicate keys
+// (which JSON parsers silently merge) and deep nesting are rejected. A pass of its own because
+// nlohmann's parser callback rescans the enclosing object at every nested object's end, which is
+// quadratic in the number of tensors (20 000 entries took seconds).
+class HeaderChecker final : public nlohmann::json_sax<Json> {
+ public:
+  explicit HeaderChecker(const std::string& where) : where_(where) {}
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return open();
+  }
+  bool key(string_t& key) override {
+    KILN_CHECK(keys_.back().insert(key).second, where_, ": duplicate key '", key, "' in the header");
     return true;
-  };
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    KILN_FAIL(where_, ": the header is not valid JSON: ", e.what());
+  }
+
+ private:
+  bool open() {
+    KILN_CHECK(++depth_ <= kMaxJsonDepth, where_, ": the header nests deeper than ", kMaxJsonDepth, " levels");
+    return true;
+  }
+  const std::string& where_;
+  std::vector<std::set<std::string>> keys_;  // one set per open object (ordered: no hash flooding)
+  int depth_ = 0;
+};
+
+// Parses the header text, checked first by HeaderChecker. Only kiln::Error escapes.
+Json parse_json(const char* text, size_t n, const std::string& where) {
   try {
-    return Json::parse(text, text + n, callback);
+    HeaderChecker checker(where);
+    Json::sax_parse(text, text + n, &checker);
+    return Json::parse(text, text + n);
   } catch (const Json::exception& e) {
     KILN_FAIL(where, ": the header is not valid JSON: ", e.what());
   }
@@ -324,26 +345,58 @@ namespace safetensors {
 
 // ---- SafeTensorsFile ----
 
+// Note [Copy by default]: tensors are read into memory of their own, so a file rewritten or
+// truncated afterwards changes nothing; only with mmap do they alias the file (and may SIGBUS).
 struct SafeTensorsFile::Impl {
-  std::shared_ptr<io::MappedFile> file;
+  std::shared_ptr<io::ReadFile> file;      // without mmap
+  std::shared_ptr<io::MappedFile> mapped;  // with mmap
+  std::string path;
   Header header;
   std::string where;
 };
 
-SafeTensorsFile::SafeTensorsFile(const std::string& path) {
+namespace {
+
+// The header of an open file, read with pread: the 8-byte length, then that many bytes.
+Header read_header(const io::ReadFile& f, const std::string& where) {
+  const uint64_t size = f.size();
+  std::vector<uint8_t> prefix(std::min<uint64_t>(size, 8));
+  f.read_at(0, prefix.data(), prefix.size(), where);
+  if (prefix.size() == 8) {
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, prefix.data(), 8);
+    // Otherwise parse_header reports the bad length without reading past the first 8 bytes.
+    if (header_len <= kMaxHeaderBytes && header_len <= size - 8) {
+      prefix.resize(8 + header_len);
+      f.read_at(8, prefix.data() + 8, header_len, where);
+    }
+  }
+  // parse_header reads only the header's bytes; `size` bounds the data it describes.
+  return parse_header(prefix.data(), size, where);
+}
+
+}  // namespace
+
+SafeTensorsFile::SafeTensorsFile(const std::string& path, bool mmap) {
 #ifdef KILN_NO_JSON
   no_json();
 #endif
   auto impl = std::make_shared<Impl>();
   impl->where = "safetensors file '" + path + "'";
-  impl->file = io::MappedFile::open(path, impl->where);
-  impl->header = parse_header(impl->file->data(), impl->file->size(), impl->where);
+  impl->path = path;
+  if (mmap) {
+    impl->mapped = io::MappedFile::open(path, impl->where);
+    impl->header = parse_header(impl->mapped->data(), impl->mapped->size(), impl->where);
+  } else {
+    impl->file = io::ReadFile::open(path, impl->where);
+    impl->header = read_header(*impl->file, impl->where);
+  }
   std::sort(impl->header.entries.begin(), impl->header.entries.end(),
             [](const Entry& a, const Entry& b) { return a.name < b.name; });
   impl_ = std::move(impl);
 }
 
-const std::string& SafeTensorsFile::path() const { return impl_->file->path(); }
+const std::string& SafeTensorsFile::path() const { return impl_->path; }
 
 std::vector<std::string> SafeTensorsFile::keys() const {
   std::vector<std::string> out;
@@ -370,18 +423,25 @@ std::vector<int64_t> SafeTensorsFile::shape(const std::string& key) const {
 
 Tensor SafeTensorsFile::get(const std::string& key) const {
   const Entry& e = find_entry(impl_->header, key, impl_->where);
-  uint8_t* p = impl_->file->data() + impl_->header.data_start + e.begin;
+  if (!impl_->mapped) {
+    Tensor t = empty(e.shape, e.dtype);
+    impl_->file->read_at(impl_->header.data_start + e.begin, t.data_ptr(), static_cast<size_t>(e.end - e.begin),
+                         impl_->where + ": tensor '" + e.name + "'");
+    check_bools(e, static_cast<const uint8_t*>(t.data_ptr()), impl_->where);
+    return t;
+  }
+  uint8_t* p = impl_->mapped->data() + impl_->header.data_start + e.begin;
   check_bools(e, p, impl_->where);
   // Files from other writers may misalign a tensor; kernels expect aligned elements, so copy those.
   if (reinterpret_cast<uintptr_t>(p) % itemsize(e.dtype) != 0) return copy_entry(e, p);
-  std::shared_ptr<io::MappedFile> keep = impl_->file;
+  std::shared_ptr<io::MappedFile> keep = impl_->mapped;
   return from_blob(p, e.shape, e.dtype, [keep](void*) {});
 }
 
 // ---- whole-file functions ----
 
-StateDict load_file(const std::string& path, Device device) {
-  SafeTensorsFile f(path);
+StateDict load_file(const std::string& path, Device device, bool mmap) {
+  SafeTensorsFile f(path, mmap);
   StateDict out;
   for (const std::string& key : f.keys()) {
     Tensor t = f.get(key);

@@ -1,17 +1,21 @@
 // File formats: safetensors (round trips, the reference layout byte for byte, every
-// rejection, mmap lifetime, atomic writes), .npy (round trips, hand-built files of
-// each version/byte order/layout, rejections) and DLPack (zero-copy both ways).
+// rejection, owned copies by default and explicit mmap, atomic writes), .npy (round trips,
+// hand-built files of each version/byte order/layout, rejections), non-regular files refused
+// by every reader, and DLPack (zero-copy both ways).
 #include <gtest/gtest.h>
 
-#include "tests/unit/temp_dir.h"
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "tests/unit/temp_dir.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 
 #include "io/dlpack_abi.h"
 #include "kiln/dlpack.h"
@@ -314,7 +318,42 @@ TEST(SafeTensors, ErrorsNameTheFileAndTensor) {
   EXPECT_ERROR(SafeTensorsFile::open(dir.file("ok.safetensors")).get("v"), "no tensor named 'v'");
 }
 
-TEST(SafeTensors, LazyFileViewsTheMappingAndOutlivesIt) {
+// Regression: nlohmann's parser callback and StateDict::insert were each quadratic in the
+// number of tensors (20 000 entries took 12 s). Linear parsing takes well under 0.1 s; the
+// loose bound only catches a return to n^2 on a slow, shared machine.
+TEST(SafeTensors, HeaderWithManyEntriesParsesInLinearTime) {
+  REQUIRE_JSON();
+  constexpr int kEntries = 20000;
+  std::string header = "{";
+  Bytes data;
+  for (int i = 0; i < kEntries; ++i) {
+    if (i > 0) header += ",";
+    header += "\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" + std::to_string(i) +
+              "," + std::to_string(i + 1) + "]}";
+    data.push_back(static_cast<uint8_t>(i % 251));
+  }
+  header += "}";
+  TempDir dir;
+  const std::string path = dir.file("many.safetensors");
+  const Bytes file = st_file(header, data);
+  write_bytes(path, file);
+  auto start = std::chrono::steady_clock::now();
+  StateDict from_file = load_file(path);
+  StateDict from_bytes = load(file);
+  SafeTensorsFile lazy(path);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(from_file.size(), size_t{kEntries});
+  ASSERT_EQ(from_bytes.size(), size_t{kEntries});
+  EXPECT_EQ(lazy.keys().size(), size_t{kEntries});
+  EXPECT_EQ(from_file.at("t12345").item<uint8_t>(), 12345 % 251);
+  EXPECT_EQ(from_bytes.at("t19999").item<uint8_t>(), 19999 % 251);
+  EXPECT_LT(seconds, 2.0) << "three reads of a 20 000-entry header";
+  // Duplicate keys are still refused, at the top level and inside an entry.
+  EXPECT_NE(st_load_error(header.substr(0, header.size() - 1) + ",\"t7\":{}}", data).find("duplicate key 't7'"),
+            std::string::npos);
+}
+
+TEST(SafeTensors, MmapViewsTheMappingAndOutlivesIt) {
   REQUIRE_JSON();
   TempDir dir;
   const std::string path = dir.file("m.safetensors");
@@ -325,7 +364,7 @@ TEST(SafeTensors, LazyFileViewsTheMappingAndOutlivesIt) {
   save_file(sd, path, {{"step", "7"}});
   Tensor w, w_again;
   {
-    SafeTensorsFile f = SafeTensorsFile::open(path);
+    SafeTensorsFile f = SafeTensorsFile::open(path, /*mmap=*/true);
     EXPECT_EQ(f.keys(), (std::vector<std::string>{"b", "n", "w"}));
     EXPECT_TRUE(f.contains("w"));
     EXPECT_FALSE(f.contains("x"));
@@ -344,11 +383,78 @@ TEST(SafeTensors, LazyFileViewsTheMappingAndOutlivesIt) {
   expect_same(w, sd.at("w"), "w after close");
   // Writes go to a private copy of the page, never to the file.
   save_file(sd, path);
-  StateDict loaded = load_file(path);
+  StateDict loaded = load_file(path, kCPU, /*mmap=*/true);
   Tensor lw = loaded.at("w");
   lw.fill_(5.0);
   EXPECT_EQ(load_file(path).at("w").to_vector<float>(), sd.at("w").to_vector<float>());
   EXPECT_EQ(lw.sum().item<float>(), 80.0f);
+}
+
+// Note [Copy by default]: what a reader returns no longer reads the file, so rewriting or
+// truncating it in place (which, under a mapping, changes tensors or raises SIGBUS) is harmless.
+TEST(SafeTensors, LoadedTensorsOwnTheirMemory) {
+  REQUIRE_JSON();
+  TempDir dir;
+  const std::string st = dir.file("own.safetensors"), npy = dir.file("own.npy");
+  StateDict sd;
+  sd.insert("w", sample(kFloat32, {64, 64}));
+  sd.insert("m", sample(kBool, {7}));
+  save_file(sd, st);
+  save_npy(sd.at("w"), npy);
+  StateDict loaded = load_file(st);
+  SafeTensorsFile lazy(st);
+  Tensor got = lazy.get("w");
+  Tensor from_npy = load_npy(npy);
+  auto clobber = [](const std::string& path) {
+    // In place, as a careless writer would: same inode, new bytes, then shorter.
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const std::string junk(4096, '\x7f');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    f.close();
+    fs::resize_file(path, 3);
+  };
+  clobber(st);
+  clobber(npy);
+  expect_same(loaded.at("w"), sd.at("w"), "load_file after truncation");
+  expect_same(loaded.at("m"), sd.at("m"), "bool after truncation");
+  expect_same(got, sd.at("w"), "SafeTensorsFile::get after truncation");
+  expect_same(from_npy, sd.at("w"), "load_npy after truncation");
+  // A get() after the truncation says so rather than reading past the end.
+  EXPECT_ERROR(lazy.get("m"), "was it truncated?");
+  fs::resize_file(st, 0);
+  EXPECT_EQ(loaded.at("w").sum().item<float>(), sd.at("w").sum().item<float>());
+}
+
+// Note [Regular files only]: a FIFO without a writer blocks open() for reading forever.
+TEST(Readers, RefuseNonRegularFilesWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  nn::Linear model(2, 2);
+  const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> readers = {
+      {"load_file", [](const std::string& p) { (void)load_file(p); }},
+      {"load_file mmap", [](const std::string& p) { (void)load_file(p, kCPU, /*mmap=*/true); }},
+      {"SafeTensorsFile", [](const std::string& p) { (void)SafeTensorsFile::open(p); }},
+      {"load_npy", [](const std::string& p) { (void)load_npy(p); }},
+      {"kiln::load", [&](const std::string& p) { (void)kiln::load(p, model); }},
+  };
+  for (const auto& [name, read] : readers) {
+    auto run = [&, &read = read](const std::string& path) { return error_of([&] { read(path); }); };
+    auto pending = std::async(std::launch::async, run, fifo);
+    if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << name << " blocked on a FIFO";
+      // Unblock the reader: a writer that opens and closes at once gives it end-of-file.
+      int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (w >= 0) ::close(w);
+    }
+    const std::string msg = pending.get();
+    EXPECT_NE(msg.find("'" + fifo + "'"), std::string::npos) << name << ": " << msg;
+    EXPECT_NE(msg.find("not a regular file (it is a FIFO)"), std::string::npos) << name << ": " << msg;
+    if (fs::exists("/dev/null")) {
+      EXPECT_NE(run("/dev/null").find("a character device"), std::string::npos) << name;
+    }
+    EXPECT_NE(run(dir.path.string()).find("not a regular file (it is a directory)"), std::string::npos) << name;
+  }
 }
 
 TEST(SafeTensors, WritesAtomically) {
