@@ -38,10 +38,11 @@ Tensor relu6(const Tensor& x, bool inplace) {
     return y;
   }
   // torch's relu6 is hardtanh(x, 0, 6): no gradient at 0 and 6 or beyond, and a NaN passes it
-  // through (clamp's rule is the other way round at both): x where the gradient flows, else the
-  // clamped value as a constant. The in-place form selects from a clone, so nothing saved is overwritten.
-  Tensor inside = logical_or(logical_and(gt(x, Scalar(0)), lt(x, Scalar(6))), isnan(x));
-  Tensor r = where(inside, inplace ? x.clone() : x, clamp(x, Scalar(0), Scalar(6)).detach());
+  // through (clamp's rule is the other way round at both): the clamped value as a constant where
+  // x <= 0 or x >= 6 (both false for a NaN), else x. The in-place form selects from a clone, so
+  // nothing saved is overwritten.
+  Tensor outside = logical_or(le(x, Scalar(0)), ge(x, Scalar(6)));
+  Tensor r = where(outside, clamp(x, Scalar(0), Scalar(6)).detach(), inplace ? x.clone() : x);
   if (!inplace) return r;
   y.copy_(r);
   return y;
