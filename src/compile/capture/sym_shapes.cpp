@@ -15,8 +15,7 @@ bool sym(int64_t raw) { return SymInt::raw_is_symbolic(raw); }
 
 // Attrs that hold sizes (not dims, flags or values): the ones worth matching to symbols.
 bool size_like(const std::string& name) {
-  static const char* const kNames[] = {"size", "sizes", "split_sizes", "repeats", "output_size", "length",
-                                       "start", "end", "steps", "n", "m"};
+  static const char* const kNames[] = {"size", "sizes", "length", "start", "end", "steps", "n", "m"};
   for (const char* k : kNames)
     if (name == k) return true;
   return false;
@@ -176,8 +175,9 @@ std::vector<AttrValue> symbolic_attrs(SymTable& t, OpId op, std::span<const Tens
     v = attr_plain(t, v);
     written = written || attr_is_symbolic(v);
   }
+  if (written) return out;
   // A view's sizes follow from its input's (grouping its dims); -1 stays -1.
-  if (!written && (op == OpId::view || op == OpId::reshape) && !out.empty() && !metas.empty() && !inputs.empty() &&
+  if ((op == OpId::view || op == OpId::reshape) && !out.empty() && !metas.empty() && !inputs.empty() &&
       inputs[0].defined() && inputs[0].unsafe_impl()->sym_sizes) {
     if (auto* l = std::get_if<std::vector<int64_t>>(&out[0]); l && l->size() == metas[0].sizes.size()) {
       Shape v = view_sizes(t, *inputs[0].unsafe_impl()->sym_sizes, metas[0].sizes);
@@ -187,23 +187,20 @@ std::vector<AttrValue> symbolic_attrs(SymTable& t, OpId op, std::span<const Tens
     return out;
   }
   for (size_t a = 0; a < out.size(); ++a) {
-    const bool match_it =
-        !written && a < names.size() && size_like(names[a]) && !is_random_attr(info, a, out.size());
+    if (a >= names.size() || !size_like(names[a]) || is_random_attr(info, a, out.size())) continue;
     AttrValue& v = out[a];
     if (auto* i = std::get_if<int64_t>(&v)) {
-      *i = plain(t, *i);
-      if (match_it && !sym(*i)) *i = match(t, *i, inputs, -1);
+      *i = match(t, *i, inputs, -1);
     } else if (auto* l = std::get_if<std::vector<int64_t>>(&v)) {
+      // A factory's sizes match the symbols; a view's match its input's dims by position;
+      // other lists (split sizes, repeats) are counts that merely may equal a size.
+      if (names[a] != "size" && names[a] != "sizes" && !info.has(FACTORY)) continue;
+      const bool expand = op == OpId::expand && !inputs.empty() && inputs[0].defined();
+      const Shape in = expand ? sym_sizes_of(inputs[0]) : Shape{};
       for (size_t k = 0; k < l->size(); ++k) {
         int64_t& x = (*l)[k];
-        x = plain(t, x);
-        // A factory's sizes match the symbols; a view's match its input's dims by position;
-        // other lists (split sizes, repeats) are counts that merely may equal a size.
-        const bool dims = names[a] == "size" || names[a] == "sizes";
-        if (!match_it || sym(x) || !(dims || info.has(FACTORY))) continue;
-        if (op == OpId::expand && !inputs.empty() && inputs[0].defined()) {
+        if (expand) {
           // Right-aligned with the input; a new or broadcast dim is some other size.
-          Shape in = sym_sizes_of(inputs[0]);
           const int64_t j = static_cast<int64_t>(k) - (static_cast<int64_t>(l->size()) - static_cast<int64_t>(in.size()));
           if (j >= 0 && t.hint(in[j]) == x)
             x = in[j];
@@ -214,8 +211,7 @@ std::vector<AttrValue> symbolic_attrs(SymTable& t, OpId op, std::span<const Tens
         x = match(t, x, inputs, info.has(FACTORY) ? -1 : static_cast<int>(k));
       }
     } else if (auto* s = std::get_if<Scalar>(&v); s && s->is_integral()) {
-      int64_t x = plain(t, s->to_long());
-      if (match_it && !sym(x)) x = match(t, x, inputs, -1);
+      int64_t x = match(t, s->to_long(), inputs, -1);
       if (x != s->to_long()) *s = Scalar(x);
     }
   }
