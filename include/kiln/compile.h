@@ -72,6 +72,8 @@ struct CompileStats {
   int graphs_compiled = 0;                     // distinct graphs compiled (all call sites)
   int recompiles = 0;                          // compilations at a call site that already had a graph
   int cache_hits = 0;                          // graphs found compiled
+  int trace_replays = 0;                       // of those, graphs whose trace matched the latest call's graph
+                                               // node for node, so none was rebuilt (Note [Trace replay])
   int specializations = 0;                     // compiles of a symbolic graph for a new binding of its
                                                // symbols, for backends that take numbers (Note [Dynamic shapes])
   int pure_replays = 0;                        // assume_pure calls whose guards selected a graph without re-running

@@ -42,13 +42,18 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
     node->next_edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
     node->input_meta.push_back(t.defined() ? meta_of(t) : TensorMeta{});
   }
+  node->output_meta.reserve(outs.size());  // each list allocated once (Note [Cheap dispatch])
   for (const Tensor& t : outs) node->output_meta.push_back(meta_of(t));
   auto save = static_cast<uint8_t>(info.save);
-  if (save & static_cast<uint8_t>(SaveMask::SaveIn))
+  if (save & static_cast<uint8_t>(SaveMask::SaveIn)) {
+    node->saved_inputs.reserve(inputs.size());
     for (const Tensor& t : inputs) node->saved_inputs.emplace_back(t, false, node);
+  }
   set_history(outs, node);
-  if (save & static_cast<uint8_t>(SaveMask::SaveOut))
+  if (save & static_cast<uint8_t>(SaveMask::SaveOut)) {
+    node->saved_outputs.reserve(outs.size());
     for (const Tensor& t : outs) node->saved_outputs.emplace_back(t, true, node);
+  }
   return outs;
 }
 

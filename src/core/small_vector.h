@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/array_ref.h"
+
 namespace kiln {
 
 template <class T, uint32_t N>
@@ -42,6 +44,7 @@ class SmallVector {
   template <class It>
   requires(!std::is_integral_v<It>) SmallVector(It first, It last) { assign(first, last); }
   SmallVector(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT: as std::vector
+  explicit SmallVector(ArrayRef<T> v) { assign(v.begin(), v.end()); }
   SmallVector(const SmallVector& o) { assign(o.begin(), o.end()); }
   SmallVector(SmallVector&& o) noexcept { take(o); }
   ~SmallVector() { release(); }

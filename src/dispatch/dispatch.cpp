@@ -153,6 +153,7 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
     return true;
   }
   if ((info.has(VIEW) || call.op == OpId::copy_) && info.meta) {
+    if (rec->replay(call.op, call.inputs, call.attrs, outs)) return true;
     std::vector<TensorMeta> metas = info.meta(call);
     outs = rec->record(call.op, call.inputs, call.attrs, metas);
     return true;
@@ -173,6 +174,7 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
     return false;
   }
   KILN_CHECK(has_kernel, info.name, ": not supported yet on ", dev, " (no kernel and no decomposition)");
+  if (rec->replay(call.op, call.inputs, call.attrs, outs)) return true;
   if (metas.empty()) metas = info.meta(call);
   outs = rec->record(call.op, call.inputs, call.attrs, metas);
   return true;

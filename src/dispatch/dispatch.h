@@ -47,6 +47,9 @@ struct RecordLayer {
   virtual std::vector<Tensor> record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
                                      std::vector<TensorMeta>& metas) = 0;
   virtual void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) = 0;
+  // Called where record would be, before the meta function: true when the layer produced
+  // `outs` itself (Note [Trace replay]); false to go on (meta function, then record).
+  virtual bool replay(OpId, std::span<const Tensor>, const Attrs&, std::vector<Tensor>&) { return false; }
   // True: run this composite's decomposition instead of recording it (lowering to prims).
   virtual bool decompose(OpId) const { return false; }
 };

@@ -102,6 +102,7 @@ CompiledFunction::~CompiledFunction() {
 void CompiledFunction::clear_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   cache_.clear();
+  latest_.clear();
   seen_.clear();
   fallback_ = false;
 }
@@ -166,7 +167,7 @@ bool same_meta(const Tensor& t, const TensorMeta& m) {
          IntArrayRef(i->sizes) == IntArrayRef(m.sizes) && IntArrayRef(i->strides) == IntArrayRef(m.strides);
 }
 TensorMeta meta_of(const Tensor& t) {
-  return TensorMeta{t.sizes().vec(), t.dtype(), t.device(), t.strides().vec(), t.storage_offset()};
+  return TensorMeta{Shape(t.sizes()), t.dtype(), t.device(), Shape(t.strides()), t.storage_offset()};
 }
 bool requires_grad_inline(const TensorImpl* i) {
   const autograd::AutogradMeta* m = i->autograd.get();
@@ -331,6 +332,7 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   for (Entry& e : entries)
     if (e.hash == hash) {
       ++stats_.cache_hits;
+      latest_[graph_index] = e.graph;  // null for a symbolic graph
       if (!specialize) {
         remember_last(graph, inputs, e.run);
         return e.run(inputs, rs);
@@ -374,9 +376,11 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
     stats_.graphs.push_back(text);
     stats_.ops_per_graph.push_back(graph.num_ops());
   }
+  auto captured = graph.is_symbolic() ? nullptr : std::make_shared<const Graph>(graph);
   auto tc = std::chrono::steady_clock::now();
-  Entry e{hash, backend_->compile(graph, ctx), {}, {}, false, {}};
+  Entry e{hash, backend_->compile(graph, ctx), {}, {}, false, captured, {}};
   e.symbolic = graph.is_symbolic();
+  latest_[graph_index] = captured;
   if (specialize) e.specs.emplace_back(binding, e.run);
   auto t1 = std::chrono::steady_clock::now();
   log(Log::Perf, "graph " + std::to_string(graph_index) + ": compiled " + std::to_string(graph.num_ops()) + " ops in " +
@@ -387,6 +391,31 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   if (!over_limit) entries.push_back(std::move(e));
   remember_last(graph, inputs, run);
   return run(inputs, rs);
+}
+
+std::shared_ptr<const Graph> CompiledFunction::expected_graph(int graph_index) {
+  auto it = latest_.find(graph_index);
+  return it == latest_.end() ? nullptr : it->second;
+}
+
+bool CompiledFunction::run_replayed(int graph_index, const Graph& expected, const Graph& values, uint64_t hash,
+                                    const std::vector<Tensor>& inputs, const std::vector<int64_t>& random,
+                                    GraphResult& result) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto it = cache_.find(graph_index);
+  if (it == cache_.end()) return false;
+  for (Entry& e : it->second) {
+    if (e.hash != hash || !e.graph || e.graph->outputs != values.outputs) continue;
+    ++stats_.cache_hits;
+    ++stats_.trace_replays;
+    stats_.last_call_ops += expected.num_ops();
+    latest_[graph_index] = e.graph;
+    remember_last(*e.graph, inputs, e.run);
+    result = e.run(inputs, random);
+    stats_.last_run_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    return true;
+  }
+  return false;
 }
 
 void CompiledFunction::remember_last(const Graph& graph, const std::vector<Tensor>& inputs, const Runnable& run) {
@@ -473,7 +502,7 @@ void reset() {
 std::string CompileStats::str() const {
   std::ostringstream os;
   os << "calls: " << calls << ", graphs compiled: " << graphs_compiled << ", recompiles: " << recompiles
-     << ", cache hits: " << cache_hits << ", graph breaks: " << breaks.size();
+     << ", cache hits: " << cache_hits << " (" << trace_replays << " replayed), graph breaks: " << breaks.size();
   if (specializations) os << ", specializations: " << specializations;
   os << "\n";
   for (size_t i = 0; i < graphs.size(); ++i) {

@@ -25,6 +25,9 @@ class CompiledFunction final : public GraphSink {
                         bool differentiable) override;
   void on_break(int graph_index, const std::string& op, const std::string& reason) override;
   uint64_t dynamic_dims(int graph_index, int slot, const Tensor& t) override;
+  std::shared_ptr<const Graph> expected_graph(int graph_index) override;
+  bool run_replayed(int graph_index, const Graph& expected, const Graph& values, uint64_t hash,
+                    const std::vector<Tensor>& inputs, const std::vector<int64_t>& random, GraphResult& result) override;
 
   CompileStats stats_;
   const CompileOptions options_;
@@ -36,6 +39,7 @@ class CompiledFunction final : public GraphSink {
     std::vector<TensorMeta> input_metas;
     std::vector<OpId> ops;
     bool symbolic = false;
+    std::shared_ptr<const Graph> graph;  // as captured: what the next call's trace is checked against
     // A symbolic graph on a backend that takes numbers: one compile per binding of the
     // symbols, the latest kSpecializations kept (Note [Dynamic shapes]).
     std::vector<std::pair<std::vector<int64_t>, Runnable>> specs;
@@ -94,6 +98,8 @@ class CompiledFunction final : public GraphSink {
   int breaks_total_ = 0;
   std::mutex mu_;                            // one call at a time
   std::map<int, std::vector<Entry>> cache_;  // graph index within a call → compiled graphs
+  // Per graph index: the entry the latest call ran (Note [Trace replay]).
+  std::map<int, std::shared_ptr<const Graph>> latest_;
   bool fallback_ = false;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "autograd/autograd_meta.h"
 #include "autograd/engine.h"
@@ -18,6 +19,11 @@ const void* storage_key(const TensorImpl* i) {
   if (i->storage) return i->storage.get();
   return i->version.get();  // tensors without storage alias when they share a version counter
 }
+
+bool same_meta(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.device == b.device && a.storage_offset == b.storage_offset && a.sizes == b.sizes &&
+         a.strides == b.strides;
+}
 }  // namespace
 
 Recording* active_recording() { return tls_recording; }
@@ -33,6 +39,7 @@ Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
   set_value_read_hook(&Recording::on_value_read);
   set_tracer_alias_hook(&Recording::on_tracer_alias);
   backward_runs_at_start_ = autograd::backward_runs();
+  start_replay();
 }
 
 Recording::~Recording() {
@@ -73,6 +80,76 @@ void Recording::reset() {
   backward_runs_at_start_ = autograd::backward_runs();
   syms_.begin_graph(graph_index_);
   graph_has_symbols_ = false;
+  start_replay();
+}
+
+void Recording::start_replay() {
+  expect_.reset();
+  replaying_ = false;
+  matched_ = 0;
+  random_attrs_.clear();
+  if (!sink_ || decompose_ || functionalize_) return;
+  expect_ = sink_->expected_graph(graph_index_);
+  replaying_ = expect_ && !expect_->is_symbolic();
+}
+
+void Recording::stop_replay() {
+  if (!replaying_) return;
+  replaying_ = false;
+  graph_.nodes.assign(expect_->nodes.begin(), expect_->nodes.begin() + static_cast<std::ptrdiff_t>(matched_));
+  for (auto& [n, attrs] : random_attrs_) graph_.nodes[n].attrs = std::move(attrs);
+  random_attrs_.clear();
+}
+
+bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
+  premixed_ = false;
+  if (!replaying_) return false;
+  if (matched_ >= expect_->nodes.size() || attrs.has_symbolic()) {
+    stop_replay();
+    return false;
+  }
+  const Node& n = expect_->nodes[matched_];
+  const OpInfo& info = op_info(op);
+  // The op and its inputs are mixed as record() mixes them (value_of mixes a new input's
+  // structure in between); on a difference record() then skips this part.
+  bool same = n.op == op && n.inputs.size() == inputs.size();
+  hash_.mix(static_cast<uint64_t>(op) + 1);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const int v = inputs[k].defined() ? value_of(inputs[k]) : -1;  // may stop the replay (a new input differs)
+    hash_.mix(static_cast<uint64_t>(v + 1));
+    same = same && replaying_ && v == n.inputs[k];
+  }
+  const auto& av = attrs.values();
+  same = same && av.size() == n.attrs.size();
+  for (size_t a = 0; a < av.size() && same; ++a)
+    same = is_random_attr(info, a, av.size()) || attr_equal(av[a], n.attrs.values()[a]);
+  if (!same) {
+    stop_replay();
+    premixed_ = true;
+    return false;
+  }
+  // The rest of what record() mixes and notes.
+  for (size_t a = 0; a < av.size(); ++a)
+    if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);
+  if (info.has(MUTATES)) {
+    for (const Tensor& t : inputs) {
+      if (!t.defined()) continue;
+      const TensorImpl* i = t.unsafe_impl();
+      const TensorImpl* root = i->view_base ? i->view_base.get() : i;
+      if (!root->is_tracer()) written_.insert(storage_key(root));
+    }
+  }
+  outs.clear();
+  outs.reserve(n.outputs.size());
+  for (int v : n.outputs) {
+    KILN_CHECK(static_cast<size_t>(v) == graph_.values.size(), "internal: a replayed trace lost count of its values");
+    const Value& e = expect_->values[static_cast<size_t>(v)];
+    graph_.values.push_back(Value{e.meta, e.node, e.index, false, false, {}});
+    outs.push_back(info.has(VIEW) ? make_tracer_view(inputs[0], e.meta, v) : make_tracer(e.meta, v));
+  }
+  if (info.has(RANDOM)) random_attrs_.emplace_back(matched_, attrs);
+  ++matched_;
+  return true;
 }
 
 int Recording::value_of(const Tensor& t) {
@@ -86,7 +163,7 @@ int Recording::value_of(const Tensor& t) {
   }
   auto it = input_of_.find(i);
   if (it != input_of_.end()) return it->second;
-  TensorMeta m{t.sizes().vec(), t.dtype(), t.device(), t.strides().vec(), t.storage_offset()};
+  TensorMeta m{Shape(t.sizes()), t.dtype(), t.device(), Shape(t.strides()), t.storage_offset()};
   const int slot = static_cast<int>(graph_.inputs.size());
   // Dynamic dims become symbols (Note [Dynamic shapes]); 0 and 1 stay numbers, as in PyTorch.
   Shape sym;
@@ -110,6 +187,13 @@ int Recording::value_of(const Tensor& t) {
             SymSource{static_cast<int>(syms_.node(sym[d]).a), slot, static_cast<int>(d)});
       }
   int v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
+  if (replaying_) {  // Note [Trace replay]: the input the expected graph met here, or the replay ends
+    const auto k = static_cast<size_t>(v);
+    const bool same = sym.empty() && k < expect_->values.size() && expect_->values[k].node == -1 &&
+                      expect_->values[k].index == slot && expect_->values[k].requires_grad == t.requires_grad() &&
+                      expect_->values[k].wrapped_number == i->is_wrapped_number && same_meta(expect_->values[k].meta, m);
+    if (!same) stop_replay();
+  }
   input_of_.emplace(i, v);
   inputs_.push_back(t);
   // Structure, not identity: which slot, what metadata, which earlier input it aliases.
@@ -161,6 +245,8 @@ Tensor Recording::make_tracer_view(const Tensor& base, const TensorMeta& m, int 
 
 std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
                                       std::vector<TensorMeta>& metas) {
+  stop_replay();  // no-op: replay() ended it before the caller ran the meta function
+  const bool premixed = std::exchange(premixed_, false);  // replay() mixed the op and its inputs
   const OpInfo& info = op_info(op);
   if (functionalize_ && op == OpId::copy_) {
     functional_write(inputs[0], inputs[1]);
@@ -168,11 +254,11 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
   }
   std::vector<int> ins;
   ins.reserve(inputs.size());
-  hash_.mix(static_cast<uint64_t>(op) + 1);
+  if (!premixed) hash_.mix(static_cast<uint64_t>(op) + 1);
   for (const Tensor& t : inputs) {
     int v = t.defined() ? value_of(t) : -1;
     ins.push_back(v);
-    hash_.mix(static_cast<uint64_t>(v + 1));
+    if (!premixed) hash_.mix(static_cast<uint64_t>(v + 1));
   }
   // With symbols about, attrs keep their expressions (Note [Dynamic shapes]).
   std::vector<AttrValue> sym_attrs;
@@ -353,13 +439,15 @@ void Recording::on_tracer_alias(const std::shared_ptr<TensorImpl>& alias) {
 }
 
 void Recording::flush() {
-  if (graph_.nodes.empty()) {
+  if (num_nodes() == 0) {
     reset();
     return;
   }
   KILN_CHECK(sink_, "internal: flush of a retrace");
+  if (replaying_ && matched_ < expect_->nodes.size()) stop_replay();  // the trace ended early
+  const bool replayed = replaying_;  // every node matched: graph_ has the values, expect_ the nodes
   bool ran_backward = autograd::backward_runs() != backward_runs_at_start_;
-  bool differentiable = !ran_backward && sink_->owns_autograd(graph_);
+  bool differentiable = !ran_backward && sink_->owns_autograd(replayed ? *expect_ : graph_);
   std::vector<bool> requires_grad(graph_.values.size(), false);
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
@@ -402,7 +490,15 @@ void Recording::flush() {
   GraphResult result;
   {
     PauseRecording pause;
-    result = sink_->run_graph(graph_index_, graph_, hash_.h, inputs_, differentiable);
+    std::vector<int64_t> random;
+    for (const auto& [n, attrs] : random_attrs_) {
+      random.push_back(attrs.i(attrs.size() - 2));
+      random.push_back(attrs.i(attrs.size() - 1));
+    }
+    if (!replayed || !sink_->run_replayed(graph_index_, *expect_, graph_, hash_.h, inputs_, random, result)) {
+      stop_replay();
+      result = sink_->run_graph(graph_index_, graph_, hash_.h, inputs_, differentiable);
+    }
   }
   KILN_CHECK(result.outputs.size() == graph_.outputs.size(), "internal: the graph returned ", result.outputs.size(),
              " outputs, expected ", graph_.outputs.size());

@@ -58,7 +58,33 @@ struct GraphSink {
     (void)graph_index, (void)slot, (void)t;
     return 0;
   }
+  // Note [Trace replay]: the graph that graph `graph_index` of the latest call ran (null if
+  // none, or if it is symbolic), which this call's recording checks itself against.
+  virtual std::shared_ptr<const Graph> expected_graph(int graph_index) {
+    (void)graph_index;
+    return nullptr;
+  }
+  // A graph whose trace matched `expected` node for node: `values` holds this call's values,
+  // inputs and outputs, and `random` the (seed, offset) of its random nodes. Runs the compiled
+  // graph with this hash and returns true, or returns false (then run_graph gets the graph).
+  virtual bool run_replayed(int graph_index, const Graph& expected, const Graph& values, uint64_t hash,
+                            const std::vector<Tensor>& inputs, const std::vector<int64_t>& random, GraphResult& result) {
+    (void)graph_index, (void)expected, (void)values, (void)hash, (void)inputs, (void)random, (void)result;
+    return false;
+  }
 };
+
+// Note [Trace replay]
+// A compiled function's code usually records the same graph call after call, so the
+// recording checks each op against the node the latest call's graph has at that point
+// instead of building the graph again: same op, same input values (by id, the inputs'
+// metadata compared as they are met), equal attrs (Philox state aside). While that holds,
+// an op skips its meta function (the expected node's outputs are what it would return: its
+// inputs and attrs are the same) and no node is built; at the first difference the nodes
+// matched so far are copied from the expected graph and recording goes on as usual. A
+// graph that matched to its end runs the compiled entry with its hash without being copied.
+// The hash is mixed exactly as recording would, so a change the nodes do not show (live
+// outputs, aliasing between inputs, requires_grad) still selects another graph.
 
 class Recording final : public RecordLayer {
  public:
@@ -73,6 +99,7 @@ class Recording final : public RecordLayer {
   std::vector<Tensor> record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
                              std::vector<TensorMeta>& metas) override;
   void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) override;
+  bool replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) override;
   bool decompose(OpId op) const override { return decompose_ || (functionalize_ && op_info(op).has(MUTATES)); }
 
   // The call's tensor arguments become graph inputs now, in order, so that their sizes are
@@ -88,7 +115,7 @@ class Recording final : public RecordLayer {
   Graph take(const std::vector<Tensor>& outputs, std::vector<Tensor>* constants);
   // Functionalize: the placeholders (by input index) that were written.
   std::vector<int> written_placeholders() const;
-  size_t num_nodes() const { return graph_.nodes.size(); }
+  size_t num_nodes() const { return replaying_ ? matched_ : graph_.nodes.size(); }
   int graphs_run() const { return graph_index_; }
 
   // The hooks of this thread's active recording.
@@ -139,6 +166,15 @@ class Recording final : public RecordLayer {
   // Real inputs whose sizes read as symbolic while this graph is recorded (cleared after it).
   std::vector<std::shared_ptr<TensorImpl>> symbolic_reals_;
   void clear_symbolic_reals();
+  // Note [Trace replay]: the graph this one follows while `replaying_`, the nodes of it
+  // matched so far and the attrs of the random ones among them (their Philox state is new).
+  std::shared_ptr<const Graph> expect_;
+  bool replaying_ = false;
+  size_t matched_ = 0;
+  std::vector<std::pair<size_t, Attrs>> random_attrs_;
+  bool premixed_ = false;  // replay() mixed this op and its inputs into the hash, then differed
+  void start_replay();
+  void stop_replay();  // copies the matched nodes into graph_
 };
 
 // Pauses recording on this thread (running a graph's kernels, eager fallbacks).

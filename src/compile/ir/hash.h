@@ -26,7 +26,7 @@ struct Hasher {
     mix(s.size());
     for (char c : s) mix(static_cast<unsigned char>(c));
   }
-  void mix_ints(const std::vector<int64_t>& v) {
+  void mix_ints(IntArrayRef v) {  // a view: Shape and std::vector hash without a copy
     mix(v.size());
     for (int64_t x : v) mix(static_cast<uint64_t>(x));
   }
