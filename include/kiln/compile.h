@@ -94,6 +94,7 @@ struct CompileStats {
   size_t last_call_ops = 0;
   double last_call_us = 0, last_run_us = 0;
   double last_guard_us = 0;  // the latest assume_pure replay: checking its guards
+  double compile_ms = 0;     // every graph's compilation (AOT, partition, backend), all calls
   std::string str() const;
 };
 

@@ -169,57 +169,7 @@ struct CompiledBackward : autograd::Node {
 
 }  // namespace
 
-bool aot_supports(const Graph& g, std::string* why) {
-  // A write through a view is functionalized as a scatter into the view's root (Note
-  // [Functionalization]), which needs a contiguous root.
-  for (const Node& n : g.nodes) {
-    if (!op_info(n.op).has(MUTATES) || n.inputs.empty()) continue;
-    int v = n.inputs[0];
-    bool through_view = false;
-    while (v >= 0 && g.values[v].node >= 0 && op_info(g.nodes[g.values[v].node].op).has(VIEW)) {
-      v = g.nodes[g.values[v].node].inputs[0];
-      through_view = true;
-    }
-    if (!through_view || v < 0) continue;
-    const TensorMeta& m = g.values[v].meta;
-    if (!compute_contiguous(m.sizes, m.strides) || m.storage_offset != 0) {
-      if (why) *why = std::string("a write (") + op_info(n.op).name + ") through a view of a non-contiguous tensor";
-      return false;
-    }
-  }
-  return true;
-}
-
-namespace {
-// A graph that writes through a view of a non-contiguous tensor keeps its
-// writes (graph.h's buffer semantics, which the interpreter runs as recorded)
-// and its tracers keep eager's autograd graph (GraphSink::owns_autograd):
-// functionalizing such a write (a scatter into a strided root) is not supported yet.
-Runnable compile_with_writes(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
-  std::string why;
-  (void)aot_supports(captured, &why);
-  log(Log::Aot, "not functionalized: " + why);
-  KILN_CHECK(!ctx.differentiable, "internal: a graph with ", why, " reached the AOT backward");
-  std::vector<Tensor> constants;
-  Graph g = decompose ? decompose_graph(captured, constants) : captured;
-  dead_code_elimination(g);
-  g.verify();
-  ctx.stats.prim_ops_per_graph.push_back(decompose ? g.num_ops() : prim_count(g));
-  ctx.stats.saved_bytes.push_back(0);
-  ctx.stats.saveall_bytes.push_back(0);
-  GraphFn run = lower(g);
-  return shared_runnable([run, constants](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
-    std::vector<Tensor> in = inputs;
-    in.insert(in.end(), constants.begin(), constants.end());
-    RandomStateScope scope(&rs);
-    return GraphResult{run(in), nullptr, {}};
-  });
-}
-
-}  // namespace
-
 Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
-  if (!aot_supports(captured, nullptr)) return compile_with_writes(captured, ctx, decompose, lower);
   Functional f = functionalize(captured);
   tidy(f.graph);
   std::string text = f.graph.str("functional");

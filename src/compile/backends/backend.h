@@ -82,8 +82,5 @@ class RandomStateScope {
 // partition; decompose; hand each graph to `lower`.
 using LowerFn = std::function<GraphFn(const Graph& g)>;
 Runnable aot_compile(const Graph& g, CompileContext& ctx, bool decompose, const LowerFn& lower);
-// Whether the AOT pipeline can build this graph's backward (else the
-// tracers keep eager's autograd graph); `why` says what stops it.
-bool aot_supports(const Graph& g, std::string* why);
 
 }  // namespace kiln::compiler

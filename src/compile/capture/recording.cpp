@@ -183,15 +183,15 @@ int Recording::value_of(const Tensor& t) {
           continue;
         }
         sym[d] = syms_.symbol(m.sizes[d]);
-        graph_.sym_sources.push_back(
-            SymSource{static_cast<int>(syms_.node(sym[d]).a), slot, static_cast<int>(d)});
+        graph_.sym_sources.push_back(SymSource{static_cast<int>(syms_.node(sym[d]).a), slot, static_cast<int>(d)});
       }
   int v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
   if (replaying_) {  // Note [Trace replay]: the input the expected graph met here, or the replay ends
     const auto k = static_cast<size_t>(v);
     const bool same = sym.empty() && k < expect_->values.size() && expect_->values[k].node == -1 &&
                       expect_->values[k].index == slot && expect_->values[k].requires_grad == t.requires_grad() &&
-                      expect_->values[k].wrapped_number == i->is_wrapped_number && same_meta(expect_->values[k].meta, m);
+                      expect_->values[k].wrapped_number == i->is_wrapped_number &&
+                      same_meta(expect_->values[k].meta, m);
     if (!same) stop_replay();
   }
   input_of_.emplace(i, v);
@@ -314,7 +314,9 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
 // placeholder are graph-input updates the caller applies after the graph.
 // A write through a view scatters into the view's root instead: the root's new value is
 // scatter(root, positions of the view's elements, src), and the write lands on the root
-// (as_strided of an arange gives those positions; the root must be contiguous).
+// (as_strided of an arange gives those positions). A strided root is first laid out as
+// the storage it views, so that the positions are storage positions and the new value is
+// the same as_strided view of the new storage: the root keeps its strides.
 void Recording::functional_write(const Tensor& dst, const Tensor& src) {
   TensorImpl* d = dst.unsafe_impl();
   KILN_CHECK(d->is_tracer() && d->tracer_recording == id_, "internal: a functionalized write into a real tensor");
@@ -324,18 +326,45 @@ void Recording::functional_write(const Tensor& dst, const Tensor& src) {
   if (d->view_base) {
     Tensor root(d->view_base);
     const TensorImpl* r = root.unsafe_impl();
-    KILN_CHECK(r->is_tracer() && r->is_contiguous && r->storage_offset == 0,
-               "compile: not supported yet: a write through a view of a non-contiguous tensor (into a ",
-               shape_str(dst.sizes()), " view of a ", shape_str(r->sizes), " tensor with strides ", shape_str(r->strides),
-               ")");
+    KILN_CHECK(r->is_tracer(), "internal: a functionalized write through a view of a real tensor");
     auto call1 = [](OpId op, std::vector<Tensor> in, Attrs a) { return backend_call(op, in, a)[0]; };
-    const std::vector<int64_t> flat{root.numel()};
-    Tensor pos = call1(OpId::arange, {}, {Scalar(int64_t{0}), Scalar(root.numel()), Scalar(int64_t{1}), kInt64, root.device()});
-    pos = call1(OpId::as_strided, {pos}, {dst.sizes().vec(), dst.strides().vec(), dst.storage_offset()});
-    pos = call1(OpId::view, {call1(OpId::clone, {pos}, {})}, {std::vector<int64_t>{dst.numel()}});
-    Tensor vals = call1(OpId::view, {call1(OpId::clone, {s}, {})}, {std::vector<int64_t>{dst.numel()}});
-    Tensor fresh = call1(OpId::scatter, {call1(OpId::view, {root}, {flat}), pos, vals}, {int64_t{0}});
-    functional_write(root, call1(OpId::view, {fresh}, {root.sizes().vec()}));
+    auto flat = [&](const Tensor& t) {
+      return call1(OpId::view, {call1(OpId::clone, {t}, {})}, {std::vector<int64_t>{t.numel()}});
+    };
+    if (dst.numel() == 0) return;
+    Tensor vals = flat(s);
+    if (r->is_contiguous && r->storage_offset == 0) {
+      // The root's storage is its elements in order: scatter at the view's storage positions.
+      Tensor pos = call1(OpId::arange, {},
+                         {Scalar(int64_t{0}), Scalar(root.numel()), Scalar(int64_t{1}), kInt64, root.device()});
+      pos = flat(call1(OpId::as_strided, {pos}, {dst.sizes().vec(), dst.strides().vec(), dst.storage_offset()}));
+      Tensor fresh = call1(OpId::scatter, {call1(OpId::view, {root}, {std::vector<int64_t>{root.numel()}}), pos, vals},
+                           {int64_t{0}});
+      functional_write(root, call1(OpId::view, {fresh}, {root.sizes().vec()}));
+      return;
+    }
+    // A strided root: rebuild the storage it views (its elements at their storage positions),
+    // scatter the view's elements into it, and view it as the root again, so the root keeps
+    // its strides and every other view of it (as_strided ones too) is remade the same way.
+    int64_t span = r->storage_offset + 1;
+    for (size_t k = 0; k < r->sizes.size(); ++k) {
+      KILN_CHECK(r->strides[k] >= 0,
+                 "compile: not supported yet: a write through a view of a tensor with negative strides");
+      if (r->sizes[k] == 0) return;
+      span += (r->sizes[k] - 1) * r->strides[k];
+    }
+    Tensor where =
+        call1(OpId::arange, {}, {Scalar(int64_t{0}), Scalar(span), Scalar(int64_t{1}), kInt64, root.device()});
+    Tensor root_pos =
+        flat(call1(OpId::as_strided, {where}, {root.sizes().vec(), root.strides().vec(), root.storage_offset()}));
+    Tensor view_pos =
+        flat(call1(OpId::as_strided, {where}, {dst.sizes().vec(), dst.strides().vec(), dst.storage_offset()}));
+    Tensor storage =
+        call1(OpId::full, {}, {std::vector<int64_t>{span}, Scalar(int64_t{0}), root.dtype(), root.device()});
+    storage = call1(OpId::scatter, {storage, root_pos, flat(root)}, {int64_t{0}});
+    storage = call1(OpId::scatter, {storage, view_pos, vals}, {int64_t{0}});
+    functional_write(
+        root, call1(OpId::as_strided, {storage}, {root.sizes().vec(), root.strides().vec(), root.storage_offset()}));
     return;
   }
   int v = value_of(s);

@@ -68,7 +68,8 @@ struct GraphSink {
   // inputs and outputs, and `random` the (seed, offset) of its random nodes. Runs the compiled
   // graph with this hash and returns true, or returns false (then run_graph gets the graph).
   virtual bool run_replayed(int graph_index, const Graph& expected, const Graph& values, uint64_t hash,
-                            const std::vector<Tensor>& inputs, const std::vector<int64_t>& random, GraphResult& result) {
+                            const std::vector<Tensor>& inputs, const std::vector<int64_t>& random,
+                            GraphResult& result) {
     (void)graph_index, (void)expected, (void)values, (void)hash, (void)inputs, (void)random, (void)result;
     return false;
   }
