@@ -59,4 +59,24 @@ inline Checkpoint load(const std::string& path, nn::Module& model, const LoadOpt
   return load(path, model, nullptr, options);
 }
 
+// An exclusive lock on a checkpoint directory, held while the object lives: a second trainer
+// pointed at the same directory fails at once (naming the process that holds it) instead of the
+// two overwriting each other's checkpoints. The lock is a flock on DIR/.kiln.lock, which the
+// kernel releases when the holder exits or is killed, so it never goes stale. Taking it also
+// removes the temp files of checkpoint writes that were killed midway (Note [Temp file names]).
+class CheckpointLock {
+ public:
+  explicit CheckpointLock(const std::string& dir);
+  ~CheckpointLock();
+  CheckpointLock(const CheckpointLock&) = delete;
+  CheckpointLock& operator=(const CheckpointLock&) = delete;
+  const std::string& path() const { return path_; }
+  int removed_temp_files() const { return removed_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int removed_ = 0;
+};
+
 }  // namespace kiln

@@ -2,25 +2,42 @@
 //
 // Note [Checkpoint layout]
 // One safetensors file. Tensors: "model.<state_dict key>" and "optimizer.<index>.<state name>"
-// (OptimizerStateDict::state keys). __metadata__: "kiln.format" = "kiln.checkpoint.1",
-// "kiln.step", "kiln.optimizer" (JSON: name, param_groups options, group_params), and
-// "extra.<key>" for the caller's strings. A plain safetensors reader can still list and load
-// the model's tensors.
+// (OptimizerStateDict::state keys). __metadata__: "kiln.format" = "kiln.checkpoint.2",
+// "kiln.step", "kiln.optimizer" (JSON: name, param_groups options, group_params), "extra.<key>"
+// for the caller's strings, and "kiln.checksum" (Note [Checkpoint checksum]). A plain
+// safetensors reader can still list and load the model's tensors. Version 1 (no checksum) is
+// still read.
+//
+// Note [Checkpoint checksum]
+// "crc32:<8 hex digits>" over the other metadata (sorted: key, NUL, value, NUL) and then every
+// tensor in name order (name, NUL, dtype name, NUL, each size as 8 little-endian bytes, the
+// contiguous bytes). A flipped byte anywhere in the data, a changed metadata value, a tensor
+// removed, renamed or reshaped: each changes it, and load refuses the file before using it.
 #include "kiln/checkpoint.h"
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <set>
+#include <system_error>
 
 #include "core/tensor_impl.h"
+#include "io/file_util.h"
 #include "kiln/io.h"
 
 namespace kiln {
 
 namespace {
 
-constexpr const char* kFormat = "kiln.checkpoint.1";
+constexpr const char* kFormat = "kiln.checkpoint.2";
+constexpr const char* kFormatV1 = "kiln.checkpoint.1";  // before kiln.checksum
+constexpr const char* kChecksum = "kiln.checksum";
 constexpr std::string_view kModel = "model.";
 constexpr std::string_view kOptim = "optimizer.";
 constexpr std::string_view kExtra = "extra.";
@@ -35,6 +52,37 @@ std::map<std::string, std::string> base_metadata(int64_t step, const std::map<st
 
 void add_model(StateDict& out, const nn::Module& model) {
   for (const auto& [k, t] : model.state_dict()) out.insert(std::string(kModel) + k, t);
+}
+
+// Note [Checkpoint checksum]
+std::string checksum(const std::map<std::string, std::string>& meta, const StateDict& tensors) {
+  uint32_t crc = 0;
+  auto add = [&](const void* p, size_t n) { crc = io::crc32(p, n, crc); };
+  auto add_str = [&](const std::string& s) { add(s.data(), s.size() + 1); };  // with its NUL
+  for (const auto& [k, v] : meta)
+    if (k != kChecksum) add_str(k), add_str(v);
+  std::vector<const StateDict::Item*> items;
+  for (const auto& item : tensors) items.push_back(&item);
+  std::sort(items.begin(), items.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+  for (const auto* item : items) {
+    const Tensor t = item->second.detach().to(kCPU).contiguous();
+    add_str(item->first);
+    add_str(std::string(dtype_name(t.dtype())));
+    for (int64_t d : t.sizes()) {
+      uint8_t le[8];
+      for (int j = 0; j < 8; ++j) le[j] = static_cast<uint8_t>(static_cast<uint64_t>(d) >> (8 * j));
+      add(le, 8);
+    }
+    if (t.nbytes() > 0) add(t.data_ptr(), t.nbytes());
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", crc);
+  return std::string("crc32:") + buf;
+}
+
+void write_checkpoint(const std::string& path, const StateDict& tensors, std::map<std::string, std::string> meta) {
+  meta[kChecksum] = checksum(meta, tensors);
+  safetensors::save_file(tensors, path, meta);
 }
 
 // At most `limit` names, then how many more: a mismatch of two architectures can list hundreds.
@@ -121,18 +169,36 @@ void save(const std::string& path, const nn::Module& model, const optim::Optimiz
       {"name", optimizer.name()}, {"param_groups", osd.param_groups}, {"group_params", osd.group_params}};
   auto meta = base_metadata(step, extra);
   meta["kiln.optimizer"] = j.dump();
-  safetensors::save_file(tensors, path, meta);
+  write_checkpoint(path, tensors, std::move(meta));
 }
 
 void save(const std::string& path, const nn::Module& model, int64_t step,
           const std::map<std::string, std::string>& extra) {
   StateDict tensors;
   add_model(tensors, model);
-  safetensors::save_file(tensors, path, base_metadata(step, extra));
+  write_checkpoint(path, tensors, base_metadata(step, extra));
 }
+
+namespace {
+
+// A plain state_dict (safetensors.torch.save_file, torch.save, safetensors::save_file) into the model.
+Checkpoint load_plain(const std::string& where, StateDict plain, nn::Module& model, optim::Optimizer* optimizer,
+                      const LoadOptions& options) {
+  KILN_CHECK(!optimizer, where, ": the file is a plain state_dict with no optimizer state, but an optimizer was given");
+  StateDict state = map_keys(plain, options, where);
+  nn::LoadResult r = check_model_state(where, model, state, options.strict);
+  model.load_state_dict(state, /*strict=*/false);
+  Checkpoint ck;
+  ck.missing_keys = std::move(r.missing_keys);
+  ck.unexpected_keys = std::move(r.unexpected_keys);
+  return ck;
+}
+
+}  // namespace
 
 Checkpoint load(const std::string& path, nn::Module& model, optim::Optimizer* optimizer, const LoadOptions& options) {
   const std::string where = "kiln::load('" + path + "')";
+  if (pytorch::is_torch_file(path)) return load_plain(where, pytorch::load_file(path), model, optimizer, options);
   safetensors::SafeTensorsFile file(path);
   const auto& meta = file.metadata();
   auto get = [&](const std::string& key) -> const std::string* {
@@ -140,22 +206,14 @@ Checkpoint load(const std::string& path, nn::Module& model, optim::Optimizer* op
     return it == meta.end() ? nullptr : &it->second;
   };
   const std::string* format = get("kiln.format");
-  Checkpoint ck;
   if (!format) {
-    // A plain state_dict (safetensors.torch.save_file, or safetensors::save_file of a state_dict).
-    KILN_CHECK(!optimizer, where,
-               ": the file is a plain state_dict with no optimizer state, but an optimizer was given");
     StateDict plain;
     for (const std::string& key : file.keys()) plain.insert(key, file.get(key));
-    StateDict state = map_keys(plain, options, where);
-    nn::LoadResult r = check_model_state(where, model, state, options.strict);
-    model.load_state_dict(state, /*strict=*/false);
-    ck.missing_keys = std::move(r.missing_keys);
-    ck.unexpected_keys = std::move(r.unexpected_keys);
-    return ck;
+    return load_plain(where, std::move(plain), model, optimizer, options);
   }
-  KILN_CHECK(*format == kFormat, where, ": metadata kiln.format is '", *format, "', expected '", kFormat,
-             "' (a checkpoint of another kiln version?)");
+  Checkpoint ck;
+  KILN_CHECK(*format == kFormat || *format == kFormatV1, where, ": metadata kiln.format is '", *format, "', expected '",
+             kFormat, "' (a checkpoint of another kiln version?)");
   const std::string* step = get("kiln.step");
   KILN_CHECK(step, where, ": metadata kiln.step is missing");
   try {
@@ -163,28 +221,35 @@ Checkpoint load(const std::string& path, nn::Module& model, optim::Optimizer* op
     ck.step = std::stoll(*step, &used);
     if (used != step->size() || ck.step < 0) throw std::invalid_argument("trailing");
   } catch (const std::logic_error&) {
-    KILN_FAIL(where, ": bad kiln.step '", *step, "'");
+    KILN_FAIL(where, ": bad kiln.step '", *step, "' (expected an integer >= 0)");
   }
 
-  StateDict model_state, optim_state;
+  StateDict all, model_state, optim_state;
   for (const std::string& key : file.keys()) {
+    Tensor t = file.get(key);
+    all.insert(key, t);
     if (starts_with(key, kModel))
-      model_state.insert(key.substr(kModel.size()), file.get(key));
+      model_state.insert(key.substr(kModel.size()), t);
     else if (starts_with(key, kOptim))
-      optim_state.insert(key.substr(kOptim.size()), file.get(key));
+      optim_state.insert(key.substr(kOptim.size()), t);
     else
       KILN_FAIL(where, ": unexpected tensor '", key, "' (expected model.* or optimizer.*)");
   }
+  if (*format == kFormat) {
+    const std::string* sum = get(kChecksum);
+    KILN_CHECK(sum, where, ": metadata ", kChecksum, " is missing");
+    const std::string actual = checksum(meta, all);
+    KILN_CHECK(*sum == actual, where, ": the checkpoint is corrupt: its data has checksum ", actual,
+               " but the file records ", *sum, " (Note [Checkpoint checksum])");
+  }
+
+  // Every part is checked before anything changes: the model, then the optimizer.
   model_state = map_keys(model_state, options, where);
   nn::LoadResult r = check_model_state(where, model, model_state, options.strict);
-  model.load_state_dict(model_state, /*strict=*/false);
-  ck.missing_keys = std::move(r.missing_keys);
-  ck.unexpected_keys = std::move(r.unexpected_keys);
-
+  optim::OptimizerStateDict osd;
   if (optimizer) {
     const std::string* oj = get("kiln.optimizer");
     KILN_CHECK(oj, where, ": the checkpoint holds no optimizer state, but an optimizer was given");
-    optim::OptimizerStateDict osd;
     osd.state = std::move(optim_state);
     std::string name;
     try {
@@ -197,11 +262,52 @@ Checkpoint load(const std::string& path, nn::Module& model, optim::Optimizer* op
     }
     KILN_CHECK(name == optimizer->name(), where, ": the checkpoint holds ", name, " state, but the optimizer is ",
                optimizer->name());
-    optimizer->load_state_dict(osd);
+    try {
+      optimizer->check_state_dict(osd);
+    } catch (const Error& e) {
+      KILN_FAIL(where, ": ", e.what());
+    }
   }
+  model.load_state_dict(model_state, /*strict=*/false);
+  if (optimizer) optimizer->load_state_dict(osd);
+  ck.missing_keys = std::move(r.missing_keys);
+  ck.unexpected_keys = std::move(r.unexpected_keys);
   for (const auto& [k, v] : meta)
     if (starts_with(k, kExtra)) ck.extra[k.substr(kExtra.size())] = v;
   return ck;
+}
+
+// ---- CheckpointLock ----
+
+CheckpointLock::CheckpointLock(const std::string& dir) : path_(dir + "/.kiln.lock") {
+  auto errno_str = [] { return std::generic_category().message(errno); };
+  do fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  while (fd_ < 0 && errno == EINTR);
+  KILN_CHECK(fd_ >= 0, "checkpoint directory '", dir, "': cannot create the lock file ", path_, ": ", errno_str());
+  // flock, not fcntl locks: a second open of the file in this process conflicts too, and the
+  // kernel drops the lock when its holder dies, so a killed trainer never leaves a stale lock.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char buf[32] = {};
+    ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    KILN_CHECK(e == EWOULDBLOCK, "checkpoint directory '", dir, "': cannot lock ", path_, ": ",
+               std::generic_category().message(e));
+    KILN_FAIL("checkpoint directory '", dir, "' is in use by another trainer",
+              holder.empty() ? std::string() : " (process " + holder + ")", ", which holds ", path_,
+              "; wait for it to finish or use another checkpoint directory");
+  }
+  // Who holds it, for the message above. Best effort: the lock itself is what counts.
+  std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, me.data(), me.size(), 0);
+  removed_ = io::remove_stale_temp_files(dir);
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
 }  // namespace kiln

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "kiln/autograd.h"
@@ -145,8 +146,10 @@ Summary run(const Options& in, std::ostream& out) {
   int64_t step = 0;
   Interval cur;
   double last_logged = NAN;
+  std::optional<CheckpointLock> lock;  // held until the run ends: one trainer per directory
   if (!o.checkpoint_dir.empty()) {
     fs::create_directories(o.checkpoint_dir);
+    lock.emplace(o.checkpoint_dir);
     ckpt_path = fs::path(o.checkpoint_dir) / "checkpoint.safetensors";
   }
   if (o.resume) {
