@@ -59,6 +59,10 @@ inline Checkpoint load(const std::string& path, nn::Module& model, const LoadOpt
   return load(path, model, nullptr, options);
 }
 
+// The step and extra strings of a kiln checkpoint, from its header alone (no tensor is read or
+// checked): to tell whether a checkpoint belongs to this run before loading it.
+Checkpoint checkpoint_info(const std::string& path);
+
 // An exclusive lock on a checkpoint directory, held while the object lives: a second trainer
 // pointed at the same directory fails at once (naming the process that holds it) instead of the
 // two overwriting each other's checkpoints. The lock is a flock on DIR/.kiln.lock, which the

@@ -85,6 +85,29 @@ void write_checkpoint(const std::string& path, const StateDict& tensors, std::ma
   safetensors::save_file(tensors, path, meta);
 }
 
+// The step and extra strings of a kiln checkpoint's metadata, validated.
+Checkpoint read_info(const std::string& where, const std::map<std::string, std::string>& meta) {
+  auto it = meta.find("kiln.format");
+  KILN_CHECK(it != meta.end(), where, ": not a kiln checkpoint (no kiln.format metadata)");
+  const std::string& format = it->second;
+  KILN_CHECK(format == kFormat || format == kFormatV1, where, ": metadata kiln.format is '", format, "', expected '",
+             kFormat, "' (a checkpoint of another kiln version?)");
+  it = meta.find("kiln.step");
+  KILN_CHECK(it != meta.end(), where, ": metadata kiln.step is missing");
+  const std::string& step = it->second;
+  Checkpoint ck;
+  try {
+    size_t used = 0;
+    ck.step = std::stoll(step, &used);
+    if (used != step.size() || ck.step < 0) throw std::invalid_argument("trailing");
+  } catch (const std::logic_error&) {
+    KILN_FAIL(where, ": bad kiln.step '", step, "' (expected an integer >= 0)");
+  }
+  for (const auto& [k, v] : meta)
+    if (starts_with(k, kExtra)) ck.extra[k.substr(kExtra.size())] = v;
+  return ck;
+}
+
 // At most `limit` names, then how many more: a mismatch of two architectures can list hundreds.
 std::string key_list(const std::vector<std::string>& keys, size_t limit = 20) {
   std::string out;
@@ -211,19 +234,7 @@ Checkpoint load(const std::string& path, nn::Module& model, optim::Optimizer* op
     for (const std::string& key : file.keys()) plain.insert(key, file.get(key));
     return load_plain(where, std::move(plain), model, optimizer, options);
   }
-  Checkpoint ck;
-  KILN_CHECK(*format == kFormat || *format == kFormatV1, where, ": metadata kiln.format is '", *format, "', expected '",
-             kFormat, "' (a checkpoint of another kiln version?)");
-  const std::string* step = get("kiln.step");
-  KILN_CHECK(step, where, ": metadata kiln.step is missing");
-  try {
-    size_t used = 0;
-    ck.step = std::stoll(*step, &used);
-    if (used != step->size() || ck.step < 0) throw std::invalid_argument("trailing");
-  } catch (const std::logic_error&) {
-    KILN_FAIL(where, ": bad kiln.step '", *step, "' (expected an integer >= 0)");
-  }
-
+  Checkpoint ck = read_info(where, meta);
   StateDict all, model_state, optim_state;
   for (const std::string& key : file.keys()) {
     Tensor t = file.get(key);
@@ -272,9 +283,12 @@ Checkpoint load(const std::string& path, nn::Module& model, optim::Optimizer* op
   if (optimizer) optimizer->load_state_dict(osd);
   ck.missing_keys = std::move(r.missing_keys);
   ck.unexpected_keys = std::move(r.unexpected_keys);
-  for (const auto& [k, v] : meta)
-    if (starts_with(k, kExtra)) ck.extra[k.substr(kExtra.size())] = v;
   return ck;
+}
+
+Checkpoint checkpoint_info(const std::string& path) {
+  safetensors::SafeTensorsFile file(path);
+  return read_info("kiln::checkpoint_info('" + path + "')", file.metadata());
 }
 
 // ---- CheckpointLock ----

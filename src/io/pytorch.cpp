@@ -94,7 +94,10 @@ bool is_torch_file(const std::string& path) {
   uint8_t magic[4] = {};
   if (f->size() < sizeof magic) return false;
   f->read_at(0, magic, sizeof magic, "file '" + path + "'");
-  if (magic[0] == 0x80 && magic[1] <= 5)  // a bare pickle: torch.save before 1.6
+  // torch.save before 1.6 wrote a bare pickle starting with its magic number: PROTO 2, LONG1 of
+  // 10 bytes. (Only the first two bytes would also start a safetensors file with a 640-byte
+  // header; these four would need a header above safetensors' 100 MB limit.)
+  if (magic[0] == 0x80 && magic[1] == 0x02 && magic[2] == 0x8a && magic[3] == 0x0a)
     KILN_FAIL("torch file '", path, "': the legacy torch.save format (PyTorch < 1.6, a bare pickle) is not read; ",
               "re-save it with a newer torch.save");
   return io::is_zip(magic, sizeof magic);

@@ -239,6 +239,12 @@ TEST(Checkpoint, ChecksumFindsEveryFlippedByte) {
   std::ofstream(p, std::ios::binary) << text;
   expect_error([&] { load(p, *b, opt_b); }, "the checkpoint is corrupt");
   EXPECT_EQ(load(path, *b, opt_b).extra.at("note"), "hello");
+  Checkpoint info = checkpoint_info(path);  // the header alone
+  EXPECT_EQ(info.step, 1);
+  EXPECT_EQ(info.extra.at("note"), "hello");
+  std::string plain = dir.file("plain.safetensors");
+  safetensors::save_file(a->state_dict(), plain);
+  expect_error([&] { checkpoint_info(plain); }, {"plain.safetensors", "not a kiln checkpoint"});
 }
 
 TEST(Checkpoint, LockMakesASecondTrainerFailAtOnce) {

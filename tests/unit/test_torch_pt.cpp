@@ -86,6 +86,19 @@ TEST(TorchPt, RefusesCodeAndTheLegacyFormat) {
                {"module.pt", "refusing to load global torch.nn.modules.linear.Linear", "weights_only"});
   expect_error([] { read_state_dict(fixture("legacy.pt")); }, {"legacy.pt", "legacy torch.save format"});
   expect_error([] { pytorch::load_file(fixture("edge.safetensors")); }, {"edge.safetensors", "zip"});
+  // A safetensors file whose header is 640 bytes starts with 0x80 0x02, as a pickle does: still safetensors.
+  TempDir dir;
+  StateDict one;
+  one.insert("w", ones({2}));
+  for (size_t pad = 0; pad < 700; ++pad) {
+    auto bytes = safetensors::save(one, {{"pad", std::string(pad, 'x')}});
+    if (bytes[0] != 0x80 || bytes[1] != 0x02) continue;
+    std::ofstream(dir.file("h640.safetensors"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    EXPECT_EQ(read_state_dict(dir.file("h640.safetensors")).size(), 1u);
+    break;
+  }
+  ASSERT_EQ(dir.entries().size(), 1u);
   nn::Linear lin(2, 1);
   expect_error([&] { load(fixture("module.pt"), lin); }, "refusing to load global");
 }
