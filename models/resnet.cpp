@@ -35,19 +35,21 @@ Tensor BasicBlock::forward(const Tensor& x) {
   return relu->forward(y + (downsample ? downsample->forward(x) : x));
 }
 
-ResNet::ResNet(const std::vector<int64_t>& layers, int64_t num_classes, bool zero_init_residual) : Module("ResNet") {
+ResNet::ResNet(const std::vector<int64_t>& layers, int64_t num_classes, bool zero_init_residual, int64_t width)
+    : Module("ResNet"), inplanes_(width) {
   KILN_CHECK(layers.size() == 4, "ResNet: expected 4 stage sizes, got ", layers.size());
   KILN_CHECK(num_classes > 0, "ResNet: num_classes must be positive, got ", num_classes);
-  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(3, 64, 7, 2, 3, 1, 1, /*bias=*/false));
-  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(64));
+  KILN_CHECK(width > 0, "ResNet: width must be positive, got ", width);
+  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(3, width, 7, 2, 3, 1, 1, /*bias=*/false));
+  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(width));
   relu = register_module("relu", std::make_shared<nn::ReLU>());
   maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, 2, 1));
-  layer1 = register_module("layer1", make_layer(64, layers[0], 1));
-  layer2 = register_module("layer2", make_layer(128, layers[1], 2));
-  layer3 = register_module("layer3", make_layer(256, layers[2], 2));
-  layer4 = register_module("layer4", make_layer(512, layers[3], 2));
+  layer1 = register_module("layer1", make_layer(width, layers[0], 1));
+  layer2 = register_module("layer2", make_layer(2 * width, layers[1], 2));
+  layer3 = register_module("layer3", make_layer(4 * width, layers[2], 2));
+  layer4 = register_module("layer4", make_layer(8 * width, layers[3], 2));
   avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(std::vector<int64_t>{1, 1}));
-  fc = register_module("fc", std::make_shared<nn::Linear>(512 * BasicBlock::expansion, num_classes));
+  fc = register_module("fc", std::make_shared<nn::Linear>(8 * width * BasicBlock::expansion, num_classes));
 
   // torchvision's init: He-normal (fan_out) convs, BN weight 1 / bias 0; fc keeps Linear's default.
   for (auto& [name, m] : named_modules()) {

@@ -32,8 +32,10 @@ class BasicBlock : public nn::Module {
 class ResNet : public nn::Module {
  public:
   // layers: blocks per stage ({2, 2, 2, 2} for resnet18). zero_init_residual zeroes each block's
-  // last BN weight, as torchvision's flag.
-  explicit ResNet(const std::vector<int64_t>& layers, int64_t num_classes = 1000, bool zero_init_residual = false);
+  // last BN weight, as torchvision's flag. width: the first stage's channels (64 in torchvision;
+  // the stages have width, 2, 4 and 8 times it), smaller for tests.
+  explicit ResNet(const std::vector<int64_t>& layers, int64_t num_classes = 1000, bool zero_init_residual = false,
+                  int64_t width = 64);
   Tensor forward(const Tensor& x) override;  // x [N, 3, H, W] → logits [N, num_classes]
   std::shared_ptr<nn::Conv2d> conv1;
   std::shared_ptr<nn::BatchNorm2d> bn1;

@@ -72,6 +72,29 @@ class SafeTensorsFile {
 
 }  // namespace safetensors
 
+// ---- PyTorch's torch.save files (kiln::pytorch) ----
+namespace pytorch {
+
+// torch.save (PyTorch >= 1.6) writes a zip archive: "<name>/data.pkl", a pickle of the object,
+// and "<name>/data/<key>", the raw little-endian bytes of each storage. These read it with a
+// restricted unpickler (Note [Restricted unpickling]): as torch.load(weights_only=True), only
+// tensors, dicts, OrderedDicts, lists, tuples, numbers, strings and None are accepted; any other
+// Python global is refused by name, so a file can never run code. Nested dicts and lists are
+// flattened with '.' ({"model": {"fc.weight": t}} gives "model.fc.weight"); non-tensor values
+// (an "epoch" number) are skipped. Every tensor is an owned contiguous CPU tensor: views sharing
+// a storage and non-contiguous strides are copied out; tensors with the same view stay one tensor.
+// Only stored (uncompressed) zip entries are read, as torch.save writes them; CRC-32s are checked.
+StateDict load_file(const std::string& path);
+StateDict load(const uint8_t* data, size_t n);
+inline StateDict load(const std::vector<uint8_t>& bytes) { return load(bytes.data(), bytes.size()); }
+// Whether `path` starts as a zip archive (torch.save's format). Throws for the pre-1.6 format.
+bool is_torch_file(const std::string& path);
+
+}  // namespace pytorch
+
+// The tensors of a safetensors file or a torch.save file, told apart by their first bytes.
+StateDict read_state_dict(const std::string& path);
+
 // ---- NumPy .npy ----
 // Writes format version 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,
 // C order, header padded to 64 bytes exactly as numpy.save. bfloat16 has no .npy type: convert first.

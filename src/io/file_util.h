@@ -70,6 +70,11 @@ class ByteSink {
 // removed, `path` is left as it was, and the error (a kiln::Error naming `op`) propagates.
 void write_file_atomic(const std::string& path, const char* op, const std::function<void(ByteSink&)>& body);
 
+// Note [Temp file names]: write_file_atomic's temp files are "<dir>/.kiln-<pid>-<n>.tmp", so that
+// one left by a process killed mid-write can be told apart and removed (remove_stale_temp_files).
+// Removes those in `dir` whose process is gone; returns how many. Errors are ignored (best effort).
+int remove_stale_temp_files(const std::string& dir);
+
 // `a * b` and `a + b` for sizes, false on overflow.
 inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 inline bool checked_add(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
@@ -81,5 +86,8 @@ bool shape_fits(const int64_t* sizes, size_t ndim, size_t itemsize);
 // Index of the first byte of a bool array that is neither 0 nor 1, or n when all are valid.
 // Other values would be undefined behaviour once read as C++ bool, so readers reject them.
 size_t find_invalid_bool(const uint8_t* data, size_t n);
+
+// CRC-32 (IEEE 802.3, as zip and zlib's crc32): `crc` is the value of the bytes before, 0 at first.
+uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
 
 }  // namespace kiln::io

@@ -2,7 +2,9 @@
 // state_dict / load_state_dict shared by every optimizer.
 #include "kiln/optim/optimizer.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <set>
 
 #include "core/tensor_impl.h"
@@ -15,6 +17,16 @@ double ParamGroup::get(const std::string& key) const {
   KILN_CHECK(it != options.end(), "optim: parameter group has no option '", key, "'");
   return it->second;
 }
+
+namespace {
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "nothing" : out;
+}
+
+}  // namespace
 
 Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, std::map<std::string, double> defaults)
     : name_(std::move(name)), defaults_(std::move(defaults)) {
@@ -110,7 +122,9 @@ OptimizerStateDict Optimizer::state_dict() const {
   return sd;
 }
 
-void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
+// Checks everything about `sd` that load_state_dict relies on; with `build`, also makes the
+// state to install (copies on the parameters' devices and dtypes). Changes nothing either way.
+std::map<const TensorImpl*, StateDict> Optimizer::prepare_state(const OptimizerStateDict& sd, bool build) const {
   const std::string what = name_ + ".load_state_dict";
   KILN_CHECK(sd.param_groups.size() == groups_.size(), what, ": loaded state dict has ", sd.param_groups.size(),
              " parameter groups, but the optimizer has ", groups_.size());
@@ -125,9 +139,19 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
     for (size_t k = 0; k < groups_[g].params.size(); ++k)
       KILN_CHECK(params.emplace(sd.group_params[g][k], &groups_[g].params[k]).second, what, ": parameter index ",
                  sd.group_params[g][k], " appears twice in the loaded state dict");
+    // Values step() would use as they are: a corrupt file must not become a NaN learning rate.
+    for (const auto& [k, v] : sd.param_groups[g]) {
+      KILN_CHECK(std::isfinite(v), what, ": option '", k, "' of parameter group ", g, " is ", v);
+      static const std::set<std::string> non_negative = {
+          "lr", "eps", "weight_decay", "momentum", "dampening", "lr_decay", "initial_accumulator_value", "alpha"};
+      KILN_CHECK(!non_negative.count(k) || v >= 0, what, ": option '", k, "' of parameter group ", g,
+                 " must not be negative, got ", v);
+      KILN_CHECK((k != "beta1" && k != "beta2") || (v >= 0 && v < 1), what, ": option '", k, "' of parameter group ", g,
+                 " must be in [0, 1), got ", v);
+    }
   }
-  // Check every entry before changing anything.
   std::map<const TensorImpl*, StateDict> state;
+  std::map<const TensorImpl*, std::pair<int64_t, std::vector<std::string>>> names;  // for the completeness check
   NoGradGuard no_grad;
   for (const auto& [key, value] : sd.state) {
     size_t dot = key.find('.');
@@ -142,18 +166,42 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
     const Tensor& p = *it->second;
     const std::string name = key.substr(dot + 1);
     KILN_CHECK(value.defined(), what, ": state '", key, "' is undefined");
+    auto& [idx, seen] = names[p.unsafe_impl()];
+    idx = index;
+    seen.push_back(name);
     Tensor v;
     if (name == "step") {
       KILN_CHECK(value.numel() == 1, what, ": state '", key, "' should hold one number, got shape ",
                  shape_str(value.sizes()));
-      v = value.reshape({}).to(kCPU, kFloat32, /*copy=*/true);
+      if (value.has_storage()) {  // (a tracer has no value to check)
+        double step = value.to(kCPU, kFloat64).reshape({}).item<double>();
+        KILN_CHECK(std::isfinite(step) && step >= 0, what, ": state '", key, "' is ", step,
+                   " (a step count must be finite and >= 0)");
+      }
+      if (build) v = value.reshape({}).to(kCPU, kFloat32, /*copy=*/true);
     } else {
       KILN_CHECK(value.sizes() == p.sizes(), what, ": state '", key, "' has shape ", shape_str(value.sizes()),
                  " but its parameter has shape ", shape_str(p.sizes()));
-      v = value.to(p.device(), p.dtype(), /*copy=*/true);
+      if (build) v = value.to(p.device(), p.dtype(), /*copy=*/true);
     }
-    state[p.unsafe_impl()].insert(name, v.detach());
+    if (build) state[p.unsafe_impl()].insert(name, v.detach());
   }
+  // A parameter's state is all there or absent (not stepped yet): a partial one would fail in step().
+  const std::vector<std::string> required = required_state();
+  for (const auto& [impl, entry] : names) {
+    const auto& [index, seen] = entry;
+    for (const std::string& r : required)
+      KILN_CHECK(std::find(seen.begin(), seen.end(), r) != seen.end(), what, ": the state of parameter ", index,
+                 " lacks '", r, "' (", name_, " keeps ", join_names(required), " per parameter; the file has ",
+                 join_names(seen), ")");
+  }
+  return state;
+}
+
+void Optimizer::check_state_dict(const OptimizerStateDict& sd) const { (void)prepare_state(sd, /*build=*/false); }
+
+void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
+  std::map<const TensorImpl*, StateDict> state = prepare_state(sd, /*build=*/true);
   for (size_t g = 0; g < groups_.size(); ++g) {
     groups_[g].options = sd.param_groups[g];
     for (const auto& [k, v] : defaults_) groups_[g].options.emplace(k, v);  // options saved by an older kiln

@@ -114,6 +114,38 @@ TEST(Train, ResumeChecksTheConfiguration) {
   }
 }
 
+TEST(Train, ResumingAnotherTasksCheckpointSaysSo) {
+  std::ostringstream out;
+  TempDir tmp;
+  Options o = digits(2);
+  o.checkpoint_dir = tmp.path.string();
+  run(o, out);
+  o.task = "chars";
+  o.resume = true;
+  try {
+    run(o, out);
+    FAIL() << "expected a kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was made by task digits, this run is task chars"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Train, SecondTrainerOnOneDirectoryFailsAtOnce) {
+  std::ostringstream out;
+  TempDir tmp;
+  Options o = digits(2);
+  o.checkpoint_dir = tmp.path.string();
+  CheckpointLock other(o.checkpoint_dir);  // as another process's run would hold it
+  try {
+    run(o, out);
+    FAIL() << "expected a kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another trainer"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp.path / "checkpoint.safetensors"));
+}
+
 TEST(Train, CharsTrainsAndSamples) {
   std::ostringstream out;
   Options o;

@@ -22,6 +22,10 @@ class Adagrad : public Optimizer {
   using Optimizer::step;
   void step() override;
 
+ protected:
+  // Made together for every parameter, in the constructor.
+  std::vector<std::string> required_state() const override { return {"step", "sum"}; }
+
  private:
   void init_state(const Tensor& param, double initial_accumulator_value);
 };

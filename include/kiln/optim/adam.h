@@ -27,6 +27,8 @@ class Adam : public Optimizer {
   void step() override;
 
  protected:
+  // Made together on a parameter's first step (amsgrad's max_exp_avg_sq when first needed).
+  std::vector<std::string> required_state() const override { return {"step", "exp_avg", "exp_avg_sq"}; }
   Adam(std::string name, std::vector<ParamGroup> groups, const AdamOptions& options);
 };
 

@@ -60,10 +60,15 @@ class Optimizer {
   const std::string& name() const { return name_; }
 
   OptimizerStateDict state_dict() const;
-  // Checks group count and sizes, state keys and every state tensor's shape before changing
-  // anything, then copies the state (to the parameter's dtype and device; "step" stays a
-  // float32 CPU scalar) and takes the saved group options. A clear kiln::Error names a mismatch.
+  // Checks group count and sizes, option values (finite; lr, eps, ... >= 0; betas in [0, 1)),
+  // state keys, every state tensor's shape, each "step" (finite, >= 0) and that each parameter's
+  // state is complete (all of required_state(), or none) before changing anything, then copies
+  // the state (to the parameter's dtype and device; "step" stays a float32 CPU scalar) and takes
+  // the saved group options. A clear kiln::Error names a mismatch.
   void load_state_dict(const OptimizerStateDict& sd);
+  // The checks of load_state_dict alone: throws where it would, changes nothing (kiln::load checks
+  // a checkpoint's model and optimizer parts before it changes either).
+  void check_state_dict(const OptimizerStateDict& sd) const;
 
   // The state of one parameter (created empty on first use).
   StateDict& state(const Tensor& param);
@@ -81,8 +86,13 @@ class Optimizer {
   GroupGrads with_grads(const ParamGroup& group) const;
   // A state tensor of `param` (undefined when absent).
   Tensor state_or_none(const Tensor& param, const std::string& key) const;
+  // The state names every parameter that has state holds (made together on its first step);
+  // load_state_dict refuses a parameter's state without all of them.
+  virtual std::vector<std::string> required_state() const { return {}; }
 
  private:
+  std::map<const TensorImpl*, StateDict> prepare_state(const OptimizerStateDict& sd, bool build) const;
+
   std::string name_;
   std::vector<ParamGroup> groups_;
   std::map<std::string, double> defaults_;

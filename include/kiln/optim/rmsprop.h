@@ -22,6 +22,10 @@ class RMSprop : public Optimizer {
   explicit RMSprop(std::vector<ParamGroup> groups, RMSpropOptions options = {});
   using Optimizer::step;
   void step() override;
+
+ protected:
+  // Made together on a parameter's first step (momentum_buffer and grad_avg when first needed).
+  std::vector<std::string> required_state() const override { return {"step", "square_avg"}; }
 };
 
 }  // namespace kiln::optim

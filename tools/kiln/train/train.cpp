@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "kiln/autograd.h"
@@ -145,18 +146,26 @@ Summary run(const Options& in, std::ostream& out) {
   int64_t step = 0;
   Interval cur;
   double last_logged = NAN;
+  std::optional<CheckpointLock> lock;  // held until the run ends: one trainer per directory
   if (!o.checkpoint_dir.empty()) {
     fs::create_directories(o.checkpoint_dir);
+    lock.emplace(o.checkpoint_dir);
     ckpt_path = fs::path(o.checkpoint_dir) / "checkpoint.safetensors";
   }
   if (o.resume) {
     KILN_CHECK(fs::exists(ckpt_path), "kiln train --resume: no checkpoint at ", ckpt_path.string());
+    // The configuration first: another task's checkpoint should say so, not fail on its shapes.
+    Checkpoint info = checkpoint_info(ckpt_path.string());
+    auto made = [&](const std::string& k) {
+      auto it = info.extra.find("config." + k);
+      return it == info.extra.end() ? std::string("(none)") : it->second;
+    };
+    KILN_CHECK(made("task") == o.task, "kiln train --resume: the checkpoint in ", o.checkpoint_dir,
+               " was made by task ", made("task"), ", this run is task ", o.task);
+    for (const auto& [k, v] : config)
+      KILN_CHECK(made(k) == v, "kiln train --resume: the checkpoint was made with ", k, " = ", made(k),
+                 ", this run has ", v);
     Checkpoint ck = load(ckpt_path.string(), model, opt);
-    for (const auto& [k, v] : config) {
-      auto it = ck.extra.find("config." + k);
-      KILN_CHECK(it != ck.extra.end() && it->second == v, "kiln train --resume: the checkpoint was made with ", k,
-                 " = ", it == ck.extra.end() ? "(none)" : it->second, ", this run has ", v);
-    }
     step = ck.step;
     KILN_CHECK(step <= o.steps, "kiln train --resume: the checkpoint is at step ", step, ", beyond --steps ", o.steps);
     cur.sum = parse_double(ck.extra["interval.sum"], "interval.sum");
