@@ -25,6 +25,17 @@ Tensor ReLU6::forward(const Tensor& x) { return functional::relu6(x, inplace); }
 
 std::string ReLU6::extra_repr() const { return inplace ? "inplace=True" : ""; }
 
+Hardtanh::Hardtanh(double min_val, double max_val, bool inplace)
+    : Module("Hardtanh"), min_val(min_val), max_val(max_val), inplace(inplace) {
+  KILN_CHECK(max_val > min_val, "Hardtanh: max_val (", max_val, ") must be greater than min_val (", min_val, ")");
+}
+
+Tensor Hardtanh::forward(const Tensor& x) { return functional::hardtanh(x, min_val, max_val, inplace); }
+
+std::string Hardtanh::extra_repr() const {
+  return "min_val=" + py_float(min_val) + ", max_val=" + py_float(max_val) + (inplace ? ", inplace=True" : "");
+}
+
 GELU::GELU(std::string approximate) : Module("GELU"), approximate(std::move(approximate)) {
   KILN_CHECK(this->approximate == "none" || this->approximate == "tanh",
              "GELU: approximate must be 'none' or 'tanh', got '", this->approximate, "'");

@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "core/tensor_impl.h"
-#include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
@@ -30,23 +29,14 @@ int64_t op_padding_idx(const char* fn, std::optional<int64_t> padding_idx, const
 
 }  // namespace
 
-Tensor relu6(const Tensor& x, bool inplace) {
-  Tensor y = x;  // shares x's impl: an in-place call writes the caller's tensor
-  if (!(is_grad_enabled() && x.requires_grad())) {
-    if (!inplace) return clamp(x, Scalar(0), Scalar(6));
-    y.clamp_(Scalar(0), Scalar(6));
-    return y;
-  }
-  // torch's relu6 is hardtanh(x, 0, 6): no gradient at 0 and 6 or beyond, and a NaN passes it
-  // through (clamp's rule is the other way round at both): the clamped value as a constant where
-  // x <= 0 or x >= 6 (both false for a NaN), else x. The in-place form selects from a clone, so
-  // nothing saved is overwritten.
-  Tensor outside = logical_or(le(x, Scalar(0)), ge(x, Scalar(6)));
-  Tensor r = where(outside, clamp(x, Scalar(0), Scalar(6)).detach(), inplace ? x.clone() : x);
-  if (!inplace) return r;
-  y.copy_(r);
+Tensor hardtanh(const Tensor& x, const Scalar& min_val, const Scalar& max_val, bool inplace) {
+  if (!inplace) return kiln::hardtanh(x, min_val, max_val);
+  Tensor y = x;  // shares x's impl: the in-place call writes the caller's tensor
+  kiln::hardtanh_(y, min_val, max_val);
   return y;
 }
+
+Tensor relu6(const Tensor& x, bool inplace) { return hardtanh(x, 0.0, 6.0, inplace); }
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
   const char* fn = "bilinear";

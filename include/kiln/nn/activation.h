@@ -25,6 +25,16 @@ class ReLU6 : public Module {
   bool inplace;
 };
 
+// clamp(x, min_val, max_val) with hardtanh's gradient, as torch.nn.Hardtanh (max_val > min_val).
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0, bool inplace = false);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double min_val, max_val;
+  bool inplace;
+};
+
 class GELU : public Module {
  public:
   explicit GELU(std::string approximate = "none");  // "none" or "tanh"

@@ -5,6 +5,7 @@
 #include <string>
 #include <tuple>
 
+#include "kiln/ops/activation.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/shape.h"
@@ -23,6 +24,8 @@ using kiln::cross_entropy;
 using kiln::dropout;
 using kiln::gelu;
 using kiln::group_norm;
+using kiln::hardtanh;
+using kiln::hardtanh_;
 using kiln::interpolate;
 using kiln::l1_loss;
 using kiln::layer_norm;
@@ -42,7 +45,10 @@ using kiln::smooth_l1_loss;
 using kiln::softmax;
 using kiln::tanh;
 
-// F.relu6: min(max(x, 0), 6); inplace writes into x.
+// The activations' `inplace` forms, as torch.nn.functional: inplace = true writes into x (which
+// shares its impl with the caller's tensor) and returns it.
+Tensor hardtanh(const Tensor& x, const Scalar& min_val, const Scalar& max_val, bool inplace);
+// F.relu6 = hardtanh(x, 0, 6), as torch: one op, no gradient at 0 and 6, a NaN passes it.
 Tensor relu6(const Tensor& x, bool inplace = false);
 // F.bilinear: y = x1ᵀ A x2 + b over the last dimension; weight [out, in1, in2].
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});
