@@ -48,6 +48,15 @@ KILN_REGISTER_KERNEL(tan, CPU, float_kernel<math::Tan>);
 KILN_REGISTER_KERNEL(tanh, CPU, float_kernel<math::Tanh>);
 KILN_REGISTER_KERNEL(erf, CPU, float_kernel<math::Erf>);
 KILN_REGISTER_KERNEL(erfinv, CPU, float_kernel<math::Erfinv>);
+KILN_REGISTER_KERNEL(erfc, CPU, float_kernel<math::Erfc>);
+KILN_REGISTER_KERNEL(asin, CPU, float_kernel<math::Asin>);
+KILN_REGISTER_KERNEL(acos, CPU, float_kernel<math::Acos>);
+KILN_REGISTER_KERNEL(atan, CPU, float_kernel<math::Atan>);
+KILN_REGISTER_KERNEL(sinh, CPU, float_kernel<math::Sinh>);
+KILN_REGISTER_KERNEL(cosh, CPU, float_kernel<math::Cosh>);
+KILN_REGISTER_KERNEL(asinh, CPU, float_kernel<math::Asinh>);
+KILN_REGISTER_KERNEL(acosh, CPU, float_kernel<math::Acosh>);
+KILN_REGISTER_KERNEL(atanh, CPU, float_kernel<math::Atanh>);
 KILN_REGISTER_KERNEL(sigmoid, CPU, float_kernel<math::Sigmoid>);
 KILN_REGISTER_KERNEL(silu, CPU, float_kernel<math::Silu>);
 
