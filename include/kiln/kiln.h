@@ -10,6 +10,7 @@
 #include "kiln/generator.h"
 #include "kiln/io.h"
 #include "kiln/nn.h"
+#include "kiln/ops/activation.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/foreach.h"
 #include "kiln/ops/nn.h"

@@ -1,7 +1,10 @@
 // Parameter-free layers: activations, Softmax, Dropout.
 #include "kiln/nn/activation.h"
 
+#include <cmath>
+
 #include "kiln/nn/functional.h"
+#include "kiln/ops/activation.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
@@ -24,6 +27,56 @@ std::string ReLU::extra_repr() const { return inplace ? "inplace=True" : ""; }
 Tensor ReLU6::forward(const Tensor& x) { return functional::relu6(x, inplace); }
 
 std::string ReLU6::extra_repr() const { return inplace ? "inplace=True" : ""; }
+
+Hardtanh::Hardtanh(double min_val, double max_val, bool inplace)
+    : Module("Hardtanh"), min_val(min_val), max_val(max_val), inplace(inplace) {
+  KILN_CHECK(max_val > min_val, "Hardtanh: max_val (", max_val, ") must be greater than min_val (", min_val, ")");
+}
+
+Tensor Hardtanh::forward(const Tensor& x) { return functional::hardtanh(x, min_val, max_val, inplace); }
+
+std::string Hardtanh::extra_repr() const {
+  return "min_val=" + py_float(min_val) + ", max_val=" + py_float(max_val) + (inplace ? ", inplace=True" : "");
+}
+
+Tensor LeakyReLU::forward(const Tensor& x) { return functional::leaky_relu(x, negative_slope, inplace); }
+std::string LeakyReLU::extra_repr() const {
+  return "negative_slope=" + py_float(negative_slope) + (inplace ? ", inplace=True" : "");
+}
+
+Tensor ELU::forward(const Tensor& x) { return functional::elu(x, alpha, inplace); }
+std::string ELU::extra_repr() const { return "alpha=" + py_float(alpha) + (inplace ? ", inplace=True" : ""); }
+
+Tensor SELU::forward(const Tensor& x) { return functional::selu(x, inplace); }
+std::string SELU::extra_repr() const { return inplace ? "inplace=True" : ""; }
+
+Tensor CELU::forward(const Tensor& x) { return functional::celu(x, alpha, inplace); }
+std::string CELU::extra_repr() const { return "alpha=" + py_float(alpha) + (inplace ? ", inplace=True" : ""); }
+
+Tensor Softplus::forward(const Tensor& x) { return softplus(x, beta, threshold); }
+// torch's defaults are the ints 1 and 20, which print without a decimal point.
+std::string Softplus::extra_repr() const {
+  auto num = [](double v) {
+    return v == std::trunc(v) && std::abs(v) < 1e15 ? std::to_string(int64_t(v)) : py_float(v);
+  };
+  return "beta=" + num(beta) + ", threshold=" + num(threshold);
+}
+
+Tensor Softsign::forward(const Tensor& x) { return softsign(x); }
+Tensor Hardsigmoid::forward(const Tensor& x) { return functional::hardsigmoid(x, inplace); }
+Tensor Hardswish::forward(const Tensor& x) { return functional::hardswish(x, inplace); }
+Tensor Mish::forward(const Tensor& x) { return functional::mish(x, inplace); }
+Tensor LogSigmoid::forward(const Tensor& x) { return logsigmoid(x); }
+
+Tensor GLU::forward(const Tensor& x) { return glu(x, dim); }
+std::string GLU::extra_repr() const { return "dim=" + std::to_string(dim); }
+
+PReLU::PReLU(int64_t num_parameters, double init) : Module("PReLU"), num_parameters(num_parameters) {
+  KILN_CHECK(num_parameters >= 1, "PReLU: num_parameters must be at least 1, got ", num_parameters);
+  weight = register_parameter("weight", full({num_parameters}, init));
+}
+Tensor PReLU::forward(const Tensor& x) { return prelu(x, weight); }
+std::string PReLU::extra_repr() const { return "num_parameters=" + std::to_string(num_parameters); }
 
 GELU::GELU(std::string approximate) : Module("GELU"), approximate(std::move(approximate)) {
   KILN_CHECK(this->approximate == "none" || this->approximate == "tanh",

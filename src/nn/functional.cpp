@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "core/tensor_impl.h"
-#include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
@@ -30,23 +29,53 @@ int64_t op_padding_idx(const char* fn, std::optional<int64_t> padding_idx, const
 
 }  // namespace
 
-Tensor relu6(const Tensor& x, bool inplace) {
-  Tensor y = x;  // shares x's impl: an in-place call writes the caller's tensor
-  if (!(is_grad_enabled() && x.requires_grad())) {
-    if (!inplace) return clamp(x, Scalar(0), Scalar(6));
-    y.clamp_(Scalar(0), Scalar(6));
-    return y;
-  }
-  // torch's relu6 is hardtanh(x, 0, 6): no gradient at 0 and 6 or beyond, and a NaN passes it
-  // through (clamp's rule is the other way round at both): the clamped value as a constant where
-  // x <= 0 or x >= 6 (both false for a NaN), else x. The in-place form selects from a clone, so
-  // nothing saved is overwritten.
-  Tensor outside = logical_or(le(x, Scalar(0)), ge(x, Scalar(6)));
-  Tensor r = where(outside, clamp(x, Scalar(0), Scalar(6)).detach(), inplace ? x.clone() : x);
-  if (!inplace) return r;
-  y.copy_(r);
+namespace {
+// inplace = true runs `in_place` on a handle sharing x's impl, so the caller's tensor is written.
+template <class Out, class In>
+Tensor maybe_inplace(const Tensor& x, bool inplace, const Out& out_of_place, const In& in_place) {
+  if (!inplace) return out_of_place(x);
+  Tensor y = x;
+  in_place(y);
   return y;
 }
+}  // namespace
+
+Tensor hardtanh(const Tensor& x, const Scalar& min_val, const Scalar& max_val, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [&](const Tensor& t) { return kiln::hardtanh(t, min_val, max_val); },
+      [&](Tensor& t) { kiln::hardtanh_(t, min_val, max_val); });
+}
+Tensor leaky_relu(const Tensor& x, const Scalar& negative_slope, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [&](const Tensor& t) { return kiln::leaky_relu(t, negative_slope); },
+      [&](Tensor& t) { kiln::leaky_relu_(t, negative_slope); });
+}
+Tensor elu(const Tensor& x, const Scalar& alpha, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [&](const Tensor& t) { return kiln::elu(t, alpha); }, [&](Tensor& t) { kiln::elu_(t, alpha); });
+}
+Tensor selu(const Tensor& x, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [](const Tensor& t) { return kiln::selu(t); }, [](Tensor& t) { kiln::selu_(t); });
+}
+Tensor celu(const Tensor& x, const Scalar& alpha, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [&](const Tensor& t) { return kiln::celu(t, alpha); }, [&](Tensor& t) { kiln::celu_(t, alpha); });
+}
+Tensor hardsigmoid(const Tensor& x, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [](const Tensor& t) { return kiln::hardsigmoid(t); }, [](Tensor& t) { kiln::hardsigmoid_(t); });
+}
+Tensor hardswish(const Tensor& x, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [](const Tensor& t) { return kiln::hardswish(t); }, [](Tensor& t) { kiln::hardswish_(t); });
+}
+Tensor mish(const Tensor& x, bool inplace) {
+  return maybe_inplace(
+      x, inplace, [](const Tensor& t) { return kiln::mish(t); }, [](Tensor& t) { kiln::mish_(t); });
+}
+
+Tensor relu6(const Tensor& x, bool inplace) { return hardtanh(x, 0.0, 6.0, inplace); }
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
   const char* fn = "bilinear";

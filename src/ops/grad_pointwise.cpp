@@ -61,6 +61,22 @@ Tensor g_sigmoid(const VjpCall& v, const Tensor& g) { return g * (y_(v) * rsub(y
 Tensor g_relu(const VjpCall& v, const Tensor& g) { return where(le(y_(v), 0), Scalar(0), g); }
 Tensor g_erf(const VjpCall& v, const Tensor& g) { return g * (exp(-square(x_(v))) * kTwoOverSqrtPi); }
 Tensor g_erfinv(const VjpCall& v, const Tensor& g) { return g * (exp(square(y_(v))) * kSqrtPiOver2); }
+Tensor g_erfc(const VjpCall& v, const Tensor& g) { return -(g * (exp(-square(x_(v))) * kTwoOverSqrtPi)); }
+Tensor g_asin(const VjpCall& v, const Tensor& g) { return g * rsqrt(rsub(square(x_(v)), 1)); }
+Tensor g_acos(const VjpCall& v, const Tensor& g) { return -(g * rsqrt(rsub(square(x_(v)), 1))); }
+Tensor g_atan(const VjpCall& v, const Tensor& g) { return g / (square(x_(v)) + 1); }
+Tensor g_sinh(const VjpCall& v, const Tensor& g) { return g * cosh(x_(v)); }
+Tensor g_cosh(const VjpCall& v, const Tensor& g) { return g * sinh(x_(v)); }
+Tensor g_asinh(const VjpCall& v, const Tensor& g) { return g * rsqrt(square(x_(v)) + 1); }
+Tensor g_acosh(const VjpCall& v, const Tensor& g) { return g * rsqrt(square(x_(v)) - 1); }
+Tensor g_atanh(const VjpCall& v, const Tensor& g) { return g / rsub(square(x_(v)), 1); }
+// torch's logit_backward: g / (x (1 - x)); outside [0, 1] NaN, or with eps 0 outside [eps, 1 - eps].
+Tensor g_logit(const VjpCall& v, const Tensor& g) {
+  const Tensor& x = x_(v);
+  Tensor d = g / (x * rsub(x, 1));
+  if (auto eps = v.attrs.opt_f(0)) return where(logical_or(lt(x, *eps), gt(x, 1.0 - *eps)), Scalar(0), d);
+  return where(logical_or(lt(x, 0), gt(x, 1)), Scalar(std::nan("")), d);
+}
 Tensor g_nan_to_num(const VjpCall& v, const Tensor& g) { return where(isfinite(x_(v)), g, Scalar(0)); }
 // silu'(x) = s (1 + x (1 - s)), s = sigmoid(x)
 Tensor g_silu(const VjpCall& v, const Tensor& g) {
@@ -118,6 +134,16 @@ KILN_REGISTER_VJP(silu, unary<g_silu>);
 KILN_REGISTER_VJP(erf, unary<g_erf>);
 KILN_REGISTER_VJP(erfinv, unary<g_erfinv>);
 KILN_REGISTER_VJP(nan_to_num, unary<g_nan_to_num>);
+KILN_REGISTER_VJP(erfc, unary<g_erfc>);
+KILN_REGISTER_VJP(asin, unary<g_asin>);
+KILN_REGISTER_VJP(acos, unary<g_acos>);
+KILN_REGISTER_VJP(atan, unary<g_atan>);
+KILN_REGISTER_VJP(sinh, unary<g_sinh>);
+KILN_REGISTER_VJP(cosh, unary<g_cosh>);
+KILN_REGISTER_VJP(asinh, unary<g_asinh>);
+KILN_REGISTER_VJP(acosh, unary<g_acosh>);
+KILN_REGISTER_VJP(atanh, unary<g_atanh>);
+KILN_REGISTER_VJP(logit, unary<g_logit>);
 KILN_REGISTER_VJP(clamp, unary<g_clamp>);
 KILN_REGISTER_VJP(to, unary<g_to>);
 KILN_REGISTER_VJP(sign, zero_grads);
@@ -234,6 +260,52 @@ std::vector<Tensor> vjp_hypot(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(hypot, vjp_hypot);
+
+// torch's xlogy backward: a: xlogy(g, b), 0 where a == 0 and b <= 0; b: g * a / b.
+std::vector<Tensor> vjp_xlogy(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, where(logical_and(eq(a, 0), le(b, 0)), Scalar(0), xlogy(g, b)));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, g * a / b);
+  return r;
+}
+KILN_REGISTER_VJP(xlogy, vjp_xlogy);
+
+// torch's fmax/fmin backward: all of g to a where a wins (ties included) or b is NaN, else to b.
+std::vector<Tensor> vjp_fmax_fmin(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  Tensor to_a = logical_or(v.op == OpId::fmax ? ge(a, b) : le(a, b), isnan(b));
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, where(to_a, g, Scalar(0)));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, where(to_a, Scalar(0), g));
+  return r;
+}
+KILN_REGISTER_VJP(fmax, vjp_fmax_fmin);
+KILN_REGISTER_VJP(fmin, vjp_fmax_fmin);
+
+// torch's copysign backward: a: g * result / a (0 where a == 0); b: none.
+std::vector<Tensor> vjp_copysign(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor& a = v.inputs[0];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, where(eq(a, 0), Scalar(0), g * (v.outputs[0] / a)));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, g * 0.0);
+  return r;
+}
+KILN_REGISTER_VJP(copysign, vjp_copysign);
+
+// torch's logaddexp backward: g / (1 + exp(b - a)) to a, g / (1 + exp(a - b)) to b.
+std::vector<Tensor> vjp_logaddexp(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  const Tensor &a = v.inputs[0], &b = v.inputs[1];
+  std::vector<Tensor> r(2);
+  if (v.needs(0)) r[0] = reduce_grad(v, 0, g / (exp(b - a) + 1));
+  if (v.needs(1)) r[1] = reduce_grad(v, 1, g / (exp(a - b) + 1));
+  return r;
+}
+KILN_REGISTER_VJP(logaddexp, vjp_logaddexp);
 
 std::vector<Tensor> vjp_where(const VjpCall& v) {
   const Tensor& g = v.grads[0];

@@ -5,6 +5,7 @@
 
 #include "dispatch/dispatch.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/reduction.h"
 #include "ops/meta_util.h"
 
 namespace kiln {
@@ -105,6 +106,20 @@ std::vector<TensorMeta> meta_addcdiv(const OpCall& c) {
   return meta_addcmul(c);
 }
 
+// Ops PyTorch defines only for floating inputs (logaddexp): the promoted dtype must be floating.
+std::vector<TensorMeta> meta_float_only(const OpCall& c) {
+  auto m = meta_same(c);
+  KILN_CHECK(is_floating_point(m[0].dtype), c.name(), ": expected floating point inputs, got dtypes ", dtypes_str(c));
+  return m;
+}
+std::vector<TensorMeta> meta_isclose(const OpCall& c) {
+  check_defined(c);
+  KILN_CHECK(c.in(0).dtype() == c.in(1).dtype(), "isclose: ", c.in(0).dtype(), " did not match ", c.in(1).dtype());
+  KILN_CHECK(c.attrs.f(0) >= 0, "isclose: rtol must be greater than or equal to zero, but got ", c.attrs.f(0));
+  KILN_CHECK(c.attrs.f(1) >= 0, "isclose: atol must be greater than or equal to zero, but got ", c.attrs.f(1));
+  return meta_bool(c);
+}
+
 KILN_REGISTER_META(add, meta_add);
 KILN_REGISTER_META(sub, meta_sub);
 KILN_REGISTER_META(mul, meta_same);
@@ -116,6 +131,12 @@ KILN_REGISTER_META(maximum, meta_same);
 KILN_REGISTER_META(minimum, meta_same);
 KILN_REGISTER_META(atan2, meta_floating);
 KILN_REGISTER_META(hypot, meta_floating);
+KILN_REGISTER_META(xlogy, meta_floating);
+KILN_REGISTER_META(copysign, meta_floating);
+KILN_REGISTER_META(fmax, meta_same);
+KILN_REGISTER_META(fmin, meta_same);
+KILN_REGISTER_META(logaddexp, meta_float_only);
+KILN_REGISTER_META(isclose, meta_isclose);
 KILN_REGISTER_META(eq, meta_bool);
 KILN_REGISTER_META(ne, meta_bool);
 KILN_REGISTER_META(lt, meta_bool);
@@ -152,6 +173,32 @@ std::vector<Tensor> decomp_addc(const OpCall& c) {
   Tensor r = call_op1(OpId::add, {cast(c.in(0)), prod}, {c.attrs.s(0)});
   return {r.dtype() == out ? r : call_op1(OpId::to, {r}, {out})};
 }
+// logaddexp(a, b) = max(a, b) + log1p(exp(-|a - b|)), and a itself where a == b is infinite
+// (torch's formula; NaN propagates through the maximum).
+std::vector<Tensor> decomp_logaddexp(const OpCall& c) {
+  DType out = meta_float_only(c)[0].dtype, t = opmath(out);
+  auto cast = [&](const Tensor& x) { return x.dtype() == t ? x : call_op1(OpId::to, {x}, {t}); };
+  Tensor a = cast(c.in(0)), b = cast(c.in(1));
+  Tensor m = call_op1(OpId::maximum, {a, b});
+  Tensor r = m + log1p(exp(-abs(a - b)));
+  r = where(logical_and(isinf(a), eq(a, b)), a, r);
+  return {r.dtype() == out ? r : call_op1(OpId::to, {r}, {out})};
+}
+// torch's isclose, op for op (so the tolerance is computed in the same dtypes as torch does).
+std::vector<Tensor> decomp_isclose(const OpCall& c) {
+  const Tensor &a = c.in(0), &b = c.in(1);
+  double rtol = c.attrs.f(0), atol = c.attrs.f(1);
+  Tensor close = eq(a, b);
+  if (c.attrs.b(2) && is_floating_point(a.dtype())) close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  if (rtol == 0 && atol == 0) return {close};
+  Tensor ca = a.dtype() == DType::Bool ? a.to(default_dtype()) : a;
+  Tensor cb = b.dtype() == DType::Bool ? b.to(default_dtype()) : b;
+  Tensor allowed = abs(cb * rtol) + atol;
+  Tensor actual = abs(ca - cb);
+  return {logical_or(close, logical_and(isfinite(actual), le(actual, allowed)))};
+}
+KILN_REGISTER_DECOMP(logaddexp, decomp_logaddexp);
+KILN_REGISTER_DECOMP(isclose, decomp_isclose);
 KILN_REGISTER_DECOMP(sub, decomp_sub);
 KILN_REGISTER_DECOMP(addcmul, decomp_addc);
 KILN_REGISTER_DECOMP(addcdiv, decomp_addc);
@@ -209,6 +256,24 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return bin(OpId::maximum, a, 
 Tensor minimum(const Tensor& a, const Tensor& b) { return bin(OpId::minimum, a, b); }
 Tensor atan2(const Tensor& a, const Tensor& b) { return bin(OpId::atan2, a, b); }
 Tensor hypot(const Tensor& a, const Tensor& b) { return bin(OpId::hypot, a, b); }
+Tensor xlogy(const Tensor& a, const Tensor& b) { return bin(OpId::xlogy, a, b); }
+Tensor xlogy(const Tensor& a, const Scalar& b) { return bin(OpId::xlogy, a, wrap(b)); }
+Tensor xlogy(const Scalar& a, const Tensor& b) { return bin(OpId::xlogy, wrap(a), b); }
+Tensor fmax(const Tensor& a, const Tensor& b) { return bin(OpId::fmax, a, b); }
+Tensor fmin(const Tensor& a, const Tensor& b) { return bin(OpId::fmin, a, b); }
+Tensor copysign(const Tensor& a, const Tensor& b) { return bin(OpId::copysign, a, b); }
+Tensor copysign(const Tensor& a, const Scalar& b) { return bin(OpId::copysign, a, wrap(b)); }
+Tensor logaddexp(const Tensor& a, const Tensor& b) { return bin(OpId::logaddexp, a, b); }
+// torch.floor_divide rounds toward negative infinity (since torch 1.13), as div(rounding_mode='floor').
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }
+Tensor floor_divide(const Tensor& a, const Scalar& b) { return div(a, b, "floor"); }
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return call_op1(OpId::isclose, {a, b}, {rtol, atol, equal_nan});
+}
+// A value read (item): inside a compiled function it ends the graph, as torch.allclose does.
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return all(isclose(a, b, rtol, atol, equal_nan)).item<bool>();
+}
 Tensor eq(const Tensor& a, const Tensor& b) { return bin(OpId::eq, a, b); }
 Tensor eq(const Tensor& a, const Scalar& b) { return bin(OpId::eq, a, wrap(b)); }
 Tensor ne(const Tensor& a, const Tensor& b) { return bin(OpId::ne, a, b); }

@@ -114,6 +114,17 @@ KILN_REGISTER_META(tanh, meta_float1);
 KILN_REGISTER_META(sigmoid, meta_float1);
 KILN_REGISTER_META(erf, meta_float1);
 KILN_REGISTER_META(erfinv, meta_float1);
+KILN_REGISTER_META(erfc, meta_float1);
+KILN_REGISTER_META(asin, meta_float1);
+KILN_REGISTER_META(acos, meta_float1);
+KILN_REGISTER_META(atan, meta_float1);
+KILN_REGISTER_META(sinh, meta_float1);
+KILN_REGISTER_META(cosh, meta_float1);
+KILN_REGISTER_META(asinh, meta_float1);
+KILN_REGISTER_META(acosh, meta_float1);
+KILN_REGISTER_META(atanh, meta_float1);
+KILN_REGISTER_META(logit, meta_float1);
+KILN_REGISTER_META(frac, meta_float_only);
 KILN_REGISTER_META(gelu, meta_gelu);
 KILN_REGISTER_META(silu, meta_float_only);
 KILN_REGISTER_META(isnan, meta_bool1);
@@ -169,6 +180,22 @@ std::vector<Tensor> decomp_silu(const OpCall& c) {
   Tensor s = prim1(OpId::reciprocal, add_s(prim1(OpId::exp, prim1(OpId::neg, x)), 1.0));
   return {from_opmath(call_op1(OpId::mul, {x, s}), c.in(0).dtype())};
 }
+// frac(x) = x - trunc(x): keeps the sign, NaN at +-inf (as math::Frac).
+std::vector<Tensor> decomp_frac(const OpCall& c) {
+  return {call_op1(OpId::sub, {c.in(0), prim1(OpId::trunc, c.in(0))}, {Scalar(1)})};
+}
+// logit(x) = log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given (a NaN stays).
+// The upper bound is 1 - eps rounded in the compute type, as torch's kernel computes it.
+std::vector<Tensor> decomp_logit(const OpCall& c) {
+  DType out = to_floating(c.in(0).dtype());
+  Tensor z = to_opmath(call_op1(OpId::to, {c.in(0)}, {out}));
+  if (auto eps = c.attrs.opt_f(0)) {
+    double hi = z.dtype() == DType::Float32 ? double(1.0f - float(*eps)) : 1.0 - *eps;
+    z = call_op1(OpId::clamp, {z}, {Scalar(*eps), Scalar(hi)});
+  }
+  Tensor one_minus = call_op1(OpId::sub, {wrap_scalar(Scalar(1)), z}, {Scalar(1)});
+  return {from_opmath(prim1(OpId::log, call_op1(OpId::div, {z, one_minus}, {std::monostate{}})), out)};
+}
 std::vector<Tensor> decomp_clone(const OpCall& c) { return {call_op1(OpId::to, {c.in(0)}, {c.in(0).dtype()})}; }
 
 KILN_REGISTER_DECOMP(square, decomp_square);
@@ -177,6 +204,8 @@ KILN_REGISTER_DECOMP(relu, decomp_relu);
 KILN_REGISTER_DECOMP(gelu, decomp_gelu);
 KILN_REGISTER_DECOMP(silu, decomp_silu);
 KILN_REGISTER_DECOMP(clone, decomp_clone);
+KILN_REGISTER_DECOMP(frac, decomp_frac);
+KILN_REGISTER_DECOMP(logit, decomp_logit);
 
 Tensor u(OpId op, const Tensor& x) { return call_op1(op, {x}); }
 }  // namespace
@@ -205,6 +234,21 @@ Tensor gelu(const Tensor& x, const std::string& approximate) { return call_op1(O
 Tensor silu(const Tensor& x) { return u(OpId::silu, x); }
 Tensor erf(const Tensor& x) { return u(OpId::erf, x); }
 Tensor erfinv(const Tensor& x) { return u(OpId::erfinv, x); }
+Tensor erfc(const Tensor& x) { return u(OpId::erfc, x); }
+Tensor asin(const Tensor& x) { return u(OpId::asin, x); }
+Tensor acos(const Tensor& x) { return u(OpId::acos, x); }
+Tensor atan(const Tensor& x) { return u(OpId::atan, x); }
+Tensor sinh(const Tensor& x) { return u(OpId::sinh, x); }
+Tensor cosh(const Tensor& x) { return u(OpId::cosh, x); }
+Tensor asinh(const Tensor& x) { return u(OpId::asinh, x); }
+Tensor acosh(const Tensor& x) { return u(OpId::acosh, x); }
+Tensor atanh(const Tensor& x) { return u(OpId::atanh, x); }
+Tensor frac(const Tensor& x) { return u(OpId::frac, x); }
+Tensor logit(const Tensor& x, std::optional<double> eps) { return call_op1(OpId::logit, {x}, {opt_attr(eps)}); }
+Tensor sgn(const Tensor& x) { return sign(x); }
+// torch.deg2rad: x * (pi / 180); integer inputs give the default float dtype (the double scalar
+// promotes them).
+Tensor deg2rad(const Tensor& x) { return mul(x, Scalar(0.017453292519943295769236907684886127134428718885417)); }
 Tensor floor(const Tensor& x) { return u(OpId::floor, x); }
 Tensor ceil(const Tensor& x) { return u(OpId::ceil, x); }
 Tensor round(const Tensor& x, int64_t decimals) { return call_op1(OpId::round, {x}, {decimals}); }

@@ -16,6 +16,7 @@ enum class Kind {
   BoolOut,    // comparisons, logical ops
   IntOrBool,  // bitwise and/or/xor
   Int,        // shifts
+  FloatOnly,  // promoted dtype must be floating (logaddexp)
 };
 
 using Fn2 = std::function<Tensor(const Tensor&, const Tensor&)>;
@@ -36,6 +37,13 @@ double py_mod(double a, double b) {
 }
 double max_ref(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNan : std::max(a, b); }
 double min_ref(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNan : std::min(a, b); }
+double fmax_ref(double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : std::max(a, b); }
+double fmin_ref(double a, double b) { return std::isnan(a) ? b : std::isnan(b) ? a : std::min(a, b); }
+double xlogy_ref(double a, double b) { return std::isnan(b) ? kNan : a == 0 ? 0.0 : a * std::log(b); }
+double logaddexp_ref(double a, double b) {
+  if (std::isinf(a) && a == b) return a;
+  return max_ref(a, b) + std::log1p(std::exp(-std::abs(a - b)));
+}
 double bits(double a, double b, int op) {
   auto x = static_cast<int64_t>(a), y = static_cast<int64_t>(b);
   return static_cast<double>(op == 0 ? (x & y) : op == 1 ? (x | y) : (x ^ y));
@@ -63,6 +71,15 @@ const std::map<OpId, BinarySpec>& specs() {
                      -3, 3, -3, 3, Kind::Float}},
       {OpId::hypot, {[](const Tensor& a, const Tensor& b) { return kiln::hypot(a, b); }, [](double a, double b) { return std::hypot(a, b); },
                      -3, 3, 0.5, 3, Kind::Float}},
+      {OpId::xlogy, {[](const Tensor& a, const Tensor& b) { return kiln::xlogy(a, b); }, xlogy_ref, -3, 3, 0.5, 3, Kind::Float,
+                     true, true, [](const Tensor& a, const Scalar& b) { return kiln::xlogy(a, b); }}},
+      {OpId::fmax, {[](const Tensor& a, const Tensor& b) { return kiln::fmax(a, b); }, fmax_ref, -5, 5, -5, 5, Kind::Same}},
+      {OpId::fmin, {[](const Tensor& a, const Tensor& b) { return kiln::fmin(a, b); }, fmin_ref, -5, 5, -5, 5, Kind::Same}},
+      {OpId::copysign, {[](const Tensor& a, const Tensor& b) { return kiln::copysign(a, b); },
+                        [](double a, double b) { return std::copysign(a, b); }, -3, 3, -3, 3, Kind::Float, true, true,
+                        [](const Tensor& a, const Scalar& b) { return kiln::copysign(a, b); }}},
+      {OpId::logaddexp, {[](const Tensor& a, const Tensor& b) { return kiln::logaddexp(a, b); }, logaddexp_ref,
+                         -5, 5, -5, 5, Kind::FloatOnly}},
       {OpId::eq, {[](const Tensor& a, const Tensor& b) { return kiln::eq(a, b); }, [](double a, double b) { return double(a == b); },
                   -2, 2, -2, 2, Kind::BoolOut, true, true, [](const Tensor& a, const Scalar& b) { return kiln::eq(a, b); }}},
       {OpId::ne, {[](const Tensor& a, const Tensor& b) { return a != b; }, [](double a, double b) { return double(a != b); },
@@ -147,14 +164,15 @@ std::vector<OpSample> binary_samples(OpId op) {
   }
   std::vector<DType> ints{kInt64, kInt32, DType::Int16, DType::Int8};
   if (s.unsigned_ok) ints.push_back(DType::UInt8);
+  if (s.kind == Kind::FloatOnly) ints.clear();
   for (DType t : ints) {
     if (op == OpId::div && t != kInt64) continue;
     v.push_back(make2(s, std::string(dtype_name(t)) + " [2,3]x[3]", A({2, 3}, t), B({3}, t), out_dtype(s.kind, t), false));
   }
-  if (s.kind != Kind::Float && s.kind != Kind::Int)
+  if (s.kind != Kind::Float && s.kind != Kind::Int && s.kind != Kind::FloatOnly)
     v.push_back(make2(s, "int8 x int64 promotes, noncontig", A({3, 2}, DType::Int8, true), B({3, 2}, kInt64),
                       out_dtype(s.kind, kInt64), false));
-  if (s.bool_ok) {
+  if (s.bool_ok && s.kind != Kind::FloatOnly) {
     DType o = s.kind == Kind::Float ? kFloat32 : DType::Bool;
     v.push_back(make2(s, "bool x bool", make_input({6}, DType::Bool, seed_a + 7), make_input({6}, DType::Bool, seed_b + 9), o, false));
   }
@@ -221,6 +239,8 @@ std::vector<ErrorSample> binary_errors(OpId op) {
     e.push_back({"int zero", [fn] { fn(filled(2, 1, kInt64), filled(2, 0, kInt64)); }, "ZeroDivisionError"});
   if (op == OpId::pow)
     e.push_back({"int negative scalar exponent", [] { kiln::pow(filled(2, 1, kInt64), Scalar(int64_t(-1))); }, "negative integer powers"});
+  if (op == OpId::logaddexp)
+    e.push_back({"int64", [fn] { fn(filled(2, 1, kInt64), filled(2, 1, kInt64)); }, "logaddexp: expected floating point inputs"});
   if (op == OpId::add)
     e.push_back({"float alpha for int", [] { kiln::add(filled(2, 1, kInt64), filled(2, 1, kInt64), 0.5); }, "alpha"});
   return e;
@@ -315,6 +335,19 @@ std::vector<OpSample> mul_samples() {
   };
   o.check_grad = false;
   v.push_back(o);
+  // deg2rad is x * (pi / 180): integer inputs give float32.
+  for (DType t : {kFloat32, kFloat64, DType::Float16, kInt64}) {
+    OpSample d;
+    d.name = "deg2rad " + std::string(dtype_name(t));
+    d.inputs = {make_input({3, 4}, t, 30, -360, 360)};
+    d.fn = [](const TensorList& in) { return TensorList{kiln::deg2rad(in[0])}; };
+    DType out = is_floating_point(t) ? t : kFloat32;
+    d.reference = [out](const TensorList& in) {
+      return TensorList{ref_map(Ref::of(in[0]), [](double a) { return a * M_PI / 180; }).to(out)};
+    };
+    d.check_grad = t == kFloat64;
+    v.push_back(d);
+  }
   return v;
 }
 
@@ -342,6 +375,22 @@ std::vector<OpSample> div_samples() {
     mode_sample("float32 " + mode, make_input({3, 4}, kFloat32, 17, -20, 20), make_input({3, 4}, kFloat32, 18, 0.5, 5), mode, kFloat32);
     mode_sample("float64 noncontig " + mode, make_input({3, 4}, kFloat64, 19, -20, 20, true),
                 make_input({3, 4}, kFloat64, 20, -5, -0.5, true), mode, kFloat64);
+  }
+  // floor_divide is div(rounding_mode='floor'), as torch >= 1.13.
+  mode_sample("floor_divide int64", make_input({3, 4}, kInt64, 24, -20, 20), make_input({4}, kInt64, 25, -5, -1), "floor", kInt64);
+  {
+    OpSample f;
+    f.name = "floor_divide float32 by Scalar and int64 by tensor";
+    f.inputs = {make_input({3, 4}, kFloat32, 26, -20, 20), make_input({5}, kInt64, 27, -20, 20), make_input({5}, kInt64, 28, 1, 6)};
+    f.fn = [](const TensorList& in) {
+      return TensorList{kiln::floor_divide(in[0], 1.5), kiln::floor_divide(in[1], in[2])};
+    };
+    f.reference = [](const TensorList& in) {
+      return TensorList{ref_map(Ref::of(in[0]), [](double a) { return py_floor_div(a, 1.5); }).to(kFloat32),
+                        ref_map2(Ref::of(in[1]), Ref::of(in[2]), [](double a, double b) { return std::floor(a / b); }).to(kInt64)};
+    };
+    f.check_grad = false;
+    v.push_back(f);
   }
   OpSample o;
   o.name = "int / int is true division; div_ and /=";
@@ -531,6 +580,62 @@ std::vector<ErrorSample> addcdiv_errors() {
   return {{"integer division", [] { kiln::addcdiv(filled(2, 1, kFloat32), filled(2, 1, kInt64), filled(2, 1, kInt64)); }, "addcdiv: integer division"}};
 }
 
+// ---- isclose: |a - b| <= atol + rtol * |b|, or a == b (NaNs equal with equal_nan) ----
+double isclose_ref(double a, double b, double rtol, double atol, bool equal_nan) {
+  if (a == b) return 1;
+  if (equal_nan && std::isnan(a) && std::isnan(b)) return 1;
+  double d = std::abs(a - b);
+  return std::isfinite(d) && d <= atol + rtol * std::abs(b) ? 1 : 0;
+}
+std::vector<OpSample> isclose_samples() {
+  std::vector<OpSample> v;
+  auto add = [&](std::string name, Tensor a, Tensor b, double rtol, double atol, bool equal_nan) {
+    OpSample o;
+    o.name = std::move(name);
+    o.inputs = {a, b};
+    o.fn = [=](const TensorList& in) { return TensorList{kiln::isclose(in[0], in[1], rtol, atol, equal_nan)}; };
+    o.reference = [=](const TensorList& in) {
+      return TensorList{ref_map2(Ref::of(in[0]), Ref::of(in[1]), [=](double x, double y) {
+                          return isclose_ref(x, y, rtol, atol, equal_nan);
+                        }).to(DType::Bool)};
+    };
+    v.push_back(o);
+  };
+  Tensor sa = kiln::tensor<double>({1, 1, 1, 0, kNan, kInf, kInf, -kInf, 1e-9}, {9}, kFloat64);
+  Tensor sb = kiln::tensor<double>({1, 1 + 1e-6, 1.1, 1e-9, kNan, kInf, -kInf, -kInf, 0}, {9}, kFloat64);
+  for (DType t : {kFloat32, kFloat64}) {
+    add("defaults, special values " + std::string(dtype_name(t)), sa.to(t), sb.to(t), 1e-5, 1e-8, false);
+    add("equal_nan " + std::string(dtype_name(t)), sa.to(t), sb.to(t), 1e-5, 1e-8, true);
+  }
+  add("broadcast [3,1]x[4] rtol=0.5", make_input({3, 1}, kFloat64, 40, 0.5, 2), make_input({4}, kFloat64, 41, 0.5, 2), 0.5,
+      0, false);
+  add("noncontig float32 atol=0.5", make_input({4, 3}, kFloat32, 42, -1, 1, true), make_input({4, 3}, kFloat32, 43, -1, 1, true),
+      0, 0.5, false);
+  add("zero tolerances: equality only", kiln::tensor<double>({1, 2, 3}, {3}, kFloat32),
+      kiln::tensor<double>({1, 2.0000001, 4}, {3}, kFloat32), 0, 0, false);
+  add("int64 rtol=0.1 atol=1", kiln::tensor<double>({10, 10, 0, -5}, {4}, kInt64),
+      kiln::tensor<double>({11, 12, 1, -3}, {4}, kInt64), 0.1, 1, false);
+  add("bool", kiln::tensor<double>({1, 0, 0}, {3}, DType::Bool), kiln::tensor<double>({1, 1, 0}, {3}, DType::Bool), 1e-5,
+      1e-8, false);
+  add("float16", make_input({3, 4}, DType::Float16, 44), make_input({3, 4}, DType::Float16, 44), 1e-5, 1e-8, false);
+  add("empty and 0-d", make_input({0, 3}, kFloat32, 45), make_input({}, kFloat32, 46), 1e-5, 1e-8, false);
+  return v;
+}
+std::vector<ErrorSample> isclose_errors() {
+  return {{"dtype mismatch", [] { kiln::isclose(filled(2, 1, kFloat32), filled(2, 1, kFloat64)); }, "isclose: float32 did not match float64"},
+          {"negative rtol", [] { kiln::isclose(filled(2, 1, kFloat32), filled(2, 1, kFloat32), -1); }, "isclose: rtol must be greater than or equal to zero"},
+          {"negative atol", [] { kiln::isclose(filled(2, 1, kFloat32), filled(2, 1, kFloat32), 0, -1); }, "isclose: atol must be"},
+          {"shape mismatch", [] { kiln::isclose(filled(2, 1, kFloat32), filled(3, 1, kFloat32)); }, "must match the size"}};
+}
+TEST(Allclose, IsAllOfIsclose) {
+  Tensor a = kiln::tensor<double>({1, 2, kNan}, {3}, kFloat32);
+  Tensor b = kiln::tensor<double>({1, 2 + 1e-6, kNan}, {3}, kFloat32);
+  EXPECT_FALSE(kiln::allclose(a, b));
+  EXPECT_TRUE(kiln::allclose(a, b, 1e-5, 1e-8, true));
+  EXPECT_FALSE(kiln::allclose(a, b * 1.1, 1e-5, 1e-8, true));
+  EXPECT_TRUE(kiln::allclose(make_input({0}, kFloat32, 1), make_input({0}, kFloat32, 2)));
+}
+
 #define KILN_BINARY_SAMPLES(op)                                                              \
   std::vector<OpSample> samples_##op() { return binary_samples(OpId::op); }                 \
   std::vector<ErrorSample> errors_##op() { return binary_errors(OpId::op); }                \
@@ -552,6 +657,11 @@ KILN_BINARY_SAMPLES(maximum)
 KILN_BINARY_SAMPLES(minimum)
 KILN_BINARY_SAMPLES(atan2)
 KILN_BINARY_SAMPLES(hypot)
+KILN_BINARY_SAMPLES(xlogy)
+KILN_BINARY_SAMPLES(fmax)
+KILN_BINARY_SAMPLES(fmin)
+KILN_BINARY_SAMPLES(copysign)
+KILN_BINARY_SAMPLES(logaddexp)
 KILN_BINARY_SAMPLES(eq)
 KILN_BINARY_SAMPLES(ne)
 KILN_BINARY_SAMPLES(lt)
@@ -567,6 +677,7 @@ KILN_BINARY_SAMPLES(bitwise_xor)
 KILN_BINARY_SAMPLES(bitwise_left_shift)
 KILN_BINARY_SAMPLES(bitwise_right_shift)
 KILN_OP_SAMPLES(where, where_samples, where_errors);
+KILN_OP_SAMPLES(isclose, isclose_samples, isclose_errors);
 KILN_OP_SAMPLES(lerp, lerp_samples, lerp_errors);
 KILN_OP_SAMPLES(addcmul, addc_samples<false>, addcmul_errors);
 KILN_OP_SAMPLES(addcdiv, addc_samples<true>, addcdiv_errors);

@@ -70,6 +70,17 @@ const std::map<OpId, UnarySpec>& specs() {
       {OpId::silu, {[](const Tensor& x) { return kiln::silu(x); }, [](double x) { return x * sigmoid_ref(x); }, -4, 4, Kind::FloatOnly}},
       {OpId::erf, {[](const Tensor& x) { return kiln::erf(x); }, [](double x) { return std::erf(x); }, -2.5, 2.5, Kind::Float}},
       {OpId::erfinv, {[](const Tensor& x) { return kiln::erfinv(x); }, erfinv_ref, -0.95, 0.95, Kind::Float}},
+      {OpId::erfc, {[](const Tensor& x) { return kiln::erfc(x); }, [](double x) { return std::erfc(x); }, -2.5, 2.5, Kind::Float}},
+      {OpId::asin, {[](const Tensor& x) { return kiln::asin(x); }, [](double x) { return std::asin(x); }, -0.95, 0.95, Kind::Float}},
+      {OpId::acos, {[](const Tensor& x) { return kiln::acos(x); }, [](double x) { return std::acos(x); }, -0.95, 0.95, Kind::Float}},
+      {OpId::atan, {[](const Tensor& x) { return kiln::atan(x); }, [](double x) { return std::atan(x); }, -3, 3, Kind::Float}},
+      {OpId::sinh, {[](const Tensor& x) { return kiln::sinh(x); }, [](double x) { return std::sinh(x); }, -3, 3, Kind::Float}},
+      {OpId::cosh, {[](const Tensor& x) { return kiln::cosh(x); }, [](double x) { return std::cosh(x); }, -3, 3, Kind::Float}},
+      {OpId::asinh, {[](const Tensor& x) { return kiln::asinh(x); }, [](double x) { return std::asinh(x); }, -3, 3, Kind::Float}},
+      {OpId::acosh, {[](const Tensor& x) { return kiln::acosh(x); }, [](double x) { return std::acosh(x); }, 1.1, 4, Kind::Float}},
+      {OpId::atanh, {[](const Tensor& x) { return kiln::atanh(x); }, [](double x) { return std::atanh(x); }, -0.9, 0.9, Kind::Float}},
+      {OpId::frac, {[](const Tensor& x) { return kiln::frac(x); }, [](double x) { return x - std::trunc(x); }, -3, 3, Kind::FloatOnly}},
+      {OpId::logit, {[](const Tensor& x) { return kiln::logit(x); }, [](double x) { return std::log(x / (1 - x)); }, 0.05, 0.95, Kind::Float}},
       {OpId::floor, {[](const Tensor& x) { return kiln::floor(x); }, [](double x) { return std::floor(x); }, -3, 3, Kind::Same}},
       {OpId::ceil, {[](const Tensor& x) { return kiln::ceil(x); }, [](double x) { return std::ceil(x); }, -3, 3, Kind::Same}},
       {OpId::round, {[](const Tensor& x) { return kiln::round(x); }, [](double x) { return std::nearbyint(x); }, -3, 3, Kind::Same}},
@@ -225,6 +236,26 @@ std::vector<OpSample> unary_samples(OpId op) {
       extra("method", {x}, [](const TensorList& in) { return TensorList{in[0].relu()}; },
             [](const TensorList& in) { return TensorList{ref_map(Ref::of(in[0]), [](double a) { return a < 0 ? 0.0 : a; }).to(kFloat32)}; });
       break;
+    case OpId::sign:
+      extra("sgn", {x}, [](const TensorList& in) { return TensorList{kiln::sgn(in[0])}; },
+            [](const TensorList& in) { return TensorList{ref_map(Ref::of(in[0]), sign_ref).to(kFloat32)}; });
+      break;
+    case OpId::logit: {
+      auto ref = [](double eps, DType t) {
+        return [eps, t](const TensorList& in) {
+          return TensorList{ref_map(Ref::of(in[0]), [eps](double a) {
+                              double z = std::isnan(a) ? a : std::min(std::max(a, eps), 1 - eps);
+                              return std::log(z / (1 - z));
+                            }).to(t)};
+        };
+      };
+      auto fn = [](const TensorList& in) { return TensorList{kiln::logit(in[0], 0.25)}; };
+      extra("eps=0.25 clamps float32", {make_input({3, 4}, kFloat32, 9, -0.5, 1.5)}, fn, ref(0.25, kFloat32));
+      extra("eps=0.25 clamps float64 noncontig", {make_input({4, 3}, kFloat64, 10, -0.5, 1.5, true)}, fn, ref(0.25, kFloat64));
+      extra("eps=0.25 NaN stays", {kiln::tensor<double>({kNan, 0, 1, 2}, {4}, kFloat32)}, fn, ref(0.25, kFloat32), false);
+      extra("eps=0.25 int64 gives float32", {make_input({5}, kInt64, 11, -2, 3)}, fn, ref(0.25, kFloat32));
+      break;
+    }
     case OpId::neg:
       extra("operator-", {x}, [](const TensorList& in) { return TensorList{-in[0]}; },
             [](const TensorList& in) { return TensorList{ref_map(Ref::of(in[0]), [](double a) { return -a; }).to(kFloat32)}; });
@@ -244,6 +275,7 @@ std::vector<ErrorSample> unary_errors(OpId op) {
     e.push_back({"bad approximate", [] { kiln::gelu(filled(2, 1, kFloat32), "fast"); }, "gelu: approximate must be"});
     e.push_back({"int64", [] { kiln::gelu(filled(2, 1, kInt64)); }, "gelu: expected a floating point tensor"});
   }
+  if (op == OpId::frac) e.push_back({"int64", [] { kiln::frac(filled(2, 1, kInt64)); }, "frac: expected a floating point"});
   if (op == OpId::silu) e.push_back({"int64", [] { kiln::silu(filled(2, 1, kInt64)); }, "silu: expected a floating point"});
   if (op == OpId::round) e.push_back({"decimals on int", [] { kiln::round(filled(2, 1, kInt64), 1); }, "round: decimals"});
   return e;
@@ -432,6 +464,17 @@ KILN_UNARY_SAMPLES(gelu)
 KILN_UNARY_SAMPLES(silu)
 KILN_UNARY_SAMPLES(erf)
 KILN_UNARY_SAMPLES(erfinv)
+KILN_UNARY_SAMPLES(erfc)
+KILN_UNARY_SAMPLES(asin)
+KILN_UNARY_SAMPLES(acos)
+KILN_UNARY_SAMPLES(atan)
+KILN_UNARY_SAMPLES(sinh)
+KILN_UNARY_SAMPLES(cosh)
+KILN_UNARY_SAMPLES(asinh)
+KILN_UNARY_SAMPLES(acosh)
+KILN_UNARY_SAMPLES(atanh)
+KILN_UNARY_SAMPLES(frac)
+KILN_UNARY_SAMPLES(logit)
 KILN_UNARY_SAMPLES(floor)
 KILN_UNARY_SAMPLES(ceil)
 KILN_UNARY_SAMPLES(round)
@@ -446,6 +489,19 @@ KILN_OP_SAMPLES(bitwise_not, bitwise_not_samples, bitwise_not_errors);
 KILN_OP_SAMPLES(clamp, clamp_samples, clamp_errors);
 KILN_OP_SAMPLES(minimum, clamp_tensor_bounds_samples, nullptr);
 KILN_OP_SAMPLES(to, to_samples, nullptr);
+
+// Gradients where torch defines them specially: logit's outside [0, 1] (NaN) or, with eps,
+// outside [eps, 1 - eps] (0).
+TEST(Logit, GradientOutsideTheDomain) {
+  Tensor x = kiln::tensor<double>({1.5, 0.5, -0.5, 0.1}, {4}, kFloat64).requires_grad_();
+  kiln::logit(x).sum().backward();
+  auto g = x.grad().to_vector<double>();
+  EXPECT_TRUE(std::isnan(g[0]) && std::isnan(g[2]));
+  EXPECT_DOUBLE_EQ(g[1], 4.0);
+  Tensor y = kiln::tensor<double>({1.5, 0.5, 0.1}, {3}, kFloat64).requires_grad_();
+  kiln::logit(y, 0.25).sum().backward();
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{0, 4, 0}));
+}
 
 }  // namespace
 }  // namespace kiln::test

@@ -25,6 +25,114 @@ class ReLU6 : public Module {
   bool inplace;
 };
 
+// clamp(x, min_val, max_val) with hardtanh's gradient, as torch.nn.Hardtanh (max_val > min_val).
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0, bool inplace = false);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double min_val, max_val;
+  bool inplace;
+};
+
+// x > 0 ? x : negative_slope * x, as torch.nn.LeakyReLU.
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01, bool inplace = false)
+      : Module("LeakyReLU"), negative_slope(negative_slope), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double negative_slope;
+  bool inplace;
+};
+
+class ELU : public Module {
+ public:
+  explicit ELU(double alpha = 1.0, bool inplace = false) : Module("ELU"), alpha(alpha), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double alpha;
+  bool inplace;
+};
+
+class SELU : public Module {
+ public:
+  explicit SELU(bool inplace = false) : Module("SELU"), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  bool inplace;
+};
+
+class CELU : public Module {
+ public:
+  explicit CELU(double alpha = 1.0, bool inplace = false) : Module("CELU"), alpha(alpha), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double alpha;
+  bool inplace;
+};
+
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1, double threshold = 20) : Module("Softplus"), beta(beta), threshold(threshold) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double beta, threshold;
+};
+
+class Softsign : public Module {
+ public:
+  Softsign() : Module("Softsign") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+class Hardsigmoid : public Module {
+ public:
+  explicit Hardsigmoid(bool inplace = false) : Module("Hardsigmoid"), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  bool inplace;
+};
+
+class Hardswish : public Module {
+ public:
+  explicit Hardswish(bool inplace = false) : Module("Hardswish"), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  bool inplace;
+};
+
+class Mish : public Module {
+ public:
+  explicit Mish(bool inplace = false) : Module("Mish"), inplace(inplace) {}
+  Tensor forward(const Tensor& x) override;
+  bool inplace;
+};
+
+class LogSigmoid : public Module {
+ public:
+  LogSigmoid() : Module("LogSigmoid") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+// The first half of x along dim times the sigmoid of the second, as torch.nn.GLU.
+class GLU : public Module {
+ public:
+  explicit GLU(int64_t dim = -1) : Module("GLU"), dim(dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t dim;
+};
+
+// x > 0 ? x : weight * x with a learned weight: one value, or one per channel (dim 1), as
+// torch.nn.PReLU; the parameter is "weight", [num_parameters], filled with init.
+class PReLU : public Module {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t num_parameters;
+  Tensor weight;
+};
+
 class GELU : public Module {
  public:
   explicit GELU(std::string approximate = "none");  // "none" or "tanh"

@@ -5,6 +5,7 @@
 #include <string>
 #include <tuple>
 
+#include "kiln/ops/activation.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/shape.h"
@@ -16,33 +17,61 @@ using kiln::avg_pool2d;
 using kiln::batch_norm;
 using kiln::binary_cross_entropy;
 using kiln::binary_cross_entropy_with_logits;
+using kiln::celu;
+using kiln::celu_;
 using kiln::conv1d;
 using kiln::conv2d;
 using kiln::conv_transpose2d;
 using kiln::cross_entropy;
 using kiln::dropout;
+using kiln::elu;
+using kiln::elu_;
 using kiln::gelu;
+using kiln::glu;
 using kiln::group_norm;
+using kiln::hardsigmoid;
+using kiln::hardswish;
+using kiln::hardtanh;
+using kiln::hardtanh_;
 using kiln::interpolate;
 using kiln::l1_loss;
 using kiln::layer_norm;
+using kiln::leaky_relu;
+using kiln::leaky_relu_;
 using kiln::linear;
 using kiln::log_softmax;
+using kiln::logsigmoid;
 using kiln::max_pool2d;
+using kiln::mish;
 using kiln::mse_loss;
 using kiln::nll_loss;
 using kiln::one_hot;
 using kiln::pad;
+using kiln::prelu;
 using kiln::relu;
 using kiln::rms_norm;
 using kiln::scaled_dot_product_attention;
+using kiln::selu;
+using kiln::selu_;
 using kiln::sigmoid;
 using kiln::silu;
 using kiln::smooth_l1_loss;
 using kiln::softmax;
+using kiln::softplus;
+using kiln::softsign;
 using kiln::tanh;
 
-// F.relu6: min(max(x, 0), 6); inplace writes into x.
+// The activations' `inplace` forms, as torch.nn.functional: inplace = true writes into x (which
+// shares its impl with the caller's tensor) and returns it.
+Tensor hardtanh(const Tensor& x, const Scalar& min_val, const Scalar& max_val, bool inplace);
+Tensor leaky_relu(const Tensor& x, const Scalar& negative_slope, bool inplace);
+Tensor elu(const Tensor& x, const Scalar& alpha, bool inplace);
+Tensor selu(const Tensor& x, bool inplace);
+Tensor celu(const Tensor& x, const Scalar& alpha, bool inplace);
+Tensor hardsigmoid(const Tensor& x, bool inplace);
+Tensor hardswish(const Tensor& x, bool inplace);
+Tensor mish(const Tensor& x, bool inplace);
+// F.relu6 = hardtanh(x, 0, 6), as torch: one op, no gradient at 0 and 6, a NaN passes it.
 Tensor relu6(const Tensor& x, bool inplace = false);
 // F.bilinear: y = x1ᵀ A x2 + b over the last dimension; weight [out, in1, in2].
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});

@@ -33,6 +33,20 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor erfinv(const Tensor& x);
+Tensor erfc(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+Tensor frac(const Tensor& x);  // x - trunc(x), floating inputs only
+// log(x / (1 - x)); with eps, x is first clamped to [eps, 1 - eps].
+Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
+Tensor sgn(const Tensor& x);  // sign (kiln has no complex dtypes)
+Tensor deg2rad(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x, int64_t decimals = 0);
@@ -72,6 +86,19 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor atan2(const Tensor& a, const Tensor& b);
 Tensor hypot(const Tensor& a, const Tensor& b);
+Tensor xlogy(const Tensor& a, const Tensor& b);  // a * log(b), 0 where a == 0 (unless b is NaN)
+Tensor xlogy(const Tensor& a, const Scalar& b);
+Tensor xlogy(const Scalar& a, const Tensor& b);
+Tensor fmax(const Tensor& a, const Tensor& b);  // maximum that ignores a NaN (NaN only if both are)
+Tensor fmin(const Tensor& a, const Tensor& b);
+Tensor copysign(const Tensor& a, const Tensor& b);
+Tensor copysign(const Tensor& a, const Scalar& b);
+Tensor logaddexp(const Tensor& a, const Tensor& b);     // log(exp(a) + exp(b)) without overflow
+Tensor floor_divide(const Tensor& a, const Tensor& b);  // div(a, b, "floor")
+Tensor floor_divide(const Tensor& a, const Scalar& b);
+// |a - b| <= atol + rtol * |b| elementwise (bool); a and b of one dtype. allclose: all of it.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Scalar& b);
 Tensor ne(const Tensor& a, const Tensor& b);

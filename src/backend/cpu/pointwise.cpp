@@ -91,6 +91,8 @@ void promoted_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 KILN_REGISTER_KERNEL(pow, CPU, (promoted_kernel<TypeSet::All, math::Pow>));
 KILN_REGISTER_KERNEL(maximum, CPU, (promoted_kernel<TypeSet::All, math::Maximum>));
 KILN_REGISTER_KERNEL(minimum, CPU, (promoted_kernel<TypeSet::All, math::Minimum>));
+KILN_REGISTER_KERNEL(fmax, CPU, (promoted_kernel<TypeSet::All, math::Fmax>));
+KILN_REGISTER_KERNEL(fmin, CPU, (promoted_kernel<TypeSet::All, math::Fmin>));
 KILN_REGISTER_KERNEL(eq, CPU, (promoted_kernel<TypeSet::All, math::Eq>));
 KILN_REGISTER_KERNEL(ne, CPU, (promoted_kernel<TypeSet::All, math::Ne>));
 KILN_REGISTER_KERNEL(lt, CPU, (promoted_kernel<TypeSet::All, math::Lt>));
@@ -113,6 +115,8 @@ void float_binary_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(atan2, CPU, float_binary_kernel<math::Atan2>);
 KILN_REGISTER_KERNEL(hypot, CPU, float_binary_kernel<math::Hypot>);
+KILN_REGISTER_KERNEL(xlogy, CPU, float_binary_kernel<math::Xlogy>);
+KILN_REGISTER_KERNEL(copysign, CPU, float_binary_kernel<math::CopySign>);
 
 void where_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& out = outs[0];

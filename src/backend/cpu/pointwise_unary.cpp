@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "backend/cpu/pointwise.h"
+#include "ops/activation_util.h"
 
 namespace kiln::cpu {
 namespace {
@@ -47,6 +48,15 @@ KILN_REGISTER_KERNEL(tan, CPU, float_kernel<math::Tan>);
 KILN_REGISTER_KERNEL(tanh, CPU, float_kernel<math::Tanh>);
 KILN_REGISTER_KERNEL(erf, CPU, float_kernel<math::Erf>);
 KILN_REGISTER_KERNEL(erfinv, CPU, float_kernel<math::Erfinv>);
+KILN_REGISTER_KERNEL(erfc, CPU, float_kernel<math::Erfc>);
+KILN_REGISTER_KERNEL(asin, CPU, float_kernel<math::Asin>);
+KILN_REGISTER_KERNEL(acos, CPU, float_kernel<math::Acos>);
+KILN_REGISTER_KERNEL(atan, CPU, float_kernel<math::Atan>);
+KILN_REGISTER_KERNEL(sinh, CPU, float_kernel<math::Sinh>);
+KILN_REGISTER_KERNEL(cosh, CPU, float_kernel<math::Cosh>);
+KILN_REGISTER_KERNEL(asinh, CPU, float_kernel<math::Asinh>);
+KILN_REGISTER_KERNEL(acosh, CPU, float_kernel<math::Acosh>);
+KILN_REGISTER_KERNEL(atanh, CPU, float_kernel<math::Atanh>);
 KILN_REGISTER_KERNEL(sigmoid, CPU, float_kernel<math::Sigmoid>);
 KILN_REGISTER_KERNEL(silu, CPU, float_kernel<math::Silu>);
 
@@ -92,9 +102,8 @@ void nan_to_num_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 KILN_REGISTER_KERNEL(nan_to_num, CPU, nan_to_num_kernel);
 
 // clamp with scalar bounds: math::Clamp with an absent bound at the type's extreme.
-void clamp_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  DType t = outs[0].dtype();
-  auto lo = c.attrs.opt_s(0), hi = c.attrs.opt_s(1);
+void clamp_scalar_bounds(const Tensor& out, const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  DType t = out.dtype();
   visit_in_set<TypeSet::NotBool>(t, [&]<class T>() {
     using C = math::opmath_t<T>;
     C l, h;
@@ -106,10 +115,20 @@ void clamp_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       h = hi ? static_cast<C>(hi->to_long()) : std::numeric_limits<C>::max();
     }
     const T tl = T(l), th = T(h);
-    elementwise<T, T>(outs[0], {cast_to(c.in(0), t)}, [tl, th](T x) { return math::Clamp{}(x, tl, th); });
+    elementwise<T, T>(out, {cast_to(x, t)}, [tl, th](T v) { return math::Clamp{}(v, tl, th); });
   });
 }
+void clamp_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  clamp_scalar_bounds(outs[0], c.in(0), c.attrs.opt_s(0), c.attrs.opt_s(1));
+}
 KILN_REGISTER_KERNEL(clamp, CPU, clamp_kernel);
+
+// hardtanh's forward is clamp with both bounds (the op differs only in its gradient).
+void hardtanh_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  auto [lo, hi] = hardtanh_bounds(c.in(0).dtype(), c.attrs);
+  clamp_scalar_bounds(outs[0], c.in(0), lo, hi);
+}
+KILN_REGISTER_KERNEL(hardtanh, CPU, hardtanh_kernel);
 
 }  // namespace
 }  // namespace kiln::cpu
