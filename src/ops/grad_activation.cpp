@@ -9,16 +9,9 @@
 namespace kiln {
 namespace {
 
-using Rule = Tensor (*)(const VjpCall& v, const Tensor& g);
-
-// A unary rule: the gradient of input 0 from g (the output gradient) and what the op saved.
-template <Rule R>
-std::vector<Tensor> unary(const VjpCall& v) {
-  std::vector<Tensor> r(v.input_meta.size());
-  if (v.needs(0)) r[0] = reduce_grad(v, 0, R(v, v.grads[0]));
-  return r;
-}
-const Tensor& x_(const VjpCall& v) { return v.inputs[0]; }
+template <UnaryRule R>
+constexpr auto unary = &unary_vjp<R>;
+const Tensor& x_(const VjpCall& v) { return vjp_input0(v); }
 
 // torch's hardtanh_backward: zero where x <= min_val or x >= max_val, so the bounds themselves
 // get none and a NaN (both comparisons false) passes the gradient.

@@ -19,16 +19,9 @@ constexpr double kSqrt1_2 = 0.707106781186547524401;
 constexpr double kSqrt2OverPi = 0.797884560802865355880;
 constexpr double kGeluKappa = 0.044715;
 
-using Rule = Tensor (*)(const VjpCall& v, const Tensor& g);
-
-// A unary rule: the gradient of input 0 from g (the output gradient) and what the op saved.
-template <Rule R>
-std::vector<Tensor> unary(const VjpCall& v) {
-  std::vector<Tensor> r(v.input_meta.size());
-  if (v.needs(0)) r[0] = reduce_grad(v, 0, R(v, v.grads[0]));
-  return r;
-}
-const Tensor& x_(const VjpCall& v) { return v.inputs[0]; }
+template <UnaryRule R>
+constexpr auto unary = &unary_vjp<R>;
+const Tensor& x_(const VjpCall& v) { return vjp_input0(v); }
 const Tensor& y_(const VjpCall& v) { return v.outputs[0]; }
 
 // Piecewise-constant ops (floor, sign, rounding modes of div, ...) have a zero gradient, as in PyTorch.
