@@ -143,5 +143,30 @@ TEST(Replay, TrainingStepsAgreeWithEager) {
   EXPECT_EQ(cstep.stats().trace_replays, 4 - cstep.stats().graphs_compiled);
 }
 
+// The "eager" backend keeps the tracers' own autograd graph: a replayed forward must leave
+// eager's gradients, call after call.
+TEST(Replay, ReplayedForwardsKeepEagersAutogradOnTheEagerBackend) {
+  for (const char* backend : {"eager", "aot_eager"}) {
+    SCOPED_TRACE(backend);
+    manual_seed(4);
+    Tensor w = randn({4, 3}).requires_grad_(true);
+    auto fn = [&](const Tensor& x) { return (x.matmul(w).sigmoid() * x.sum(1, true)).pow(2).mean(); };
+    auto f = compile(fn, {.backend = backend});
+    for (int i = 0; i < 3; ++i) {
+      Tensor x = randn({5, 4});
+      Tensor got = f(x);
+      got.backward();
+      Tensor g_compiled = w.grad().clone();
+      w.set_grad(Tensor());
+      Tensor want = fn(x);
+      want.backward();
+      expect_same(got, want);
+      expect_same(g_compiled, w.grad(), 1e-5);
+      w.set_grad(Tensor());
+    }
+    EXPECT_EQ(f.stats().trace_replays, 2);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
