@@ -1,6 +1,7 @@
 // User-defined autograd functions (autograd::Function<T>).
 #include "autograd/autograd_meta.h"
 #include "autograd/node.h"
+#include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 
 namespace kiln {
@@ -88,6 +89,9 @@ std::vector<Tensor> apply_custom_function(const std::string& name, const std::ve
     outputs = forward(ctx.get(), inputs);
   }
   if (!record) return outputs;
+  // Compiled code: the graph cannot hold a user's backward, so this graph keeps eager's
+  // autograd and the backward runs it (an AOT backend would differentiate the forward's ops).
+  if (RecordLayer* rec = current_record_layer()) rec->keep_eager_autograd();
   auto node = std::make_shared<CustomNode>();
   node->fn_name = name;
   node->ctx = ctx;

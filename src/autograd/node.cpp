@@ -1,6 +1,7 @@
 #include "autograd/node.h"
 
 #include "autograd/autograd_meta.h"
+#include "autograd/deferred.h"
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
@@ -26,9 +27,12 @@ AutogradMeta* autograd_meta_or_null(const Tensor& t) { return t.defined() ? t.un
 // SavedTensor remembers the value when saved; a mismatch at backward means the
 // VJP would read a modified value, which is an error rather than a wrong gradient.
 SavedTensor::SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner)
+    : SavedTensor(t, is_output, owner, t.defined() ? t._version() : 0) {}
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner, uint32_t version)
     : defined_(t.defined()), is_output_(is_output) {
   if (!defined_) return;
-  version_ = t._version();
+  version_ = version;
   requires_grad_ = t.requires_grad();
   if (is_output && t.grad_fn() == owner) {
     // Keep a detached alias: the output's grad_fn is `owner` (Note [Saved tensors]).
@@ -137,6 +141,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = autograd_meta_or_null(t);
   if (!m) return {};
+  if (m->grad_fn == deferred_node()) [[unlikely]] {
+    materialize_deferred();  // Note [Deferred tracer autograd]
+    KILN_CHECK(m->grad_fn != deferred_node(),
+               "compile: the autograd graph of a tensor traced by a compiled call that did not finish is gone");
+  }
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (!m->requires_grad) return {};
   auto acc = m->grad_accumulator.lock();
@@ -167,6 +176,46 @@ void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node
     m.output_nr = static_cast<uint32_t>(k);
     m.requires_grad = false;
   }
+}
+
+std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs, Attrs&& attrs,
+                                     std::vector<Tensor>& outputs, const uint32_t* input_versions,
+                                     const uint32_t* output_versions) {
+  const OpInfo& info = op_info(op);
+  auto node = std::make_shared<OpNode>();
+  node->op = op;
+  node->attrs = std::move(attrs);
+  node->next_edges.reserve(inputs.size());
+  node->input_meta.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    node->next_edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
+    node->input_meta.push_back(t.defined() ? meta_of(t) : TensorMeta{});
+  }
+  node->output_meta.reserve(outputs.size());  // each list allocated once (Note [Cheap dispatch])
+  for (const Tensor& t : outputs) node->output_meta.push_back(meta_of(t));
+  auto save = static_cast<uint8_t>(info.save);
+  if (save & static_cast<uint8_t>(SaveMask::SaveIn)) {
+    node->saved_inputs.reserve(inputs.size());
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const Tensor& t = inputs[k];
+      if (input_versions && t.defined())
+        node->saved_inputs.emplace_back(t, false, node, input_versions[k]);
+      else
+        node->saved_inputs.emplace_back(t, false, node);
+    }
+  }
+  set_history(outputs, node);
+  if (save & static_cast<uint8_t>(SaveMask::SaveOut)) {
+    node->saved_outputs.reserve(outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const Tensor& t = outputs[k];
+      if (output_versions && t.defined())
+        node->saved_outputs.emplace_back(t, true, node, output_versions[k]);
+      else
+        node->saved_outputs.emplace_back(t, true, node);
+    }
+  }
+  return node;
 }
 
 }  // namespace kiln::autograd

@@ -30,6 +30,8 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner);
+  // Saved later than the op ran (Note [Deferred tracer autograd]): `version` is t's then.
+  SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner, uint32_t version);
   bool defined() const { return defined_; }
   // Returns the tensor, checking it was not modified in place since it was saved.
   Tensor unpack(const char* op_name, const std::shared_ptr<Node>& owner) const;
@@ -95,5 +97,10 @@ Tensor zeros_for(const TensorMeta& m);
 TensorMeta meta_of(const Tensor& t);
 // Records `node` as the producer of `outputs` (sets grad_fn / output_nr).
 void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node);
+// The OpNode of an op that ran on `inputs` giving `outputs`, which become its outputs; attrs
+// are moved into it. Versions (null: the tensors' current ones) are those when the op ran.
+std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs, Attrs&& attrs,
+                                     std::vector<Tensor>& outputs, const uint32_t* input_versions = nullptr,
+                                     const uint32_t* output_versions = nullptr);
 
 }  // namespace kiln::autograd

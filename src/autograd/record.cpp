@@ -1,6 +1,7 @@
 // The autograd layer of the op call path: runs an op below autograd and
 // records an OpNode whose VJP is the op's rule (Note [Op call path]).
 #include "autograd/autograd_meta.h"
+#include "autograd/deferred.h"
 #include "autograd/node.h"
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
@@ -33,33 +34,23 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
     NoGradGuard no_grad;
     outs = backend_call(op, inputs, attrs);
   }
-  auto node = std::make_shared<OpNode>();
-  node->op = op;
-  node->attrs = std::move(attrs);  // the op has run; nothing below reads them again
-  node->next_edges.reserve(inputs.size());
-  node->input_meta.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    node->next_edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
-    node->input_meta.push_back(t.defined() ? meta_of(t) : TensorMeta{});
-  }
-  node->output_meta.reserve(outs.size());  // each list allocated once (Note [Cheap dispatch])
-  for (const Tensor& t : outs) node->output_meta.push_back(meta_of(t));
-  auto save = static_cast<uint8_t>(info.save);
-  if (save & static_cast<uint8_t>(SaveMask::SaveIn)) {
-    node->saved_inputs.reserve(inputs.size());
-    for (const Tensor& t : inputs) node->saved_inputs.emplace_back(t, false, node);
-  }
-  set_history(outs, node);
-  if (save & static_cast<uint8_t>(SaveMask::SaveOut)) {
-    node->saved_outputs.reserve(outs.size());
-    for (const Tensor& t : outs) node->saved_outputs.emplace_back(t, true, node);
-  }
+  if (RecordLayer* rec = current_record_layer())
+    if (DeferredGraph* deferred = rec->deferred_autograd()) {
+      bool tracers = !outs.empty();
+      for (const Tensor& t : outs) tracers = tracers && t.defined() && t.unsafe_impl()->is_tracer();
+      if (tracers) {
+        deferred->add(op, std::move(inputs), std::move(attrs), outs);  // Note [Deferred tracer autograd]
+        return outs;
+      }
+    }
+  (void)make_op_node(op, inputs, std::move(attrs), outs);  // the op has run; nothing below reads attrs again
   return outs;
 }
 
 void rebase_history(Tensor& self, const Tensor& result) {
   auto& m = autograd_meta(self);
   auto* rm = autograd_meta_or_null(result);
+  if (rm && rm->grad_fn == deferred_node()) materialize_deferred();  // self takes over a real history
   m.grad_fn = rm ? rm->grad_fn : nullptr;
   m.output_nr = rm ? rm->output_nr : 0;
   if (m.grad_fn) {

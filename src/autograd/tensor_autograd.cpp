@@ -2,7 +2,9 @@
 #include <atomic>
 
 #include "autograd/autograd_meta.h"
+#include "autograd/deferred.h"
 #include "autograd/engine.h"
+#include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 
@@ -13,6 +15,17 @@ using autograd::autograd_meta_or_null;
 
 namespace {
 std::atomic<int64_t> g_hook_id{1};
+// A hook or a retained gradient on a tracer lives on eager's autograd graph, which the
+// graph being recorded then keeps (an AOT backend's backward has no place for them).
+void keep_eager_autograd(const Tensor& t) {
+  if (t.unsafe_impl()->is_tracer())
+    if (RecordLayer* rec = current_record_layer()) rec->keep_eager_autograd();
+}
+// Note [Deferred tracer autograd]: what reads a node builds the deferred ones first.
+void resolve_deferred(const Tensor& t) {
+  auto* m = autograd_meta_or_null(t);
+  if (m && m->grad_fn == autograd::deferred_node()) autograd::materialize_deferred();
+}
 const Tensor& undefined_tensor() {
   static const Tensor t;
   return t;
@@ -50,6 +63,7 @@ bool Tensor::is_leaf() const {
   return !m || !m->grad_fn;
 }
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  resolve_deferred(*this);
   auto* m = autograd_meta_or_null(*this);
   return m ? m->grad_fn : nullptr;
 }
@@ -99,6 +113,8 @@ Tensor& Tensor::detach_() {
 void Tensor::retain_grad() const {
   KILN_CHECK(requires_grad(), "retain_grad: can't retain_grad on a tensor that doesn't require grad");
   if (is_leaf()) return;  // leaves keep .grad anyway
+  keep_eager_autograd(*this);
+  resolve_deferred(*this);
   auto& m = autograd_meta(*this);
   if (m.retains_grad) return;
   m.retains_grad = true;
@@ -112,6 +128,8 @@ bool Tensor::retains_grad() const {
 int64_t Tensor::register_hook(Hook hook) const {
   KILN_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
   int64_t id = g_hook_id.fetch_add(1);
+  keep_eager_autograd(*this);
+  resolve_deferred(*this);
   auto& m = autograd_meta(*this);
   if (m.grad_fn) m.grad_fn->pre_hooks[m.output_nr].emplace_back(id, std::move(hook));
   else m.hooks.emplace_back(id, std::move(hook));
@@ -119,6 +137,7 @@ int64_t Tensor::register_hook(Hook hook) const {
 }
 
 void Tensor::remove_hook(int64_t handle) const {
+  resolve_deferred(*this);
   auto& m = autograd_meta(*this);
   auto drop = [handle](auto& v) { std::erase_if(v, [handle](const auto& p) { return p.first == handle; }); };
   drop(m.hooks);

@@ -42,6 +42,10 @@ void copy_into(const Tensor& dst, const Tensor& src);
 // kernels eager would run. An op it cannot record (data-dependent, no meta
 // function) first ends the graph (a graph break): its inputs become real and
 // the op runs eagerly.
+namespace autograd {
+class DeferredGraph;
+}
+
 struct RecordLayer {
   virtual ~RecordLayer() = default;
   virtual std::vector<Tensor> record(OpId op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -52,6 +56,11 @@ struct RecordLayer {
   virtual bool replay(OpId, std::span<const Tensor>, const Attrs&, std::vector<Tensor>&) { return false; }
   // True: run this composite's decomposition instead of recording it (lowering to prims).
   virtual bool decompose(OpId) const { return false; }
+  // Where the autograd layer notes the nodes of recorded ops instead of building them
+  // (Note [Deferred tracer autograd]); null: build them as in eager.
+  virtual autograd::DeferredGraph* deferred_autograd() { return nullptr; }
+  // The graph being recorded must keep eager's autograd graph (a custom Function's backward).
+  virtual void keep_eager_autograd() {}
 };
 RecordLayer* current_record_layer();
 // RAII: installs `layer` (null pauses recording, as replaying a graph does) on this thread.

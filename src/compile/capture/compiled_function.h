@@ -20,7 +20,7 @@ class CompiledFunction final : public GraphSink {
   void run_pure(const std::function<void()>& body, const CompiledState::PureCall& call);
   void clear_cache();
 
-  bool owns_autograd(const Graph&) const override { return backend_->aot; }
+  bool owns_autograd() const override { return backend_->aot; }
   GraphResult run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
                         bool differentiable) override;
   void on_break(int graph_index, const std::string& op, const std::string& reason) override;

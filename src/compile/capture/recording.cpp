@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "autograd/autograd_meta.h"
+#include "autograd/deferred.h"
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "compile/capture/sym_shapes.h"
@@ -39,10 +40,13 @@ Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
   set_value_read_hook(&Recording::on_value_read);
   set_tracer_alias_hook(&Recording::on_tracer_alias);
   backward_runs_at_start_ = autograd::backward_runs();
+  if (sink_ && !decompose_ && !functionalize_ && sink_->owns_autograd())
+    deferred_ = std::make_unique<autograd::DeferredGraph>();
   start_replay();
 }
 
 Recording::~Recording() {
+  deferred_.reset();
   clear_symbolic_reals();
   layer_guard_.reset();
   sym_scope_.reset();
@@ -78,6 +82,7 @@ void Recording::reset() {
   written_inputs_.clear();
   id_ = g_next_recording++;
   backward_runs_at_start_ = autograd::backward_runs();
+  keep_eager_autograd_ = false;
   syms_.begin_graph(graph_index_);
   graph_has_symbols_ = false;
   start_replay();
@@ -476,7 +481,7 @@ void Recording::flush() {
   if (replaying_ && matched_ < expect_->nodes.size()) stop_replay();  // the trace ended early
   const bool replayed = replaying_;  // every node matched: graph_ has the values, expect_ the nodes
   bool ran_backward = autograd::backward_runs() != backward_runs_at_start_;
-  bool differentiable = !ran_backward && sink_->owns_autograd(replayed ? *expect_ : graph_);
+  bool differentiable = !ran_backward && !keep_eager_autograd_ && sink_->owns_autograd();
   std::vector<bool> requires_grad(graph_.values.size(), false);
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
@@ -490,13 +495,18 @@ void Recording::flush() {
       if (t.is_leaf()) differentiable = false;  // a leaf made inside the graph: keep eager's autograd
       requires_grad[p->tracer_value] = true;
     }
-    if (differentiable)
+    if (differentiable) {
       for (const auto& p : live)
         if (auto* m = autograd::autograd_meta_or_null(Tensor(p))) {
           m->grad_fn = nullptr;
           m->output_nr = 0;
         }
+      if (deferred_) deferred_->clear();
+    }
   }
+  // Eager's autograd graph is kept (a backward ran inside, or a leaf was made here): build
+  // what was deferred now, before the saved tensors decide which tracers are alive.
+  if (!differentiable && deferred_) deferred_->materialize();
   std::vector<std::shared_ptr<TensorImpl>> live;
   std::vector<int> out_index(graph_.values.size(), -1);
   for (const auto& w : tracked_)

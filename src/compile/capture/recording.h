@@ -13,6 +13,7 @@
 
 namespace kiln::autograd {
 struct Node;
+class DeferredGraph;
 }
 
 namespace kiln::compiler {
@@ -44,8 +45,9 @@ struct GraphSink {
   virtual ~GraphSink() = default;
   // True for AOT backends: the autograd graph that the tracers built is
   // dropped before the outputs are chosen, and the result's grad_fn takes its
-  // place (unless the captured code ran a backward itself: whole-step capture).
-  virtual bool owns_autograd(const Graph& graph) const = 0;
+  // place (unless the captured code ran a backward itself: whole-step capture). The tracers'
+  // nodes are then only built when needed (Note [Deferred tracer autograd]).
+  virtual bool owns_autograd() const = 0;
   // graph.values[v].requires_grad is set for outputs that require grad when
   // `differentiable`, i.e. when the sink is to build their backward.
   virtual GraphResult run_graph(int graph_index, Graph& graph, uint64_t hash, const std::vector<Tensor>& inputs,
@@ -102,6 +104,8 @@ class Recording final : public RecordLayer {
   void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) override;
   bool replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) override;
   bool decompose(OpId op) const override { return decompose_ || (functionalize_ && op_info(op).has(MUTATES)); }
+  autograd::DeferredGraph* deferred_autograd() override { return deferred_.get(); }
+  void keep_eager_autograd() override { keep_eager_autograd_ = true; }
 
   // The call's tensor arguments become graph inputs now, in order, so that their sizes are
   // symbolic before the code first uses them (Note [Dynamic shapes]).
@@ -157,8 +161,10 @@ class Recording final : public RecordLayer {
   std::unordered_set<const void*> written_;              // storages of real inputs the graph writes
   std::vector<std::weak_ptr<TensorImpl>> tracked_;       // every tracer impl and alias made
   uint64_t backward_runs_at_start_ = 0;
+  bool keep_eager_autograd_ = false;  // this graph: not differentiable by the sink
   Recording* prev_ = nullptr;
   std::unique_ptr<RecordLayerGuard> layer_guard_;
+  std::unique_ptr<autograd::DeferredGraph> deferred_;  // Note [Deferred tracer autograd]
   // Symbolic sizes (Note [Dynamic shapes]): one table for the whole call, so a SymInt the
   // user holds across a graph break stays readable; the current graph's symbols only in it.
   SymTable syms_;

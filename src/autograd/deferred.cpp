@@ -1,0 +1,97 @@
+#include "autograd/deferred.h"
+
+#include <utility>
+
+#include "autograd/autograd_meta.h"
+#include "autograd/node.h"
+#include "kiln/error.h"
+
+namespace kiln::autograd {
+
+namespace {
+// Stands where a deferred node will be; never run.
+struct DeferredNode final : Node {
+  std::string name() const override { return "DeferredNode"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override {
+    KILN_FAIL("internal: a deferred autograd node was run before it was built");
+  }
+};
+
+// The recordings of this thread that defer, innermost last.
+thread_local DeferredGraph* tls_deferred = nullptr;
+thread_local DeferredCounts tls_counts;
+}  // namespace
+
+DeferredCounts deferred_counts() { return tls_counts; }
+
+const std::shared_ptr<Node>& deferred_node() {
+  static const std::shared_ptr<Node> node = std::make_shared<DeferredNode>();
+  return node;
+}
+
+DeferredGraph::DeferredGraph() : prev_(tls_deferred) { tls_deferred = this; }
+
+DeferredGraph::~DeferredGraph() {
+  // Destroyed in reverse order of creation (they live on the stack of nested calls).
+  tls_deferred = prev_;
+}
+
+void DeferredGraph::add(OpId op, std::vector<Tensor>&& inputs, Attrs&& attrs, std::vector<Tensor>& outputs) {
+  ++tls_counts.deferred;
+  for (const Tensor& t : inputs) input_versions_.push_back(t.defined() ? t._version() : 0);
+  entries_.push_back(Entry{op, std::move(attrs), std::move(inputs), static_cast<uint32_t>(outputs_.size()),
+                           static_cast<uint32_t>(outputs.size())});
+  const std::shared_ptr<Node>& placeholder = deferred_node();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& t = outputs[k];
+    outputs_.push_back(t);
+    output_versions_.push_back(t._version());
+    if (!is_floating_point(t.dtype())) continue;  // as set_history
+    auto& m = autograd_meta(t);
+    m.grad_fn = placeholder;
+    m.output_nr = static_cast<uint32_t>(k);
+    m.requires_grad = false;
+  }
+}
+
+void DeferredGraph::materialize() {
+  if (entries_.empty()) return;
+  KILN_CHECK(!materializing_, "internal: deferred autograd nodes built while they are being built");
+  materializing_ = true;
+  // Take the lists first: building a node may ask for the graph again (gradient_edge).
+  std::vector<Entry> entries = std::exchange(entries_, {});
+  std::vector<Tensor> outputs = std::exchange(outputs_, {});
+  std::vector<uint32_t> in_versions = std::exchange(input_versions_, {});
+  std::vector<uint32_t> out_versions = std::exchange(output_versions_, {});
+  try {
+    size_t next_input = 0;
+    std::vector<Tensor> outs;
+    for (Entry& e : entries) {
+      outs.assign(outputs.begin() + e.first_output, outputs.begin() + e.first_output + e.num_outputs);
+      (void)make_op_node(e.op, e.inputs, std::move(e.attrs), outs, in_versions.data() + next_input,
+                         out_versions.data() + e.first_output);
+      next_input += e.inputs.size();
+      ++tls_counts.built;
+    }
+  } catch (...) {
+    materializing_ = false;
+    throw;
+  }
+  materializing_ = false;
+}
+
+void DeferredGraph::clear() {
+  entries_.clear();
+  outputs_.clear();
+  input_versions_.clear();
+  output_versions_.clear();
+}
+
+void materialize_deferred() {
+  // Outer recordings first: an inner one's ops may use the outer one's tracers.
+  std::vector<DeferredGraph*> stack;
+  for (DeferredGraph* g = tls_deferred; g; g = g->prev()) stack.push_back(g);
+  for (auto it = stack.rbegin(); it != stack.rend(); ++it) (*it)->materialize();
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,67 @@
+// Autograd nodes for tracer ops, built only when something needs them
+// (Note [Deferred tracer autograd]).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace kiln::autograd {
+
+struct Node;
+
+// Note [Deferred tracer autograd]
+// While a compiled function's code is recorded with inputs that require grad, the autograd
+// layer would build an OpNode per op on tracers, as in eager (about half of what recording
+// costs). For an AOT backend those nodes are thrown away at the graph's end: the backend
+// builds the backward from the graph. So the layer only notes what the node would hold (the
+// op, its attrs and inputs, weak handles to its outputs and the versions to check) and marks
+// each floating output with a shared placeholder grad_fn, so requires_grad(), is_leaf() and
+// the graph's hash read as in eager. Anything that needs the real graph goes through
+// gradient_edge(), grad_fn() or a hook and calls materialize_deferred() first: backward()
+// on a tracer (whole-step capture), a custom Function, an in-place op taking over a
+// history, a graph whose backend keeps eager's autograd. The nodes are then built in op
+// order from what was noted, exactly as eager would have built them.
+// What it notes holds the ops' inputs and outputs (tracers, cheap) until the graph ends, so
+// the recording drops or builds the nodes before it decides which tracers are still alive.
+class DeferredGraph {
+ public:
+  DeferredGraph();
+  ~DeferredGraph();
+  DeferredGraph(const DeferredGraph&) = delete;
+  DeferredGraph& operator=(const DeferredGraph&) = delete;
+
+  // Notes the node of an op that ran (below autograd) and marks its outputs.
+  void add(OpId op, std::vector<Tensor>&& inputs, Attrs&& attrs, std::vector<Tensor>& outputs);
+  // Builds the nodes noted so far and gives their outputs their grad_fn.
+  void materialize();
+  // Forgets the nodes noted so far (their backward is built elsewhere).
+  void clear();
+  bool empty() const { return entries_.empty(); }
+  DeferredGraph* prev() const { return prev_; }
+
+ private:
+  struct Entry {
+    OpId op;
+    Attrs attrs;
+    std::vector<Tensor> inputs;
+    uint32_t first_output, num_outputs;
+  };
+  std::vector<Entry> entries_;
+  std::vector<Tensor> outputs_;
+  std::vector<uint32_t> input_versions_, output_versions_;  // when the op ran, in order
+  DeferredGraph* prev_;
+  bool materializing_ = false;
+};
+
+// The placeholder grad_fn of outputs whose node is deferred.
+const std::shared_ptr<Node>& deferred_node();
+// Builds every deferred node of this thread's recordings (no-op when there are none).
+void materialize_deferred();
+// This thread's nodes deferred and, of those, built (for tests and benchmarks).
+struct DeferredCounts {
+  uint64_t deferred = 0, built = 0;
+};
+DeferredCounts deferred_counts();
+
+}  // namespace kiln::autograd
