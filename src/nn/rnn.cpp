@@ -2,7 +2,9 @@
 // init. Each step is a few kiln ops, so autograd and compile need nothing of their own.
 #include "kiln/nn/rnn.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/tensor_impl.h"
 #include "kiln/compile.h"
@@ -80,6 +82,110 @@ RNNBase::Mode rnn_mode(const std::string& nonlinearity) {
 
 }  // namespace
 
+// ---------------------------------------------------------------- PackedSequence
+
+namespace utils::rnn {
+
+namespace {
+
+// Time-major padded [T, N, *] (original batch order) to the packed data of `batch_sizes` and `sorted`.
+Tensor pack_data(const Tensor& padded, const std::vector<int64_t>& batch_sizes, const Tensor& sorted) {
+  Tensor x = sorted.defined() ? padded.index_select(1, sorted.to(padded.device())) : padded;
+  std::vector<Tensor> steps;
+  for (size_t t = 0; t < batch_sizes.size(); ++t)
+    steps.push_back(x.select(0, static_cast<int64_t>(t)).narrow(0, 0, batch_sizes[t]));
+  return cat(steps, 0);
+}
+
+}  // namespace
+
+PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths, bool batch_first, bool enforce_sorted) {
+  KILN_CHECK(input.defined() && lengths.defined(), "pack_padded_sequence: input and lengths must be defined");
+  KILN_CHECK(input.dim() >= 2, "pack_padded_sequence: expected input of at least 2 dimensions ([T, N, *]), got shape ",
+             shape_str(input.sizes()));
+  Tensor x = batch_first ? input.transpose(0, 1) : input;
+  int64_t steps = x.sizes()[0], batch = x.sizes()[1];
+  KILN_CHECK(lengths.dim() == 1 && lengths.sizes()[0] == batch && lengths.dtype() == kInt64,
+             "pack_padded_sequence: expected int64 lengths of shape [", batch, "] for input of shape ",
+             shape_str(input.sizes()), (batch_first ? " (batch_first)" : ""), ", got ", lengths.dtype(), " ",
+             shape_str(lengths.sizes()));
+  std::vector<int64_t> len = lengths.cpu().contiguous().to_vector<int64_t>();
+  for (int64_t v : len)
+    KILN_CHECK(v > 0 && v <= steps, "pack_padded_sequence: every length must be in [1, ", steps,
+               "] (the sequence length of input of shape ", shape_str(input.sizes()), "), got ", v);
+  std::vector<int64_t> order(static_cast<size_t>(batch));
+  std::iota(order.begin(), order.end(), 0);
+  PackedSequence out;
+  if (enforce_sorted) {
+    KILN_CHECK(std::is_sorted(len.rbegin(), len.rend()),
+               "pack_padded_sequence: `lengths` array must be sorted in decreasing order when `enforce_sorted` is "
+               "True; pass enforce_sorted=false to sort the batch");
+  } else {
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return len[a] > len[b]; });
+    std::vector<int64_t> inverse(order.size());
+    for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    out.sorted_indices = tensor(order);
+    out.unsorted_indices = tensor(inverse);
+  }
+  std::vector<int64_t> batch_sizes;
+  for (int64_t t = 0; batch > 0 && t < len[static_cast<size_t>(order[0])]; ++t) {
+    int64_t running = 0;
+    for (int64_t v : len) running += v > t ? 1 : 0;
+    batch_sizes.push_back(running);
+  }
+  KILN_CHECK(!batch_sizes.empty(), "pack_padded_sequence: expected a non-empty batch, got input of shape ",
+             shape_str(input.sizes()));
+  out.data = pack_data(x, batch_sizes, out.sorted_indices);
+  out.batch_sizes = tensor(batch_sizes);
+  return out;
+}
+
+std::tuple<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bool batch_first, double padding_value,
+                                               std::optional<int64_t> total_length) {
+  const PackedSequence& p = sequence;
+  KILN_CHECK(p.data.defined() && p.batch_sizes.defined() && p.data.dim() >= 1 && p.batch_sizes.dim() == 1 &&
+                 p.batch_sizes.dtype() == kInt64,
+             "pad_packed_sequence: expected a PackedSequence with data and int64 1-D batch_sizes");
+  std::vector<int64_t> bs = p.batch_sizes.cpu().contiguous().to_vector<int64_t>();
+  int64_t steps = static_cast<int64_t>(bs.size()), batch = steps > 0 ? bs[0] : 0;
+  int64_t total = 0;
+  for (int64_t b : bs) total += b;
+  KILN_CHECK(total == p.data.sizes()[0], "pad_packed_sequence: batch_sizes sum to ", total, " but data has shape ",
+             shape_str(p.data.sizes()));
+  int64_t out_steps = total_length.value_or(steps);
+  KILN_CHECK(out_steps >= steps,
+             "pad_packed_sequence: expected total_length to be at least the length of the longest sequence in the "
+             "input, but got total_length=",
+             out_steps, " and max sequence length being ", steps);
+  std::vector<int64_t> row(p.data.sizes().begin() + 1, p.data.sizes().end());
+  std::vector<int64_t> pad_shape = {batch};
+  pad_shape.insert(pad_shape.end(), row.begin(), row.end());
+  std::vector<Tensor> rows;
+  int64_t offset = 0;
+  for (int64_t t = 0; t < out_steps; ++t) {
+    int64_t b = t < steps ? bs[static_cast<size_t>(t)] : 0;
+    Tensor chunk = p.data.narrow(0, offset, b);
+    offset += b;
+    if (b < batch) {
+      pad_shape[0] = batch - b;
+      chunk = cat({chunk, full(pad_shape, padding_value, p.data.options())}, 0);
+    }
+    rows.push_back(chunk);
+  }
+  Tensor padded = stack(rows, 0);  // [T, N, *] in sorted order
+  std::vector<int64_t> len(static_cast<size_t>(batch), 0);
+  for (int64_t b : bs)
+    for (int64_t n = 0; n < b; ++n) ++len[static_cast<size_t>(n)];
+  Tensor lengths = tensor(len);
+  if (p.unsorted_indices.defined()) {
+    padded = padded.index_select(1, p.unsorted_indices.to(padded.device()));
+    lengths = lengths.index_select(0, p.unsorted_indices.cpu());
+  }
+  return {batch_first ? padded.transpose(0, 1) : padded, lengths};
+}
+
+}  // namespace utils::rnn
+
 // ---------------------------------------------------------------- RNNBase
 
 RNNBase::RNNBase(const char* type_name, Mode mode, int64_t input_size, int64_t hidden_size, int64_t num_layers,
@@ -97,8 +203,9 @@ RNNBase::RNNBase(const char* type_name, Mode mode, int64_t input_size, int64_t h
   check_common_args(type_name, input_size, hidden_size, num_layers, dropout);
   KILN_CHECK(proj_size >= 0, type_name, ": proj_size should be a positive integer or zero to disable projections, got ",
              proj_size);
-  KILN_CHECK(proj_size < hidden_size, type_name, ": proj_size has to be smaller than hidden_size, got proj_size=",
-             proj_size, " and hidden_size=", hidden_size);
+  KILN_CHECK(proj_size < hidden_size, type_name,
+             ": proj_size has to be smaller than hidden_size, got proj_size=", proj_size,
+             " and hidden_size=", hidden_size);
   KILN_CHECK(proj_size == 0 || mode == Mode::LSTM, type_name,
              ": proj_size argument is only supported for LSTM, not RNN or GRU");
   // (torch also warns when dropout > 0 with one layer: there is no layer after the last to drop into.)
@@ -168,8 +275,8 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
   auto initial_state = [&](const Tensor& s, int64_t width, const char* name) {
     std::vector<int64_t> want = {num_layers * dirs, batch, width};
     if (!s.defined()) return zeros(want, x.options());
-    KILN_CHECK(s.dim() == (batched ? 3 : 2), who, ": for ", batched ? "batched 3-D" : "unbatched 2-D", " input, ",
-               name, " should be ", batched ? 3 : 2, "-D, got ", s.dim(), "-D tensor of shape ", shape_str(s.sizes()));
+    KILN_CHECK(s.dim() == (batched ? 3 : 2), who, ": for ", batched ? "batched 3-D" : "unbatched 2-D", " input, ", name,
+               " should be ", batched ? 3 : 2, "-D, got ", s.dim(), "-D tensor of shape ", shape_str(s.sizes()));
     Tensor s3 = batched ? s : s.unsqueeze(1);
     KILN_CHECK(s3.sizes() == IntArrayRef(want), who, ": expected ", name, " of shape ",
                shape_str(batched ? want : std::vector<int64_t>{want[0], want[2]}), ", got ", shape_str(s.sizes()),
@@ -190,8 +297,8 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
     if (!compiler::is_compiling() && batch > 0) {
       int64_t lo = lengths.min().item<int64_t>(), hi = lengths.max().item<int64_t>();
       KILN_CHECK(lo >= 1 && hi <= steps, who, ": expected every length in [1, ", steps,
-                 "] (the sequence length of input of shape ", shape_str(input.sizes()), "), got lengths in [", lo,
-                 ", ", hi, "]");
+                 "] (the sequence length of input of shape ", shape_str(input.sizes()), "), got lengths in [", lo, ", ",
+                 hi, "]");
     }
     Tensor t = arange(steps, TensorOptions(lengths.dtype()).device(x.device()));
     mask = (t.unsqueeze(1) < lengths.to(x.device()).unsqueeze(0)).unsqueeze(2);
@@ -250,6 +357,18 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
   return {out, hn, cn};
 }
 
+std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNBase::run_packed(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& hx, const Tensor& cx) {
+  auto [padded, lengths] = utils::rnn::pad_packed_sequence(input);
+  // run() reads batch_first; hand it the layout it expects.
+  auto [out, hn, cn] = run(batch_first ? padded.transpose(0, 1) : padded, hx, cx, lengths);
+  Tensor out_tn = batch_first ? out.transpose(0, 1) : out;
+  utils::rnn::PackedSequence packed = input;
+  packed.data =
+      utils::rnn::pack_data(out_tn, input.batch_sizes.cpu().contiguous().to_vector<int64_t>(), input.sorted_indices);
+  return {packed, hn, cn};
+}
+
 // ---------------------------------------------------------------- RNN, LSTM, GRU
 
 RNN::RNN(int64_t input_size, int64_t hidden_size, int64_t num_layers, const std::string& nonlinearity, bool bias,
@@ -267,18 +386,28 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx, c
   return {out, hn};
 }
 
+std::tuple<utils::rnn::PackedSequence, Tensor> RNN::forward(const utils::rnn::PackedSequence& input, const Tensor& hx) {
+  auto [out, hn, cn] = run_packed(input, hx, Tensor());
+  return {out, hn};
+}
+
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias, bool batch_first, double dropout,
            bool bidirectional, int64_t proj_size)
     : RNNBase("LSTM", Mode::LSTM, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
               proj_size) {}
 
 LSTM::LSTM(const LSTMOptions& o)
-    : LSTM(o.input_size, o.hidden_size, o.num_layers, o.bias, o.batch_first, o.dropout, o.bidirectional,
-           o.proj_size) {}
+    : LSTM(o.input_size, o.hidden_size, o.num_layers, o.bias, o.batch_first, o.dropout, o.bidirectional, o.proj_size) {}
 
 std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input, const std::tuple<Tensor, Tensor>& hx,
                                                              const Tensor& lengths) {
   auto [out, hn, cn] = run(input, std::get<0>(hx), std::get<1>(hx), lengths);
+  return {out, {hn, cn}};
+}
+
+std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> LSTM::forward(
+    const utils::rnn::PackedSequence& input, const std::tuple<Tensor, Tensor>& hx) {
+  auto [out, hn, cn] = run_packed(input, std::get<0>(hx), std::get<1>(hx));
   return {out, {hn, cn}};
 }
 
@@ -294,10 +423,14 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx, c
   return {out, hn};
 }
 
+std::tuple<utils::rnn::PackedSequence, Tensor> GRU::forward(const utils::rnn::PackedSequence& input, const Tensor& hx) {
+  auto [out, hn, cn] = run_packed(input, hx, Tensor());
+  return {out, hn};
+}
+
 // ---------------------------------------------------------------- cells
 
-RNNCellBase::RNNCellBase(const char* type_name, int64_t input_size, int64_t hidden_size, bool bias,
-                         int64_t num_chunks)
+RNNCellBase::RNNCellBase(const char* type_name, int64_t input_size, int64_t hidden_size, bool bias, int64_t num_chunks)
     : Module(type_name), input_size(input_size), hidden_size(hidden_size), bias(bias) {
   check_common_args(type_name, input_size, hidden_size, 1, 0.0);
   weight_ih = register_parameter("weight_ih", empty({num_chunks * hidden_size, input_size}));
@@ -334,9 +467,9 @@ bool RNNCellBase::prepare(Tensor& x, std::vector<Tensor*> states) const {
       s = zeros({batch, hidden_size}, x.options());
       continue;
     }
-    KILN_CHECK(s.dim() == x.dim(), who, ": expected hidden", i, " to be ", x.dim(), "-D like the ",
-               batched ? "batched" : "unbatched", " input, got shape ", shape_str(s.sizes()), " (input of shape ",
-               shape_str(in_shape), ")");
+    KILN_CHECK(s.dim() == static_cast<int64_t>(in_shape.size()), who, ": expected hidden", i, " to be ",
+               in_shape.size(), "-D like the ", batched ? "batched" : "unbatched", " input, got shape ",
+               shape_str(s.sizes()), " (input of shape ", shape_str(in_shape), ")");
     if (!batched) s = s.unsqueeze(0);
     KILN_CHECK(s.sizes()[0] == batch, who, ": input batch size ", batch, " doesn't match hidden", i, " batch size ",
                s.sizes()[0]);

@@ -25,7 +25,8 @@ void expect_close(const Tensor& got, const std::vector<double>& want, double tol
   ASSERT_TRUE(got.defined()) << what;
   auto g = vals(got);
   ASSERT_EQ(g.size(), want.size()) << what;
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], want[i], tol * (1 + std::abs(want[i]))) << what << " [" << i << "]";
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], want[i], tol * (1 + std::abs(want[i]))) << what << " [" << i << "]";
 }
 
 void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
@@ -176,8 +177,8 @@ Tensor check_reference(nn::RNNBase& m, int64_t T, int64_t N, bool give_state, co
   Tensor len = lengths.empty() ? Tensor() : tensor(lengths);
   auto [out, hn, cn] = call(m, m.batch_first ? x.transpose(0, 1) : x, give_state ? h0 : Tensor(),
                             give_state && lstm ? c0 : Tensor(), len);
-  EXPECT_EQ(out.sizes().vec(), (m.batch_first ? std::vector<int64_t>{N, T, out.sizes()[2]}
-                                              : std::vector<int64_t>{T, N, out.sizes()[2]}));
+  EXPECT_EQ(out.sizes().vec(),
+            (m.batch_first ? std::vector<int64_t>{N, T, out.sizes()[2]} : std::vector<int64_t>{T, N, out.sizes()[2]}));
   EXPECT_EQ(out.sizes()[2], (m.bidirectional ? 2 : 1) * Ho);
   EXPECT_EQ(hn.sizes().vec(), (std::vector<int64_t>{LD, N, Ho}));
   Tensor out_tn = m.batch_first ? out.transpose(0, 1) : out;
@@ -202,8 +203,13 @@ TEST(Rnn, ModulesMatchTheFp64Reference) {
     check_reference(rnn2, 5, 3, give_state);
     nn::LSTM lstm(3, 4, 2, true, false, 0.0, /*bidirectional=*/true);
     check_reference(lstm, 4, 2, give_state);
-    nn::LSTM proj({.input_size = 3, .hidden_size = 5, .num_layers = 2, .bias = false, .batch_first = true,
-                   .bidirectional = true, .proj_size = 2});
+    nn::LSTM proj({.input_size = 3,
+                   .hidden_size = 5,
+                   .num_layers = 2,
+                   .bias = false,
+                   .batch_first = true,
+                   .bidirectional = true,
+                   .proj_size = 2});
     check_reference(proj, 4, 3, give_state);
     nn::GRU gru(3, 4, 2, true, /*batch_first=*/true, 0.0, /*bidirectional=*/true);
     check_reference(gru, 5, 2, give_state);
@@ -235,8 +241,10 @@ TEST(Rnn, LengthsLeavePaddedStepsOut) {
         for (int64_t n = 0; n < N; ++n)
           for (int64_t j = 0; j < w; ++j) {
             double v = o[(t * N + n) * w + j];
-            if (t >= lengths[n]) EXPECT_EQ(v, 0.0) << "t=" << t << " n=" << n;
-            else EXPECT_TRUE(std::isfinite(v));
+            if (t >= lengths[n])
+              EXPECT_EQ(v, 0.0) << "t=" << t << " n=" << n;
+            else
+              EXPECT_TRUE(std::isfinite(v));
           }
     }
   }
@@ -309,8 +317,9 @@ TEST(Rnn, CellsMatchTheFp64Reference) {
     nn::RNNCell tanh_cell(I, H), relu_cell(I, H, false, "relu");
     for (nn::RNNCell* cell : {&tanh_cell, &relu_cell}) {
       cell->to(kFloat64);
-      expect_close(cell->forward(x, hx), ref(cell->nonlinearity == "relu" ? Kind::RnnRelu : Kind::RnnTanh, *cell,
-                                             give_state).first, 1e-12, cell->repr());
+      expect_close(cell->forward(x, hx),
+                   ref(cell->nonlinearity == "relu" ? Kind::RnnRelu : Kind::RnnTanh, *cell, give_state).first, 1e-12,
+                   cell->repr());
     }
     nn::LSTMCell lstm(I, H);
     lstm.to(kFloat64);
@@ -349,8 +358,8 @@ void gradcheck_module(nn::RNNBase& m, int64_t T, int64_t N, const Tensor& length
     for (auto& w : m.all_weights)
       for (Tensor* p : {&w.w_ih, &w.w_hh, &w.b_ih, &w.b_hh, &w.w_hr})
         if (p->defined()) *p = in[k++];
-    auto [out, hn, cn] = call(m, m.batch_first ? in[0].transpose(0, 1) : in[0], in[1], lstm ? in[2] : Tensor(),
-                              lengths);
+    auto [out, hn, cn] =
+        call(m, m.batch_first ? in[0].transpose(0, 1) : in[0], in[1], lstm ? in[2] : Tensor(), lengths);
     std::vector<Tensor> outs = {out, hn};
     if (lstm) outs.push_back(cn);
     return outs;
@@ -363,8 +372,8 @@ TEST(Rnn, GradientsMatchFiniteDifferences) {
   manual_seed(5);
   nn::RNN rnn(2, 2, 1, "tanh", true, false, 0.0, true);
   gradcheck_module(rnn, 3, 2);
-  nn::LSTM lstm({.input_size = 2, .hidden_size = 3, .num_layers = 2, .batch_first = true, .bidirectional = true,
-                 .proj_size = 2});
+  nn::LSTM lstm(
+      {.input_size = 2, .hidden_size = 3, .num_layers = 2, .batch_first = true, .bidirectional = true, .proj_size = 2});
   gradcheck_module(lstm, 3, 2);
   nn::GRU gru(2, 2, 2, true, false, 0.0, true);
   gradcheck_module(gru, 3, 2);
@@ -431,10 +440,10 @@ TEST(Rnn, ParameterNamesShapesAndInit) {
                                 "bias_ih_l0_reverse[24]", "bias_hh_l0_reverse[24]", "weight_hr_l0_reverse[3, 6]"}));
   EXPECT_EQ(proj.repr(), "LSTM(4, 6, proj_size=3, dropout=0.25, bidirectional=True)");
   nn::GRU gru(4, 3, 2, /*bias=*/false, false, 0.0, true);
-  EXPECT_EQ(names_of(gru), (std::vector<std::string>{"weight_ih_l0[9, 4]", "weight_hh_l0[9, 3]",
-                                                     "weight_ih_l0_reverse[9, 4]", "weight_hh_l0_reverse[9, 3]",
-                                                     "weight_ih_l1[9, 6]", "weight_hh_l1[9, 3]",
-                                                     "weight_ih_l1_reverse[9, 6]", "weight_hh_l1_reverse[9, 3]"}));
+  EXPECT_EQ(names_of(gru),
+            (std::vector<std::string>{"weight_ih_l0[9, 4]", "weight_hh_l0[9, 3]", "weight_ih_l0_reverse[9, 4]",
+                                      "weight_hh_l0_reverse[9, 3]", "weight_ih_l1[9, 6]", "weight_hh_l1[9, 3]",
+                                      "weight_ih_l1_reverse[9, 6]", "weight_hh_l1_reverse[9, 3]"}));
   EXPECT_TRUE(gru.weights(1, true).w_ih.is_same(gru.parameter("weight_ih_l1_reverse")));
   nn::RNN rnn({.input_size = 4, .hidden_size = 3, .nonlinearity = "relu", .bias = false});
   EXPECT_EQ(rnn.nonlinearity, "relu");
@@ -475,42 +484,112 @@ TEST(Rnn, DropoutBetweenLayersInTrainingOnly) {
   expect_close(a, std::get<0>(one.forward(x)), 0, "one layer");
 }
 
+TEST(Rnn, PackAndPadRoundTrip) {
+  namespace R = nn::utils::rnn;
+  manual_seed(10);
+  Tensor x = randn({3, 4, 2}).requires_grad_();  // batch_first: 3 sequences of up to 4 steps
+  Tensor lengths = tensor(std::vector<int64_t>{2, 4, 2});
+  R::PackedSequence p = R::pack_padded_sequence(x, lengths, true, false);
+  EXPECT_EQ(p.data.sizes().vec(), (std::vector<int64_t>{8, 2}));
+  EXPECT_EQ(vals(p.batch_sizes), (std::vector<double>{3, 3, 1, 1}));
+  EXPECT_EQ(vals(p.sorted_indices), (std::vector<double>{1, 0, 2}));  // stable among equal lengths
+  EXPECT_EQ(vals(p.unsorted_indices), (std::vector<double>{1, 0, 2}));
+  // The packed rows are x's rows, step by step, longest first.
+  expect_close(p.data.narrow(0, 0, 3), x.select(1, 0).index_select(0, p.sorted_indices), 0, "step 0");
+  expect_close(p.data.narrow(0, 6, 1), x.select(1, 2).narrow(0, 1, 1), 0, "step 2");
+  auto [padded, len] = R::pad_packed_sequence(p, true, -1.0, 5);
+  EXPECT_EQ(padded.sizes().vec(), (std::vector<int64_t>{3, 5, 2}));
+  EXPECT_EQ(vals(len), vals(lengths));
+  auto xs = vals(x), ps = vals(padded);
+  auto ls = lengths.to_vector<int64_t>();
+  for (int64_t n = 0; n < 3; ++n)
+    for (int64_t t = 0; t < 5; ++t)
+      for (int64_t f = 0; f < 2; ++f)
+        EXPECT_EQ(ps[(n * 5 + t) * 2 + f], t < ls[n] ? xs[(n * 4 + t) * 2 + f] : -1.0) << n << " " << t;
+  // Gradients reach the valid steps only.
+  padded.sum().backward();
+  auto g = vals(x.grad());
+  for (int64_t n = 0; n < 3; ++n)
+    for (int64_t t = 0; t < 4; ++t) EXPECT_EQ(g[(n * 4 + t) * 2], t < ls[n] ? 1.0 : 0.0);
+  // enforce_sorted keeps the order (no indices) and wants decreasing lengths.
+  R::PackedSequence s = R::pack_padded_sequence(x.detach(), tensor(std::vector<int64_t>{4, 2, 2}), true);
+  EXPECT_FALSE(s.sorted_indices.defined());
+  expect_error([&] { R::pack_padded_sequence(x, lengths, true); }, {"pack_padded_sequence", "decreasing order"});
+  expect_error(
+      [&] {
+        R::pack_padded_sequence(x, tensor(std::vector<int64_t>{2, 5, 1}), true, false);
+      },
+      {"pack_padded_sequence", "[1, 4]", "got 5"});
+  expect_error(
+      [&] {
+        R::pack_padded_sequence(x, tensor(std::vector<int64_t>{2, 0, 1}), true, false);
+      },
+      {"pack_padded_sequence", "got 0"});
+  expect_error(
+      [&] {
+        R::pack_padded_sequence(x, tensor(std::vector<int64_t>{2, 2}), true, false);
+      },
+      {"pack_padded_sequence", "lengths of shape [3]", "[2]"});
+  expect_error([&] { R::pad_packed_sequence(p, true, 0.0, 3); }, {"pad_packed_sequence", "total_length=3", "4"});
+}
+
 // ---------------------------------------------------------------- bad input
 
 TEST(Rnn, BadInputNamesTheModuleAndShapes) {
   nn::LSTM lstm(3, 4, 2);
   expect_error([&] { lstm.forward(randn({5, 2, 7})); }, {"LSTM", "input_size", "Expected 3, got 7", "[5, 2, 7]"});
   expect_error([&] { lstm.forward(randn({5, 2, 3, 1})); }, {"LSTM", "2-D (unbatched) or 3-D", "[5, 2, 3, 1]"});
-  expect_error([&] { lstm.forward(randn({5, 2, 3}), {randn({2, 3, 4}), Tensor()}); },
-               {"LSTM", "h_0", "[2, 2, 4]", "got [2, 3, 4]"});
-  expect_error([&] { lstm.forward(randn({5, 2, 3}), {Tensor(), randn({1, 2, 4})}); },
-               {"LSTM", "c_0", "[2, 2, 4]", "got [1, 2, 4]"});
-  expect_error([&] { lstm.forward(randn({5, 3}), {randn({2, 1, 4}), Tensor()}); },
-               {"LSTM", "unbatched 2-D", "h_0", "[2, 1, 4]"});
+  expect_error(
+      [&] {
+        lstm.forward(randn({5, 2, 3}), {randn({2, 3, 4}), Tensor()});
+      },
+      {"LSTM", "h_0", "[2, 2, 4]", "got [2, 3, 4]"});
+  expect_error(
+      [&] {
+        lstm.forward(randn({5, 2, 3}), {Tensor(), randn({1, 2, 4})});
+      },
+      {"LSTM", "c_0", "[2, 2, 4]", "got [1, 2, 4]"});
+  expect_error(
+      [&] {
+        lstm.forward(randn({5, 3}), {randn({2, 1, 4}), Tensor()});
+      },
+      {"LSTM", "unbatched 2-D", "h_0", "[2, 1, 4]"});
   expect_error([&] { lstm.forward(randn({0, 2, 3})); }, {"LSTM", "sequence length", "[0, 2, 3]"});
   nn::GRU gru(3, 4);
   expect_error([&] { gru.forward(randn({5, 2, 3}), randn({1, 2, 5})); }, {"GRU", "hx", "[1, 2, 4]", "[1, 2, 5]"});
   Tensor x = randn({5, 2, 3});
-  expect_error([&] { gru.forward(x, Tensor(), tensor(std::vector<int64_t>{5, 6})); },
-               {"GRU", "every length in [1, 5]", "[5, 2, 3]", "got lengths in [5, 6]"});
+  expect_error(
+      [&] {
+        gru.forward(x, Tensor(), tensor(std::vector<int64_t>{5, 6}));
+      },
+      {"GRU", "every length in [1, 5]", "[5, 2, 3]", "got lengths in [5, 6]"});
   expect_error([&] { gru.forward(x, Tensor(), tensor(std::vector<int64_t>{0, 3})); }, {"GRU", "got lengths in [0, 3]"});
-  expect_error([&] { gru.forward(x, Tensor(), tensor(std::vector<int64_t>{5, 5, 5})); },
-               {"GRU", "lengths of shape [2]", "[3]"});
+  expect_error(
+      [&] {
+        gru.forward(x, Tensor(), tensor(std::vector<int64_t>{5, 5, 5}));
+      },
+      {"GRU", "lengths of shape [2]", "[3]"});
   expect_error([&] { gru.forward(x, Tensor(), tensor(std::vector<float>{5, 5})); }, {"GRU", "int64 lengths"});
-  expect_error([&] { gru.forward(randn({5, 3}), Tensor(), tensor(std::vector<int64_t>{5})); },
-               {"GRU", "batched 3-D"});
+  expect_error([&] { gru.forward(randn({5, 3}), Tensor(), tensor(std::vector<int64_t>{5})); }, {"GRU", "batched 3-D"});
   expect_error([] { nn::RNN(3, 4, 1, "sigmoid"); }, {"RNN", "nonlinearity 'sigmoid'"});
   expect_error([] { nn::LSTM(3, 4, 1, true, false, 1.5); }, {"LSTM", "dropout", "1.5"});
-  expect_error([] { nn::LSTM(3, 4, 1, true, false, 0.0, false, 4); }, {"LSTM", "proj_size", "smaller than hidden_size"});
+  expect_error([] { nn::LSTM(3, 4, 1, true, false, 0.0, false, 4); },
+               {"LSTM", "proj_size", "smaller than hidden_size"});
   expect_error([] { nn::GRU(3, 0); }, {"GRU", "hidden_size"});
   expect_error([] { nn::RNN({.input_size = 3, .hidden_size = 2, .num_layers = 0}); }, {"RNN", "num_layers"});
   nn::LSTMCell cell(3, 4);
   expect_error([&] { cell.forward(randn({2, 2, 3})); }, {"LSTMCell", "1-D or 2-D", "[2, 2, 3]"});
   expect_error([&] { cell.forward(randn({2, 5})); }, {"LSTMCell", "input_size: got 5 expected 3"});
-  expect_error([&] { cell.forward(randn({2, 3}), {randn({3, 4}), Tensor()}); },
-               {"LSTMCell", "batch size 2", "hidden0 batch size 3"});
-  expect_error([&] { cell.forward(randn({2, 3}), {Tensor(), randn({2, 5})}); },
-               {"LSTMCell", "hidden1", "hidden_size: got 5, expected 4"});
+  expect_error(
+      [&] {
+        cell.forward(randn({2, 3}), {randn({3, 4}), Tensor()});
+      },
+      {"LSTMCell", "batch size 2", "hidden0 batch size 3"});
+  expect_error(
+      [&] {
+        cell.forward(randn({2, 3}), {Tensor(), randn({2, 5})});
+      },
+      {"LSTMCell", "hidden1", "hidden_size: got 5, expected 4"});
   expect_error([&] { nn::GRUCell(3, 4).forward(randn({3}), randn({2, 4})); }, {"GRUCell", "1-D", "[2, 4]"});
 }
 
@@ -615,25 +694,65 @@ TEST(Rnn, TorchFixture) {
   nn::GRU gru({.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true});
   check_torch("gru_bi2_bf", gru, [&] { return flat(gru(input("gru_bi2_bf", 0), input("gru_bi2_bf", 1))); });
   nn::GRU gru_u(4, 5);
-  check_torch("gru_unbatched", gru_u, [&] { return flat(gru_u(input("gru_unbatched", 0), input("gru_unbatched", 1))); });
+  check_torch("gru_unbatched", gru_u,
+              [&] { return flat(gru_u(input("gru_unbatched", 0), input("gru_unbatched", 1))); });
   nn::RNNCell rnn_cell(4, 5, true, "relu");
-  check_torch("rnn_cell", rnn_cell, [&] { return std::vector<Tensor>{rnn_cell(input("rnn_cell", 0), input("rnn_cell", 1))}; });
+  check_torch("rnn_cell", rnn_cell,
+              [&] { return std::vector<Tensor>{rnn_cell(input("rnn_cell", 0), input("rnn_cell", 1))}; });
   nn::LSTMCell lstm_cell(4, 5);
   check_torch("lstm_cell", lstm_cell, [&] {
     return flat(lstm_cell(input("lstm_cell", 0), {input("lstm_cell", 1), input("lstm_cell", 2)}));
   });
   nn::GRUCell gru_cell(4, 5);
-  check_torch("gru_cell", gru_cell, [&] { return std::vector<Tensor>{gru_cell(input("gru_cell", 0), input("gru_cell", 1))}; });
+  check_torch("gru_cell", gru_cell,
+              [&] { return std::vector<Tensor>{gru_cell(input("gru_cell", 0), input("gru_cell", 1))}; });
 }
 
-// pack_padded_sequence → module → pad_packed_sequence in PyTorch; forward's lengths in kiln.
+// pack_padded_sequence → module → pad_packed_sequence in PyTorch; forward's lengths, and the same
+// through kiln's PackedSequence.
 TEST(Rnn, TorchFixturePackedSequences) {
+  namespace R = nn::utils::rnn;
+  {
+    SCOPED_TRACE("pack");
+    R::PackedSequence p = R::pack_padded_sequence(input("pack", 0), input("pack", 1), /*batch_first=*/true,
+                                                  /*enforce_sorted=*/false);
+    expect_close(p.data, fixture().at("pack.out"), 0, "data");
+    EXPECT_EQ(vals(p.batch_sizes), vals(fixture().at("pack.out1")));
+    EXPECT_EQ(vals(p.sorted_indices), vals(fixture().at("pack.out2")));
+    EXPECT_EQ(vals(p.unsorted_indices), vals(fixture().at("pack.out3")));
+  }
+  for (const char* name : {"lstm_packed_bi2_bf", "gru_packed_bi"}) {
+    bool lstm_case = std::string(name).rfind("lstm", 0) == 0;
+    nn::LSTM lstm({.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true});
+    nn::GRU gru({.input_size = 4, .hidden_size = 5, .bidirectional = true});
+    nn::RNNBase& m = lstm_case ? static_cast<nn::RNNBase&>(lstm) : gru;
+    check_torch(std::string(name), m, [&] {
+      const Tensor& x = input(name, 0);
+      R::PackedSequence packed = R::pack_padded_sequence(x, input(name, 1), m.batch_first, false);
+      std::vector<Tensor> outs;
+      R::PackedSequence out_packed;
+      if (lstm_case) {
+        auto [o, hc] = lstm.forward(packed);
+        out_packed = o;
+        outs = {Tensor(), std::get<0>(hc), std::get<1>(hc)};
+      } else {
+        auto [o, h] = gru.forward(packed);
+        out_packed = o;
+        outs = {Tensor(), h};
+      }
+      EXPECT_TRUE(out_packed.batch_sizes.is_same(packed.batch_sizes));
+      auto [padded, lengths] = R::pad_packed_sequence(out_packed, m.batch_first, 0.0, x.sizes()[m.batch_first ? 1 : 0]);
+      EXPECT_EQ(vals(lengths), vals(input(name, 1)));
+      outs[0] = padded;
+      return outs;
+    });
+  }
   nn::LSTM lstm({.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true});
-  check_torch("lstm_packed_bi2_bf", lstm, [&] {
-    return flat(lstm(input("lstm_packed_bi2_bf", 0), {}, input("lstm_packed_bi2_bf", 1)));
-  });
+  check_torch("lstm_packed_bi2_bf", lstm,
+              [&] { return flat(lstm(input("lstm_packed_bi2_bf", 0), {}, input("lstm_packed_bi2_bf", 1))); });
   nn::GRU gru({.input_size = 4, .hidden_size = 5, .bidirectional = true});
-  check_torch("gru_packed_bi", gru, [&] { return flat(gru(input("gru_packed_bi", 0), {}, input("gru_packed_bi", 1))); });
+  check_torch("gru_packed_bi", gru,
+              [&] { return flat(gru(input("gru_packed_bi", 0), {}, input("gru_packed_bi", 1))); });
 }
 
 }  // namespace

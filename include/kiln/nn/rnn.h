@@ -7,9 +7,12 @@
 //   auto [h_n, c_n] = hc;                    // [2, N, 16] each
 //
 // Written with kiln ops (linear, sigmoid, tanh, where, stack, cat), so autograd and compile see
-// ordinary op graphs. Variable-length batches: forward's `lengths` (see RNNBase::run).
+// ordinary op graphs. Variable-length batches: a PackedSequence (utils::rnn::pack_padded_sequence),
+// as torch, or a padded batch with forward's `lengths` (see RNNBase::run), which reads no values
+// and so compiles into one graph.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +20,29 @@
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
+
+namespace utils::rnn {
+
+// torch.nn.utils.rnn.PackedSequence: the valid steps of a batch of sequences, time-major, the
+// longest sequence first at each step.
+struct PackedSequence {
+  Tensor data;              // [sum(lengths), *]
+  Tensor batch_sizes;       // int64 [T_max] (CPU): how many sequences are still running at each step
+  Tensor sorted_indices;    // int64 [N]: batch index of each packed column; undefined = identity
+  Tensor unsorted_indices;  // its inverse; undefined = identity
+};
+
+// input [T, N, *] ([N, T, *] with batch_first), lengths int64 [N] with every value in [1, T];
+// enforce_sorted requires decreasing lengths, otherwise the batch is sorted (stably).
+PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths, bool batch_first = false,
+                                    bool enforce_sorted = true);
+// (padded [T, N, *] or [N, T, *], lengths int64 [N]) in the original batch order; T = total_length
+// when given (at least the longest length).
+std::tuple<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bool batch_first = false,
+                                               double padding_value = 0.0,
+                                               std::optional<int64_t> total_length = std::nullopt);
+
+}  // namespace utils::rnn
 
 // Options in torch's argument order, for designated initializers.
 struct RNNOptions {
@@ -89,6 +115,10 @@ class RNNBase : public Module {
   // Returns (output, h_n, c_n); c_n undefined unless LSTM.
   std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, const Tensor& hx, const Tensor& cx,
                                          const Tensor& lengths);
+  // A PackedSequence in, one with the same batch_sizes and order out: unpacked, run with lengths,
+  // packed again. h_n / c_n in the original batch order, as torch.
+  std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> run_packed(const utils::rnn::PackedSequence& input,
+                                                                    const Tensor& hx, const Tensor& cx);
 };
 
 class RNN : public RNNBase {
@@ -101,6 +131,8 @@ class RNN : public RNNBase {
   std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}, const Tensor& lengths = {}) {
     return forward(input, hx, lengths);
   }
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward(const utils::rnn::PackedSequence& input,
+                                                         const Tensor& hx = {});
   std::string nonlinearity;
 };
 
@@ -118,6 +150,8 @@ class LSTM : public RNNBase {
                                                             const Tensor& lengths = {}) {
     return forward(input, hx, lengths);
   }
+  std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> forward(const utils::rnn::PackedSequence& input,
+                                                                             const std::tuple<Tensor, Tensor>& hx = {});
 };
 
 class GRU : public RNNBase {
@@ -129,6 +163,8 @@ class GRU : public RNNBase {
   std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}, const Tensor& lengths = {}) {
     return forward(input, hx, lengths);
   }
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward(const utils::rnn::PackedSequence& input,
+                                                         const Tensor& hx = {});
 };
 
 // ---- single steps: input [N, input_size] or unbatched [input_size]; hx undefined = zeros ----
