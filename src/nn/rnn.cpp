@@ -262,6 +262,8 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
              input.dim(), "-D input of shape ", shape_str(input.sizes()));
   KILN_CHECK(input.sizes().back() == input_size, who, ": input.size(-1) must be equal to input_size. Expected ",
              input_size, ", got ", input.sizes().back(), " (input of shape ", shape_str(input.sizes()), ")");
+  DType dtype = all_weights[0].w_ih.dtype();
+  KILN_CHECK(input.dtype() == dtype, who, ": input must have the parameters' dtype ", dtype, ", got ", input.dtype());
   bool batched = input.dim() == 3;
   // Internally always [T, N, features].
   Tensor x = !batched ? input.unsqueeze(1) : batch_first ? input.transpose(0, 1) : input;
@@ -277,6 +279,7 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
     if (!s.defined()) return zeros(want, x.options());
     KILN_CHECK(s.dim() == (batched ? 3 : 2), who, ": for ", batched ? "batched 3-D" : "unbatched 2-D", " input, ", name,
                " should be ", batched ? 3 : 2, "-D, got ", s.dim(), "-D tensor of shape ", shape_str(s.sizes()));
+    KILN_CHECK(s.dtype() == dtype, who, ": ", name, " must have the parameters' dtype ", dtype, ", got ", s.dtype());
     Tensor s3 = batched ? s : s.unsqueeze(1);
     KILN_CHECK(s3.sizes() == IntArrayRef(want), who, ": expected ", name, " of shape ",
                shape_str(batched ? want : std::vector<int64_t>{want[0], want[2]}), ", got ", shape_str(s.sizes()),
@@ -458,6 +461,8 @@ bool RNNCellBase::prepare(Tensor& x, std::vector<Tensor*> states) const {
              "-D input of shape ", shape_str(x.sizes()));
   KILN_CHECK(x.sizes().back() == input_size, who, ": input has inconsistent input_size: got ", x.sizes().back(),
              " expected ", input_size, " (input of shape ", shape_str(x.sizes()), ")");
+  KILN_CHECK(x.dtype() == weight_ih.dtype(), who, ": input must have the parameters' dtype ", weight_ih.dtype(),
+             ", got ", x.dtype());
   bool batched = x.dim() == 2;
   if (!batched) x = x.unsqueeze(0);
   int64_t batch = x.sizes()[0];
@@ -471,6 +476,8 @@ bool RNNCellBase::prepare(Tensor& x, std::vector<Tensor*> states) const {
                in_shape.size(), "-D like the ", batched ? "batched" : "unbatched", " input, got shape ",
                shape_str(s.sizes()), " (input of shape ", shape_str(in_shape), ")");
     if (!batched) s = s.unsqueeze(0);
+    KILN_CHECK(s.dtype() == x.dtype(), who, ": hidden", i, " must have the parameters' dtype ", x.dtype(), ", got ",
+               s.dtype());
     KILN_CHECK(s.sizes()[0] == batch, who, ": input batch size ", batch, " doesn't match hidden", i, " batch size ",
                s.sizes()[0]);
     KILN_CHECK(s.sizes()[1] == hidden_size, who, ": hidden", i, " has inconsistent hidden_size: got ", s.sizes()[1],

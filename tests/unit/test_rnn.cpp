@@ -379,6 +379,18 @@ TEST(Rnn, GradientsMatchFiniteDifferences) {
   gradcheck_module(gru, 3, 2);
   nn::LSTM packed(2, 2, 1, true, false, 0.0, true);
   gradcheck_module(packed, 3, 2, tensor(std::vector<int64_t>{3, 1}));
+  // Through a PackedSequence: pack, the module, pad.
+  namespace R = nn::utils::rnn;
+  nn::GRU gru_p({.input_size = 2, .hidden_size = 2, .batch_first = true, .bidirectional = true});
+  gru_p.to(kFloat64);
+  Tensor x = randn({3, 3, 2}, kFloat64).requires_grad_(), h0 = randn({2, 3, 2}, kFloat64).requires_grad_();
+  EXPECT_TRUE(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        R::PackedSequence p = R::pack_padded_sequence(in[0], tensor(std::vector<int64_t>{1, 3, 2}), true, false);
+        auto [out, h] = gru_p.forward(p, in[1]);
+        return std::vector<Tensor>{std::get<0>(R::pad_packed_sequence(out, true)), h};
+      },
+      {x, h0}));
 }
 
 TEST(Rnn, CellGradientsMatchFiniteDifferences) {
@@ -555,6 +567,12 @@ TEST(Rnn, BadInputNamesTheModuleAndShapes) {
       },
       {"LSTM", "unbatched 2-D", "h_0", "[2, 1, 4]"});
   expect_error([&] { lstm.forward(randn({0, 2, 3})); }, {"LSTM", "sequence length", "[0, 2, 3]"});
+  expect_error([&] { lstm.forward(randn({5, 2, 3}, kFloat64)); }, {"LSTM", "dtype float32", "got float64"});
+  expect_error(
+      [&] {
+        lstm.forward(randn({5, 2, 3}), {randn({2, 2, 4}, kFloat64), Tensor()});
+      },
+      {"LSTM", "h_0", "dtype float32", "got float64"});
   nn::GRU gru(3, 4);
   expect_error([&] { gru.forward(randn({5, 2, 3}), randn({1, 2, 5})); }, {"GRU", "hx", "[1, 2, 4]", "[1, 2, 5]"});
   Tensor x = randn({5, 2, 3});
@@ -591,6 +609,7 @@ TEST(Rnn, BadInputNamesTheModuleAndShapes) {
       },
       {"LSTMCell", "hidden1", "hidden_size: got 5, expected 4"});
   expect_error([&] { nn::GRUCell(3, 4).forward(randn({3}), randn({2, 4})); }, {"GRUCell", "1-D", "[2, 4]"});
+  expect_error([&] { nn::RNNCell(3, 4).forward(randn({2, 3}, kFloat64)); }, {"RNNCell", "dtype float32", "float64"});
 }
 
 // ---------------------------------------------------------------- compiled
