@@ -762,6 +762,7 @@ TEST(Rnn, TorchFixturePackedSequences) {
       EXPECT_TRUE(out_packed.batch_sizes.is_same(packed.batch_sizes));
       auto [padded, lengths] = R::pad_packed_sequence(out_packed, m.batch_first, 0.0, x.sizes()[m.batch_first ? 1 : 0]);
       EXPECT_EQ(vals(lengths), vals(input(name, 1)));
+      EXPECT_EQ(padded.dtype(), kFloat32) << "padded steps keep the input's dtype";
       outs[0] = padded;
       return outs;
     });
