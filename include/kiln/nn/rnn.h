@@ -8,8 +8,11 @@
 //
 // Written with kiln ops (linear, sigmoid, tanh, where, stack, cat), so autograd and compile see
 // ordinary op graphs. Variable-length batches: a PackedSequence (utils::rnn::pack_padded_sequence),
-// as torch, or a padded batch with forward's `lengths` (see RNNBase::run), which reads no values
-// and so compiles into one graph.
+// as torch, or a padded batch with forward's `lengths` (see RNNBase::run). Packing reads the
+// lengths on the host (a graph break under compile, as in torch); `lengths` reads no values while
+// compiling, so a padded batch compiles into one graph. To compile, wrap the call in a function
+// (kiln::compile([&](const Tensor& x) { ... lstm.forward(x) ... })): compile(module) expects a
+// forward returning one Tensor.
 #pragma once
 #include <cstdint>
 #include <optional>
