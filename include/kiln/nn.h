@@ -13,3 +13,4 @@
 #include "kiln/nn/module.h"
 #include "kiln/nn/norm.h"
 #include "kiln/nn/pooling.h"
+#include "kiln/nn/transformer.h"
