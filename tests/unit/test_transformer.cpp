@@ -446,6 +446,19 @@ TEST(Transformer, CompiledEncoderForwardBackwardMatchesEager) {
   }
 }
 
+TEST(Transformer, EmptyBatchAndEmptySequence) {
+  manual_seed(37);
+  nn::TransformerEncoder enc(nn::TransformerEncoderLayer(8, 2, 16), 2, std::make_shared<nn::LayerNorm>(IntArrayRef(8)));
+  nn::TransformerDecoder dec(nn::TransformerDecoderLayer(8, 2, 16), 1);
+  enc.eval();
+  dec.eval();
+  // As torch: an empty batch or an empty target sequence gives an empty output of the same shape.
+  EXPECT_EQ(enc.forward(randn({5, 0, 8})).sizes().vec(), (std::vector<int64_t>{5, 0, 8}));
+  EXPECT_EQ(enc.forward(randn({0, 2, 8})).sizes().vec(), (std::vector<int64_t>{0, 2, 8}));
+  EXPECT_EQ(dec.forward(randn({3, 0, 8}), randn({4, 0, 8})).sizes().vec(), (std::vector<int64_t>{3, 0, 8}));
+  EXPECT_EQ(dec.forward(randn({0, 2, 8}), randn({4, 2, 8})).sizes().vec(), (std::vector<int64_t>{0, 2, 8}));
+}
+
 // ---------------------------------------------------------------- bad input
 
 TEST(Transformer, BadInputNamesTheModule) {
