@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -314,6 +315,14 @@ TEST(Transformer, TransformerStructureInitAndMask) {
   EXPECT_EQ(nn::Transformer::generate_square_subsequent_mask(0).sizes().vec(), (std::vector<int64_t>{0, 0}));
   EXPECT_EQ(nn::Transformer::generate_square_subsequent_mask(2, kFloat64).dtype(), kFloat64);
 }
+
+// torch's nn.Transformer() with every default; the options structs are aggregates for designated initializers.
+static_assert(std::is_default_constructible_v<nn::Transformer>);
+static_assert(std::is_aggregate_v<nn::TransformerOptions> && std::is_aggregate_v<nn::TransformerEncoderOptions> &&
+              std::is_aggregate_v<nn::TransformerDecoderOptions> &&
+              std::is_aggregate_v<nn::TransformerDecoderLayerOptions> &&
+              std::is_aggregate_v<nn::TransformerEncoderLayerOptions> &&
+              std::is_aggregate_v<nn::MultiheadAttentionOptions> && std::is_aggregate_v<nn::UpsampleOptions>);
 
 TEST(Transformer, OptionsStructsAndPositionalConstructors) {
   nn::TransformerEncoderLayer layer({.d_model = 256, .nhead = 4, .batch_first = true});
