@@ -14,3 +14,4 @@
 #include "kiln/nn/norm.h"
 #include "kiln/nn/pooling.h"
 #include "kiln/nn/rnn.h"
+#include "kiln/nn/transformer.h"

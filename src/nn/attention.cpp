@@ -5,21 +5,20 @@
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
 #include "kiln/ops/creation.h"
+#include "nn/nn_util.h"
 
 namespace kiln::nn {
 
-MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias,
-                                       bool add_bias_kv, bool add_zero_attn, std::optional<int64_t> kdim,
-                                       std::optional<int64_t> vdim, bool batch_first)
+MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& o)
     : Module("MultiheadAttention"),
-      embed_dim(embed_dim),
-      kdim(kdim.value_or(embed_dim)),
-      vdim(vdim.value_or(embed_dim)),
-      num_heads(num_heads),
-      head_dim(num_heads > 0 ? embed_dim / num_heads : 0),
-      dropout(dropout),
-      batch_first(batch_first),
-      add_zero_attn(add_zero_attn) {
+      embed_dim(o.embed_dim),
+      kdim(o.kdim.value_or(o.embed_dim)),
+      vdim(o.vdim.value_or(o.embed_dim)),
+      num_heads(o.num_heads),
+      head_dim(o.num_heads > 0 ? o.embed_dim / o.num_heads : 0),
+      dropout(o.dropout),
+      batch_first(o.batch_first),
+      add_zero_attn(o.add_zero_attn) {
   KILN_CHECK(embed_dim > 0 && num_heads > 0, "MultiheadAttention: embed_dim and num_heads must be greater than 0, got ",
              "embed_dim=", embed_dim, " and num_heads=", num_heads);
   KILN_CHECK(head_dim * num_heads == embed_dim, "MultiheadAttention: embed_dim (", embed_dim,
@@ -41,10 +40,10 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
     v_proj_weight = register_parameter("v_proj_weight", empty({embed_dim, this->vdim}));
     register_parameter("in_proj_weight", Tensor());
   }
-  in_proj_bias = register_parameter("in_proj_bias", bias ? empty({3 * embed_dim}) : Tensor());
-  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias));
-  bias_k = register_parameter("bias_k", add_bias_kv ? empty({1, 1, embed_dim}) : Tensor());
-  bias_v = register_parameter("bias_v", add_bias_kv ? empty({1, 1, embed_dim}) : Tensor());
+  in_proj_bias = register_parameter("in_proj_bias", o.bias ? empty({3 * embed_dim}) : Tensor());
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, o.bias));
+  bias_k = register_parameter("bias_k", o.add_bias_kv ? empty({1, 1, embed_dim}) : Tensor());
+  bias_v = register_parameter("bias_v", o.add_bias_kv ? empty({1, 1, embed_dim}) : Tensor());
   reset_parameters();
 }
 
@@ -89,27 +88,44 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
   return {out, weights};
 }
 
-TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward,
-                                                 double dropout, const std::string& activation, double layer_norm_eps,
-                                                 bool batch_first, bool norm_first, bool bias)
-    : Module("TransformerEncoderLayer"), activation(activation), norm_first(norm_first) {
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& o)
+    : Module("TransformerEncoderLayer"), activation(o.activation), norm_first(o.norm_first) {
+  detail::check_transformer_dims("TransformerEncoderLayer", o.d_model, o.nhead, o.dim_feedforward, o.dropout);
   KILN_CHECK(activation == "relu" || activation == "gelu",
              "TransformerEncoderLayer: activation should be relu/gelu, not ", activation);
   // torch's registration order: self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2.
-  self_attn =
-      register_module("self_attn", std::make_shared<MultiheadAttention>(d_model, nhead, dropout, bias, false, false,
-                                                                        std::nullopt, std::nullopt, batch_first));
-  linear1 = register_module("linear1", std::make_shared<Linear>(d_model, dim_feedforward, bias));
-  this->dropout = register_module("dropout", std::make_shared<Dropout>(dropout));
-  linear2 = register_module("linear2", std::make_shared<Linear>(dim_feedforward, d_model, bias));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(IntArrayRef(d_model), layer_norm_eps, true, bias));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(IntArrayRef(d_model), layer_norm_eps, true, bias));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(dropout));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(dropout));
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(MultiheadAttentionOptions{
+                                               .embed_dim = o.d_model,
+                                               .num_heads = o.nhead,
+                                               .dropout = o.dropout,
+                                               .bias = o.bias,
+                                               .batch_first = o.batch_first,
+                                           }));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
+  auto norm = [&] { return std::make_shared<LayerNorm>(IntArrayRef(o.d_model), o.layer_norm_eps, true, o.bias); };
+  norm1 = register_module("norm1", norm());
+  norm2 = register_module("norm2", norm());
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
+}
+
+TransformerEncoderLayerOptions TransformerEncoderLayer::options() const {
+  return {.d_model = self_attn->embed_dim,
+          .nhead = self_attn->num_heads,
+          .dim_feedforward = linear1->out_features,
+          .dropout = dropout->p,
+          .activation = activation,
+          .layer_norm_eps = norm1->eps,
+          .batch_first = self_attn->batch_first,
+          .norm_first = norm_first,
+          .bias = linear1->bias.defined()};
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                                         bool is_causal) {
+  detail::check_sequence("TransformerEncoderLayer", "src", src, self_attn->embed_dim, self_attn->batch_first);
   auto sa_block = [&](const Tensor& x) {
     auto [y, w] = self_attn->forward(x, x, x, src_key_padding_mask, /*need_weights=*/false, src_mask, true, is_causal);
     return dropout1->forward(y);

@@ -1,4 +1,4 @@
-// Sequential, ModuleList, ModuleDict.
+// Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict.
 #include "kiln/nn/container.h"
 
 namespace kiln::nn {
@@ -64,6 +64,48 @@ const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) co
 std::vector<std::string> ModuleDict::keys() const {
   std::vector<std::string> out;
   for (auto& [k, v] : modules_) out.push_back(k);
+  return out;
+}
+
+ParameterList::ParameterList(std::initializer_list<Tensor> params) : Module("ParameterList") {
+  for (auto& p : params) push_back(p);
+}
+ParameterList::ParameterList(const std::vector<Tensor>& params) : Module("ParameterList") {
+  for (auto& p : params) push_back(p);
+}
+void ParameterList::push_back(Tensor p) {
+  list_.push_back(register_parameter(std::to_string(list_.size()), std::move(p)));
+}
+const Tensor& ParameterList::operator[](size_t i) const {
+  KILN_CHECK(i < list_.size(), "ParameterList: index ", i, " out of range for ", list_.size(), " parameters");
+  return list_[i];
+}
+
+ParameterDict::ParameterDict(const std::vector<std::pair<std::string, Tensor>>& params) : Module("ParameterDict") {
+  for (auto& [k, p] : params) insert(k, p);
+}
+void ParameterDict::insert(const std::string& key, Tensor p) {
+  Tensor& registered = register_parameter(key, std::move(p));
+  for (auto& [k, v] : dict_)
+    if (k == key) {
+      v = registered;
+      return;
+    }
+  dict_.emplace_back(key, registered);
+}
+bool ParameterDict::contains(const std::string& key) const {
+  for (auto& [k, v] : dict_)
+    if (k == key) return true;
+  return false;
+}
+const Tensor& ParameterDict::operator[](const std::string& key) const {
+  for (auto& [k, v] : dict_)
+    if (k == key) return v;
+  KILN_FAIL("ParameterDict: no parameter with key '", key, "'");
+}
+std::vector<std::string> ParameterDict::keys() const {
+  std::vector<std::string> out;
+  for (auto& [k, v] : dict_) out.push_back(k);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// Linear, Bilinear, Flatten (Identity is inline in the header).
+// Linear, Bilinear, Flatten, Unflatten (Identity is inline in the header).
 #include "kiln/nn/linear.h"
 
 #include <cmath>
@@ -12,6 +12,7 @@ namespace kiln::nn {
 
 using detail::init_bias_from_fan_in;
 using detail::py_bool;
+using detail::py_tuple;
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
     : Module("Linear"), in_features(in_features), out_features(out_features) {
@@ -64,6 +65,17 @@ Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim);
 
 std::string Flatten::extra_repr() const {
   return "start_dim=" + std::to_string(start_dim) + ", end_dim=" + std::to_string(end_dim);
+}
+
+Unflatten::Unflatten(int64_t dim, std::vector<int64_t> unflattened_size)
+    : Module("Unflatten"), dim(dim), unflattened_size(std::move(unflattened_size)) {
+  KILN_CHECK(!this->unflattened_size.empty(), "Unflatten: unflattened_size must not be empty");
+}
+
+Tensor Unflatten::forward(const Tensor& x) { return x.unflatten(dim, unflattened_size); }
+
+std::string Unflatten::extra_repr() const {
+  return "dim=" + std::to_string(dim) + ", unflattened_size=" + py_tuple(unflattened_size);
 }
 
 }  // namespace kiln::nn

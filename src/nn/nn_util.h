@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_impl.h"
 #include "kiln/array_ref.h"
 #include "kiln/error.h"
 #include "kiln/nn/init.h"
+#include "kiln/tensor.h"
 
 namespace kiln::nn::detail {
 
@@ -46,6 +48,24 @@ inline void init_bias_from_fan_in(Tensor& bias, int64_t fan_in) {
   if (!bias.defined()) return;
   double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   init::uniform_(bias, -bound, bound);
+}
+
+// The transformer layers' constructor checks, naming the layer rather than the attention inside it.
+inline void check_transformer_dims(const char* who, int64_t d_model, int64_t nhead, int64_t dim_feedforward,
+                                   double dropout) {
+  KILN_CHECK(d_model > 0 && nhead > 0, who, ": d_model and nhead must be greater than 0, got d_model=", d_model,
+             " and nhead=", nhead);
+  KILN_CHECK(d_model % nhead == 0, who, ": d_model (", d_model, ") must be divisible by nhead (", nhead, ")");
+  KILN_CHECK(dim_feedforward > 0, who, ": dim_feedforward must be greater than 0, got ", dim_feedforward);
+  KILN_CHECK(dropout >= 0 && dropout <= 1, who, ": dropout probability has to be between 0 and 1, got ", dropout);
+}
+
+// A transformer input: [S, N, E] ([N, S, E] when batch_first) or unbatched [S, E], E = d_model.
+inline void check_sequence(const char* who, const char* name, const Tensor& x, int64_t d_model, bool batch_first) {
+  KILN_CHECK(x.defined(), who, ": ", name, " must be defined");
+  KILN_CHECK((x.dim() == 2 || x.dim() == 3) && x.sizes().back() == d_model, who, ": expected ", name, " of shape ",
+             batch_first ? "[N, S, " : "[S, N, ", d_model, "] or unbatched [S, ", d_model, "], got ",
+             shape_str(x.sizes()));
 }
 
 }  // namespace kiln::nn::detail

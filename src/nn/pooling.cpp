@@ -66,4 +66,38 @@ Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(
 
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + py_int_or_tuple(output_size); }
 
+Upsample::Upsample(UpsampleOptions o)
+    : Module("Upsample"),
+      size(std::move(o.size)),
+      scale_factor(std::move(o.scale_factor)),
+      mode(std::move(o.mode)),
+      align_corners(o.align_corners) {
+  KILN_CHECK(size.has_value() != scale_factor.has_value(),
+             "Upsample: either size or scale_factor should be defined, and only one of them");
+  KILN_CHECK(mode == "nearest" || mode == "bilinear", "Upsample: mode must be 'nearest' or 'bilinear', got '", mode,
+             "'");
+  KILN_CHECK(!align_corners || mode != "nearest",
+             "Upsample: align_corners option can only be set with the interpolating modes: bilinear");
+}
+
+Tensor Upsample::forward(const Tensor& x) { return interpolate(x, size, scale_factor, mode, align_corners); }
+
+// As torch: "scale_factor=2.0, mode='nearest'" or "size=(4, 6), mode='bilinear'".
+std::string Upsample::extra_repr() const {
+  std::string info;
+  if (scale_factor) {
+    const auto& f = *scale_factor;
+    if (f.size() == 1) {
+      info = "scale_factor=" + detail::py_float(f[0]);
+    } else {
+      info = "scale_factor=(";
+      for (size_t i = 0; i < f.size(); ++i) info += (i ? ", " : "") + detail::py_float(f[i]);
+      info += ")";
+    }
+  } else {
+    info = "size=" + py_int_or_tuple(*size);
+  }
+  return info + ", mode='" + mode + "'";
+}
+
 }  // namespace kiln::nn

@@ -1,4 +1,5 @@
-// Containers: Sequential, ModuleList, ModuleDict (children named "0", "1", ... or by key).
+// Containers: Sequential, ModuleList, ModuleDict (children named "0", "1", ... or by key) and
+// ParameterList, ParameterDict (parameters named "0", "1", ... or by key), as torch.nn.
 #pragma once
 #include <initializer_list>
 #include <memory>
@@ -6,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -19,6 +21,13 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;  // each child's forward in order
   size_t size() const { return modules_.size(); }
   const std::shared_ptr<Module>& operator[](size_t i) const;
+  // The i-th module as its concrete type; throws when it is another type.
+  template <class M>
+  std::shared_ptr<M> at(size_t i) const {
+    auto p = std::dynamic_pointer_cast<M>((*this)[i]);
+    KILN_CHECK(p, "Sequential::at: module ", i, " is a ", (*this)[i]->type_name(), ", not the type asked for");
+    return p;
+  }
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
 
@@ -55,11 +64,52 @@ class ModuleDict : public Module {
   void insert(const std::string& key, std::shared_ptr<Module> m);  // replaces an existing key
   bool contains(const std::string& key) const;
   const std::shared_ptr<Module>& operator[](const std::string& key) const;
+  // The module under `key` as its concrete type; throws when it is another type.
+  template <class M>
+  std::shared_ptr<M> at(const std::string& key) const {
+    auto p = std::dynamic_pointer_cast<M>((*this)[key]);
+    KILN_CHECK(p, "ModuleDict::at: module '", key, "' is a ", (*this)[key]->type_name(), ", not the type asked for");
+    return p;
+  }
   std::vector<std::string> keys() const;
   size_t size() const { return modules_.size(); }
 
  private:
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules_;
+};
+
+// Parameters registered as "0", "1", ...; each requires grad, as torch's ParameterList makes
+// every tensor a Parameter. The handles returned share the registered tensors.
+class ParameterList : public Module {
+ public:
+  ParameterList() : Module("ParameterList") {}
+  ParameterList(std::initializer_list<Tensor> params);
+  explicit ParameterList(const std::vector<Tensor>& params);
+  void push_back(Tensor p);  // torch's append
+  size_t size() const { return list_.size(); }
+  const Tensor& operator[](size_t i) const;
+  auto begin() const { return list_.begin(); }
+  auto end() const { return list_.end(); }
+
+ private:
+  std::vector<Tensor> list_;
+};
+
+// Parameters registered under their keys, in insertion order; insert replaces an existing key.
+class ParameterDict : public Module {
+ public:
+  ParameterDict() : Module("ParameterDict") {}
+  explicit ParameterDict(const std::vector<std::pair<std::string, Tensor>>& params);
+  void insert(const std::string& key, Tensor p);
+  bool contains(const std::string& key) const;
+  const Tensor& operator[](const std::string& key) const;
+  std::vector<std::string> keys() const;
+  size_t size() const { return dict_.size(); }
+  auto begin() const { return dict_.begin(); }
+  auto end() const { return dict_.end(); }
+
+ private:
+  std::vector<std::pair<std::string, Tensor>> dict_;
 };
 
 }  // namespace kiln::nn

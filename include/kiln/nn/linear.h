@@ -1,6 +1,7 @@
-// Identity, Linear, Bilinear, Flatten — torch.nn names, parameter names and default init.
+// Identity, Linear, Bilinear, Flatten, Unflatten — torch.nn names, parameter names and default init.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kiln/nn/module.h"
 
@@ -41,6 +42,16 @@ class Flatten : public Module {
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   int64_t start_dim, end_dim;
+};
+
+// Splits dim into unflattened_size (one entry may be -1), as torch.nn.Unflatten.
+class Unflatten : public Module {
+ public:
+  Unflatten(int64_t dim, std::vector<int64_t> unflattened_size);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t dim;
+  std::vector<int64_t> unflattened_size;
 };
 
 }  // namespace kiln::nn

@@ -1,8 +1,9 @@
-// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
+// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, and Upsample (resampling over kiln::interpolate).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kiln/nn/module.h"
@@ -43,6 +44,31 @@ class AdaptiveAvgPool2d : public Module {
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   std::vector<int64_t> output_size;
+};
+
+// torch's constructor arguments: exactly one of size / scale_factor (one value applies to every
+// spatial dim); mode "nearest" or "bilinear".
+//   nn::Upsample({.scale_factor = std::vector<double>{2}, .mode = "bilinear", .align_corners = false})
+struct UpsampleOptions {
+  std::optional<std::vector<int64_t>> size = std::nullopt;
+  std::optional<std::vector<double>> scale_factor = std::nullopt;
+  std::string mode = "nearest";
+  std::optional<bool> align_corners = std::nullopt;
+};
+
+class Upsample : public Module {
+ public:
+  explicit Upsample(UpsampleOptions options);
+  explicit Upsample(std::optional<std::vector<int64_t>> size,
+                    std::optional<std::vector<double>> scale_factor = std::nullopt, const std::string& mode = "nearest",
+                    std::optional<bool> align_corners = std::nullopt)
+      : Upsample(UpsampleOptions{std::move(size), std::move(scale_factor), mode, align_corners}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::optional<std::vector<int64_t>> size;
+  std::optional<std::vector<double>> scale_factor;
+  std::string mode;
+  std::optional<bool> align_corners;
 };
 
 }  // namespace kiln::nn
