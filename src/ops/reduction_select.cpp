@@ -164,10 +164,6 @@ std::vector<Tensor> decomp_mode(const OpCall& c) {
   const Tensor& x = c.in(0);
   Shape out = meta_mode(c)[0].sizes;
   Slices s = slices_of(x, c.attrs.i(0), c.name());
-  if (s.x.numel() == 0) {
-    TensorOptions o = TensorOptions(x.dtype()).device(x.device());
-    return {zeros(out, o), zeros(out, o.dtype(kInt64))};
-  }
   auto [sv, si] = sort(s.x, s.dim, /*descending=*/false, /*stable=*/true);
   Shape ps(s.x.dim(), 1);
   ps[s.dim] = s.n;

@@ -1104,6 +1104,7 @@ std::vector<std::pair<double, int64_t>> stable_sorted(const std::vector<double>&
 using PickFn = std::function<std::pair<double, int64_t>(const std::vector<double>&)>;
 PickFn r_median(bool skip_nan) {
   return [skip_nan](const std::vector<double>& v) -> std::pair<double, int64_t> {
+    if (v.empty()) return {kNan, 0};  // an empty input over every element: NaN, as torch
     auto s = stable_sorted(v);
     int64_t nans = std::count_if(v.begin(), v.end(), [](double x) { return std::isnan(x); });
     int64_t n = static_cast<int64_t>(v.size()), valid = n - nans;
