@@ -239,10 +239,10 @@ std::vector<Tensor> vjp_logcumsumexp(const VjpCall& v) {
   int64_t dim = v.attrs.i(0);
   auto rev_lcse = [dim](const Tensor& t) { return flip(logcumsumexp(flip(t, Ints{dim}), dim), Ints{dim}); };
   // The lowest finite value stands for log(0), so that lowest - y stays ordered (no inf - inf).
-  double lowest = g.dtype() == kFloat64   ? std::numeric_limits<double>::lowest()
-                  : g.dtype() == kFloat16 ? -65504.0
-                                          : g.dtype() == kBFloat16 ? -3.3895313892515355e38
-                                          : static_cast<double>(std::numeric_limits<float>::lowest());
+  double lowest = g.dtype() == kFloat64    ? std::numeric_limits<double>::lowest()
+                  : g.dtype() == kFloat16  ? -65504.0
+                  : g.dtype() == kBFloat16 ? -3.3895313892515355e38
+                                           : static_cast<double>(std::numeric_limits<float>::lowest());
   Tensor log_abs = log(abs(g));
   Tensor lpos = where(gt(g, Scalar(0)), log_abs, Scalar(lowest));
   Tensor lneg = where(lt(g, Scalar(0)), log_abs, Scalar(lowest));

@@ -145,7 +145,8 @@ KILN_REGISTER_META(cumprod, meta_cumsum);
 
 std::vector<TensorMeta> meta_nanmean(const OpCall& c) {
   const Tensor& x = c.in(0);
-  KILN_CHECK(is_floating_point(x.dtype()), "nanmean(): expected input to have floating point dtype but got ", x.dtype());
+  KILN_CHECK(is_floating_point(x.dtype()), "nanmean(): expected input to have floating point dtype but got ",
+             x.dtype());
   auto mask = dim_mask(c.attrs.ints(0), x.dim(), c.name());
   return one_output(reduced_shape(x.sizes(), mask, c.attrs.b(1)), c.attrs.opt_dtype(2).value_or(x.dtype()), x.device());
 }

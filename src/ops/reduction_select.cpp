@@ -80,10 +80,9 @@ Shape quantile_shape(const OpCall& c) {
              "() input tensor must be either float or double dtype, got ", x.dtype());
   KILN_CHECK(!c.attrs.b(1) || q.size() == 1, "internal: ", c.name(), " with a scalar q takes one value");
   for (double v : q) KILN_CHECK(v >= 0 && v <= 1, c.name(), "() q values must be in the range [0, 1], got ", v);
-  KILN_CHECK(interp == "linear" || interp == "lower" || interp == "higher" || interp == "midpoint" ||
-                 interp == "nearest",
-             c.name(), "() interpolation must be one of linear, lower, higher, midpoint or nearest, but got '",
-             interp, "'");
+  KILN_CHECK(
+      interp == "linear" || interp == "lower" || interp == "higher" || interp == "midpoint" || interp == "nearest",
+      c.name(), "() interpolation must be one of linear, lower, higher, midpoint or nearest, but got '", interp, "'");
   Shape s = opt_dim_shape(x, c.attrs.opt_i(2), c.attrs.b(3), c.name());
   if (!c.attrs.b(1)) s.insert(s.begin(), static_cast<int64_t>(q.size()));
   return s;
@@ -139,8 +138,10 @@ std::vector<Tensor> decomp_median(const OpCall& c) {
   if (is_floating_point(x.dtype())) {
     Tensor nans = sum(isnan(s.x), Ints{s.dim}, /*keepdim=*/true);
     Tensor valid = sub(full_like(nans, Scalar(s.n)), nans);
-    if (c.op == OpId::median) k = where(gt(nans, Scalar(0)), valid, k);
-    else k = clamp_min(floor_divide(sub(valid, Scalar(1)), Scalar(2)), Scalar(0));
+    if (c.op == OpId::median)
+      k = where(gt(nans, Scalar(0)), valid, k);
+    else
+      k = clamp_min(floor_divide(sub(valid, Scalar(1)), Scalar(2)), Scalar(0));
   }
   return pick(sv, si, s, k, out);
 }
@@ -217,9 +218,12 @@ std::vector<Tensor> decomp_quantile(const OpCall& c) {
     Tensor any_nan = any(isnan(sorted), -1, /*keepdim=*/true);
     ranks = where(any_nan, Scalar(static_cast<double>(n - 1)), mul(q, Scalar(static_cast<double>(n - 1))));
   }
-  if (interp == "lower") ranks = floor(ranks);
-  else if (interp == "higher") ranks = ceil(ranks);
-  else if (interp == "nearest") ranks = round(ranks);
+  if (interp == "lower")
+    ranks = floor(ranks);
+  else if (interp == "higher")
+    ranks = ceil(ranks);
+  else if (interp == "nearest")
+    ranks = round(ranks);
   Shape full_shape = ranks.sizes().vec();
   full_shape.back() = n;
   Tensor sv = expand(unsqueeze(sorted, 0), full_shape);

@@ -782,7 +782,6 @@ std::vector<ErrorSample> scan_errors() {
 KILN_OP_SAMPLES(cumsum, scan_samples<true>, scan_errors<true>);
 KILN_OP_SAMPLES(cumprod, scan_samples<false>, scan_errors<false>);
 
-
 // ---- nansum / nanmean / count_nonzero / aminmax ----
 
 double r_nansum(const std::vector<double>& v) {
@@ -807,28 +806,36 @@ Tensor nan_input(DType t, uint64_t seed) {
 
 template <bool IsMean>
 std::vector<OpSample> nansum_samples() {
-  auto fn = [](const Tensor& x, const Ints& d, bool k) { return IsMean ? kiln::nanmean(x, d, k) : kiln::nansum(x, d, k); };
+  auto fn = [](const Tensor& x, const Ints& d, bool k) {
+    return IsMean ? kiln::nanmean(x, d, k) : kiln::nansum(x, d, k);
+  };
   auto v = dim_samples(IsMean ? kFloats : kAll, fn, IsMean ? r_nanmean : r_nansum,
                        IsMean ? std::function<DType(DType)>([](DType t) { return t; }) : sum_type, false, -2, 2, false);
   for (const Ints& dims : {Ints{}, Ints{2}, Ints{0, -1}, Ints{1}}) {
     for (DType t : {kFloat32, kFloat64, kFloat16}) {
-      OpSample s = simple("nan inputs dims " + shape_str(dims) + " " + dname(t), {nan_input(t, 21)},
-                          [dims](const TensorList& in) { return TensorList{IsMean ? kiln::nanmean(in[0], dims, true) : kiln::nansum(in[0], dims, true)}; },
-                          [dims](const TensorList& in) {
-                            return TensorList{ref_apply(Ref::of(in[0]), dims, true, IsMean ? r_nanmean : r_nansum).to(in[0].dtype())};
-                          },
-                          // nanmean's all-NaN row gives NaN, whose finite differences are NaN.
-                          t == kFloat32 && (!IsMean || dims.size() != 1 || dims[0] != 2));
+      OpSample s = simple(
+          "nan inputs dims " + shape_str(dims) + " " + dname(t), {nan_input(t, 21)},
+          [dims](const TensorList& in) {
+            return TensorList{IsMean ? kiln::nanmean(in[0], dims, true) : kiln::nansum(in[0], dims, true)};
+          },
+          [dims](const TensorList& in) {
+            return TensorList{ref_apply(Ref::of(in[0]), dims, true, IsMean ? r_nanmean : r_nansum).to(in[0].dtype())};
+          },
+          // nanmean's all-NaN row gives NaN, whose finite differences are NaN.
+          t == kFloat32 && (!IsMean || dims.size() != 1 || dims[0] != 2));
       if (t == kFloat16) s.atol = 2e-2;
       v.push_back(std::move(s));
     }
   }
-  v.push_back(simple("dtype arg and method form", {nan_input(kFloat16, 22)},
-                     [](const TensorList& in) { return TensorList{IsMean ? kiln::nanmean(in[0], kFloat64) : kiln::nansum(in[0], kFloat64)}; },
-                     [](const TensorList& in) {
-                       return TensorList{ref_apply(Ref::of(in[0]), {}, false, IsMean ? r_nanmean : r_nansum).to(kFloat64)};
-                     },
-                     false));
+  v.push_back(simple(
+      "dtype arg and method form", {nan_input(kFloat16, 22)},
+      [](const TensorList& in) {
+        return TensorList{IsMean ? kiln::nanmean(in[0], kFloat64) : kiln::nansum(in[0], kFloat64)};
+      },
+      [](const TensorList& in) {
+        return TensorList{ref_apply(Ref::of(in[0]), {}, false, IsMean ? r_nanmean : r_nansum).to(kFloat64)};
+      },
+      false));
   return v;
 }
 template <bool IsMean>
@@ -836,8 +843,9 @@ std::vector<ErrorSample> nansum_errors() {
   const char* op = IsMean ? "nanmean" : "nansum";
   auto e = dim_errors([](const Tensor& x, const Ints& d) { IsMean ? kiln::nanmean(x, d) : kiln::nansum(x, d); }, op);
   if (IsMean)
-    e.push_back(err("integer input even with a dtype", [] { kiln::nanmean(make_input({3}, kInt64, 1), kFloat64); },
-                    "nanmean(): expected input to have floating point dtype but got"));
+    e.push_back(err(
+        "integer input even with a dtype", [] { kiln::nanmean(make_input({3}, kInt64, 1), kFloat64); },
+        "nanmean(): expected input to have floating point dtype but got"));
   return e;
 }
 KILN_OP_SAMPLES(nansum, nansum_samples<false>, nansum_errors<false>);
@@ -855,19 +863,25 @@ std::vector<OpSample> count_nonzero_samples() {
     for (const Case& c : dim_cases()) {
       if (c.keepdim) continue;
       Ints dims = c.dims;
-      v.push_back(simple(c.tag + " " + dname(t), {input_for(c, t, seed++, -1.2, 1.2)},
-                         [dims](const TensorList& in) { return TensorList{kiln::count_nonzero(in[0], dims)}; },
-                         [dims, ref](const TensorList& in) { return TensorList{ref_apply(Ref::of(in[0]), dims, false, ref).to(kInt64)}; },
-                         false));
+      v.push_back(simple(
+          c.tag + " " + dname(t), {input_for(c, t, seed++, -1.2, 1.2)},
+          [dims](const TensorList& in) { return TensorList{kiln::count_nonzero(in[0], dims)}; },
+          [dims, ref](const TensorList& in) {
+            return TensorList{ref_apply(Ref::of(in[0]), dims, false, ref).to(kInt64)};
+          },
+          false));
     }
   }
-  v.push_back(simple("int dim -1, nan counts", {nan_input(kFloat32, 23)},
-                     [](const TensorList& in) { return TensorList{kiln::count_nonzero(in[0], int64_t(-1)), kiln::count_nonzero(in[0])}; },
-                     [ref](const TensorList& in) {
-                       Ref r = Ref::of(in[0]);
-                       return TensorList{ref_apply(r, {-1}, false, ref).to(kInt64), ref_apply(r, {}, false, ref).to(kInt64)};
-                     },
-                     false));
+  v.push_back(simple(
+      "int dim -1, nan counts", {nan_input(kFloat32, 23)},
+      [](const TensorList& in) {
+        return TensorList{kiln::count_nonzero(in[0], int64_t(-1)), kiln::count_nonzero(in[0])};
+      },
+      [ref](const TensorList& in) {
+        Ref r = Ref::of(in[0]);
+        return TensorList{ref_apply(r, {-1}, false, ref).to(kInt64), ref_apply(r, {}, false, ref).to(kInt64)};
+      },
+      false));
   return v;
 }
 std::vector<ErrorSample> count_nonzero_errors() {
@@ -883,10 +897,14 @@ std::vector<OpSample> aminmax_samples() {
     int layout;
     std::string tag;
   };
-  std::vector<C> cases = {{{3, 4, 5}, std::nullopt, false, 0, "all"},     {{3, 4, 5}, std::nullopt, true, 1, "all keepdim strided"},
-                          {{3, 4, 5}, 1, false, 0, "dim 1"},             {{3, 4, 5}, -1, true, 0, "dim -1 keepdim"},
-                          {{5, 6}, 0, false, 2, "dim 0 transposed"},     {{}, std::nullopt, false, 0, "0-d"},
-                          {{}, 0, true, 0, "0-d dim 0"},                 {{0, 3}, 1, false, 0, "empty kept dim"}};
+  std::vector<C> cases = {{{3, 4, 5}, std::nullopt, false, 0, "all"},
+                          {{3, 4, 5}, std::nullopt, true, 1, "all keepdim strided"},
+                          {{3, 4, 5}, 1, false, 0, "dim 1"},
+                          {{3, 4, 5}, -1, true, 0, "dim -1 keepdim"},
+                          {{5, 6}, 0, false, 2, "dim 0 transposed"},
+                          {{}, std::nullopt, false, 0, "0-d"},
+                          {{}, 0, true, 0, "0-d dim 0"},
+                          {{0, 3}, 1, false, 0, "empty kept dim"}};
   std::vector<OpSample> v;
   uint64_t seed = 140;
   for (DType t : kAll) {
@@ -910,24 +928,41 @@ std::vector<OpSample> aminmax_samples() {
       v.push_back(std::move(s));
     }
   }
-  v.push_back(simple("nan propagates", {nan_input(kFloat64, 24)},
-                     [](const TensorList& in) {
-                       auto [a, b] = kiln::aminmax(in[0], 2);
-                       auto [c, d] = kiln::aminmax(in[0]);
-                       return TensorList{a, b, c, d};
-                     },
-                     [](const TensorList& in) {
-                       Ref r = Ref::of(in[0]);
-                       return TensorList{ref_apply(r, {2}, false, r_ext<false>).to(kFloat64), ref_apply(r, {2}, false, r_ext<true>).to(kFloat64),
-                                         ref_apply(r, {}, false, r_ext<false>).to(kFloat64), ref_apply(r, {}, false, r_ext<true>).to(kFloat64)};
-                     },
-                     false));
+  v.push_back(simple(
+      "nan propagates", {nan_input(kFloat64, 24)},
+      [](const TensorList& in) {
+        auto [a, b] = kiln::aminmax(in[0], 2);
+        auto [c, d] = kiln::aminmax(in[0]);
+        return TensorList{a, b, c, d};
+      },
+      [](const TensorList& in) {
+        Ref r = Ref::of(in[0]);
+        return TensorList{
+            ref_apply(r, {2}, false, r_ext<false>).to(kFloat64), ref_apply(r, {2}, false, r_ext<true>).to(kFloat64),
+            ref_apply(r, {}, false, r_ext<false>).to(kFloat64), ref_apply(r, {}, false, r_ext<true>).to(kFloat64)};
+      },
+      false));
   return v;
 }
 std::vector<ErrorSample> aminmax_errors() {
-  return {err("empty over every element", [] { kiln::aminmax(make_input({0, 2}, kFloat32, 1)); }, "aminmax(): cannot compute aminmax over an empty dimension"),
-          err("empty dim", [] { kiln::aminmax(make_input({0, 2}, kFloat32, 1), 0); }, "aminmax(): Expected reduction dim 0 to have non-zero size"),
-          err("dim out of range", [] { kiln::aminmax(make_input({2, 3}, kFloat32, 1), -3); }, "aminmax")};
+  return {err(
+              "empty over every element",
+              [] {
+                kiln::aminmax(make_input({0, 2}, kFloat32, 1));
+              },
+              "aminmax(): cannot compute aminmax over an empty dimension"),
+          err(
+              "empty dim",
+              [] {
+                kiln::aminmax(make_input({0, 2}, kFloat32, 1), 0);
+              },
+              "aminmax(): Expected reduction dim 0 to have non-zero size"),
+          err(
+              "dim out of range",
+              [] {
+                kiln::aminmax(make_input({2, 3}, kFloat32, 1), -3);
+              },
+              "aminmax")};
 }
 KILN_OP_SAMPLES(aminmax, aminmax_samples, aminmax_errors);
 
@@ -986,9 +1021,15 @@ struct ScanCase {
   std::string tag;
 };
 std::vector<ScanCase> scan_cases() {
-  return {{{3, 4, 5}, 1, 0, "dim 1"},          {{3, 4, 5}, -1, 0, "dim -1"},   {{3, 4, 5}, 0, 1, "dim 0 strided"},
-          {{5, 6}, 1, 2, "dim 1 transposed"}, {{}, 0, 0, "0-d"},             {{}, -1, 0, "0-d dim -1"},
-          {{0, 3}, 1, 0, "empty"},            {{2, 0}, 1, 0, "empty scanned dim"}, {{3, 37}, -1, 0, "37 long (6 steps)"}};
+  return {{{3, 4, 5}, 1, 0, "dim 1"},
+          {{3, 4, 5}, -1, 0, "dim -1"},
+          {{3, 4, 5}, 0, 1, "dim 0 strided"},
+          {{5, 6}, 1, 2, "dim 1 transposed"},
+          {{}, 0, 0, "0-d"},
+          {{}, -1, 0, "0-d dim -1"},
+          {{0, 3}, 1, 0, "empty"},
+          {{2, 0}, 1, 0, "empty scanned dim"},
+          {{3, 37}, -1, 0, "37 long (6 steps)"}};
 }
 
 template <bool IsMax>
@@ -1016,29 +1057,32 @@ std::vector<OpSample> cumext_samples() {
     }
   }
   // NaN first, in the middle, twice (the later NaN takes the index), and last.
-  v.push_back(simple("nan positions", {vals({kNan, 1, 2, 0, 3, kNan, 5, kNan, 0, -1, 2, kNan, 1, 2, 3, 4, -kInf, kInf, 0, kNan}, {4, 5}, kFloat64)},
-                     [run](const TensorList& in) {
-                       auto [a, b] = run(in[0], 1);
-                       return TensorList{a, b};
-                     },
-                     [](const TensorList& in) {
-                       auto [a, b] = ref_cumext<IsMax>(Ref::of(in[0]), 1);
-                       return TensorList{a.to(kFloat64), b.to(kInt64)};
-                     },
-                     false));
+  v.push_back(simple(
+      "nan positions",
+      {vals({kNan, 1, 2, 0, 3, kNan, 5, kNan, 0, -1, 2, kNan, 1, 2, 3, 4, -kInf, kInf, 0, kNan}, {4, 5}, kFloat64)},
+      [run](const TensorList& in) {
+        auto [a, b] = run(in[0], 1);
+        return TensorList{a, b};
+      },
+      [](const TensorList& in) {
+        auto [a, b] = ref_cumext<IsMax>(Ref::of(in[0]), 1);
+        return TensorList{a.to(kFloat64), b.to(kInt64)};
+      },
+      false));
   // Ties take the later index, so the gradient goes there (torch: [0, 1, 2, 2, 4]).
-  OpSample tie = simple("ties take the later index", {vals({1, 3, 3, 2, 3}, {5}, kFloat64)},
-                        [run](const TensorList& in) {
-                          auto [a, b] = run(IsMax ? in[0] : kiln::neg(in[0]), 0);
-                          return TensorList{a, b};
-                        },
-                        [](const TensorList& in) {
-                          Ref x = Ref::of(in[0]);
-                          if (!IsMax) x = ref_map(x, [](double a) { return -a; });
-                          auto [a, b] = ref_cumext<IsMax>(x, 0);
-                          return TensorList{a.to(kFloat64), b.to(kInt64)};
-                        },
-                        false);
+  OpSample tie = simple(
+      "ties take the later index", {vals({1, 3, 3, 2, 3}, {5}, kFloat64)},
+      [run](const TensorList& in) {
+        auto [a, b] = run(IsMax ? in[0] : kiln::neg(in[0]), 0);
+        return TensorList{a, b};
+      },
+      [](const TensorList& in) {
+        Ref x = Ref::of(in[0]);
+        if (!IsMax) x = ref_map(x, [](double a) { return -a; });
+        auto [a, b] = ref_cumext<IsMax>(x, 0);
+        return TensorList{a.to(kFloat64), b.to(kInt64)};
+      },
+      false);
   tie.check = [run](const TensorList& out) {
     EXPECT_EQ(out[1].to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 2, 4}));
     Tensor x = vals({1, 3, 3, 2, 3}, {5}, kFloat64).requires_grad_(true);
@@ -1052,10 +1096,19 @@ std::vector<OpSample> cumext_samples() {
 }
 template <bool IsMax>
 std::vector<ErrorSample> cumext_errors() {
-  return {err("dim out of range", [] { IsMax ? kiln::cummax(make_input({2, 3}, kFloat32, 1), 2) : kiln::cummin(make_input({2, 3}, kFloat32, 1), 2); },
-              IsMax ? "cummax" : "cummin"),
-          err("negative dim out of range", [] { IsMax ? kiln::cummax(make_input({2}, kFloat32, 1), -2) : kiln::cummin(make_input({2}, kFloat32, 1), -2); },
-              "out of range")};
+  return {
+      err(
+          "dim out of range",
+          [] {
+            IsMax ? kiln::cummax(make_input({2, 3}, kFloat32, 1), 2) : kiln::cummin(make_input({2, 3}, kFloat32, 1), 2);
+          },
+          IsMax ? "cummax" : "cummin"),
+      err(
+          "negative dim out of range",
+          [] {
+            IsMax ? kiln::cummax(make_input({2}, kFloat32, 1), -2) : kiln::cummin(make_input({2}, kFloat32, 1), -2);
+          },
+          "out of range")};
 }
 KILN_OP_SAMPLES(cummax, cumext_samples<true>, cumext_errors<true>);
 KILN_OP_SAMPLES(cummin, cumext_samples<false>, cumext_errors<false>);
@@ -1079,16 +1132,24 @@ std::vector<OpSample> logcumsumexp_samples() {
   OpFn f = [](const TensorList& in) { return TensorList{kiln::logcumsumexp(in[0], 1)}; };
   OpFn r = [](const TensorList& in) { return TensorList{ref_lcse(Ref::of(in[0]), 1).to(in[0].dtype())}; };
   // A small prefix under a much larger later value stays exact (no single global shift).
-  v.push_back(simple("wide range", {vals({-1000, 0, -1000, 5, 800, 1000, 999, -5, 3, -30, 60, 2}, {3, 4}, kFloat64)}, f, r));
-  v.push_back(simple("infinities and nan", {vals({-kInf, -kInf, 1, kInf, 2, kNan, 0, 1, -kInf, 3, -kInf, 4}, {3, 4})}, f, r, false));
+  v.push_back(
+      simple("wide range", {vals({-1000, 0, -1000, 5, 800, 1000, 999, -5, 3, -30, 60, 2}, {3, 4}, kFloat64)}, f, r));
+  v.push_back(simple("infinities and nan", {vals({-kInf, -kInf, 1, kInf, 2, kNan, 0, 1, -kInf, 3, -kInf, 4}, {3, 4})},
+                     f, r, false));
   return v;
 }
 std::vector<ErrorSample> logcumsumexp_errors() {
-  return {err("integer input", [] { kiln::logcumsumexp(make_input({3}, kInt64, 1), 0); }, "logcumsumexp: expected a floating point input"),
-          err("dim out of range", [] { kiln::logcumsumexp(make_input({2, 3}, kFloat32, 1), -3); }, "logcumsumexp")};
+  return {err(
+              "integer input", [] { kiln::logcumsumexp(make_input({3}, kInt64, 1), 0); },
+              "logcumsumexp: expected a floating point input"),
+          err(
+              "dim out of range",
+              [] {
+                kiln::logcumsumexp(make_input({2, 3}, kFloat32, 1), -3);
+              },
+              "logcumsumexp")};
 }
 KILN_OP_SAMPLES(logcumsumexp, logcumsumexp_samples, logcumsumexp_errors);
-
 
 // ---- median / nanmedian / kthvalue / mode ----
 
@@ -1151,7 +1212,7 @@ struct SelCase {
   std::string tag;
 };
 std::vector<SelCase> sel_cases(bool empty_kept) {
-  std::vector<SelCase> c = {{{3, 4, 5}, 1, false, 0, "dim 1"},        {{3, 4, 5}, -1, true, 0, "dim -1 keepdim"},
+  std::vector<SelCase> c = {{{3, 4, 5}, 1, false, 0, "dim 1"},         {{3, 4, 5}, -1, true, 0, "dim -1 keepdim"},
                             {{3, 4, 6}, 0, false, 1, "dim 0 strided"}, {{5, 6}, 1, false, 2, "dim 1 transposed"},
                             {{4, 7}, -2, true, 0, "dim -2 odd"},       {{}, 0, false, 0, "0-d"},
                             {{}, -1, true, 0, "0-d keepdim"}};
@@ -1183,21 +1244,31 @@ std::vector<OpSample> sel_samples(const SelFn& fn, const std::function<PickFn(co
 }
 // Rows with NaNs: none, one, two, all.
 Tensor nan_rows() {
-  return vals({1, kNan, 3, kNan, 0.5, 2, 2, 1, 2, -1, kNan, kNan, kNan, kNan, kNan, 4, 3, kNan, 2, 1}, {4, 5}, kFloat64);
+  return vals({1, kNan, 3, kNan, 0.5, 2, 2, 1, 2, -1, kNan, kNan, kNan, kNan, kNan, 4, 3, kNan, 2, 1}, {4, 5},
+              kFloat64);
 }
 
 template <bool SkipNan>
 std::vector<OpSample> median_samples() {
-  SelFn fn = [](const Tensor& x, int64_t d, bool k) { return SkipNan ? kiln::nanmedian(x, d, k) : kiln::median(x, d, k); };
-  auto v = sel_samples(fn, [](const SelCase&) { return r_median(SkipNan); }, SkipNan ? 200 : 220);
+  SelFn fn = [](const Tensor& x, int64_t d, bool k) {
+    return SkipNan ? kiln::nanmedian(x, d, k) : kiln::median(x, d, k);
+  };
+  auto v = sel_samples(
+      fn, [](const SelCase&) { return r_median(SkipNan); }, SkipNan ? 200 : 220);
   // Over every element: the values only.
   OpFn all = [](const TensorList& in) { return TensorList{SkipNan ? kiln::nanmedian(in[0]) : kiln::median(in[0])}; };
   OpFn rall = [](const TensorList& in) { return TensorList{ref_pick(in[0], {}, false, r_median(SkipNan))[0]}; };
-  for (auto [shape, t, nc] : {std::tuple<Shape, DType, bool>{{3, 4, 5}, kFloat32, false}, {{7}, kFloat64, false},
-                              {{6}, kFloat32, true}, {{4, 5}, kInt32, true}, {{}, kFloat64, false}, {{0}, kFloat32, false},
-                              {{2, 0, 3}, kFloat64, false}, {{5, 3}, kFloat16, false}}) {
+  for (auto [shape, t, nc] : {std::tuple<Shape, DType, bool>{{3, 4, 5}, kFloat32, false},
+                              {{7}, kFloat64, false},
+                              {{6}, kFloat32, true},
+                              {{4, 5}, kInt32, true},
+                              {{}, kFloat64, false},
+                              {{0}, kFloat32, false},
+                              {{2, 0, 3}, kFloat64, false},
+                              {{5, 3}, kFloat16, false}}) {
     v.push_back(simple("all elements " + shape_str(shape) + " " + dname(t) + (nc ? " strided" : ""),
-                       {make_input(shape, t, 230, -3, 3, nc)}, all, rall, is_floating_point(t) && ref_numel(shape) > 0));
+                       {make_input(shape, t, 230, -3, 3, nc)}, all, rall,
+                       is_floating_point(t) && ref_numel(shape) > 0));
   }
   OpFn f1 = [fn](const TensorList& in) {
     auto [a, b] = fn(in[0], 1, false);
@@ -1224,11 +1295,25 @@ template <bool SkipNan>
 std::vector<ErrorSample> median_errors() {
   const char* op = SkipNan ? "nanmedian" : "median";
   auto call = [](const Tensor& x, int64_t d) { SkipNan ? kiln::nanmedian(x, d) : kiln::median(x, d); };
-  return {err("empty dim", [=] { call(make_input({2, 0}, kFloat32, 1), 1); }, std::string(op) + "(): Expected reduction dim 1 to have non-zero size"),
-          err("dim out of range", [=] { call(make_input({2, 3}, kFloat32, 1), -3); }, op),
-          err("bool", [=] { call(make_input({3}, kBool, 1), 0); }, std::string(op) + "(): not implemented for dtype bool"),
-          err("empty integer, every element", [] { SkipNan ? kiln::nanmedian(make_input({0}, kInt32, 1)) : kiln::median(make_input({0}, kInt32, 1)); },
-              std::string(op) + "(): the median of an empty tensor is NaN")};
+  return {
+      err(
+          "empty dim",
+          [=] {
+            call(make_input({2, 0}, kFloat32, 1), 1);
+          },
+          std::string(op) + "(): Expected reduction dim 1 to have non-zero size"),
+      err(
+          "dim out of range",
+          [=] {
+            call(make_input({2, 3}, kFloat32, 1), -3);
+          },
+          op),
+      err(
+          "bool", [=] { call(make_input({3}, kBool, 1), 0); }, std::string(op) + "(): not implemented for dtype bool"),
+      err(
+          "empty integer, every element",
+          [] { SkipNan ? kiln::nanmedian(make_input({0}, kInt32, 1)) : kiln::median(make_input({0}, kInt32, 1)); },
+          std::string(op) + "(): the median of an empty tensor is NaN")};
 }
 KILN_OP_SAMPLES(median, median_samples<false>, median_errors<false>);
 KILN_OP_SAMPLES(nanmedian, median_samples<true>, median_errors<true>);
@@ -1253,41 +1338,57 @@ std::vector<OpSample> kthvalue_samples() {
               auto [a, b] = kiln::kthvalue(in[0], k, dim, keepdim);
               return TensorList{a, b};
             },
-            [k, dim, keepdim](const TensorList& in) { return ref_pick(in[0], {dim}, keepdim, r_kth(k)); }, t == kFloat32);
+            [k, dim, keepdim](const TensorList& in) { return ref_pick(in[0], {dim}, keepdim, r_kth(k)); },
+            t == kFloat32);
         v.push_back(std::move(s));
       }
     }
   }
-  v.push_back(simple("empty kept dim", {make_input({0, 3}, kFloat32, 1)},
-                     [](const TensorList& in) {
-                       auto [a, b] = kiln::kthvalue(in[0], 2);
-                       return TensorList{a, b};
-                     },
-                     [](const TensorList& in) { return ref_pick(in[0], {-1}, false, r_kth(2)); }, false));
+  v.push_back(simple(
+      "empty kept dim", {make_input({0, 3}, kFloat32, 1)},
+      [](const TensorList& in) {
+        auto [a, b] = kiln::kthvalue(in[0], 2);
+        return TensorList{a, b};
+      },
+      [](const TensorList& in) { return ref_pick(in[0], {-1}, false, r_kth(2)); }, false));
   // NaN sorts largest: the last k of a row with a NaN is the NaN (torch: nan, index 1).
   for (int64_t k : {2, 5})
-    v.push_back(simple("nan rows k=" + std::to_string(k), {nan_rows()},
-                       [k](const TensorList& in) {
-                         auto [a, b] = kiln::kthvalue(in[0], k, 1);
-                         return TensorList{a, b};
-                       },
-                       [k](const TensorList& in) { return ref_pick(in[0], {1}, false, r_kth(k)); }, false));
+    v.push_back(simple(
+        "nan rows k=" + std::to_string(k), {nan_rows()},
+        [k](const TensorList& in) {
+          auto [a, b] = kiln::kthvalue(in[0], k, 1);
+          return TensorList{a, b};
+        },
+        [k](const TensorList& in) { return ref_pick(in[0], {1}, false, r_kth(k)); }, false));
   return v;
 }
 std::vector<ErrorSample> kthvalue_errors() {
   Tensor x = make_input({2, 3}, kFloat32, 1);
-  return {err("k = 0", [=] { kiln::kthvalue(x, 0); }, "kthvalue(): selected number k out of range for dimension 1"),
-          err("k too large", [=] { kiln::kthvalue(x, 4, -1); }, "kthvalue(): selected number k out of range"),
-          err("k too large for 0-d", [] { kiln::kthvalue(make_input({}, kFloat32, 1), 2); }, "kthvalue(): selected number k out of range"),
-          err("empty dim", [] { kiln::kthvalue(make_input({2, 0}, kFloat32, 1), 1); }, "kthvalue(): Expected reduction dim 1 to have non-zero size"),
-          err("dim out of range", [=] { kiln::kthvalue(x, 1, 2); }, "kthvalue"),
-          err("bool", [] { kiln::kthvalue(make_input({3}, kBool, 1), 1); }, "kthvalue(): not implemented for dtype bool")};
+  return {
+      err(
+          "k = 0", [=] { kiln::kthvalue(x, 0); }, "kthvalue(): selected number k out of range for dimension 1"),
+      err(
+          "k too large", [=] { kiln::kthvalue(x, 4, -1); }, "kthvalue(): selected number k out of range"),
+      err(
+          "k too large for 0-d", [] { kiln::kthvalue(make_input({}, kFloat32, 1), 2); },
+          "kthvalue(): selected number k out of range"),
+      err(
+          "empty dim",
+          [] {
+            kiln::kthvalue(make_input({2, 0}, kFloat32, 1), 1);
+          },
+          "kthvalue(): Expected reduction dim 1 to have non-zero size"),
+      err(
+          "dim out of range", [=] { kiln::kthvalue(x, 1, 2); }, "kthvalue"),
+      err(
+          "bool", [] { kiln::kthvalue(make_input({3}, kBool, 1), 1); }, "kthvalue(): not implemented for dtype bool")};
 }
 KILN_OP_SAMPLES(kthvalue, kthvalue_samples, kthvalue_errors);
 
 std::vector<OpSample> mode_samples() {
   SelFn fn = [](const Tensor& x, int64_t d, bool k) { return kiln::mode(x, d, k); };
-  auto v = sel_samples(fn, [](const SelCase&) { return PickFn(r_mode); }, 300);
+  auto v = sel_samples(
+      fn, [](const SelCase&) { return PickFn(r_mode); }, 300);
   OpFn f0 = [](const TensorList& in) {
     auto [a, b] = kiln::mode(in[0], 0);
     return TensorList{a, b};
@@ -1298,23 +1399,35 @@ std::vector<OpSample> mode_samples() {
   v.push_back(simple("float repeats", {vals({3, 2, 2, 3}, {4}, kFloat32)}, f0, r0, false));
   v.push_back(simple("bool", {vals({1, 0, 1}, {3}, kBool)}, f0, r0, false));
   // Repeated float values along dim 1, in every row; NaNs count as one value.
-  v.push_back(simple("repeats and nans by row", {vals({0.5, -1, 0.5, 2, -1, kNan, 1, kNan, kNan, 1, 7, 7, 7, 7, 7}, {3, 5}, kFloat64)},
-                     [](const TensorList& in) {
-                       auto [a, b] = kiln::mode(in[0], -1, true);
-                       return TensorList{a, b};
-                     },
-                     [](const TensorList& in) { return ref_pick(in[0], {-1}, true, r_mode); }, false));
-  v.push_back(simple("long rows", {make_input({3, 200}, kInt32, 310, -6, 6)},
-                     [](const TensorList& in) {
-                       auto [a, b] = kiln::mode(in[0]);
-                       return TensorList{a, b};
-                     },
-                     [](const TensorList& in) { return ref_pick(in[0], {-1}, false, r_mode); }, false));
+  v.push_back(simple(
+      "repeats and nans by row", {vals({0.5, -1, 0.5, 2, -1, kNan, 1, kNan, kNan, 1, 7, 7, 7, 7, 7}, {3, 5}, kFloat64)},
+      [](const TensorList& in) {
+        auto [a, b] = kiln::mode(in[0], -1, true);
+        return TensorList{a, b};
+      },
+      [](const TensorList& in) { return ref_pick(in[0], {-1}, true, r_mode); }, false));
+  v.push_back(simple(
+      "long rows", {make_input({3, 200}, kInt32, 310, -6, 6)},
+      [](const TensorList& in) {
+        auto [a, b] = kiln::mode(in[0]);
+        return TensorList{a, b};
+      },
+      [](const TensorList& in) { return ref_pick(in[0], {-1}, false, r_mode); }, false));
   return v;
 }
 std::vector<ErrorSample> mode_errors() {
-  return {err("empty dim", [] { kiln::mode(make_input({2, 0}, kFloat32, 1), 1); }, "mode(): Expected reduction dim 1 to have non-zero size"),
-          err("dim out of range", [] { kiln::mode(make_input({2, 3}, kFloat32, 1), 2); }, "mode")};
+  return {err(
+              "empty dim",
+              [] {
+                kiln::mode(make_input({2, 0}, kFloat32, 1), 1);
+              },
+              "mode(): Expected reduction dim 1 to have non-zero size"),
+          err(
+              "dim out of range",
+              [] {
+                kiln::mode(make_input({2, 3}, kFloat32, 1), 2);
+              },
+              "mode")};
 }
 KILN_OP_SAMPLES(mode, mode_samples, mode_errors);
 
@@ -1346,7 +1459,8 @@ Tensor ref_quantile(const Tensor& x, const std::vector<double>& qs, bool q_scala
   if (!q_scalar) out.insert(out.begin(), static_cast<int64_t>(qs.size()));
   Ref o(out);
   for (size_t j = 0; j < qs.size(); ++j)
-    for (size_t i = 0; i < s.vals.size(); ++i) o.v[j * s.vals.size() + i] = r_quantile(s.vals[i], qs[j], interp, skip_nan);
+    for (size_t i = 0; i < s.vals.size(); ++i)
+      o.v[j * s.vals.size() + i] = r_quantile(s.vals[i], qs[j], interp, skip_nan);
   return o.to(x.dtype());
 }
 
@@ -1365,10 +1479,14 @@ std::vector<OpSample> quantile_samples() {
     int layout;
     std::string tag;
   };
-  std::vector<C> cases = {{{3, 4, 5}, std::nullopt, false, 0, "all"},   {{3, 4, 5}, std::nullopt, true, 0, "all keepdim"},
-                          {{3, 4, 5}, 1, false, 0, "dim 1"},            {{3, 4, 6}, -1, true, 1, "dim -1 keepdim strided"},
-                          {{5, 6}, 0, false, 2, "dim 0 transposed"},    {{}, std::nullopt, false, 0, "0-d"},
-                          {{}, 0, true, 0, "0-d dim 0"},                {{1, 4}, 0, false, 0, "dim of size 1"}};
+  std::vector<C> cases = {{{3, 4, 5}, std::nullopt, false, 0, "all"},
+                          {{3, 4, 5}, std::nullopt, true, 0, "all keepdim"},
+                          {{3, 4, 5}, 1, false, 0, "dim 1"},
+                          {{3, 4, 6}, -1, true, 1, "dim -1 keepdim strided"},
+                          {{5, 6}, 0, false, 2, "dim 0 transposed"},
+                          {{}, std::nullopt, false, 0, "0-d"},
+                          {{}, 0, true, 0, "0-d dim 0"},
+                          {{1, 4}, 0, false, 0, "dim of size 1"}};
   std::vector<OpSample> v;
   uint64_t seed = 400;
   for (const std::string interp : {"linear", "lower", "higher", "midpoint", "nearest"}) {
@@ -1382,13 +1500,17 @@ std::vector<OpSample> quantile_samples() {
           // 0.5 on an even count and 1/3 on a multiple of 3 plus 1 land on .5 ranks: 'nearest' rounds them to even.
           std::vector<double> qs = q_scalar ? std::vector<double>{0.3} : std::vector<double>{0, 0.25, 0.5, 1.0 / 3, 1};
           OpSample s = simple(
-              c.tag + (q_scalar ? " q scalar " : " q tensor ") + interp + " " + dname(t), {input_for(cc, t, seed++, -3, 3)},
+              c.tag + (q_scalar ? " q scalar " : " q tensor ") + interp + " " + dname(t),
+              {input_for(cc, t, seed++, -3, 3)},
               [=](const TensorList& in) {
                 if (q_scalar) return TensorList{sfn(in[0], qs[0], dim, keepdim, interp)};
                 // q made here (not an input): its values are read, as torch does.
-                return TensorList{qfn(in[0], kiln::tensor<double>(qs, {int64_t(qs.size())}, kFloat64).to(in[0].dtype()), dim, keepdim, interp)};
+                return TensorList{qfn(in[0], kiln::tensor<double>(qs, {int64_t(qs.size())}, kFloat64).to(in[0].dtype()),
+                                      dim, keepdim, interp)};
               },
-              [=](const TensorList& in) { return TensorList{ref_quantile(in[0], qs, q_scalar, dim, keepdim, interp, SkipNan)}; },
+              [=](const TensorList& in) {
+                return TensorList{ref_quantile(in[0], qs, q_scalar, dim, keepdim, interp, SkipNan)};
+              },
               t == kFloat32);
           v.push_back(std::move(s));
         }
@@ -1405,9 +1527,13 @@ std::vector<OpSample> quantile_samples() {
                       ref_quantile(in[0], qs, false, std::nullopt, false, "nearest", SkipNan)};
   };
   v.push_back(simple("nan rows", {nan_rows()}, f, r, false));
-  v.push_back(simple("empty q", {make_input({3, 4}, kFloat32, 5)},
-                     [qfn](const TensorList& in) { return TensorList{qfn(in[0], kiln::tensor<double>(std::vector<double>{}, {0}, kFloat32), 1, false, "linear")}; },
-                     [](const TensorList& in) { return TensorList{ref_quantile(in[0], {}, false, 1, false, "linear", SkipNan)}; }, false));
+  v.push_back(simple(
+      "empty q", {make_input({3, 4}, kFloat32, 5)},
+      [qfn](const TensorList& in) {
+        return TensorList{qfn(in[0], kiln::tensor<double>(std::vector<double>{}, {0}, kFloat32), 1, false, "linear")};
+      },
+      [](const TensorList& in) { return TensorList{ref_quantile(in[0], {}, false, 1, false, "linear", SkipNan)}; },
+      false));
   return v;
 }
 template <bool SkipNan>
@@ -1418,16 +1544,42 @@ std::vector<ErrorSample> quantile_errors() {
   };
   auto tcall = [](const Tensor& x, const Tensor& q) { SkipNan ? kiln::nanquantile(x, q) : kiln::quantile(x, q); };
   Tensor x = make_input({2, 3}, kFloat32, 1);
-  return {err("q above 1", [=] { call(x, 1.5); }, op + "() q values must be in the range [0, 1], got 1.5"),
-          err("q below 0", [=] { call(x, -0.1); }, op + "() q values must be in the range [0, 1]"),
-          err("q tensor out of range", [=] { tcall(x, kiln::tensor<double>({0.5, 2.0}, kFloat32)); }, op + "() q values must be in the range [0, 1]"),
-          err("integer input", [=] { call(make_input({3}, kInt64, 1), 0.5); }, op + "() input tensor must be either float or double dtype"),
-          err("float16 input", [=] { call(make_input({3}, kFloat16, 1), 0.5); }, op + "() input tensor must be either float or double dtype"),
-          err("empty input", [=] { call(make_input({0, 2}, kFloat32, 1), 0.5, 1); }, op + "() input tensor must be non-empty"),
-          err("2-d q", [=] { tcall(x, kiln::tensor<double>({0.5}, {1, 1}, kFloat32)); }, op + "() q must be a scalar or 1D tensor"),
-          err("q dtype", [=] { tcall(x, kiln::tensor<double>({0.5}, kFloat64)); }, op + "() q tensor must be same dtype as the input tensor"),
-          err("interpolation", [=] { call(x, 0.5, std::nullopt, "cubic"); }, op + "() interpolation must be one of linear, lower, higher, midpoint or nearest, but got 'cubic'"),
-          err("dim out of range", [=] { call(x, 0.5, 2); }, op)};
+  return {err(
+              "q above 1", [=] { call(x, 1.5); }, op + "() q values must be in the range [0, 1], got 1.5"),
+          err(
+              "q below 0", [=] { call(x, -0.1); }, op + "() q values must be in the range [0, 1]"),
+          err(
+              "q tensor out of range",
+              [=] {
+                tcall(x, kiln::tensor<double>({0.5, 2.0}, kFloat32));
+              },
+              op + "() q values must be in the range [0, 1]"),
+          err(
+              "integer input", [=] { call(make_input({3}, kInt64, 1), 0.5); },
+              op + "() input tensor must be either float or double dtype"),
+          err(
+              "float16 input", [=] { call(make_input({3}, kFloat16, 1), 0.5); },
+              op + "() input tensor must be either float or double dtype"),
+          err(
+              "empty input",
+              [=] {
+                call(make_input({0, 2}, kFloat32, 1), 0.5, 1);
+              },
+              op + "() input tensor must be non-empty"),
+          err(
+              "2-d q",
+              [=] {
+                tcall(x, kiln::tensor<double>({0.5}, {1, 1}, kFloat32));
+              },
+              op + "() q must be a scalar or 1D tensor"),
+          err(
+              "q dtype", [=] { tcall(x, kiln::tensor<double>({0.5}, kFloat64)); },
+              op + "() q tensor must be same dtype as the input tensor"),
+          err(
+              "interpolation", [=] { call(x, 0.5, std::nullopt, "cubic"); },
+              op + "() interpolation must be one of linear, lower, higher, midpoint or nearest, but got 'cubic'"),
+          err(
+              "dim out of range", [=] { call(x, 0.5, 2); }, op)};
 }
 KILN_OP_SAMPLES(quantile, quantile_samples<false>, quantile_errors<false>);
 KILN_OP_SAMPLES(nanquantile, quantile_samples<true>, quantile_errors<true>);
