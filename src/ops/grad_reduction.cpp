@@ -1,6 +1,7 @@
 // VJP rules of reductions and scans, written with kiln ops so they run in eager
 // autograd and trace into ahead-of-time backward graphs alike.
 #include <cmath>
+#include <limits>
 
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
@@ -89,20 +90,38 @@ std::vector<Tensor> vjp_amax(const VjpCall& v) {
 KILN_REGISTER_VJP(amax, vjp_amax);
 KILN_REGISTER_VJP(amin, vjp_amax);
 
-// max/min with dim: the gradient goes to the returned index (a one-hot over dim).
-std::vector<Tensor> vjp_max_dim(const VjpCall& v) {
-  Red r = red_of(v, Ints{v.attrs.i(0)});
+// A value-selecting reduction over `dim` (max/min, median, kthvalue, mode): the
+// gradient goes to the returned index (a one-hot over dim).
+Tensor to_selected_index(const VjpCall& v, int64_t dim) {
+  Red r = red_of(v, Ints{dim});
   const Shape& s = r.in_sizes;
-  if (s.empty()) return {keep(v.grads[0], r)};
+  if (s.empty()) return keep(v.grads[0], r);
   int64_t d = r.dims.empty() ? 0 : r.dims[0];
   Shape ar_shape(s.size(), 1);
   ar_shape[d] = s[d];
   Tensor ar = reshape(arange(s[d], TensorOptions(kInt64).device(v.input_meta[0].device)), ar_shape);
   Tensor hit = eq(ar, keep(v.outputs[1], r));
-  return {where(hit, keep(v.grads[0], r), Scalar(0))};
+  return where(hit, keep(v.grads[0], r), Scalar(0));
 }
+std::vector<Tensor> vjp_max_dim(const VjpCall& v) { return {to_selected_index(v, v.attrs.i(0))}; }
 KILN_REGISTER_VJP(max, vjp_max_dim);
 KILN_REGISTER_VJP(min, vjp_max_dim);
+KILN_REGISTER_VJP(mode, vjp_max_dim);
+std::vector<Tensor> vjp_kthvalue(const VjpCall& v) { return {to_selected_index(v, v.attrs.i(1))}; }
+KILN_REGISTER_VJP(kthvalue, vjp_kthvalue);
+
+// median/nanmedian with a dim select an index; over every element the gradient
+// is shared evenly among the elements equal to the median, as torch's
+// evenly_distribute_backward (a NaN median is equal to the NaNs).
+std::vector<Tensor> vjp_median(const VjpCall& v) {
+  if (auto dim = v.attrs.opt_i(0)) return {to_selected_index(v, *dim)};
+  const Tensor& x = v.inputs[0];
+  const Tensor& y = v.outputs[0];
+  Tensor hit = logical_or(eq(x, y), logical_and(isnan(x), isnan(y)));
+  return {where(hit, div(v.grads[0], sum(hit)), Scalar(0))};
+}
+KILN_REGISTER_VJP(median, vjp_median);
+KILN_REGISTER_VJP(nanmedian, vjp_median);
 
 // var/std/var_mean: d var / d x = 2 (x - mean) / max(0, N - correction).
 struct VarParts {
@@ -199,6 +218,39 @@ std::vector<Tensor> vjp_cumprod(const VjpCall& v) {
   return {as_input(v, where(before, a, where(first_zero, b, Scalar(0))))};
 }
 KILN_REGISTER_VJP(cumprod, vjp_cumprod);
+
+// cummax/cummin: each output's gradient goes to the running extreme's index (torch's cummaxmin_backward).
+std::vector<Tensor> vjp_cummax(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  if (v.input_meta[0].sizes.empty()) return {g};
+  Tensor z = zeros(v.input_meta[0].sizes, TensorOptions(g.dtype()).device(v.input_meta[0].device));
+  return {scatter_add(z, v.attrs.i(0), v.outputs[1], g)};
+}
+KILN_REGISTER_VJP(cummax, vjp_cummax);
+KILN_REGISTER_VJP(cummin, vjp_cummax);
+
+// grad_i = sum_{j >= i} g_j exp(x_i - y_j), summed in log space for the positive
+// and negative parts of g separately so nothing overflows (torch's logcumsumexp_backward).
+std::vector<Tensor> vjp_logcumsumexp(const VjpCall& v) {
+  const Tensor& x = v.inputs[0];
+  const Tensor& y = v.outputs[0];
+  const Tensor& g = v.grads[0];
+  if (x.dim() == 0) return {g};
+  int64_t dim = v.attrs.i(0);
+  auto rev_lcse = [dim](const Tensor& t) { return flip(logcumsumexp(flip(t, Ints{dim}), dim), Ints{dim}); };
+  // The lowest finite value stands for log(0), so that lowest - y stays ordered (no inf - inf).
+  double lowest = g.dtype() == kFloat64    ? std::numeric_limits<double>::lowest()
+                  : g.dtype() == kFloat16  ? -65504.0
+                  : g.dtype() == kBFloat16 ? -3.3895313892515355e38
+                                           : static_cast<double>(std::numeric_limits<float>::lowest());
+  Tensor log_abs = log(abs(g));
+  Tensor lpos = where(gt(g, Scalar(0)), log_abs, Scalar(lowest));
+  Tensor lneg = where(lt(g, Scalar(0)), log_abs, Scalar(lowest));
+  Tensor pos = exp(add(rev_lcse(sub(lpos, y)), x));
+  Tensor neg = exp(add(rev_lcse(sub(lneg, y)), x));
+  return {as_input(v, sub(pos, neg))};
+}
+KILN_REGISTER_VJP(logcumsumexp, vjp_logcumsumexp);
 
 }  // namespace
 }  // namespace kiln

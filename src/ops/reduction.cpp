@@ -143,6 +143,61 @@ std::vector<TensorMeta> meta_cumsum(const OpCall& c) {
 KILN_REGISTER_META(cumsum, meta_cumsum);
 KILN_REGISTER_META(cumprod, meta_cumsum);
 
+std::vector<TensorMeta> meta_nanmean(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(is_floating_point(x.dtype()), "nanmean(): expected input to have floating point dtype but got ",
+             x.dtype());
+  auto mask = dim_mask(c.attrs.ints(0), x.dim(), c.name());
+  return one_output(reduced_shape(x.sizes(), mask, c.attrs.b(1)), c.attrs.opt_dtype(2).value_or(x.dtype()), x.device());
+}
+KILN_REGISTER_META(nansum, meta_sum);
+KILN_REGISTER_META(nanmean, meta_nanmean);
+
+std::vector<TensorMeta> meta_count_nonzero(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  auto mask = dim_mask(c.attrs.ints(0), x.dim(), c.name());
+  return one_output(reduced_shape(x.sizes(), mask, false), kInt64, x.device());
+}
+KILN_REGISTER_META(count_nonzero, meta_count_nonzero);
+
+std::vector<TensorMeta> meta_aminmax(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  auto dim = c.attrs.opt_i(0);
+  bool keepdim = c.attrs.b(1);
+  Shape s;
+  if (!dim) {
+    KILN_CHECK(x.numel() > 0, "aminmax(): cannot compute aminmax over an empty dimension as the operation has no ",
+               "identity (got shape ", shape_str(x.sizes()), ")");
+    s = keepdim ? Shape(x.dim(), 1) : Shape{};
+  } else {
+    auto mask = dim_mask(Ints{*dim}, x.dim(), c.name());
+    check_nonempty_dims(x, mask, c.name());
+    s = reduced_shape(x.sizes(), mask, keepdim);
+  }
+  auto m = one_output(s, x.dtype(), x.device());
+  m.push_back(m[0]);
+  return m;
+}
+KILN_REGISTER_META(aminmax, meta_aminmax);
+
+std::vector<TensorMeta> meta_cummax(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  wrap_dim(c.attrs.i(0), x.dim(), c.name());
+  auto m = one_output(x.sizes().vec(), x.dtype(), x.device());
+  m.push_back(one_output(x.sizes().vec(), kInt64, x.device())[0]);
+  return m;
+}
+KILN_REGISTER_META(cummax, meta_cummax);
+KILN_REGISTER_META(cummin, meta_cummax);
+
+std::vector<TensorMeta> meta_logcumsumexp(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(is_floating_point(x.dtype()), c.name(), ": expected a floating point input, got ", x.dtype());
+  wrap_dim(c.attrs.i(0), x.dim(), c.name());
+  return one_output(x.sizes().vec(), x.dtype(), x.device());
+}
+KILN_REGISTER_META(logcumsumexp, meta_logcumsumexp);
+
 // ---- decompositions ----
 
 int64_t reduced_numel(const Tensor& x, const std::vector<bool>& mask) {
@@ -239,6 +294,92 @@ std::vector<Tensor> decomp_norm(const OpCall& c) {
 }
 KILN_REGISTER_DECOMP(norm, decomp_norm);
 
+std::vector<Tensor> decomp_nansum(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  Tensor z = is_floating_point(x.dtype()) ? where(isnan(x), Scalar(0), x) : x;
+  return {call_op1(OpId::sum, {z}, {c.attrs[0], c.attrs[1], c.attrs[2]})};
+}
+KILN_REGISTER_DECOMP(nansum, decomp_nansum);
+
+// nanmean = nansum / the number of non-NaN values (NaN where there are none, as torch).
+std::vector<Tensor> decomp_nanmean(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  DType out = c.attrs.opt_dtype(2).value_or(x.dtype());
+  Tensor s = call_op1(OpId::nansum, {x}, {c.attrs[0], c.attrs[1], compute_dtype(out)});
+  Tensor n = call_op1(OpId::sum, {logical_not(isnan(x))}, {c.attrs[0], c.attrs[1], std::monostate{}});
+  return {to(div(s, n), out)};
+}
+KILN_REGISTER_DECOMP(nanmean, decomp_nanmean);
+
+std::vector<Tensor> decomp_count_nonzero(const OpCall& c) {
+  return {call_op1(OpId::sum, {ne(c.in(0), Scalar(0))}, {c.attrs[0], false, std::monostate{}})};
+}
+KILN_REGISTER_DECOMP(count_nonzero, decomp_count_nonzero);
+
+std::vector<Tensor> decomp_aminmax(const OpCall& c) {
+  auto dim = c.attrs.opt_i(0);
+  Ints dims = dim ? Ints{*dim} : Ints{};
+  return {call_op1(OpId::amin, {c.in(0)}, {dims, c.attrs.b(1)}), call_op1(OpId::amax, {c.in(0)}, {dims, c.attrs.b(1)})};
+}
+KILN_REGISTER_DECOMP(aminmax, decomp_aminmax);
+
+// Note [Scans by doubling]
+// cummax/cummin/logcumsumexp have no prim: they are inclusive scans of an
+// associative combine, done in ceil(log2 n) steps (Hillis-Steele): step s
+// combines each element with the one s before it, if there is one. Each step
+// is pointwise ops on a shifted copy, which any backend runs and fuses.
+struct Scan {
+  int64_t dim, n;
+  Tensor pos;  // 0..n-1 along dim, size 1 elsewhere
+};
+Scan scan_of(const Tensor& x, int64_t dim, const char* op) {
+  Scan s;
+  s.dim = wrap_dim(dim, x.dim(), op);
+  s.n = x.dim() == 0 ? 1 : x.sizes()[s.dim];
+  Shape ps(x.dim(), 1);
+  if (x.dim() > 0) ps[s.dim] = s.n;
+  s.pos = reshape(arange(s.n, TensorOptions(kInt64).device(x.device())), ps);
+  return s;
+}
+// t shifted by `by` along the scan dim; the first `by` entries are filler, masked by the caller.
+Tensor shifted(const Tensor& t, const Scan& s, int64_t by) {
+  return cat({narrow(t, s.dim, 0, by), narrow(t, s.dim, 0, s.n - by)}, s.dim);
+}
+
+// The running extreme and the last index reaching it; a NaN replaces it and
+// stays, each later NaN taking its index (torch's cummax_cummin_helper).
+std::vector<Tensor> decomp_cummax(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  Scan sc = scan_of(x, c.attrs.i(0), c.name());
+  Tensor v = clone(x), idx = expand(sc.pos, x.sizes().vec());
+  if (x.dim() == 0) return {v, contiguous(idx)};
+  bool is_max = c.op == OpId::cummax, fl = is_floating_point(x.dtype());
+  for (int64_t by = 1; by < sc.n; by *= 2) {
+    Tensor ev = shifted(v, sc, by), ei = shifted(idx, sc, by);
+    // Keep the later summary unless the earlier one beats it.
+    Tensor later = logical_or(lt(sc.pos, Scalar(by)), is_max ? ge(v, ev) : le(v, ev));
+    if (fl) later = logical_or(isnan(v), logical_and(later, logical_not(isnan(ev))));
+    v = where(later, v, ev);
+    idx = where(later, idx, ei);
+  }
+  return {v, contiguous(idx)};
+}
+KILN_REGISTER_DECOMP(cummax, decomp_cummax);
+KILN_REGISTER_DECOMP(cummin, decomp_cummax);
+
+// log(sum_{j<=i} exp(x_j)) by logaddexp steps (Note [Scans by doubling]), so a
+// small prefix is not lost under a larger later value, as one global shift would.
+std::vector<Tensor> decomp_logcumsumexp(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(is_floating_point(x.dtype()), c.name(), ": expected a floating point input, got ", x.dtype());
+  Scan sc = scan_of(x, c.attrs.i(0), c.name());
+  Tensor y = to(x, compute_dtype(x.dtype()));
+  if (x.dim() == 0) return {clone(x)};
+  for (int64_t by = 1; by < sc.n; by *= 2) y = where(lt(sc.pos, Scalar(by)), y, logaddexp(y, shifted(y, sc, by)));
+  return {to(y, x.dtype())};
+}
+KILN_REGISTER_DECOMP(logcumsumexp, decomp_logcumsumexp);
+
 Attrs red_attrs(IntArrayRef dim, bool keepdim, std::optional<DType> dtype) {
   return {dim.vec(), keepdim, opt_attr(dtype)};
 }
@@ -314,6 +455,33 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 }
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return call_op1(OpId::cumprod, {x}, {dim, opt_attr(dtype)});
+}
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) {
+  auto r = call_op(OpId::cummax, {x}, {dim});
+  return {r[0], r[1]};
+}
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
+  auto r = call_op(OpId::cummin, {x}, {dim});
+  return {r[0], r[1]};
+}
+Tensor logcumsumexp(const Tensor& x, int64_t dim) { return call_op1(OpId::logcumsumexp, {x}, {dim}); }
+Tensor nansum(const Tensor& x, std::optional<DType> dtype) {
+  return call_op1(OpId::nansum, {x}, red_attrs({}, false, dtype));
+}
+Tensor nansum(const Tensor& x, IntArrayRef dim, bool keepdim, std::optional<DType> dtype) {
+  return call_op1(OpId::nansum, {x}, red_attrs(dim, keepdim, dtype));
+}
+Tensor nanmean(const Tensor& x, std::optional<DType> dtype) {
+  return call_op1(OpId::nanmean, {x}, red_attrs({}, false, dtype));
+}
+Tensor nanmean(const Tensor& x, IntArrayRef dim, bool keepdim, std::optional<DType> dtype) {
+  return call_op1(OpId::nanmean, {x}, red_attrs(dim, keepdim, dtype));
+}
+Tensor count_nonzero(const Tensor& x, IntArrayRef dim) { return call_op1(OpId::count_nonzero, {x}, {dim.vec()}); }
+Tensor count_nonzero(const Tensor& x, int64_t dim) { return call_op1(OpId::count_nonzero, {x}, {Ints{dim}}); }
+std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  auto r = call_op(OpId::aminmax, {x}, {opt_attr(dim), keepdim});
+  return {r[0], r[1]};
 }
 
 // ---- Tensor methods ----

@@ -1,6 +1,7 @@
 // Samples for the reductions of ops.def: several dim lists, negative dims,
 // keepdim both ways, strided and transposed inputs, empty and 0-d tensors,
-// every dtype; references are naive fp64 loops over slices.
+// every dtype; references are naive fp64 loops over slices (helpers in
+// samples_reduction_util.h; the order statistics are in samples_reduction_select.cpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,193 +10,11 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/ops/op_samples.h"
+#include "tests/ops/samples_reduction_util.h"
 
 namespace kiln::test {
 namespace {
-using Ints = std::vector<int64_t>;
-
-const std::vector<DType> kAll = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt8, kInt16, kInt32, kInt64, kUInt8, kBool};
-const std::vector<DType> kFloats = {kFloat32, kFloat64, kFloat16, kBFloat16};
-
-// Gathers the slices of `a` over `dims` (empty: all): one vector of values per
-// output element, in the row-major order of the slice.
-struct Slices {
-  Shape out_shape;
-  std::vector<std::vector<double>> vals;
-};
-Slices ref_slices(const Ref& a, Ints dims, bool keepdim) {
-  int64_t nd = a.dim();
-  std::vector<bool> red(nd, dims.empty());
-  if (nd > 0)
-    for (int64_t d : dims) red[d < 0 ? d + nd : d] = true;
-  Shape kept;
-  for (int64_t i = 0; i < nd; ++i) kept.push_back(red[i] ? 1 : a.shape[i]);
-  Slices s;
-  s.vals.resize(ref_numel(kept));
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    Shape idx = unravel(i, a.shape);
-    for (int64_t d = 0; d < nd; ++d)
-      if (red[d]) idx[d] = 0;
-    s.vals[ravel(idx, kept)].push_back(a.v[i]);
-  }
-  for (int64_t i = 0; i < nd; ++i)
-    if (!red[i] || keepdim) s.out_shape.push_back(red[i] ? 1 : a.shape[i]);
-  return s;
-}
-Ref ref_apply(const Ref& a, const Ints& dims, bool keepdim, const std::function<double(const std::vector<double>&)>& f) {
-  Slices s = ref_slices(a, dims, keepdim);
-  Ref r(s.out_shape);
-  for (size_t i = 0; i < s.vals.size(); ++i) r.v[i] = f(s.vals[i]);
-  return r;
-}
-
-double r_sum(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s;
-}
-double r_prod(const std::vector<double>& v) {
-  double s = 1;
-  for (double x : v) s *= x;
-  return s;
-}
-template <bool IsMax>
-double r_ext(const std::vector<double>& v) {
-  double b = IsMax ? -kInf : kInf;
-  for (double x : v) {
-    if (std::isnan(x)) return x;
-    b = IsMax ? std::max(b, x) : std::min(b, x);
-  }
-  return b;
-}
-template <bool IsMax>
-double r_arg(const std::vector<double>& v) {
-  int64_t bi = 0;
-  for (size_t i = 1; i < v.size(); ++i) {
-    if (std::isnan(v[bi])) break;
-    if (std::isnan(v[i]) || (IsMax ? v[i] > v[bi] : v[i] < v[bi])) bi = static_cast<int64_t>(i);
-  }
-  return static_cast<double>(bi);
-}
-double r_var(const std::vector<double>& v, double corr) {
-  double m = r_sum(v) / static_cast<double>(v.size()), ss = 0;
-  for (double x : v) ss += (x - m) * (x - m);
-  return ss / std::max(0.0, static_cast<double>(v.size()) - corr);
-}
-
-struct Case {
-  Shape shape;
-  Ints dims;
-  bool keepdim;
-  int layout;  // 0 contiguous, 1 strided last dim, 2 transposed (dims 0 and 1 swapped)
-  std::string tag;
-};
-std::vector<Case> dim_cases() {
-  return {
-      {{3, 4, 5}, {}, false, 0, "all"},
-      {{3, 4, 5}, {1}, false, 0, "dim 1"},
-      {{3, 4, 5}, {-1}, true, 0, "dim -1 keepdim"},
-      {{3, 4, 5}, {0, 2}, false, 0, "dims 0,2"},
-      {{3, 4, 5}, {0}, true, 0, "dim 0 keepdim"},
-      {{3, 4, 5}, {2, -3}, true, 1, "dims 2,-3 strided keepdim"},
-      {{4, 6}, {1}, false, 1, "dim 1 strided"},
-      {{5, 6}, {0}, false, 2, "dim 0 transposed"},
-      {{5, 6}, {1}, false, 2, "dim 1 transposed"},
-      {{}, {}, false, 0, "0-d"},
-      {{}, {0}, true, 0, "0-d dim 0"},
-      {{2, 0, 3}, {1}, false, 0, "empty reduced dim"},
-      {{0, 3}, {1}, true, 0, "empty kept dim"},
-  };
-}
-// Larger inputs that reach the vectorized, row-accumulating and split loops.
-std::vector<Case> big_cases() {
-  return {
-      {{3000}, {}, false, 0, "big full"},
-      {{7, 1000}, {1}, false, 0, "big inner"},
-      {{1000, 67}, {0}, false, 0, "big outer"},
-      {{20000, 3}, {0}, false, 0, "big outer narrow (split)"},
-      {{40, 30, 20}, {0, 2}, true, 0, "big mixed"},
-      {{300, 40}, {0}, false, 2, "big transposed"},
-  };
-}
-
-std::string dname(DType t) {
-  std::ostringstream os;
-  os << t;
-  return os.str();
-}
-
-Tensor input_for(const Case& c, DType t, uint64_t seed, double lo = -2, double hi = 2) {
-  if (c.layout == 2) {
-    Shape s = c.shape;
-    std::swap(s[0], s[1]);
-    return make_input(s, t, seed, lo, hi).transpose(0, 1);
-  }
-  return make_input(c.shape, t, seed, lo, hi, c.layout == 1);
-}
-
-bool is_small_float(DType t) { return t == kFloat16 || t == kBFloat16; }
-DType sum_type(DType t) { return is_floating_point(t) ? t : kInt64; }
-
-// Samples of a dim-list reduction: fn(x, dims, keepdim), a slice reference and its output dtype.
-using DimFn = std::function<Tensor(const Tensor&, const Ints&, bool)>;
-std::vector<OpSample> dim_samples(const std::vector<DType>& dtypes, const DimFn& fn,
-                                  const std::function<double(const std::vector<double>&)>& ref,
-                                  const std::function<DType(DType)>& out_type, bool skip_empty, double lo = -2,
-                                  double hi = 2, bool big = true) {
-  std::vector<OpSample> out;
-  uint64_t seed = 1;
-  for (DType t : dtypes) {
-    auto cases = dim_cases();
-    if (big && (t == kFloat32 || t == kInt32)) {
-      auto b = big_cases();
-      cases.insert(cases.end(), b.begin(), b.end());
-    }
-    for (const Case& c : cases) {
-      if (skip_empty && ref_numel(c.shape) == 0) continue;
-      OpSample s;
-      s.name = c.tag + " " + dname(t);
-      s.inputs = {input_for(c, t, seed++, lo, hi)};
-      Ints dims = c.dims;
-      bool keepdim = c.keepdim;
-      s.fn = [fn, dims, keepdim](const TensorList& in) { return TensorList{fn(in[0], dims, keepdim)}; };
-      DType ot = out_type(t);
-      s.reference = [ref, dims, keepdim, ot](const TensorList& in) {
-        return TensorList{ref_apply(Ref::of(in[0]), dims, keepdim, ref).to(ot)};
-      };
-      if (is_small_float(t)) s.atol = 2e-2;
-      if (t == kFloat32 && ref_numel(c.shape) > 200) s.atol = 1e-4;
-      s.check_grad = t == kFloat32 && ref_numel(c.shape) <= 60;
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
-}
-
-OpSample simple(std::string name, TensorList in, OpFn fn, OpFn ref, bool grad = true) {
-  OpSample s;
-  s.name = std::move(name);
-  s.inputs = std::move(in);
-  s.fn = std::move(fn);
-  s.reference = std::move(ref);
-  s.check_grad = grad;
-  return s;
-}
-
-Tensor vals(const std::vector<double>& v, Shape shape, DType t = kFloat32) {
-  return kiln::tensor<double>(v, shape, kFloat64).to(t);
-}
-
-ErrorSample err(std::string name, std::function<void()> call, std::string expect) {
-  return {std::move(name), std::move(call), std::move(expect)};
-}
-std::vector<ErrorSample> dim_errors(const std::function<void(const Tensor&, const Ints&)>& f, const char* op) {
-  Tensor x = make_input({2, 3}, kFloat32, 1);
-  return {err("dim out of range", [=] { f(x, {2}); }, "out of range"),
-          err("negative dim out of range", [=] { f(x, {-3}); }, op),
-          err("repeated dim", [=] { f(x, {1, -1}); }, "multiple times")};
-}
+using namespace reduction;
 
 // ---- sum / mean / prod ----
 
@@ -781,6 +600,375 @@ std::vector<ErrorSample> scan_errors() {
 }
 KILN_OP_SAMPLES(cumsum, scan_samples<true>, scan_errors<true>);
 KILN_OP_SAMPLES(cumprod, scan_samples<false>, scan_errors<false>);
+
+// ---- nansum / nanmean / count_nonzero / aminmax ----
+
+double r_nansum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v)
+    if (!std::isnan(x)) s += x;
+  return s;
+}
+double r_nanmean(const std::vector<double>& v) {
+  double s = 0, n = 0;
+  for (double x : v)
+    if (!std::isnan(x)) s += x, n += 1;
+  return s / n;  // 0/0: NaN where every value is NaN, as torch
+}
+// A [3, 4, 5] float input with NaNs at scattered places, and its row (dim 2) [1, 2] all NaN.
+Tensor nan_input(DType t, uint64_t seed) {
+  Ref r = Ref::of(make_input({3, 4, 5}, kFloat64, seed));
+  for (int64_t i = 0; i < r.numel(); i += 7) r.v[i] = kNan;
+  for (int64_t k = 0; k < 5; ++k) r.at({1, 2, k}) = kNan;
+  return r.to(t);
+}
+
+template <bool IsMean>
+std::vector<OpSample> nansum_samples() {
+  auto fn = [](const Tensor& x, const Ints& d, bool k) {
+    return IsMean ? kiln::nanmean(x, d, k) : kiln::nansum(x, d, k);
+  };
+  auto v = dim_samples(IsMean ? kFloats : kAll, fn, IsMean ? r_nanmean : r_nansum,
+                       IsMean ? std::function<DType(DType)>([](DType t) { return t; }) : sum_type, false, -2, 2, false);
+  for (const Ints& dims : {Ints{}, Ints{2}, Ints{0, -1}, Ints{1}}) {
+    for (DType t : {kFloat32, kFloat64, kFloat16}) {
+      OpSample s = simple(
+          "nan inputs dims " + shape_str(dims) + " " + dname(t), {nan_input(t, 21)},
+          [dims](const TensorList& in) {
+            return TensorList{IsMean ? kiln::nanmean(in[0], dims, true) : kiln::nansum(in[0], dims, true)};
+          },
+          [dims](const TensorList& in) {
+            return TensorList{ref_apply(Ref::of(in[0]), dims, true, IsMean ? r_nanmean : r_nansum).to(in[0].dtype())};
+          },
+          // nanmean's all-NaN row gives NaN, whose finite differences are NaN.
+          t == kFloat32 && (!IsMean || dims.size() != 1 || dims[0] != 2));
+      if (t == kFloat16) s.atol = 2e-2;
+      v.push_back(std::move(s));
+    }
+  }
+  v.push_back(simple(
+      "dtype arg and method form", {nan_input(kFloat16, 22)},
+      [](const TensorList& in) {
+        return TensorList{IsMean ? kiln::nanmean(in[0], kFloat64) : kiln::nansum(in[0], kFloat64)};
+      },
+      [](const TensorList& in) {
+        return TensorList{ref_apply(Ref::of(in[0]), {}, false, IsMean ? r_nanmean : r_nansum).to(kFloat64)};
+      },
+      false));
+  return v;
+}
+template <bool IsMean>
+std::vector<ErrorSample> nansum_errors() {
+  const char* op = IsMean ? "nanmean" : "nansum";
+  auto e = dim_errors([](const Tensor& x, const Ints& d) { IsMean ? kiln::nanmean(x, d) : kiln::nansum(x, d); }, op);
+  if (IsMean)
+    e.push_back(err(
+        "integer input even with a dtype", [] { kiln::nanmean(make_input({3}, kInt64, 1), kFloat64); },
+        "nanmean(): expected input to have floating point dtype but got"));
+  return e;
+}
+KILN_OP_SAMPLES(nansum, nansum_samples<false>, nansum_errors<false>);
+KILN_OP_SAMPLES(nanmean, nansum_samples<true>, nansum_errors<true>);
+
+std::vector<OpSample> count_nonzero_samples() {
+  auto ref = [](const std::vector<double>& v) {
+    double n = 0;
+    for (double x : v) n += x != 0;  // NaN != 0
+    return n;
+  };
+  std::vector<OpSample> v;
+  uint64_t seed = 120;
+  for (DType t : kAll) {
+    for (const Case& c : dim_cases()) {
+      if (c.keepdim) continue;
+      Ints dims = c.dims;
+      v.push_back(simple(
+          c.tag + " " + dname(t), {input_for(c, t, seed++, -1.2, 1.2)},
+          [dims](const TensorList& in) { return TensorList{kiln::count_nonzero(in[0], dims)}; },
+          [dims, ref](const TensorList& in) {
+            return TensorList{ref_apply(Ref::of(in[0]), dims, false, ref).to(kInt64)};
+          },
+          false));
+    }
+  }
+  v.push_back(simple(
+      "int dim -1, nan counts", {nan_input(kFloat32, 23)},
+      [](const TensorList& in) {
+        return TensorList{kiln::count_nonzero(in[0], int64_t(-1)), kiln::count_nonzero(in[0])};
+      },
+      [ref](const TensorList& in) {
+        Ref r = Ref::of(in[0]);
+        return TensorList{ref_apply(r, {-1}, false, ref).to(kInt64), ref_apply(r, {}, false, ref).to(kInt64)};
+      },
+      false));
+  return v;
+}
+std::vector<ErrorSample> count_nonzero_errors() {
+  return dim_errors([](const Tensor& x, const Ints& d) { kiln::count_nonzero(x, d); }, "count_nonzero");
+}
+KILN_OP_SAMPLES(count_nonzero, count_nonzero_samples, count_nonzero_errors);
+
+std::vector<OpSample> aminmax_samples() {
+  struct C {
+    Shape shape;
+    std::optional<int64_t> dim;
+    bool keepdim;
+    int layout;
+    std::string tag;
+  };
+  std::vector<C> cases = {{{3, 4, 5}, std::nullopt, false, 0, "all"},
+                          {{3, 4, 5}, std::nullopt, true, 1, "all keepdim strided"},
+                          {{3, 4, 5}, 1, false, 0, "dim 1"},
+                          {{3, 4, 5}, -1, true, 0, "dim -1 keepdim"},
+                          {{5, 6}, 0, false, 2, "dim 0 transposed"},
+                          {{}, std::nullopt, false, 0, "0-d"},
+                          {{}, 0, true, 0, "0-d dim 0"},
+                          {{0, 3}, 1, false, 0, "empty kept dim"}};
+  std::vector<OpSample> v;
+  uint64_t seed = 140;
+  for (DType t : kAll) {
+    for (const C& c : cases) {
+      auto dim = c.dim;
+      bool keepdim = c.keepdim;
+      Case cc{c.shape, {}, keepdim, c.layout, c.tag};
+      OpSample s = simple(
+          c.tag + " " + dname(t), {input_for(cc, t, seed++, -3, 3)},
+          [dim, keepdim](const TensorList& in) {
+            auto [a, b] = kiln::aminmax(in[0], dim, keepdim);
+            return TensorList{a, b};
+          },
+          [dim, keepdim](const TensorList& in) {
+            Ref r = Ref::of(in[0]);
+            Ints dims = dim ? Ints{*dim} : Ints{};
+            return TensorList{ref_apply(r, dims, keepdim, r_ext<false>).to(in[0].dtype()),
+                              ref_apply(r, dims, keepdim, r_ext<true>).to(in[0].dtype())};
+          },
+          t == kFloat32);
+      v.push_back(std::move(s));
+    }
+  }
+  v.push_back(simple(
+      "nan propagates", {nan_input(kFloat64, 24)},
+      [](const TensorList& in) {
+        auto [a, b] = kiln::aminmax(in[0], 2);
+        auto [c, d] = kiln::aminmax(in[0]);
+        return TensorList{a, b, c, d};
+      },
+      [](const TensorList& in) {
+        Ref r = Ref::of(in[0]);
+        return TensorList{
+            ref_apply(r, {2}, false, r_ext<false>).to(kFloat64), ref_apply(r, {2}, false, r_ext<true>).to(kFloat64),
+            ref_apply(r, {}, false, r_ext<false>).to(kFloat64), ref_apply(r, {}, false, r_ext<true>).to(kFloat64)};
+      },
+      false));
+  return v;
+}
+std::vector<ErrorSample> aminmax_errors() {
+  return {err(
+              "empty over every element",
+              [] {
+                kiln::aminmax(make_input({0, 2}, kFloat32, 1));
+              },
+              "aminmax(): cannot compute aminmax over an empty dimension"),
+          err(
+              "empty dim",
+              [] {
+                kiln::aminmax(make_input({0, 2}, kFloat32, 1), 0);
+              },
+              "aminmax(): Expected reduction dim 0 to have non-zero size"),
+          err(
+              "dim out of range",
+              [] {
+                kiln::aminmax(make_input({2, 3}, kFloat32, 1), -3);
+              },
+              "aminmax")};
+}
+KILN_OP_SAMPLES(aminmax, aminmax_samples, aminmax_errors);
+
+// ---- cummax / cummin / logcumsumexp ----
+
+// torch's rule, one element at a time: a NaN always takes over; otherwise x
+// takes over when it is >= (cummax) or <= (cummin) the running value.
+template <bool IsMax>
+std::pair<Ref, Ref> ref_cumext(const Ref& a, int64_t dim) {
+  Ref val(a.shape), idx(a.shape);
+  if (a.dim() == 0) {
+    val.v = a.v;
+    return {val, idx};
+  }
+  int64_t d = dim < 0 ? dim + a.dim() : dim;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    Shape j = unravel(i, a.shape);
+    int64_t end = j[d];
+    j[d] = 0;
+    double best = a.at(j);
+    int64_t bi = 0;
+    for (int64_t k = 1; k <= end; ++k) {
+      j[d] = k;
+      double x = a.at(j);
+      if (std::isnan(x) || (!std::isnan(best) && (IsMax ? x >= best : x <= best))) best = x, bi = k;
+    }
+    val.v[i] = best;
+    idx.v[i] = static_cast<double>(bi);
+  }
+  return {val, idx};
+}
+Ref ref_lcse(const Ref& a, int64_t dim) {
+  Ref r(a.shape);
+  if (a.dim() == 0) {
+    r.v = a.v;
+    return r;
+  }
+  int64_t d = dim < 0 ? dim + a.dim() : dim;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    Shape j = unravel(i, a.shape);
+    int64_t end = j[d];
+    std::vector<double> pre;
+    for (int64_t k = 0; k <= end; ++k) {
+      j[d] = k;
+      pre.push_back(a.at(j));
+    }
+    r.v[i] = r_lse(pre);
+  }
+  return r;
+}
+
+struct ScanCase {
+  Shape shape;
+  int64_t dim;
+  int layout;
+  std::string tag;
+};
+std::vector<ScanCase> scan_cases() {
+  return {{{3, 4, 5}, 1, 0, "dim 1"},
+          {{3, 4, 5}, -1, 0, "dim -1"},
+          {{3, 4, 5}, 0, 1, "dim 0 strided"},
+          {{5, 6}, 1, 2, "dim 1 transposed"},
+          {{}, 0, 0, "0-d"},
+          {{}, -1, 0, "0-d dim -1"},
+          {{0, 3}, 1, 0, "empty"},
+          {{2, 0}, 1, 0, "empty scanned dim"},
+          {{3, 37}, -1, 0, "37 long (6 steps)"}};
+}
+
+template <bool IsMax>
+std::vector<OpSample> cumext_samples() {
+  std::vector<OpSample> v;
+  uint64_t seed = 160;
+  auto run = [](const Tensor& x, int64_t dim) { return IsMax ? kiln::cummax(x, dim) : kiln::cummin(x, dim); };
+  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kBool}) {
+    for (const ScanCase& c : scan_cases()) {
+      int64_t dim = c.dim;
+      Case cc{c.shape, {}, false, c.layout, c.tag};
+      // Integers in [-3, 3]: many ties, which take the later index.
+      OpSample s = simple(
+          c.tag + " " + dname(t), {input_for(cc, t, seed++, t == kUInt8 ? 0 : -3, 3)},
+          [run, dim](const TensorList& in) {
+            auto [a, b] = run(in[0], dim);
+            return TensorList{a, b};
+          },
+          [dim](const TensorList& in) {
+            auto [a, b] = ref_cumext<IsMax>(Ref::of(in[0]), dim);
+            return TensorList{a.to(in[0].dtype()), b.to(kInt64)};
+          },
+          t == kFloat32 && ref_numel(c.shape) <= 60);
+      v.push_back(std::move(s));
+    }
+  }
+  // NaN first, in the middle, twice (the later NaN takes the index), and last.
+  v.push_back(simple(
+      "nan positions",
+      {vals({kNan, 1, 2, 0, 3, kNan, 5, kNan, 0, -1, 2, kNan, 1, 2, 3, 4, -kInf, kInf, 0, kNan}, {4, 5}, kFloat64)},
+      [run](const TensorList& in) {
+        auto [a, b] = run(in[0], 1);
+        return TensorList{a, b};
+      },
+      [](const TensorList& in) {
+        auto [a, b] = ref_cumext<IsMax>(Ref::of(in[0]), 1);
+        return TensorList{a.to(kFloat64), b.to(kInt64)};
+      },
+      false));
+  // Ties take the later index, so the gradient goes there (torch: [0, 1, 2, 2, 4]).
+  OpSample tie = simple(
+      "ties take the later index", {vals({1, 3, 3, 2, 3}, {5}, kFloat64)},
+      [run](const TensorList& in) {
+        auto [a, b] = run(IsMax ? in[0] : kiln::neg(in[0]), 0);
+        return TensorList{a, b};
+      },
+      [](const TensorList& in) {
+        Ref x = Ref::of(in[0]);
+        if (!IsMax) x = ref_map(x, [](double a) { return -a; });
+        auto [a, b] = ref_cumext<IsMax>(x, 0);
+        return TensorList{a.to(kFloat64), b.to(kInt64)};
+      },
+      false);
+  tie.check = [run](const TensorList& out) {
+    EXPECT_EQ(out[1].to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 2, 4}));
+    Tensor x = vals({1, 3, 3, 2, 3}, {5}, kFloat64).requires_grad_(true);
+    std::get<0>(run(IsMax ? x : kiln::neg(x), 0)).sum().backward();
+    auto g = x.grad().to_vector<double>();
+    std::vector<double> want{1, 1, 2, 0, 1};
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(g[i], IsMax ? want[i] : -want[i], 1e-12) << "grad " << i;
+  };
+  v.push_back(tie);
+  return v;
+}
+template <bool IsMax>
+std::vector<ErrorSample> cumext_errors() {
+  return {
+      err(
+          "dim out of range",
+          [] {
+            IsMax ? kiln::cummax(make_input({2, 3}, kFloat32, 1), 2) : kiln::cummin(make_input({2, 3}, kFloat32, 1), 2);
+          },
+          IsMax ? "cummax" : "cummin"),
+      err(
+          "negative dim out of range",
+          [] {
+            IsMax ? kiln::cummax(make_input({2}, kFloat32, 1), -2) : kiln::cummin(make_input({2}, kFloat32, 1), -2);
+          },
+          "out of range")};
+}
+KILN_OP_SAMPLES(cummax, cumext_samples<true>, cumext_errors<true>);
+KILN_OP_SAMPLES(cummin, cumext_samples<false>, cumext_errors<false>);
+
+std::vector<OpSample> logcumsumexp_samples() {
+  std::vector<OpSample> v;
+  uint64_t seed = 180;
+  for (DType t : kFloats) {
+    for (const ScanCase& c : scan_cases()) {
+      int64_t dim = c.dim;
+      Case cc{c.shape, {}, false, c.layout, c.tag};
+      OpSample s = simple(
+          c.tag + " " + dname(t), {input_for(cc, t, seed++, -3, 3)},
+          [dim](const TensorList& in) { return TensorList{kiln::logcumsumexp(in[0], dim)}; },
+          [dim](const TensorList& in) { return TensorList{ref_lcse(Ref::of(in[0]), dim).to(in[0].dtype())}; },
+          t == kFloat32 && ref_numel(c.shape) <= 60);
+      if (is_small_float(t)) s.atol = 2e-2;
+      v.push_back(std::move(s));
+    }
+  }
+  OpFn f = [](const TensorList& in) { return TensorList{kiln::logcumsumexp(in[0], 1)}; };
+  OpFn r = [](const TensorList& in) { return TensorList{ref_lcse(Ref::of(in[0]), 1).to(in[0].dtype())}; };
+  // A small prefix under a much larger later value stays exact (no single global shift).
+  v.push_back(
+      simple("wide range", {vals({-1000, 0, -1000, 5, 800, 1000, 999, -5, 3, -30, 60, 2}, {3, 4}, kFloat64)}, f, r));
+  v.push_back(simple("infinities and nan", {vals({-kInf, -kInf, 1, kInf, 2, kNan, 0, 1, -kInf, 3, -kInf, 4}, {3, 4})},
+                     f, r, false));
+  return v;
+}
+std::vector<ErrorSample> logcumsumexp_errors() {
+  return {err(
+              "integer input", [] { kiln::logcumsumexp(make_input({3}, kInt64, 1), 0); },
+              "logcumsumexp: expected a floating point input"),
+          err(
+              "dim out of range",
+              [] {
+                kiln::logcumsumexp(make_input({2, 3}, kFloat32, 1), -3);
+              },
+              "logcumsumexp")};
+}
+KILN_OP_SAMPLES(logcumsumexp, logcumsumexp_samples, logcumsumexp_errors);
 
 }  // namespace
 }  // namespace kiln::test
