@@ -25,15 +25,15 @@
 namespace kiln {
 
 struct CompileOptions {
-  std::string mode = "default";                // "default" | "reduce-overhead" | "max-autotune"
+  std::string mode = "default";  // "default" | "reduce-overhead" | "max-autotune"
   // Symbolic sizes (Note [Dynamic shapes] in src/compile/capture/sym_shapes.h): unset, a dim of an
   // input becomes symbolic once it has taken a second value; true: every dim of every input
   // (not parameters) from the first call; false: never. Sizes 0 and 1 always stay numbers.
   std::optional<bool> dynamic = std::nullopt;
-  bool fullgraph = false;                      // the first graph break is an error naming the op and call site
-  std::string backend = "aot_eager";           // "eager" | "aot_eager" | a registered one ("inductor": not yet)
-  int recompile_limit = 8;                     // graphs per call site, then eager with one warning
-  bool assume_pure = false;                    // guards alone pick the graph; the code is not re-run (see PureCall)
+  bool fullgraph = false;             // the first graph break is an error naming the op and call site
+  std::string backend = "aot_eager";  // "eager" | "aot_eager" | a registered one ("inductor": not yet)
+  int recompile_limit = 8;            // graphs per call site, then eager with one warning
+  bool assume_pure = false;           // guards alone pick the graph; the code is not re-run (see PureCall)
   std::map<std::string, std::string> options = {};  // backend options; none are defined yet
 };
 
@@ -246,28 +246,37 @@ class CompiledModule : public nn::Module {
       : nn::Module("OptimizedModule"), mod_(m), state_(std::make_shared<compiler::CompiledState>(std::move(o))) {
     register_module("_orig_mod", std::move(m));
   }
+  // Modules whose forward(x) returns something else (a tuple: LSTM, MultiheadAttention) get the
+  // template below; the virtual one then is the base's (an error naming the module).
+  static constexpr bool kTensorForward = requires(M & m, const Tensor& x) {
+    { m.forward(x) } -> std::convertible_to<Tensor>;
+  };
   Tensor forward(const Tensor& x) override {
-    Tensor r;
-    if (state_->options().assume_pure) {
-      compiler::CompiledState::PureCall call;
-      call.args = {x};
-      // The module's tensors by identity: replacing a parameter (not updating it) re-records.
-      for (const Tensor& t : mod_->parameters())
-        compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
-      for (const Tensor& t : mod_->buffers())
-        compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
-      compiler::detail::mix(call.key, mod_->is_training());
-      std::vector<Tensor> outs;
-      if (state_->replay(call, outs)) return outs.at(0);
-      call.returned = [&] { return std::vector<Tensor>{r}; };
-      state_->run_pure([&] { r = mod_->forward(x); }, call);
+    if constexpr (!kTensorForward) {
+      return nn::Module::forward(x);
+    } else {
+      Tensor r;
+      if (state_->options().assume_pure) {
+        compiler::CompiledState::PureCall call;
+        call.args = {x};
+        // The module's tensors by identity: replacing a parameter (not updating it) re-records.
+        for (const Tensor& t : mod_->parameters())
+          compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
+        for (const Tensor& t : mod_->buffers())
+          compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
+        compiler::detail::mix(call.key, mod_->is_training());
+        std::vector<Tensor> outs;
+        if (state_->replay(call, outs)) return outs.at(0);
+        call.returned = [&] { return std::vector<Tensor>{r}; };
+        state_->run_pure([&] { r = mod_->forward(x); }, call);
+        return r;
+      }
+      state_->run([&] { r = mod_->forward(x); }, {x});
       return r;
     }
-    state_->run([&] { r = mod_->forward(x); }, {x});
-    return r;
   }
   template <class... Args>
-  requires(sizeof...(Args) != 1) auto forward(Args&&... args) {
+  requires(sizeof...(Args) != 1 || !kTensorForward) auto forward(Args&&... args) {
     using R = decltype(std::declval<M&>().forward(std::forward<Args>(args)...));
     std::optional<R> r;
     std::vector<Tensor> tensors;

@@ -36,6 +36,27 @@ TEST(Capture, FunctionMatchesEagerAndIsCachedForEachBackend) {
   }
 }
 
+TEST(Capture, ModulesWhoseForwardReturnsATupleCompile) {
+  manual_seed(3);
+  auto lstm = std::make_shared<nn::LSTM>(nn::LSTMOptions{.input_size = 4, .hidden_size = 6, .batch_first = true});
+  auto fast = compile(lstm);
+  Tensor x = randn({2, 5, 4});
+  for (int i = 0; i < 2; ++i) {
+    auto [out, hc] = fast->forward(x);
+    auto [want, want_hc] = lstm->forward(x);
+    expect_same(out, want, 1e-6);
+    expect_same(std::get<1>(hc), std::get<1>(want_hc), 1e-6);
+  }
+  EXPECT_EQ(fast->stats().graphs_compiled, 1);
+  auto mha = std::make_shared<nn::MultiheadAttention>(8, 2);
+  auto fast_mha = compile(mha);
+  Tensor q = randn({3, 2, 8});
+  auto [y, w] = fast_mha->forward(q, q, q);
+  expect_same(y, std::get<0>(mha->forward(q, q, q)), 1e-6);
+  // The one-tensor Module::forward of such a module is the base's error, as for the module itself.
+  kiln::testing::expect_error([&] { (void)static_cast<nn::Module&>(*fast).forward(x); }, "forward");
+}
+
 TEST(Capture, EagerBackendIsBitForBit) {
   manual_seed(2);
   Tensor x = randn({16, 8});

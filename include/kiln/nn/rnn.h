@@ -10,9 +10,8 @@
 // ordinary op graphs. Variable-length batches: a PackedSequence (utils::rnn::pack_padded_sequence),
 // as torch, or a padded batch with forward's `lengths` (see RNNBase::run). Packing reads the
 // lengths on the host (a graph break under compile, as in torch); `lengths` reads no values while
-// compiling, so a padded batch compiles into one graph. To compile, wrap the call in a function
-// (kiln::compile([&](const Tensor& x) { ... lstm.forward(x) ... })): compile(module) expects a
-// forward returning one Tensor.
+// compiling, so a padded batch compiles into one graph. kiln::compile(lstm) gives a module whose
+// forward returns what LSTM's does.
 #pragma once
 #include <cstdint>
 #include <optional>
