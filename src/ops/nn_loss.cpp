@@ -44,6 +44,15 @@ Shape check_class_target(const Tensor& input, const Tensor& target, const Tensor
   return expect;
 }
 
+// Throws the error naming the first target that is neither a class index nor ignore_index.
+void check_target_range(const Tensor& input, const Tensor& target, int64_t ignore_index, const char* op) {
+  if (!target.has_storage()) return;
+  const int64_t C = input.size(class_dim(input));
+  for (int64_t t : target.to(kInt64).to_vector<int64_t>())
+    KILN_CHECK(t == ignore_index || (t >= 0 && t < C), op, ": target ", t, " is out of bounds: expected class indices in [0, ",
+               C, ") or ignore_index ", ignore_index);
+}
+
 std::vector<TensorMeta> meta_nll_loss(const OpCall& c) {
   const std::string& red = c.attrs.str(1);
   check_reduction(red, c.name());
@@ -77,8 +86,18 @@ std::vector<Tensor> decomp_nll_loss(const OpCall& c) {
   const Tensor& input = c.in(0);
   const std::string& red = c.attrs.str(1);
   int64_t cd = class_dim(input);
-  PickedWeights pw = pick_weights(input, c.in(1), c.in(2), c.attrs.i(0));
-  Tensor picked = squeeze(gather(input, cd, unsqueeze(pw.safe_target, cd)), {cd});
+  PickedWeights pw;
+  Tensor picked;
+  try {
+    pw = pick_weights(input, c.in(1), c.in(2), c.attrs.i(0));
+    picked = squeeze(gather(input, cd, unsqueeze(pw.safe_target, cd)), {cd});
+  } catch (const Error&) {
+    // The index kernels found a bad target; say which, in the loss's terms. (Only the error path
+    // reads the target's values, so a correct call pays nothing; a compiled graph's kernel
+    // reports it as an index error of gather.)
+    check_target_range(input, c.in(1), c.attrs.i(0), c.name());
+    throw;
+  }
   // where, not a product: an ignored target contributes 0 even if its log-probability is -inf.
   Tensor loss = where(pw.ignored, Scalar(0.0), neg(picked * pw.w));
   if (red == "none") return {loss};

@@ -418,6 +418,19 @@ TEST(TorchAnswers, PrintingLargeWholeNumbers) {
 }
 
 // ---- Sizes that overflow (Note [Size overflow]) ----
+TEST(TorchAnswers, ClassTargetsOutOfRangeNameTheTargetAndTheClassCount) {
+  Tensor logits = randn({2, 3});
+  expect_error([&] { (void)cross_entropy(logits, tensor<int64_t>({0, 3}, {2})); },
+               {"nll_loss", "target 3 is out of bounds", "[0, 3)"});
+  expect_error([&] { (void)cross_entropy(logits, tensor<int64_t>({-2, 0}, {2})); }, {"target -2", "[0, 3)"});
+  expect_error([&] { (void)cross_entropy(logits, tensor<int64_t>({0, 5}, {2}), ones({3})); }, {"target 5", "[0, 3)"});
+  expect_error([&] { (void)nll_loss(logits.log_softmax(1), tensor<int64_t>({7, 0}, {2})); }, {"nll_loss", "target 7"});
+  expect_error([&] { (void)cross_entropy(randn({2, 4, 2}), full({2, 2}, int64_t{4}, kInt64)); }, {"target 4", "[0, 4)"});
+  // ignore_index itself is not a class and not an error.
+  Tensor loss = cross_entropy(logits, tensor<int64_t>({1, -100}, {2}));
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+}
+
 TEST(TorchAnswers, SizesThatOverflowRaise) {
   const std::string ov = "storage size calculation overflowed";
   expect_error([] { empty({int64_t(1) << 62, 4}); }, {ov, "4611686018427387904"});
