@@ -53,4 +53,39 @@ class Scalar {
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s);
 
+// Comparisons with numbers by value, as Python's (`t.item() > 1e9`, `s == 1` for 1.0); integers
+// compare exactly. (Scalar == Scalar above is structural: 1 and 1.0 differ.)
+namespace detail {
+template <class T>
+int scalar_compare(const Scalar& s, T v) {
+  if constexpr (std::is_integral_v<T>) {
+    if (!s.is_floating_point()) {
+      const int64_t a = s.to_long(), b = static_cast<int64_t>(v);
+      return (a > b) - (a < b);
+    }
+  }
+  const double a = s.to_double(), b = static_cast<double>(v);
+  return a < b ? -1 : a > b ? 1 : a == b ? 0 : 2;  // 2: unordered (NaN)
+}
+}  // namespace detail
+#define KILN_SCALAR_COMPARE(op, test)                                                              \
+  template <class T>                                                                               \
+  requires std::is_arithmetic_v<T> bool operator op(const Scalar& s, T v) {                        \
+    const int c = detail::scalar_compare(s, v);                                                    \
+    return test;                                                                                   \
+  }                                                                                                \
+  template <class T>                                                                               \
+  requires std::is_arithmetic_v<T> bool operator op(T v, const Scalar& s) {                        \
+    const int r = detail::scalar_compare(s, v);                                                    \
+    const int c = r == 2 ? 2 : -r;                                                                 \
+    return test;                                                                                   \
+  }
+KILN_SCALAR_COMPARE(==, c == 0)
+KILN_SCALAR_COMPARE(!=, c != 0)
+KILN_SCALAR_COMPARE(<, c == -1)
+KILN_SCALAR_COMPARE(<=, c == -1 || c == 0)
+KILN_SCALAR_COMPARE(>, c == 1)
+KILN_SCALAR_COMPARE(>=, c == 1 || c == 0)
+#undef KILN_SCALAR_COMPARE
+
 }  // namespace kiln

@@ -26,6 +26,9 @@ struct TensorImpl;
 namespace autograd {
 struct Node;
 }
+namespace indexing {
+class TensorIndex;
+}
 
 class Tensor {
  public:
@@ -145,6 +148,19 @@ class Tensor {
   Tensor as_strided(SymIntArrayRef size, SymIntArrayRef stride,
                     std::optional<SymInt> storage_offset = std::nullopt) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
+  // Factories with this tensor's dtype and device unless `o` says otherwise (torch's new_*).
+  Tensor new_empty(SymIntArrayRef size, const TensorOptions& o = {}) const;
+  Tensor new_zeros(SymIntArrayRef size, const TensorOptions& o = {}) const;
+  Tensor new_ones(SymIntArrayRef size, const TensorOptions& o = {}) const;
+  Tensor new_full(SymIntArrayRef size, const Scalar& value, const TensorOptions& o = {}) const;
+  // Python-style indexing (kiln/indexing.h): x.index({Slice(), 0}), x[idx], x.index_put_({mask}, v).
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  Tensor operator[](const Tensor& index) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& value);
   std::vector<Tensor> split(SymInt split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(SymIntArrayRef split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
@@ -298,3 +314,5 @@ Tensor operator^(const Tensor& a, const Tensor& b);
 Tensor operator~(const Tensor& a);
 
 }  // namespace kiln
+
+#include "kiln/indexing.h"  // TensorIndex, for Tensor::index

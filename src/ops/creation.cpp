@@ -341,4 +341,21 @@ Tensor Tensor::to(const TensorOptions& o, bool copy) const {
   return r;
 }
 
+namespace {
+TensorOptions like_self(const Tensor& self, const TensorOptions& o) {
+  KILN_CHECK(self.defined(), "new_*: undefined tensor");
+  TensorOptions r = o;
+  if (!r.dtype_) r.dtype_ = self.dtype();
+  if (!r.device_) r.device_ = self.device();
+  return r;
+}
+}  // namespace
+
+Tensor Tensor::new_empty(SymIntArrayRef size, const TensorOptions& o) const { return empty(size, like_self(*this, o)); }
+Tensor Tensor::new_zeros(SymIntArrayRef size, const TensorOptions& o) const { return zeros(size, like_self(*this, o)); }
+Tensor Tensor::new_ones(SymIntArrayRef size, const TensorOptions& o) const { return ones(size, like_self(*this, o)); }
+Tensor Tensor::new_full(SymIntArrayRef size, const Scalar& value, const TensorOptions& o) const {
+  return full(size, value, like_self(*this, o));
+}
+
 }  // namespace kiln

@@ -20,6 +20,12 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scala
                const Scalar& alpha = 1);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+// einsum("ij,ij->i", a, b): the operands as arguments, as torch.einsum.
+template <class... T>
+requires(sizeof...(T) > 0 && (std::is_convertible_v<const T&, const Tensor&> && ...)) Tensor
+    einsum(const std::string& equation, const T&... operands) {
+  return einsum(equation, std::vector<Tensor>{Tensor(operands)...});
+}
 Tensor outer(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 
