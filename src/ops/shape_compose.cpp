@@ -376,8 +376,10 @@ Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayR
     }
   pa.insert(pa.end(), da.begin(), da.end());
   Tensor am = reshape(permute(a, pa), {m, k}), bm = reshape(permute(b, pb), {k, n});
-  // Integer matrices have no GEMM: their product is a broadcast multiply and a sum.
-  Tensor r = is_floating_point(a.dtype()) ? mm(am, bm) : sum(mul(unsqueeze(am, 2), unsqueeze(bm, 0)), {1});
+  // Integer matrices have no GEMM: their product is a broadcast multiply and a sum (in the
+  // inputs' dtype, as torch's integer matmul).
+  Tensor r =
+      is_floating_point(a.dtype()) ? mm(am, bm) : sum(mul(unsqueeze(am, 2), unsqueeze(bm, 0)), {1}, false, a.dtype());
   return reshape(r, out);
 }
 Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims) {

@@ -226,6 +226,9 @@ TEST(ShapeOps, Tensordot) {
   Tensor ic = tensordot(ia, ib, {1}, {0});
   EXPECT_EQ(ic.dtype(), kInt64);
   EXPECT_EQ(vals(ic), (V{19, 22, 43, 50}));
+  Tensor ic32 = tensordot(ia.to(kInt32), ib.to(kInt32), 1);
+  EXPECT_EQ(ic32.dtype(), kInt32);
+  EXPECT_EQ(vals(ic32), (V{19, 22, 43, 50}));
   EXPECT_TRUE(grad_ok([](auto& in) { return tensordot(in[0], in[1], {1, -1}, {2, 0}); }, {a, b}));
   expect_error([&] { tensordot(a, b, -1); }, {"tensordot", "dims >= 0", "-1"});
   expect_error([&] { tensordot(a, b, 4); }, {"tensordot", "dims=4"});
