@@ -264,8 +264,10 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
 }
 
 // Note [Repeat counts are read]: the output size is the sum of the counts, so they are
-// read on the host (torch's repeat_interleave syncs too). While compiling that is a value
-// read, a graph break, as for nonzero and masked_select (DATA_DEPENDENT in ops.def).
+// read on the host (torch's repeat_interleave syncs too). While compiling, counts computed
+// in the graph are a value read, a graph break, as for nonzero and masked_select
+// (DATA_DEPENDENT in ops.def); an input's counts are read directly, the function being
+// re-run every call.
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
   KILN_CHECK(repeats.dtype() == kInt64 || repeats.dtype() == kInt32,
              "repeat_interleave: repeats has to be an int64 or int32 tensor, got ", repeats.dtype());

@@ -498,15 +498,27 @@ TEST(ShapeOps, CompiledMatchesEager) {
         }
       }
     }
+    EXPECT_GE(f.stats().graphs_compiled, 1) << f.stats().str();
+    EXPECT_TRUE(f.stats().breaks.empty()) << f.stats().str();  // no value is read
   }
-  auto data_dep = [](const Tensor& x, const Tensor& reps) { return repeat_interleave(x.exp(), reps, 0).sum(1); };
-  Tensor reps = tensor<int64_t>({2, 0, 1});
+  // Tensor repeats are read on the host: an input's values directly (the function is re-run
+  // every call, so new counts give new results), a traced tensor's through a graph break.
+  auto data_dep = [](const Tensor& x, const Tensor& reps, bool traced) {
+    return repeat_interleave(x.exp(), traced ? reps.abs() : reps, 0).sum(1);
+  };
   CompileOptions o;
   o.backend = "aot_eager";
-  auto f = compile(data_dep, o);
-  Tensor got = f(x, reps), want2 = data_dep(x, reps);
-  EXPECT_EQ(got.sizes().vec(), (std::vector<int64_t>{3}));
-  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(vals(got)[i], vals(want2)[i], 1e-12);
+  for (bool traced : {false, true}) {
+    SCOPED_TRACE(traced);
+    auto f = compile(data_dep, o);
+    for (auto r : {std::vector<int64_t>{2, 0, 1}, std::vector<int64_t>{0, 1, 2}, std::vector<int64_t>{1, 3, 0}}) {
+      Tensor reps = tensor<int64_t>(r);
+      Tensor got = f(x, reps, traced), want2 = data_dep(x, reps, traced);
+      ASSERT_EQ(got.sizes().vec(), want2.sizes().vec());
+      for (size_t i = 0; i < static_cast<size_t>(got.numel()); ++i) EXPECT_NEAR(vals(got)[i], vals(want2)[i], 1e-12);
+    }
+    EXPECT_EQ(f.stats().breaks.empty(), !traced) << f.stats().str();
+  }
 }
 
 }  // namespace
