@@ -102,8 +102,8 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& value);  // 0-d value
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
-// dim absent: over the flattened input. Tensor repeats are read on the host (a value
-// read: a graph break while compiling, as nonzero), so the output size is known.
+// dim absent: over the flattened input. Tensor repeats are read on the host, so the output
+// size is known (a graph break while compiling when they are traced, as for nonzero).
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
 Tensor repeat_interleave(const Tensor& repeats);  // index i repeated repeats[i] times
