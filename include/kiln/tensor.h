@@ -169,6 +169,22 @@ class Tensor {
   Tensor roll(IntArrayRef shifts, IntArrayRef dims = {}) const;
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
+  // Compositions of the ops above (src/ops/shape_compose.cpp).
+  Tensor movedim(IntArrayRef source, IntArrayRef destination) const;
+  Tensor movedim(int64_t source, int64_t destination) const;
+  Tensor moveaxis(IntArrayRef source, IntArrayRef destination) const;
+  Tensor moveaxis(int64_t source, int64_t destination) const;
+  Tensor broadcast_to(SymIntArrayRef size) const;
+  Tensor tile(IntArrayRef reps) const;
+  Tensor diff(int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {}, const Tensor& append = {}) const;
+  Tensor trace() const;
+  Tensor diag(int64_t diagonal = 0) const;
+  Tensor diag_embed(int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1) const;
+  Tensor kron(const Tensor& other) const;
+  Tensor rot90(int64_t k = 1, IntArrayRef dims = {0, 1}) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt) const;
 
   // ---- indexing ----
   Tensor index_select(int64_t dim, const Tensor& index) const;
@@ -177,6 +193,10 @@ class Tensor {
   Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, const Scalar& value) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value) const;
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source) const;
+  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
   Tensor& masked_fill_(const Tensor& mask, const Scalar& value);

@@ -28,6 +28,14 @@ requires(sizeof...(T) > 0 && (std::is_convertible_v<const T&, const Tensor&> && 
 }
 Tensor outer(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
+// Compositions of the ops above (src/ops/shape_compose.cpp).
+Tensor kron(const Tensor& a, const Tensor& b);
+// Contracts the last `dims` dims of a with the first `dims` of b, or dims_a[i] with dims_b[i].
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2);
+Tensor tensordot(const Tensor& a, const Tensor& b, IntArrayRef dims_a, IntArrayRef dims_b);
+// torch.cross: dim absent takes the first dim of size 3 (torch's deprecated default).
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
+Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim = -1);  // torch.linalg.cross, broadcasting
 
 // ---- convolution and pooling (NCHW / NCL) ----
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
@@ -90,6 +98,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets = {},
                      const std::string& mode = "mean", const Tensor& per_sample_weights = {},
                      bool include_last_offset = false, int64_t padding_idx = -1);
+// [*, C*r*r, H, W] <-> [*, C, H*r, W*r] (torch.nn.functional.pixel_shuffle / pixel_unshuffle).
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
 // mode: "nearest" or "bilinear"; give size or scale_factor.
 Tensor interpolate(const Tensor& x, std::optional<std::vector<int64_t>> size,
                    std::optional<std::vector<double>> scale_factor = std::nullopt,

@@ -81,4 +81,33 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descendi
                                 bool stable = false);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
 
+// ---- compositions of the ops above (src/ops/shape_compose.cpp) ----
+// Plain functions over public ops: autograd and compile see the ops they call.
+Tensor movedim(const Tensor& x, IntArrayRef source, IntArrayRef destination);
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination);
+Tensor moveaxis(const Tensor& x, IntArrayRef source, IntArrayRef destination);
+Tensor moveaxis(const Tensor& x, int64_t source, int64_t destination);
+Tensor broadcast_to(const Tensor& x, SymIntArrayRef size);
+Tensor tile(const Tensor& x, IntArrayRef reps);  // reps padded with leading 1s, as torch
+// n-th forward difference along dim; prepend/append (undefined: absent) are joined first.
+Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {}, const Tensor& append = {});
+Tensor trace(const Tensor& x);  // sum of a matrix's diagonal
+// diag: a 1-D input becomes a square matrix with it on diagonal `diagonal`; a 2-D input
+// gives that diagonal (a copy).
+Tensor diag(const Tensor& x, int64_t diagonal = 0);
+Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
+Tensor rot90(const Tensor& x, int64_t k = 1, IntArrayRef dims = {0, 1});
+// dim absent: indices into the flattened input.
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& value);  // 0-d value
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+// dim absent: over the flattened input. Tensor repeats are read on the host, so the output
+// size is known (a graph break while compiling when they are traced, as for nonzero).
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& repeats);  // index i repeated repeats[i] times
+// indexing: "ij" (matrix) or "xy" (Cartesian: the first two dims swapped).
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
+
 }  // namespace kiln
