@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "tests/unit/torch_fixture.h"
 #include "kiln/nn.h"
 #include "tests/unit/expect_error.h"
 
@@ -655,17 +656,9 @@ const StateDict& fixture() {
   return sd;
 }
 
-// The case's state_dict keys in PyTorch's order (safetensors keeps keys sorted).
 std::vector<std::string> torch_keys(const std::string& name) {
   static const safetensors::SafeTensorsFile file(KILN_TEST_FIXTURES "/torch_rnn.safetensors");
-  std::vector<std::string> keys;
-  std::string list = file.metadata().at(name + ".keys");
-  for (size_t start = 0; start <= list.size();) {
-    size_t comma = std::min(list.find(',', start), list.size());
-    keys.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return keys;
+  return kiln::testing::torch_fixture_keys(file, name);
 }
 
 const Tensor& input(const std::string& name, int i) { return fixture().at(name + ".in" + std::to_string(i)); }
@@ -673,10 +666,7 @@ const Tensor& input(const std::string& name, int i) { return fixture().at(name +
 // Loads the case's state_dict strictly, runs `forward` and compares every output with PyTorch's.
 void check_torch(const std::string& name, nn::Module& m, const std::function<std::vector<Tensor>()>& forward) {
   SCOPED_TRACE(name);
-  StateDict state;
-  std::string prefix = name + ".state.";
-  for (const auto& [k, t] : fixture())
-    if (k.rfind(prefix, 0) == 0) state.insert(k.substr(prefix.size()), t);
+  StateDict state = kiln::testing::torch_fixture_state(fixture(), name);
   ASSERT_FALSE(state.empty());
   EXPECT_EQ(m.state_dict().keys(), torch_keys(name)) << "state_dict keys in PyTorch's order";
   m.load_state_dict(state, /*strict=*/true);

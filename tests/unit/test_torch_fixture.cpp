@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "kiln/kiln.h"
+#include "tests/unit/torch_fixture.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
 
@@ -19,26 +20,12 @@ const StateDict& fixture() {
   return sd;
 }
 
-// The case's state_dict keys in PyTorch's order (safetensors keeps keys sorted).
 std::vector<std::string> torch_keys(const std::string& name) {
   static const safetensors::SafeTensorsFile file(KILN_TEST_FIXTURES "/torch_layers.safetensors");
-  std::vector<std::string> keys;
-  std::string list = file.metadata().at(name + ".keys");
-  for (size_t start = 0; start <= list.size();) {
-    size_t comma = std::min(list.find(',', start), list.size());
-    keys.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return keys;
+  return kiln::testing::torch_fixture_keys(file, name);
 }
 
-StateDict state_of(const std::string& name) {
-  StateDict out;
-  std::string prefix = name + ".state.";
-  for (const auto& [k, t] : fixture())
-    if (k.rfind(prefix, 0) == 0) out.insert(k.substr(prefix.size()), t);
-  return out;
-}
+StateDict state_of(const std::string& name) { return kiln::testing::torch_fixture_state(fixture(), name); }
 
 const Tensor& input(const std::string& name, int i) { return fixture().at(name + ".in" + std::to_string(i)); }
 
