@@ -184,32 +184,25 @@ Transformer::Transformer(const TransformerOptions& o)
     : Module("Transformer"), d_model(o.d_model), nhead(o.nhead), batch_first(o.batch_first) {
   detail::check_transformer_dims("Transformer", o.d_model, o.nhead, o.dim_feedforward, o.dropout);
   auto final_norm = [&] { return std::make_shared<LayerNorm>(IntArrayRef(o.d_model), o.layer_norm_eps, true, o.bias); };
+  const TransformerEncoderLayerOptions layer_options{.d_model = o.d_model,
+                                                     .nhead = o.nhead,
+                                                     .dim_feedforward = o.dim_feedforward,
+                                                     .dropout = o.dropout,
+                                                     .activation = o.activation,
+                                                     .layer_norm_eps = o.layer_norm_eps,
+                                                     .batch_first = o.batch_first,
+                                                     .norm_first = o.norm_first,
+                                                     .bias = o.bias};
   if (o.custom_encoder) {
     encoder = o.custom_encoder;
   } else {
-    TransformerEncoderLayer layer({.d_model = o.d_model,
-                                   .nhead = o.nhead,
-                                   .dim_feedforward = o.dim_feedforward,
-                                   .dropout = o.dropout,
-                                   .activation = o.activation,
-                                   .layer_norm_eps = o.layer_norm_eps,
-                                   .batch_first = o.batch_first,
-                                   .norm_first = o.norm_first,
-                                   .bias = o.bias});
+    TransformerEncoderLayer layer(layer_options);
     encoder = std::make_shared<TransformerEncoder>(layer, o.num_encoder_layers, final_norm());
   }
   if (o.custom_decoder) {
     decoder = o.custom_decoder;
   } else {
-    TransformerDecoderLayer layer({.d_model = o.d_model,
-                                   .nhead = o.nhead,
-                                   .dim_feedforward = o.dim_feedforward,
-                                   .dropout = o.dropout,
-                                   .activation = o.activation,
-                                   .layer_norm_eps = o.layer_norm_eps,
-                                   .batch_first = o.batch_first,
-                                   .norm_first = o.norm_first,
-                                   .bias = o.bias});
+    TransformerDecoderLayer layer(layer_options);
     decoder = std::make_shared<TransformerDecoder>(layer, o.num_decoder_layers, final_norm());
   }
   register_module("encoder", encoder);

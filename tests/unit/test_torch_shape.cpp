@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "tests/unit/torch_fixture.h"
 
 namespace kiln {
 namespace {
@@ -31,15 +32,7 @@ const Tensor& out(const std::string& name, size_t k) {
 }
 
 void expect_same(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what << " shape";
-  ASSERT_EQ(got.dtype(), want.dtype()) << what << " dtype";
-  auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  bool fl = is_floating_point(want.dtype());
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
-              (fl && std::abs(g[i] - w[i]) <= 1e-5 * (1 + std::abs(w[i])));
-    EXPECT_TRUE(ok) << what << " element " << i << ": kiln " << g[i] << ", torch " << w[i];
-  }
+  kiln::testing::expect_same_as_torch(got, want, what);
 }
 
 void check(const std::string& name, const std::function<Outs()>& f) {

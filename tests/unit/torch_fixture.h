@@ -1,7 +1,10 @@
 // Reading the PyTorch fixtures that tests/fixtures/fixture_writer.py writes: tensors
 // "<case>.state.<key>", "<case>.in<i>", "<case>.out[<k>]", metadata "<case>.keys".
 #pragma once
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,20 @@ inline StateDict torch_fixture_state(const StateDict& fixture, const std::string
   for (const auto& [k, t] : fixture)
     if (k.rfind(prefix, 0) == 0) out.insert(k.substr(prefix.size()), t);
   return out;
+}
+
+// kiln's answer against PyTorch's: same shape and dtype, equal values (NaN where NaN), floats
+// within 1e-5 relative.
+inline void expect_same_as_torch(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what << " shape";
+  ASSERT_EQ(got.dtype(), want.dtype()) << what << " dtype";
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  bool fl = is_floating_point(want.dtype());
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
+              (fl && std::abs(g[i] - w[i]) <= 1e-5 * (1 + std::abs(w[i])));
+    EXPECT_TRUE(ok) << what << " element " << i << ": kiln " << g[i] << ", torch " << w[i];
+  }
 }
 
 }  // namespace kiln::testing

@@ -22,17 +22,8 @@
 namespace kiln::nn {
 
 // torch's constructor arguments, in torch's order (activation: "relu" or "gelu").
-struct TransformerDecoderLayerOptions {
-  int64_t d_model = 0;
-  int64_t nhead = 0;
-  int64_t dim_feedforward = 2048;
-  double dropout = 0.1;
-  std::string activation = "relu";
-  double layer_norm_eps = 1e-5;
-  bool batch_first = false;
-  bool norm_first = false;
-  bool bias = true;
-};
+// The decoder layer takes the encoder layer's options (torch's two layers share their arguments).
+using TransformerDecoderLayerOptions = TransformerEncoderLayerOptions;
 
 // Self-attention on tgt, attention from tgt to memory, then the feed-forward block, each with a
 // residual and a LayerNorm (before the block when norm_first, after it otherwise), as torch.
