@@ -4,6 +4,7 @@
 #include "kiln/nn/attention.h"
 #include "kiln/nn/clip_grad.h"
 #include "kiln/nn/container.h"
+#include "kiln/nn/distance.h"
 #include "kiln/nn/conv.h"
 #include "kiln/nn/embedding.h"
 #include "kiln/nn/functional.h"

@@ -5,6 +5,7 @@
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
 #include "kiln/ops/creation.h"
+#include "nn/nn_util.h"
 
 namespace kiln::nn {
 
@@ -28,11 +29,14 @@ void zero_padding_row(Tensor& weight, std::optional<int64_t> padding_idx) {
 
 }  // namespace
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx)
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
+                     std::optional<double> max_norm, double norm_type)
     : Module("Embedding"),
       num_embeddings(num_embeddings),
       embedding_dim(embedding_dim),
-      padding_idx(normalize_padding_idx("Embedding", padding_idx, num_embeddings)) {
+      padding_idx(normalize_padding_idx("Embedding", padding_idx, num_embeddings)),
+      max_norm(max_norm),
+      norm_type(norm_type) {
   KILN_CHECK(num_embeddings >= 0 && embedding_dim >= 0,
              "Embedding: expected non-negative sizes, got num_embeddings=", num_embeddings,
              " embedding_dim=", embedding_dim);
@@ -40,22 +44,26 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optiona
   reset_parameters();
 }
 
-Embedding::Embedding(const Tensor& weight, bool freeze, std::optional<int64_t> padding_idx)
+Embedding::Embedding(const Tensor& weight, bool freeze, std::optional<int64_t> padding_idx,
+                     std::optional<double> max_norm, double norm_type)
     : Module("Embedding"),
       num_embeddings(weight.sizes()[0]),
       embedding_dim(weight.sizes()[1]),
-      padding_idx(normalize_padding_idx("Embedding::from_pretrained", padding_idx, weight.sizes()[0])) {
+      padding_idx(normalize_padding_idx("Embedding::from_pretrained", padding_idx, weight.sizes()[0])),
+      max_norm(max_norm),
+      norm_type(norm_type) {
   this->weight = register_parameter("weight", weight.detach(), !freeze);
 }
 
 std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze,
-                                                      std::optional<int64_t> padding_idx) {
+                                                      std::optional<int64_t> padding_idx,
+                                                      std::optional<double> max_norm, double norm_type) {
   KILN_CHECK(embeddings.defined() && embeddings.dim() == 2,
              "Embedding::from_pretrained: embeddings must be a 2-D tensor, got ",
              embeddings.defined() ? std::to_string(embeddings.dim()) + "-D" : std::string("an undefined tensor"));
   KILN_CHECK(embeddings.is_floating_point(), "Embedding::from_pretrained: expected floating embeddings, got dtype ",
              embeddings.dtype());
-  return std::shared_ptr<Embedding>(new Embedding(embeddings, freeze, padding_idx));
+  return std::shared_ptr<Embedding>(new Embedding(embeddings, freeze, padding_idx, max_norm, norm_type));
 }
 
 void Embedding::reset_parameters() {
@@ -63,11 +71,15 @@ void Embedding::reset_parameters() {
   zero_padding_row(weight, padding_idx);
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return functional::embedding(indices, weight, padding_idx); }
+Tensor Embedding::forward(const Tensor& indices) {
+  return functional::embedding(indices, weight, padding_idx, max_norm, norm_type);
+}
 
 std::string Embedding::extra_repr() const {
   std::string s = std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
   if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+  if (max_norm) s += ", max_norm=" + detail::py_float(*max_norm);
+  if (norm_type != 2.0) s += ", norm_type=" + detail::py_float(norm_type);
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/tensor_impl.h"
+#include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
@@ -103,8 +104,31 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
   return y.reshape(batch);
 }
 
-Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
-  return kiln::embedding(weight, input, op_padding_idx("embedding", padding_idx, weight));
+namespace {
+
+// torch's embedding_renorm_: each referenced row whose norm exceeds max_norm is scaled by
+// max_norm / (norm + 1e-7). A repeated index rescales its row once (every copy writes the same row).
+void embedding_renorm_(const Tensor& weight, const Tensor& input, double max_norm, double norm_type) {
+  KILN_CHECK(weight.defined() && weight.dim() == 2, "embedding: expected a 2-D weight, got shape ", shape_of(weight));
+  KILN_CHECK(input.defined() && is_integral(input.dtype(), false), "embedding: expected integer indices, got ",
+             input.defined() ? std::string(dtype_name(input.dtype())) : std::string("an undefined tensor"));
+  if (input.numel() == 0) return;
+  NoGradGuard no_grad;
+  Tensor idx = input.contiguous().flatten().to(kInt64);
+  Tensor rows = index_select(weight, 0, idx);
+  Tensor norms = norm(rows, norm_type, {1}, true);
+  Tensor scale = where(gt(norms, Scalar(max_norm)), max_norm / (norms + 1e-7), Scalar(1.0));
+  Tensor w = weight;
+  index_put_(w, {idx}, (rows * scale).to(weight.dtype()));
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
+                 std::optional<double> max_norm, double norm_type) {
+  int64_t pi = op_padding_idx("embedding", padding_idx, weight);
+  if (max_norm) embedding_renorm_(weight, input, *max_norm, norm_type);
+  return kiln::embedding(weight, input, pi);
 }
 
 Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets, const std::string& mode,

@@ -100,4 +100,10 @@ std::string Upsample::extra_repr() const {
   return info + ", mode='" + mode + "'";
 }
 
+Tensor PixelShuffle::forward(const Tensor& x) { return pixel_shuffle(x, upscale_factor); }
+std::string PixelShuffle::extra_repr() const { return "upscale_factor=" + std::to_string(upscale_factor); }
+
+Tensor PixelUnshuffle::forward(const Tensor& x) { return pixel_unshuffle(x, downscale_factor); }
+std::string PixelUnshuffle::extra_repr() const { return "downscale_factor=" + std::to_string(downscale_factor); }
+
 }  // namespace kiln::nn

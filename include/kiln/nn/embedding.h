@@ -11,20 +11,27 @@ namespace kiln::nn {
 
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // max_norm: the rows looked up are renormalised in place to at most max_norm (norm_type-norm), as torch.
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
+            std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
   // torch's Embedding.from_pretrained: the weight shares `embeddings`' data (no init drawn);
   // freeze=true leaves it without requires_grad.
   static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
-                                                    std::optional<int64_t> padding_idx = std::nullopt);
+                                                    std::optional<int64_t> padding_idx = std::nullopt,
+                                                    std::optional<double> max_norm = std::nullopt,
+                                                    double norm_type = 2.0);
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
   void reset_parameters();
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;  // given negative, counts from the end; stored normalised, as torch
-  Tensor weight;                       // [num_embeddings, embedding_dim]
+  std::optional<double> max_norm;
+  double norm_type;
+  Tensor weight;  // [num_embeddings, embedding_dim]
 
  private:
-  Embedding(const Tensor& weight, bool freeze, std::optional<int64_t> padding_idx);
+  Embedding(const Tensor& weight, bool freeze, std::optional<int64_t> padding_idx, std::optional<double> max_norm,
+            double norm_type);
 };
 
 // mode "sum", "mean" or "max". forward(input [B, bag]) or forward(input [N], offsets [B]).

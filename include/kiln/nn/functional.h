@@ -17,15 +17,19 @@ using kiln::avg_pool2d;
 using kiln::batch_norm;
 using kiln::binary_cross_entropy;
 using kiln::binary_cross_entropy_with_logits;
+using kiln::cdist;
 using kiln::celu;
 using kiln::celu_;
 using kiln::conv1d;
 using kiln::conv2d;
 using kiln::conv_transpose2d;
+using kiln::cosine_embedding_loss;
+using kiln::cosine_similarity;
 using kiln::cross_entropy;
 using kiln::dropout;
 using kiln::elu;
 using kiln::elu_;
+using kiln::gaussian_nll_loss;
 using kiln::gelu;
 using kiln::glu;
 using kiln::group_norm;
@@ -33,20 +37,34 @@ using kiln::hardsigmoid;
 using kiln::hardswish;
 using kiln::hardtanh;
 using kiln::hardtanh_;
+using kiln::hinge_embedding_loss;
+using kiln::huber_loss;
+using kiln::instance_norm;
 using kiln::interpolate;
+using kiln::kl_div;
 using kiln::l1_loss;
 using kiln::layer_norm;
 using kiln::leaky_relu;
 using kiln::leaky_relu_;
 using kiln::linear;
+using kiln::local_response_norm;
 using kiln::log_softmax;
 using kiln::logsigmoid;
+using kiln::margin_ranking_loss;
 using kiln::max_pool2d;
 using kiln::mish;
 using kiln::mse_loss;
+using kiln::multi_margin_loss;
+using kiln::multilabel_margin_loss;
+using kiln::multilabel_soft_margin_loss;
 using kiln::nll_loss;
+using kiln::normalize;
 using kiln::one_hot;
 using kiln::pad;
+using kiln::pairwise_distance;
+using kiln::pixel_shuffle;
+using kiln::pixel_unshuffle;
+using kiln::poisson_nll_loss;
 using kiln::prelu;
 using kiln::relu;
 using kiln::rms_norm;
@@ -56,10 +74,12 @@ using kiln::selu_;
 using kiln::sigmoid;
 using kiln::silu;
 using kiln::smooth_l1_loss;
+using kiln::soft_margin_loss;
 using kiln::softmax;
 using kiln::softplus;
 using kiln::softsign;
 using kiln::tanh;
+using kiln::triplet_margin_loss;
 
 // The activations' `inplace` forms, as torch.nn.functional: inplace = true writes into x (which
 // shares its impl with the caller's tensor) and returns it.
@@ -75,8 +95,11 @@ Tensor mish(const Tensor& x, bool inplace);
 Tensor relu6(const Tensor& x, bool inplace = false);
 // F.bilinear: y = x1ᵀ A x2 + b over the last dimension; weight [out, in1, in2].
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});
-// F.embedding(input, weight, padding_idx): torch.nn.functional's order.
-Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+// F.embedding(input, weight, padding_idx, max_norm, norm_type): torch.nn.functional's order. Given
+// max_norm, the rows of weight that input refers to are renormalised IN PLACE (under no_grad) to a
+// norm_type-norm of at most max_norm before the lookup, as torch.
+Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt,
+                 std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
 Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = {},
                      const std::string& mode = "mean", const Tensor& per_sample_weights = {},
                      bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt);

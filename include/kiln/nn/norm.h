@@ -83,4 +83,52 @@ class RMSNorm : public Module {
   Tensor weight;
 };
 
+// InstanceNorm1d/2d/3d: torch's defaults affine=false, track_running_stats=false; the same
+// parameter and buffer names as BatchNorm (weight, bias, running_mean, running_var,
+// num_batches_tracked, the last never counted, as torch). Unbatched input (one dim fewer) works.
+class InstanceNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  void reset_running_stats();
+  void reset_parameters();
+  int64_t num_features;
+  double eps, momentum;
+  bool affine, track_running_stats;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ protected:
+  InstanceNorm(const char* type_name, int64_t no_batch_dim, int64_t num_features, double eps, double momentum,
+               bool affine, bool track_running_stats);
+  int64_t no_batch_dim_;  // the dims of an unbatched input
+};
+
+class InstanceNorm1d : public InstanceNorm {  // input [N, C, L] or [C, L]
+ public:
+  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false);
+};
+
+class InstanceNorm2d : public InstanceNorm {  // input [N, C, H, W] or [C, H, W]
+ public:
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false);
+};
+
+class InstanceNorm3d : public InstanceNorm {  // input [N, C, D, H, W] or [C, D, H, W]
+ public:
+  explicit InstanceNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false);
+};
+
+// Normalisation across neighbouring channels (kiln::local_response_norm).
+class LocalResponseNorm : public Module {
+ public:
+  explicit LocalResponseNorm(int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t size;
+  double alpha, beta, k;
+};
+
 }  // namespace kiln::nn

@@ -1,4 +1,5 @@
-// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, and Upsample (resampling over kiln::interpolate).
+// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Upsample (resampling over kiln::interpolate), PixelShuffle
+// and PixelUnshuffle.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -69,6 +70,23 @@ class Upsample : public Module {
   std::optional<std::vector<double>> scale_factor;
   std::string mode;
   std::optional<bool> align_corners;
+};
+
+// [*, C*r*r, H, W] <-> [*, C, H*r, W*r] (kiln::pixel_shuffle / pixel_unshuffle).
+class PixelShuffle : public Module {
+ public:
+  explicit PixelShuffle(int64_t upscale_factor) : Module("PixelShuffle"), upscale_factor(upscale_factor) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t upscale_factor;
+};
+
+class PixelUnshuffle : public Module {
+ public:
+  explicit PixelUnshuffle(int64_t downscale_factor) : Module("PixelUnshuffle"), downscale_factor(downscale_factor) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t downscale_factor;
 };
 
 }  // namespace kiln::nn

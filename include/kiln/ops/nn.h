@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/generator.h"
+#include "kiln/ops/nn_loss_extra.h"  // the remaining losses, distances and norms
 #include "kiln/tensor.h"
 
 namespace kiln {
