@@ -71,6 +71,18 @@ void check_info(const char* op, const std::vector<int64_t>& info, bool batched, 
     }
 }
 
+// gesdd's info as torch reports it.
+void check_svd_info(const std::vector<int64_t>& info, bool batched) {
+  for (int64_t i : info)
+    KILN_CHECK(i != lp::kNonFinite,
+               "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values.");
+  check_info("linalg.svd", info, batched, [](int64_t i) {
+    return "The algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated "
+           "singular values (error code: " +
+           std::to_string(i) + ").";
+  });
+}
+
 Tensor eye_like(int64_t n, const Tensor& like) { return eye(n, std::nullopt, like.dtype()); }
 
 // Gradients from torch's materialised zeros: an output that was not used needs no term.
@@ -389,11 +401,7 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
           if (vtrows > 0) vt.copy_(eye_like(n, X).expand({B, n, n}));
         }
         auto info = lp::gesdd("svd", a, s, u, vt, true, full_matrices);
-        check_info("linalg.svd", info, X.dim() > 2, [](int64_t i) {
-          return "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
-                 "repeated singular values (error code: " +
-                 std::to_string(i) + ").";
-        });
+        check_svd_info(info, X.dim() > 2);
         Tensor U = from_colmajor(u, b), S = s.view(with(b, {k})), Vh = from_colmajor(vt, b);
         ctx->save_for_backward({U, S, Vh});
         return Outs{U, S, Vh};
@@ -419,11 +427,7 @@ Tensor svdvals(const Tensor& A) {
   Tensor a = colmajor(A);
   Tensor s = empty({a.sizes()[0], k}, A.dtype());
   auto info = lp::gesdd("svdvals", a, s, Tensor(), Tensor(), false, false);
-  check_info("linalg.svd", info, A.dim() > 2, [](int64_t i) {
-    return "The algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated "
-           "singular values (error code: " +
-           std::to_string(i) + ").";
-  });
+  check_svd_info(info, A.dim() > 2);
   return s.view(with(batch_of(A), {k}));
 }
 

@@ -73,6 +73,7 @@ Outs operator+(Outs a, const Outs& b) {
   return a;
 }
 Outs tup(const std::tuple<Tensor, Tensor>& t) { return {std::get<0>(t), std::get<1>(t)}; }
+Outs tup(const std::tuple<Tensor, Tensor, Tensor>& t) { return {std::get<0>(t), std::get<1>(t), std::get<2>(t)}; }
 Outs tup(const std::tuple<Tensor, Tensor, Tensor, Tensor>& t) {
   return {std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)};
 }
@@ -298,6 +299,17 @@ TEST(TorchLinalg, Lstsq) {
   });
 }
 
+TEST(TorchLinalg, EmptyAndNaN) {
+  SKIP_WITHOUT_LAPACK();
+  check("empty", [] {
+    Tensor z = in("empty"), n = in("empty", 1), e = z.narrow(0, 0, 0);
+    return Outs{LA::inv(e), LA::det(e), LA::cholesky(e)} + tup(LA::qr(z)) + tup(LA::qr(z.mT(), "complete")) +
+           tup(LA::svd(z, false)) + tup(LA::svd(z)) + tup(LA::eigh(e)) + tup(LA::lstsq(z, ones({3, 2}, kFloat64))) +
+           tup(LA::lstsq(z.mT(), zeros({0, 2}, kFloat64), std::nullopt, "gelsd")) +
+           Outs{LA::solve(e, zeros({0, 2}, kFloat64)), LA::inv(n), LA::det(n), LA::solve(n, ones({2}, kFloat64))};
+  });
+}
+
 TEST(TorchLinalg, Norms) {
   SKIP_WITHOUT_LAPACK();  // nuc and 2 need svdvals
   check("vector_norm", [] {
@@ -428,6 +440,11 @@ TEST(TorchLinalg, Errors) {
       },
       "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
   expect_error([] { LA::lstsq(eye(2), ones({2, 1}), std::nullopt, "foo"); }, "parameter `driver` should be one of");
+  expect_error(
+      [] {
+        LA::svdvals(tensor<double>({NAN, 1, 1, 1}, {2, 2}));
+      },
+      "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values.");
   expect_error([] { LA::svd(ones({2})); }, "linalg.svd: The input tensor A must have at least 2 dimensions.");
   expect_error([] { LA::vector_norm(ones({2}, kInt64)); }, "linalg.vector_norm: Expected a floating point");
   expect_error([] { LA::matrix_norm(ones({2}), "fro"); },

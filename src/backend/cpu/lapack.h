@@ -28,6 +28,9 @@ void geqrf(const char* op, const Tensor& a, const Tensor& tau);
 void orgqr(const char* op, const Tensor& q, const Tensor& tau, int64_t k);
 // SVD (gesdd): s [B, min(m, n)]; with vectors, u [B, ucols, m] and vt [B, n, vtrows] where
 // ucols = vtrows = full ? m|n : min(m, n). a [B, n, m] is destroyed.
+// gesdd's info for an input with NaN or inf: LAPACK >= 3.10 rejects its argument 4 (A), which is
+// LAPACKE's argument 5 (after the layout).
+inline constexpr int64_t kNonFinite = -5;
 std::vector<int64_t> gesdd(const char* op, const Tensor& a, const Tensor& s, const Tensor& u, const Tensor& vt,
                            bool vectors, bool full);
 // Symmetric eigendecomposition (syevd) from the lower (or upper) triangle: w [B, n] ascending;
