@@ -9,6 +9,7 @@
 #include "kiln/error.h"
 #include "kiln/generator.h"
 #include "kiln/io.h"
+#include "kiln/linalg.h"
 #include "kiln/nn.h"
 #include "kiln/ops/activation.h"
 #include "kiln/ops/creation.h"

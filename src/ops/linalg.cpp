@@ -233,6 +233,39 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   return reshape(mm(unsqueeze(a, 0), unsqueeze(b, 1)), std::vector<int64_t>{});
 }
 
+// mv/addmv/addr/vdot: torch's checks, then mm/addmm/dot (the table's ops carry autograd).
+Tensor mv(const Tensor& mat, const Tensor& vec) {
+  KILN_CHECK(mat.dim() == 2 && vec.dim() == 1, "mv: vector + matrix @ vector expected, got 1, ", mat.dim(), ", ",
+             vec.dim());
+  KILN_CHECK(mat.sizes()[1] == vec.sizes()[0], "mv: size mismatch, got ", mat.sizes()[0], ", ", mat.sizes()[0], "x",
+             mat.sizes()[1], ",", vec.sizes()[0]);
+  return squeeze(mm(mat, unsqueeze(vec, 1)), 1);
+}
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Scalar& beta, const Scalar& alpha) {
+  KILN_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1, "addmv: vector + matrix @ vector expected, got ",
+             self.dim(), ", ", mat.dim(), ", ", vec.dim());
+  const int64_t n = mat.sizes()[0];
+  KILN_CHECK(mat.sizes()[1] == vec.sizes()[0] && (self.dim() == 0 || self.sizes()[0] == n || self.sizes()[0] == 1),
+             "addmv: size mismatch, got ", self.dim() == 0 ? 1 : self.sizes()[0], ", ", n, "x", mat.sizes()[1], ",",
+             vec.sizes()[0]);
+  Tensor s = self.dim() == 0 ? reshape(self, std::vector<int64_t>{1, 1}) : unsqueeze(self, 1);
+  return squeeze(addmm(s, mat, unsqueeze(vec, 1), beta, alpha), 1);
+}
+Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Scalar& beta, const Scalar& alpha) {
+  KILN_CHECK(vec1.dim() == 1 && vec2.dim() == 1, "addr: expected 1-D vectors, got ", vec1.dim(), "-D and ", vec2.dim(),
+             "-D tensors");
+  broadcast_shapes(self.sizes(), std::vector<int64_t>{vec1.sizes()[0], vec2.sizes()[0]}, "addr");
+  return addmm(self, unsqueeze(vec1, 1), unsqueeze(vec2, 0), beta, alpha);
+}
+Tensor vdot(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 1 && b.dim() == 1, "vdot: 1D tensors expected, but got ", a.dim(), "D and ", b.dim(),
+             "D tensors");
+  KILN_CHECK(a.sizes()[0] == b.sizes()[0], "vdot: inconsistent tensor size, expected tensor [", a.sizes()[0],
+             "] and src [", b.sizes()[0], "] to have the same number of elements, but got ", a.sizes()[0], " and ",
+             b.sizes()[0], " elements respectively");
+  return dot(a, b);  // real dtypes only: vdot's conjugation is the identity
+}
+
 Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
 Tensor Tensor::mm(const Tensor& o) const { return kiln::mm(*this, o); }
 

@@ -29,6 +29,14 @@ requires(sizeof...(T) > 0 && (std::is_convertible_v<const T&, const Tensor&> && 
 }
 Tensor outer(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
+Tensor vdot(const Tensor& a, const Tensor& b);  // dot (kiln has no complex dtypes to conjugate)
+Tensor mv(const Tensor& mat, const Tensor& vec);
+// beta * self + alpha * (mat @ vec); beta == 0 ignores self (its NaN/inf too), as torch.
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Scalar& beta = 1,
+             const Scalar& alpha = 1);
+// beta * self + alpha * outer(vec1, vec2).
+Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, const Scalar& beta = 1,
+            const Scalar& alpha = 1);
 // Compositions of the ops above (src/ops/shape_compose.cpp).
 Tensor kron(const Tensor& a, const Tensor& b);
 // Contracts the last `dims` dims of a with the first `dims` of b, or dims_a[i] with dims_b[i].
