@@ -148,6 +148,8 @@ class Tensor {
   Tensor as_strided(SymIntArrayRef size, SymIntArrayRef stride,
                     std::optional<SymInt> storage_offset = std::nullopt) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
+  // Every slice of `size` along dimension, `step` apart, as a new last dim: a view (as_strided).
+  Tensor unfold(int64_t dimension, int64_t size, int64_t step) const;
   // Factories with this tensor's dtype and device unless `o` says otherwise (torch's new_*).
   Tensor new_empty(SymIntArrayRef size, const TensorOptions& o = {}) const;
   Tensor new_zeros(SymIntArrayRef size, const TensorOptions& o = {}) const;

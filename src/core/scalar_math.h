@@ -75,6 +75,7 @@ KILN_MATH_FN1(tan)
 KILN_MATH_FN1(tanh)
 KILN_MATH_FN1(erf)
 KILN_MATH_FN1(erfc)
+KILN_MATH_FN1(lgamma)
 KILN_MATH_FN1(asin)
 KILN_MATH_FN1(acos)
 KILN_MATH_FN1(atan)
@@ -217,6 +218,139 @@ KILN_HD inline C erfinv(C x) {
     y -= step / (C(1) + y * step);
   }
   return fn::copysign(y, x);
+}
+
+// ---- the gamma-function family (Note [Gamma family]) ----
+// Note [Gamma family]
+// digamma follows torch's calc_digamma op for op (same results); trigamma and polygamma(n >= 2)
+// are torch's formulas with these differences, for accuracy: trigamma recurses up to x >= 10
+// (torch: 6 steps) and reflects only negative x, with sin of the argument reduced to [-1/2, 1/2],
+// so it is +inf at every pole (torch: large finite values at negative integers); zeta and n!
+// compute in double for every input type (torch's CPU does the same for float).
+inline constexpr double kPi = 3.14159265358979323846;
+
+// psi(x) for x > 0 (or NaN, +inf): the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10, then
+// log x - 1/(2x) - sum B_2k / (2k x^2k) (Cephes' coefficients, as torch).
+template <class C>
+KILN_HD inline C digamma_pos(C x) {
+  C result = C(0);
+  while (x < C(10)) {
+    result -= C(1) / x;
+    x += C(1);
+  }
+  if (x == C(10)) return result + C(2.25175258906672110764);  // psi(10)
+  C y = C(0);
+  if (x < C(1.0e17)) {
+    const C z = C(1) / (x * x);
+    // Cephes' coefficients, highest power first (torch's polevl(z, A, 6)).
+    constexpr double A[] = {8.33333333333333333333E-2,  -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+                            -4.16666666666666666667E-3, 3.96825396825396825397E-3,  -8.33333333333333333333E-3,
+                            8.33333333333333333333E-2};
+    C p = C(A[0]);
+    for (int i = 1; i < 7; ++i) p = p * z + C(A[i]);
+    y = z * p;
+  }
+  return result + fn::log(x) - C(0.5) / x - y;
+}
+
+// psi(x): -inf at +0 and +inf at -0 (as torch), NaN at negative integers and -inf; negative x
+// reflect, psi(x) = psi(1 - x) - pi / tan(pi frac(x)).
+template <class C>
+KILN_HD inline C digamma(C x) {
+  if (x == C(0)) return fn::copysign(fn::inf<C>(), -x);
+  if (x < C(0)) {
+    if (x == fn::trunc(x)) return fn::nan<C>();
+    return digamma_pos(C(1) - x) - C(kPi) / fn::tan(C(kPi) * (x - fn::trunc(x)));
+  }
+  return digamma_pos(x);
+}
+
+// psi'(x): +inf at 0 and the negative integers, NaN at -inf; psi'(x) = pi^2 / sin^2(pi x) -
+// psi'(1 - x) for x < 0, then psi'(x) = psi'(x + 1) + 1/x^2 up to x >= 10 and the asymptotic
+// series 1/x + 1/(2x^2) + sum B_2k / x^(2k+1) (to B_14: below 1e-16 relative at x = 10).
+template <class C>
+KILN_HD inline C trigamma(C x) {
+  C reflected = C(0);
+  bool reflect = false;
+  if (x <= C(0)) {
+    if (x == fn::trunc(x)) return fn::isinf(x) ? fn::nan<C>() : fn::inf<C>();
+    const C s = fn::sin(C(kPi) * (x - fn::nearbyint(x)));
+    reflected = C(kPi) * C(kPi) / (s * s);
+    reflect = true;
+    x = C(1) - x;
+  }
+  C acc = C(0);
+  while (x < C(10)) {
+    acc += C(1) / (x * x);
+    x += C(1);
+  }
+  const C ix = C(1) / x, ixx = ix * ix;
+  acc += ix + ixx * (C(0.5) + ix * (C(1.0 / 6) +
+                                    ixx * (C(-1.0 / 30) +
+                                           ixx * (C(1.0 / 42) +
+                                                  ixx * (C(-1.0 / 30) +
+                                                         ixx * (C(5.0 / 66) +
+                                                                ixx * (C(-691.0 / 2730) + ixx * C(7.0 / 6))))))));
+  return reflect ? reflected - acc : acc;
+}
+
+// Hurwitz zeta(s, q) = sum_k (k + q)^-s in double, Cephes' zeta as torch ports it: direct sum
+// then the Euler-Maclaurin tail. +inf at s == 1 and at non-positive integer q; NaN for s < 1.
+KILN_HD inline double hurwitz_zeta(double s, double q) {
+  constexpr double kMachEp = 1.11022302462515654042E-16;
+  // (2k)! / B_2k, k = 1..12
+  constexpr double A[] = {12.0,
+                          -720.0,
+                          30240.0,
+                          -1209600.0,
+                          47900160.0,
+                          -1.8924375803183791606e9,
+                          7.47242496e10,
+                          -2.950130727918164224e12,
+                          1.1646782814350067249e14,
+                          -4.5979787224074726105e15,
+                          1.8152105401943546773e17,
+                          -7.1661652561756670113e18};
+  if (s == 1.0) return fn::inf<double>();
+  if (s < 1.0) return fn::nan<double>();
+  if (q <= 0.0) {
+    if (q == fn::floor(q)) return fn::inf<double>();
+    if (s != fn::floor(s)) return fn::nan<double>();
+  }
+  double sum = fn::pow(q, -s), a = q, b = 0.0;
+  int i = 0;
+  while (i < 9 || a <= 9.0) {
+    i += 1;
+    a += 1.0;
+    b = fn::pow(a, -s);
+    sum += b;
+    if (-kMachEp * sum < b && b < kMachEp * sum) return sum;
+  }
+  const double w = a;
+  sum += b * w / (s - 1.0);
+  sum -= 0.5 * b;
+  double fac = 1.0, k = 0.0;
+  for (int j = 0; j < 12; ++j) {
+    fac *= s + k;
+    b /= w;
+    const double t = fac * b / A[j];
+    sum += t;
+    if (fn::fabs(t / sum) < kMachEp) return sum;
+    k += 1.0;
+    fac *= s + k;
+    b /= w;
+  }
+  return sum;
+}
+
+// psi^(n)(x), n >= 0 (the caller rejects n < 0): (-1)^(n+1) n! zeta(n + 1, x) for n >= 2.
+template <class C>
+KILN_HD inline C polygamma(int64_t n, C x) {
+  if (n == 0) return digamma(x);
+  if (n == 1) return trigamma(x);
+  double fact = 1.0;
+  for (int64_t k = 2; k <= n && fact < fn::inf<double>(); ++k) fact *= static_cast<double>(k);
+  return C((n % 2 ? 1.0 : -1.0) * fact * hurwitz_zeta(static_cast<double>(n + 1), static_cast<double>(x)));
 }
 
 }  // namespace detail
@@ -436,6 +570,32 @@ struct Erfinv {
   KILN_HD T operator()(T x) const {
     KILN_REQUIRE_FLOAT(T, "Erfinv");
     return T(detail::erfinv(opmath_t<T>(x)));
+  }
+};
+
+// log|Gamma(x)| (the C library's; +inf at the poles 0, -1, -2, ...). Float computes in float.
+struct Lgamma {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Lgamma");
+    return T(fn::lgamma(opmath_t<T>(x)));
+  }
+};
+
+struct Digamma {  // psi = Gamma'/Gamma (Note [Gamma family])
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Digamma");
+    return T(detail::digamma(opmath_t<T>(x)));
+  }
+};
+
+struct Polygamma {  // the n-th derivative of psi (Note [Gamma family])
+  int64_t n;
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    KILN_REQUIRE_FLOAT(T, "Polygamma");
+    return T(detail::polygamma(n, opmath_t<T>(x)));
   }
 };
 

@@ -55,6 +55,9 @@ Tensor g_relu(const VjpCall& v, const Tensor& g) { return where(le(y_(v), 0), Sc
 Tensor g_erf(const VjpCall& v, const Tensor& g) { return g * (exp(-square(x_(v))) * kTwoOverSqrtPi); }
 Tensor g_erfinv(const VjpCall& v, const Tensor& g) { return g * (exp(square(y_(v))) * kSqrtPiOver2); }
 Tensor g_erfc(const VjpCall& v, const Tensor& g) { return -(g * (exp(-square(x_(v))) * kTwoOverSqrtPi)); }
+Tensor g_lgamma(const VjpCall& v, const Tensor& g) { return g * digamma(x_(v)); }
+Tensor g_digamma(const VjpCall& v, const Tensor& g) { return g * polygamma(1, x_(v)); }
+Tensor g_polygamma(const VjpCall& v, const Tensor& g) { return g * polygamma(v.attrs.i(0) + 1, x_(v)); }
 Tensor g_asin(const VjpCall& v, const Tensor& g) { return g * rsqrt(rsub(square(x_(v)), 1)); }
 Tensor g_acos(const VjpCall& v, const Tensor& g) { return -(g * rsqrt(rsub(square(x_(v)), 1))); }
 Tensor g_atan(const VjpCall& v, const Tensor& g) { return g / (square(x_(v)) + 1); }
@@ -126,6 +129,9 @@ KILN_REGISTER_VJP(gelu, unary<g_gelu>);
 KILN_REGISTER_VJP(silu, unary<g_silu>);
 KILN_REGISTER_VJP(erf, unary<g_erf>);
 KILN_REGISTER_VJP(erfinv, unary<g_erfinv>);
+KILN_REGISTER_VJP(lgamma, unary<g_lgamma>);
+KILN_REGISTER_VJP(digamma, unary<g_digamma>);
+KILN_REGISTER_VJP(polygamma, unary<g_polygamma>);
 KILN_REGISTER_VJP(nan_to_num, unary<g_nan_to_num>);
 KILN_REGISTER_VJP(erfc, unary<g_erfc>);
 KILN_REGISTER_VJP(asin, unary<g_asin>);

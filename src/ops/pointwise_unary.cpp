@@ -70,6 +70,10 @@ std::vector<TensorMeta> meta_round(const OpCall& c) {
              "point tensors, got dtype ", x.dtype());
   return out_like(x, x.dtype());
 }
+std::vector<TensorMeta> meta_polygamma(const OpCall& c) {
+  KILN_CHECK(c.attrs.i(0) >= 0, "polygamma(n, x) does not support negative n, got n = ", c.attrs.i(0));
+  return meta_float1(c);
+}
 std::vector<TensorMeta> meta_clamp(const OpCall& c) {
   const Tensor& x = unary_input(c);
   auto lo = c.attrs.opt_s(0), hi = c.attrs.opt_s(1);
@@ -114,6 +118,9 @@ KILN_REGISTER_META(tanh, meta_float1);
 KILN_REGISTER_META(sigmoid, meta_float1);
 KILN_REGISTER_META(erf, meta_float1);
 KILN_REGISTER_META(erfinv, meta_float1);
+KILN_REGISTER_META(lgamma, meta_float1);
+KILN_REGISTER_META(digamma, meta_float1);
+KILN_REGISTER_META(polygamma, meta_polygamma);
 KILN_REGISTER_META(erfc, meta_float1);
 KILN_REGISTER_META(asin, meta_float1);
 KILN_REGISTER_META(acos, meta_float1);
@@ -234,6 +241,9 @@ Tensor gelu(const Tensor& x, const std::string& approximate) { return call_op1(O
 Tensor silu(const Tensor& x) { return u(OpId::silu, x); }
 Tensor erf(const Tensor& x) { return u(OpId::erf, x); }
 Tensor erfinv(const Tensor& x) { return u(OpId::erfinv, x); }
+Tensor lgamma(const Tensor& x) { return u(OpId::lgamma, x); }
+Tensor digamma(const Tensor& x) { return u(OpId::digamma, x); }
+Tensor polygamma(int64_t n, const Tensor& x) { return call_op1(OpId::polygamma, {x}, {n}); }
 Tensor erfc(const Tensor& x) { return u(OpId::erfc, x); }
 Tensor asin(const Tensor& x) { return u(OpId::asin, x); }
 Tensor acos(const Tensor& x) { return u(OpId::acos, x); }

@@ -1,9 +1,9 @@
 // std::vector<int64_t> and indexing functions composed of public ops (torch.movedim, tile, diff,
 // diag_embed, kron, tensordot, rot90, take_along_dim, index_fill, index_copy,
-// repeat_interleave, pixel_shuffle, meshgrid, cross, ...). They are plain functions,
-// not op-table entries: each is a view/reshape/gather/where composition, so autograd,
-// tracing and the compiler see the ops it calls and need no rule of their own. Checks
-// that torch makes are made here, naming the torch function.
+// repeat_interleave, pixel_shuffle, meshgrid, block_diag, cartesian_prod, cross, unfold, ...). They are plain
+// functions, not op-table entries: each is a view/reshape/gather/where composition, so autograd, tracing and the
+// compiler see the ops it calls and need no rule of their own. Checks that torch makes are made here, naming the torch
+// function.
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -327,6 +327,70 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::stri
   }
   if (swap) std::swap(out[0], out[1]);
   return out;
+}
+
+// block_diag: each input as a 2-D block ([] -> [1, 1], [n] -> [1, n]) padded with zeros to the
+// full width, the rows joined; the inputs promote to one dtype (torch's result_type).
+Tensor block_diag(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) return zeros({1, 0});
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    KILN_CHECK(tensors[i].defined(), "block_diag: input ", i, " is undefined");
+    KILN_CHECK(tensors[i].dim() <= 2, "block_diag: Input tensors must have 2 or fewer dimensions. Input ", i, " has ",
+               tensors[i].dim(), " dimensions");
+    KILN_CHECK(tensors[i].device() == tensors[0].device(), "block_diag: input ", i, " is on ", tensors[i].device(),
+               " but input 0 is on ", tensors[0].device());
+  }
+  DType dt = result_type(tensors);
+  std::vector<Tensor> blocks;
+  int64_t width = 0;
+  for (const Tensor& t : tensors) {
+    Tensor b = t.dim() == 2 ? t : reshape(t, {1, t.numel()});
+    blocks.push_back(b.to(dt));
+    width += b.sizes()[1];
+  }
+  std::vector<Tensor> rows;
+  int64_t left = 0;
+  for (const Tensor& b : blocks) {
+    int64_t r = b.sizes()[0], w = b.sizes()[1];
+    rows.push_back(cat({zeros({r, left}, like(b, dt)), b, zeros({r, width - left - w}, like(b, dt))}, 1));
+    left += w;
+  }
+  return cat(rows, 0);
+}
+
+// cartesian_prod: the meshgrid of the inputs, each flattened, as the columns.
+Tensor cartesian_prod(const std::vector<Tensor>& tensors) {
+  KILN_CHECK(!tensors.empty(), "cartesian_prod: expects a non-empty list of tensors");
+  for (size_t i = 0; i < tensors.size(); ++i)
+    KILN_CHECK(tensors[i].defined() && tensors[i].dim() == 1, "cartesian_prod: expect a 1D vector, but got shape ",
+               tensors[i].defined() ? shape_str(tensors[i].sizes()) : std::string("(undefined)"), " for input ", i);
+  if (tensors.size() == 1) return tensors[0];
+  std::vector<Tensor> cols;
+  for (const Tensor& g : meshgrid(tensors, "ij")) cols.push_back(flatten(g));
+  return stack(cols, 1);
+}
+
+// unfold: as torch, an as_strided view of the input's storage: dimension d of size n becomes
+// (n - size) / step + 1 windows `step` apart, the window's elements a new last dim.
+Tensor Tensor::unfold(int64_t dimension, int64_t size, int64_t step) const {
+  const Tensor& x = *this;
+  int64_t d = wrap_dim(dimension, x.dim(), "unfold");
+  int64_t max_size = x.dim() == 0 ? 1 : x.sizes()[d];
+  KILN_CHECK(size <= max_size, "unfold: maximum size for tensor at dimension ", d, " is ", max_size, " but size is ",
+             size);
+  KILN_CHECK(size >= 0, "unfold: size is ", size, " but must be >= 0");
+  KILN_CHECK(step > 0, "unfold: step is ", step, " but must be > 0");
+  std::vector<int64_t> sizes{size}, strides{1};
+  if (x.dim() > 0) {
+    sizes = x.sizes().vec();
+    strides = x.strides().vec();
+    int64_t st = strides[d];
+    sizes[d] = (sizes[d] - size) / step + 1;
+    strides[d] = st * step;
+    sizes.push_back(size);
+    strides.push_back(st);
+  }
+  return x.as_strided(sizes, strides, x.storage_offset());
 }
 
 // ---- linear algebra compositions ----

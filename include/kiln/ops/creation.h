@@ -28,6 +28,10 @@ Tensor arange(const Scalar& end, const TensorOptions& o = {});
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, const TensorOptions& o = {});
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, const TensorOptions& o = {});
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, const TensorOptions& o = {});
+// [2, n] (row, col) coordinates of a row x col matrix's triangle on/below (above) diagonal offset;
+// int64 unless o says int32.
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, const TensorOptions& o = {});
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, const TensorOptions& o = {});
 
 Tensor rand(SymIntArrayRef size, const TensorOptions& o = {}, Generator* gen = nullptr);
 Tensor randn(SymIntArrayRef size, const TensorOptions& o = {}, Generator* gen = nullptr);

@@ -34,6 +34,11 @@ Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor erfinv(const Tensor& x);
 Tensor erfc(const Tensor& x);
+// Gamma-function family: log|Gamma(x)|, its derivative psi(x), and psi's n-th derivative
+// (n >= 0; polygamma(0, x) is digamma, polygamma(1, x) trigamma).
+Tensor lgamma(const Tensor& x);
+Tensor digamma(const Tensor& x);
+Tensor polygamma(int64_t n, const Tensor& x);
 Tensor asin(const Tensor& x);
 Tensor acos(const Tensor& x);
 Tensor atan(const Tensor& x);

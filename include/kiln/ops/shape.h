@@ -80,6 +80,28 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
                                 bool stable = false);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// (values, inverse, counts) as torch's _unique2 / unique_dim: the unique elements (dim absent:
+// of the flattened input) or unique slices along dim, in ascending order (also when sorted is
+// false: torch leaves that order unspecified); inverse and counts are empty int64 [0] tensors
+// unless asked for. NaNs are never equal to each other. Data-dependent sizes.
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted = true, bool return_inverse = false,
+                                          bool return_counts = false, std::optional<int64_t> dim = std::nullopt);
+// Only runs of consecutive equal elements (slices) collapse.
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse = false,
+                                                      bool return_counts = false,
+                                                      std::optional<int64_t> dim = std::nullopt);
+// Counts (or summed weights) of each value of a 1-D non-negative integer tensor; data-dependent length.
+Tensor bincount(const Tensor& x, const Tensor& weights = {}, int64_t minlength = 0);
+// Histogram of bins equal-width bins over [min, max] (min == max: the input's own range).
+Tensor histc(const Tensor& x, int64_t bins = 100, const Scalar& min = 0, const Scalar& max = 0);
+// Index where each value would be inserted into the innermost dim of sorted_sequence (1-D, or
+// with the values' leading dims); side ("left"/"right") and right must agree when both given.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32 = false, bool right = false,
+                    const std::optional<std::string>& side = std::nullopt, const Tensor& sorter = {});
+Tensor searchsorted(const Tensor& sorted_sequence, const Scalar& value, bool out_int32 = false, bool right = false,
+                    const std::optional<std::string>& side = std::nullopt, const Tensor& sorter = {});
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32 = false, bool right = false);
+Tensor bucketize(const Scalar& x, const Tensor& boundaries, bool out_int32 = false, bool right = false);
 
 // ---- compositions of the ops above (src/ops/shape_compose.cpp) ----
 // Plain functions over public ops: autograd and compile see the ops they call.
@@ -109,5 +131,9 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
 Tensor repeat_interleave(const Tensor& repeats);  // index i repeated repeats[i] times
 // indexing: "ij" (matrix) or "xy" (Cartesian: the first two dims swapped).
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
+// The inputs (0-d, 1-D or 2-D; promoted to one dtype) as blocks along a matrix's diagonal.
+Tensor block_diag(const std::vector<Tensor>& tensors);
+// Every combination of the 1-D inputs' elements, one per row ([n1 * n2 * ..., k]; one input: itself).
+Tensor cartesian_prod(const std::vector<Tensor>& tensors);
 
 }  // namespace kiln

@@ -49,6 +49,8 @@ KILN_REGISTER_KERNEL(tanh, CPU, float_kernel<math::Tanh>);
 KILN_REGISTER_KERNEL(erf, CPU, float_kernel<math::Erf>);
 KILN_REGISTER_KERNEL(erfinv, CPU, float_kernel<math::Erfinv>);
 KILN_REGISTER_KERNEL(erfc, CPU, float_kernel<math::Erfc>);
+KILN_REGISTER_KERNEL(lgamma, CPU, float_kernel<math::Lgamma>);
+KILN_REGISTER_KERNEL(digamma, CPU, float_kernel<math::Digamma>);
 KILN_REGISTER_KERNEL(asin, CPU, float_kernel<math::Asin>);
 KILN_REGISTER_KERNEL(acos, CPU, float_kernel<math::Acos>);
 KILN_REGISTER_KERNEL(atan, CPU, float_kernel<math::Atan>);
@@ -78,6 +80,11 @@ void round_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   else unary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(0).dtype(), math::RoundDecimals{d});
 }
 KILN_REGISTER_KERNEL(round, CPU, round_kernel);
+
+void polygamma_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  unary_op<TypeSet::Floating>(outs[0], c.in(0), outs[0].dtype(), math::Polygamma{c.attrs.i(0)});
+}
+KILN_REGISTER_KERNEL(polygamma, CPU, polygamma_kernel);
 
 // The largest finite value of a floating type, nan_to_num's default for +inf.
 template <class T>
