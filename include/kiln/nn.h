@@ -14,5 +14,6 @@
 #include "kiln/nn/module.h"
 #include "kiln/nn/norm.h"
 #include "kiln/nn/pooling.h"
+#include "kiln/nn/pooling_nd.h"
 #include "kiln/nn/rnn.h"
 #include "kiln/nn/transformer.h"

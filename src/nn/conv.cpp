@@ -1,4 +1,4 @@
-// Conv1d, Conv2d, ConvTranspose2d: torch's parameter shapes, default init and repr.
+// Conv1d/2d/3d, ConvTranspose1d/2d/3d: torch's parameter shapes, default init and repr.
 #include "kiln/nn/conv.h"
 
 #include <cmath>
@@ -56,6 +56,22 @@ std::string conv_repr(int64_t in, int64_t out, const std::vector<int64_t>& k, co
 void reset_conv(Tensor& weight, Tensor& bias) {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias.defined()) detail::init_bias_from_fan_in(bias, init::calculate_fan_in_and_fan_out(weight).first);
+}
+
+// torch's check on a transposed conv's output_padding.
+void check_output_padding(const char* who, const std::vector<int64_t>& op, const std::vector<int64_t>& stride,
+                          const std::vector<int64_t>& dilation) {
+  for (size_t i = 0; i < op.size(); ++i)
+    KILN_CHECK(op[i] >= 0 && (op[i] < stride[i] || op[i] < dilation[i]), who,
+               ": output padding must be smaller than either stride or dilation, got output_padding=", py_tuple(op),
+               " stride=", py_tuple(stride), " dilation=", py_tuple(dilation));
+}
+
+// [c0, c1, *kernel]
+std::vector<int64_t> weight_shape(int64_t c0, int64_t c1, const std::vector<int64_t>& k) {
+  std::vector<int64_t> s{c0, c1};
+  s.insert(s.end(), k.begin(), k.end());
+  return s;
 }
 
 }  // namespace
@@ -147,5 +163,66 @@ std::string ConvTranspose2d::extra_repr() const {
   return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, output_padding, groups,
                    bias.defined());
 }
+
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
+               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias)
+    : Module("Conv3d"),
+      in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(expand_arg("Conv3d", "kernel_size", kernel_size, 3)),
+      stride(expand_arg("Conv3d", "stride", stride, 3)),
+      padding(expand_arg("Conv3d", "padding", padding, 3)),
+      dilation(expand_arg("Conv3d", "dilation", dilation, 3)),
+      groups(groups) {
+  check_conv_args("Conv3d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
+                  this->dilation);
+  weight =
+      register_parameter("weight", kiln::empty(weight_shape(out_channels, in_channels / groups, this->kernel_size)));
+  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
+  reset_parameters();
+}
+
+void Conv3d::reset_parameters() { reset_conv(weight, bias); }
+
+Tensor Conv3d::forward(const Tensor& x) { return conv3d(x, weight, bias, stride, padding, dilation, groups); }
+
+std::string Conv3d::extra_repr() const {
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0, 0}, groups,
+                   bias.defined());
+}
+
+#define KILN_CONV_TRANSPOSE(Name, fn, nd)                                                                          \
+  Name::Name(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,               \
+             IntArrayRef padding, IntArrayRef output_padding, int64_t groups, bool bias, IntArrayRef dilation)     \
+      : Module(#Name),                                                                                             \
+        in_channels(in_channels),                                                                                  \
+        out_channels(out_channels),                                                                                \
+        kernel_size(expand_arg(#Name, "kernel_size", kernel_size, nd)),                                            \
+        stride(expand_arg(#Name, "stride", stride, nd)),                                                           \
+        padding(expand_arg(#Name, "padding", padding, nd)),                                                        \
+        output_padding(expand_arg(#Name, "output_padding", output_padding, nd)),                                   \
+        dilation(expand_arg(#Name, "dilation", dilation, nd)),                                                     \
+        groups(groups) {                                                                                           \
+    check_conv_args(#Name, in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,      \
+                    this->dilation);                                                                               \
+    check_output_padding(#Name, this->output_padding, this->stride, this->dilation);                               \
+    weight = register_parameter("weight",                                                                          \
+                                kiln::empty(weight_shape(in_channels, out_channels / groups, this->kernel_size))); \
+    this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());                              \
+    reset_parameters();                                                                                            \
+  }                                                                                                                \
+  void Name::reset_parameters() { reset_conv(weight, bias); }                                                      \
+  Tensor Name::forward(const Tensor& x) {                                                                          \
+    return fn(x, weight, bias, stride, padding, output_padding, groups, dilation);                                 \
+  }                                                                                                                \
+  std::string Name::extra_repr() const {                                                                           \
+    return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, output_padding, groups,    \
+                     bias.defined());                                                                              \
+  }
+
+// One definition for both ranks (ConvTranspose2d predates them and is spelled out above).
+KILN_CONV_TRANSPOSE(ConvTranspose1d, conv_transpose1d, 1)
+KILN_CONV_TRANSPOSE(ConvTranspose3d, conv_transpose3d, 3)
+#undef KILN_CONV_TRANSPOSE
 
 }  // namespace kiln::nn

@@ -3,6 +3,7 @@
 // throws instead of silently returning a gradient without history.
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
+#include "kiln/nn/functional.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/shape.h"
 #include "ops/grad_util.h"
@@ -47,6 +48,46 @@ std::vector<Tensor> vjp_avg_pool2d(const VjpCall& v) {
   return {call_op1(OpId::avg_pool2d_backward, {g, shape_only}, v.attrs)};
 }
 KILN_REGISTER_VJP(avg_pool2d, vjp_avg_pool2d);
+
+// A max pool's gradient from its indices (flat positions within each input
+// plane of the last three dims), written with ops: scatter_add per plane.
+// Differentiable (scatter_add's VJP is a gather), so double backward works.
+Tensor max_pool3d_grad(const Tensor& g, const Tensor& indices, const TensorMeta& in) {
+  const int64_t r = static_cast<int64_t>(in.sizes.size());
+  int64_t plane = 1, out_plane = 1, planes = 1;
+  for (int64_t d = 0; d < r; ++d) (d < r - 3 ? planes : plane) *= in.sizes[d];
+  for (int64_t d = r - 3; d < r; ++d) out_plane *= g.sizes()[d];
+  Tensor z = zeros(Shape{planes, plane}, TensorOptions(g.dtype()).device(g.device()));
+  Tensor gx = scatter_add(z, 1, reshape(indices, Shape{planes, out_plane}), reshape(g, Shape{planes, out_plane}));
+  return reshape(gx, in.sizes);
+}
+
+std::vector<Tensor> vjp_max_pool3d(const VjpCall& v) {
+  return {max_pool3d_grad(v.grads[0], v.outputs[1], v.input_meta[0])};
+}
+KILN_REGISTER_VJP(max_pool3d, vjp_max_pool3d);
+KILN_REGISTER_VJP(adaptive_max_pool3d, vjp_max_pool3d);
+
+std::vector<Tensor> vjp_avg_pool3d(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  check_no_double_backward("avg_pool3d", {&g});
+  const TensorMeta& m = v.input_meta[0];
+  Tensor shape_only = expand(scalar_tensor(0, TensorOptions(m.dtype).device(m.device)), m.sizes);
+  return {call_op1(OpId::avg_pool3d_backward, {g, shape_only}, v.attrs)};
+}
+KILN_REGISTER_VJP(avg_pool3d, vjp_avg_pool3d);
+
+// fold is unfold's adjoint and the other way round.
+std::vector<Tensor> vjp_im2col(const VjpCall& v) {
+  const Shape& s = v.input_meta[0].sizes;
+  Shape hw(s.end() - 2, s.end());
+  return {nn::functional::fold(v.grads[0], hw, v.attrs.ints(0), v.attrs.ints(1), v.attrs.ints(2), v.attrs.ints(3))};
+}
+KILN_REGISTER_VJP(im2col, vjp_im2col);
+std::vector<Tensor> vjp_col2im(const VjpCall& v) {
+  return {nn::functional::unfold(v.grads[0], v.attrs.ints(1), v.attrs.ints(2), v.attrs.ints(3), v.attrs.ints(4))};
+}
+KILN_REGISTER_VJP(col2im, vjp_col2im);
 
 }  // namespace
 }  // namespace kiln

@@ -71,6 +71,9 @@ bool second_order_supported(OpId op) {
     case OpId::conv1d:
     case OpId::conv2d:
     case OpId::conv_transpose2d:
+    case OpId::conv3d:
+    case OpId::conv_transpose1d:
+    case OpId::conv_transpose3d:
       return false;
     default:
       return true;

@@ -12,8 +12,18 @@
 
 namespace kiln::nn::functional {
 
+using kiln::adaptive_avg_pool1d;
 using kiln::adaptive_avg_pool2d;
+using kiln::adaptive_avg_pool3d;
+using kiln::adaptive_max_pool1d;
+using kiln::adaptive_max_pool1d_with_indices;
+using kiln::adaptive_max_pool2d;
+using kiln::adaptive_max_pool2d_with_indices;
+using kiln::adaptive_max_pool3d;
+using kiln::adaptive_max_pool3d_with_indices;
+using kiln::avg_pool1d;
 using kiln::avg_pool2d;
+using kiln::avg_pool3d;
 using kiln::batch_norm;
 using kiln::binary_cross_entropy;
 using kiln::binary_cross_entropy_with_logits;
@@ -22,7 +32,10 @@ using kiln::celu;
 using kiln::celu_;
 using kiln::conv1d;
 using kiln::conv2d;
+using kiln::conv3d;
+using kiln::conv_transpose1d;
 using kiln::conv_transpose2d;
+using kiln::conv_transpose3d;
 using kiln::cosine_embedding_loss;
 using kiln::cosine_similarity;
 using kiln::cross_entropy;
@@ -51,7 +64,12 @@ using kiln::local_response_norm;
 using kiln::log_softmax;
 using kiln::logsigmoid;
 using kiln::margin_ranking_loss;
+using kiln::max_pool1d;
+using kiln::max_pool1d_with_indices;
 using kiln::max_pool2d;
+using kiln::max_pool2d_with_indices;
+using kiln::max_pool3d;
+using kiln::max_pool3d_with_indices;
 using kiln::mish;
 using kiln::mse_loss;
 using kiln::multi_margin_loss;
@@ -103,6 +121,19 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
 Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = {},
                      const std::string& mode = "mean", const Tensor& per_sample_weights = {},
                      bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt);
+
+// F.lp_pool1d / F.lp_pool2d: (sum of x^p over each window)^(1/p), torch's formula
+// (avg_pool of x^p times the kernel size, sign(out) * relu(|out|)); stride {} = kernel_size.
+Tensor lp_pool1d(const Tensor& x, double norm_type, IntArrayRef kernel_size, IntArrayRef stride = {},
+                 bool ceil_mode = false);
+Tensor lp_pool2d(const Tensor& x, double norm_type, IntArrayRef kernel_size, IntArrayRef stride = {},
+                 bool ceil_mode = false);
+// F.unfold (im2col): [N, C, H, W] or [C, H, W] -> [N, C*kH*kW, L] or [C*kH*kW, L].
+Tensor unfold(const Tensor& x, IntArrayRef kernel_size, IntArrayRef dilation = 1, IntArrayRef padding = 0,
+              IntArrayRef stride = 1);
+// F.fold (col2im), unfold's adjoint: overlapping blocks are summed.
+Tensor fold(const Tensor& x, IntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation = 1,
+            IntArrayRef padding = 0, IntArrayRef stride = 1);
 
 // F.multi_head_attention_forward, torch's arguments in torch's order, for inputs [L, N, E]
 // (sequence first) or unbatched [L, E]; returns (output, weights). static_k/static_v replace the

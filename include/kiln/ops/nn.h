@@ -63,6 +63,39 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride =
                   bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size);
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
+              IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1);
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                        IntArrayRef stride = 1, IntArrayRef padding = 0, IntArrayRef output_padding = 0,
+                        int64_t groups = 1, IntArrayRef dilation = 1);
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                        IntArrayRef stride = 1, IntArrayRef padding = 0, IntArrayRef output_padding = 0,
+                        int64_t groups = 1, IntArrayRef dilation = 1);
+Tensor max_pool1d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
+                  IntArrayRef dilation = 1, bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, IntArrayRef kernel_size,
+                                                   IntArrayRef stride = {}, IntArrayRef padding = 0,
+                                                   IntArrayRef dilation = 1, bool ceil_mode = false);
+Tensor max_pool3d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
+                  IntArrayRef dilation = 1, bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, IntArrayRef kernel_size,
+                                                   IntArrayRef stride = {}, IntArrayRef padding = 0,
+                                                   IntArrayRef dilation = 1, bool ceil_mode = false);
+// torch.avg_pool1d has no divisor_override.
+Tensor avg_pool1d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor avg_pool3d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor adaptive_avg_pool1d(const Tensor& x, IntArrayRef output_size);
+Tensor adaptive_avg_pool3d(const Tensor& x, IntArrayRef output_size);
+// Indices are flat positions within each input plane (L, H*W or D*H*W), as torch's.
+Tensor adaptive_max_pool1d(const Tensor& x, IntArrayRef output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, IntArrayRef output_size);
+Tensor adaptive_max_pool3d(const Tensor& x, IntArrayRef output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, IntArrayRef output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, IntArrayRef output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, IntArrayRef output_size);
 
 // ---- normalisation ----
 // training=true normalises with batch statistics and updates running stats in place.

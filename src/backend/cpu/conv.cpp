@@ -1,7 +1,10 @@
 // CPU kernels for convolution and pooling: tensors wired to the raw kernels of
 // conv_kernels.h (contiguous NCHW, float/double). Float16/BFloat16 are computed
 // in float32 and rounded once.
+#include <type_traits>
+
 #include "backend/cpu/conv_kernels.h"
+#include "backend/cpu/convnd_kernels.h"
 #include "backend/cpu/dtype_dispatch.h"
 #include "backend/cpu/loops.h"
 #include "core/parallel.h"
@@ -30,9 +33,12 @@ void finish(const Tensor& out, const Tensor& buf) {
 
 template <class F>
 void visit_compute(DType t, const char* op, F&& f) {
-  if (t == DType::Float32) f.template operator()<float>();
-  else if (t == DType::Float64) f.template operator()<double>();
-  else KILN_FAIL(op, ": not implemented for dtype ", t, " (expected a floating dtype)");
+  if (t == DType::Float32)
+    f.template operator()<float>();
+  else if (t == DType::Float64)
+    f.template operator()<double>();
+  else
+    KILN_FAIL(op, ": not implemented for dtype ", t, " (expected a floating dtype)");
 }
 
 template <class T>
@@ -46,10 +52,78 @@ T* mptr(const Tensor& t) {
 
 // The direct convolution's parameters. For a transposed convolution these are
 // those of the direct conv mapping its output to its input (Note [Transposed convolution]).
+// 1-D convolutions are the H == 1 case of the 2-D kernels.
 Conv2dParams direct_params(const ConvShape& s) {
-  if (!s.transposed)
-    return {s.N, s.C_in, s.H, s.W, s.C_out, s.kH, s.kW, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw, s.groups};
-  return {s.N, s.C_out, s.Ho, s.Wo, s.C_in, s.kH, s.kW, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw, s.groups};
+  const int o = s.nd == 1 ? 0 : 1;  // index of W in the shape's arrays
+  auto at = [&](const std::array<int64_t, 3>& v, int64_t one, int i) {
+    return s.nd == 1 && i == 0 ? one : v[i - 1 + o];
+  };
+  const int64_t kH = at(s.k, 1, 0), kW = s.k[o], sh = at(s.stride, 1, 0), sw = s.stride[o];
+  const int64_t ph = at(s.pad, 0, 0), pw = s.pad[o], dh = at(s.dil, 1, 0), dw = s.dil[o];
+  if (!s.transposed) return {s.N, s.C_in, at(s.in, 1, 0), s.in[o], s.C_out, kH, kW, sh, sw, ph, pw, dh, dw, s.groups};
+  return {s.N, s.C_out, at(s.out, 1, 0), s.out[o], s.C_in, kH, kW, sh, sw, ph, pw, dh, dw, s.groups};
+}
+
+// The same for the N-d kernels, spatial dims right-aligned in 3 (leading dims of 1).
+ConvNdParams direct_nd_params(const ConvShape& s) {
+  ConvNdParams p{s.N,
+                 s.transposed ? s.C_out : s.C_in,
+                 s.transposed ? s.C_in : s.C_out,
+                 s.groups,
+                 {1, 1, 1},
+                 {1, 1, 1},
+                 {1, 1, 1},
+                 {0, 0, 0},
+                 {1, 1, 1},
+                 {1, 1, 1}};
+  const int o = 3 - s.nd;
+  for (int i = 0; i < s.nd; ++i) {
+    p.in[o + i] = s.transposed ? s.out[i] : s.in[i];
+    p.out[o + i] = s.transposed ? s.in[i] : s.out[i];
+    p.k[o + i] = s.k[i], p.stride[o + i] = s.stride[i], p.pad[o + i] = s.pad[i], p.dil[o + i] = s.dil[i];
+  }
+  return p;
+}
+
+// Every dtype torch's CPU convolutions compute: integers through the N-d kernels.
+template <class F>
+void visit_conv_type(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32:
+      f.template operator()<float>();
+      break;
+    case DType::Float64:
+      f.template operator()<double>();
+      break;
+    case DType::Int64:
+      f.template operator()<int64_t>();
+      break;
+    case DType::Int32:
+      f.template operator()<int32_t>();
+      break;
+    case DType::Int16:
+      f.template operator()<int16_t>();
+      break;
+    case DType::Int8:
+      f.template operator()<int8_t>();
+      break;
+    case DType::UInt8:
+      f.template operator()<uint8_t>();
+      break;
+    default:
+      KILN_FAIL(op, ": not implemented for dtype ", t);
+  }
+}
+
+// Per-channel bias added to y [N, C, plane].
+template <class T>
+void add_bias(const T* b, int64_t N, int64_t C, int64_t plane, T* y) {
+  parallel_for(0, N * C, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const T v = b[i % C];
+      for (int64_t k = 0; k < plane; ++k) y[i * plane + k] += v;
+    }
+  });
 }
 
 // ---- convolution ----
@@ -58,28 +132,31 @@ void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const DType t = compute_type(outs[0].dtype());
   Tensor x = dense(c.in(0), t), w = dense(c.in(1), t), b = dense(c.in(2), t);
   Tensor y = buffer_for(outs[0], t);
+  // 1-D and 2-D floating convolutions take the tuned 2-D kernels; 3-D and integers the N-d ones.
+  const bool fast = s.nd <= 2 && is_floating_point(t);
   if (y.numel() > 0) {
-    Conv2dParams p = direct_params(s);
-    visit_compute(t, c.name(), [&]<class T>() {
+    visit_conv_type(t, c.name(), [&]<class T>() {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (fast) {
+          Conv2dParams p = direct_params(s);
+          if (!s.transposed) {
+            conv2d_forward<T>(p, ptr<T>(x), ptr<T>(w), ptr<T>(b), mptr<T>(y));
+          } else {
+            if (x.numel() == 0 || w.numel() == 0)
+              std::fill(mptr<T>(y), mptr<T>(y) + y.numel(), T(0));
+            else
+              conv2d_backward_input<T>(p, ptr<T>(x), ptr<T>(w), mptr<T>(y));
+            if (b.defined()) add_bias<T>(ptr<T>(b), s.N, s.C_out, s.out_plane(), mptr<T>(y));
+          }
+          return;
+        }
+      }
+      ConvNdParams p = direct_nd_params(s);
       if (!s.transposed) {
-        conv2d_forward<T>(p, ptr<T>(x), ptr<T>(w), ptr<T>(b), mptr<T>(y));
+        convnd_forward<T>(p, ptr<T>(x), ptr<T>(w), ptr<T>(b), mptr<T>(y));
       } else {
-        if (x.numel() == 0 || w.numel() == 0) {
-          std::fill(mptr<T>(y), mptr<T>(y) + y.numel(), T(0));
-        } else {
-          conv2d_backward_input<T>(p, ptr<T>(x), ptr<T>(w), mptr<T>(y));
-        }
-        if (b.defined()) {
-          const T* pb = ptr<T>(b);
-          T* py = mptr<T>(y);
-          const int64_t plane = s.Ho * s.Wo;
-          parallel_for(0, s.N * s.C_out, 1, [&](int64_t lo, int64_t hi) {
-            for (int64_t i = lo; i < hi; ++i) {
-              const T v = pb[i % s.C_out];
-              for (int64_t k = 0; k < plane; ++k) py[i * plane + k] += v;
-            }
-          });
-        }
+        convnd_backward_input<T>(p, ptr<T>(x), ptr<T>(w), mptr<T>(y));
+        if (b.defined()) add_bias<T>(ptr<T>(b), s.N, s.C_out, s.out_plane(), mptr<T>(y));
       }
     });
   }
@@ -107,28 +184,52 @@ void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const auto& mask = c.attrs.ints(6);
   const DType t = compute_type(c.in(1).dtype());
   Tensor g = dense(c.in(0), t), x = dense(c.in(1), t), w = dense(c.in(2), t);
-  Conv2dParams p = direct_params(s);
   visit_compute(t, c.name(), [&]<class T>() {
+    // d/dx of a direct conv is its transposed conv and the other way round;
+    // the weight gradient swaps input and grad_output for transposed convs.
+    auto conv = [&](const T* in, const T* wt, T* out) {
+      if (s.nd <= 2)
+        conv2d_forward<T>(direct_params(s), in, wt, nullptr, out);
+      else
+        convnd_forward<T>(direct_nd_params(s), in, wt, nullptr, out);
+    };
+    auto conv_t = [&](const T* gy, const T* wt, T* gx) {
+      if (s.nd <= 2)
+        conv2d_backward_input<T>(direct_params(s), gy, wt, gx);
+      else
+        convnd_backward_input<T>(direct_nd_params(s), gy, wt, gx);
+    };
+    auto conv_w = [&](const T* gy, const T* in, T* gw) {
+      if (s.nd <= 2)
+        conv2d_backward_weight<T>(direct_params(s), gy, in, gw);
+      else
+        convnd_backward_weight<T>(direct_nd_params(s), gy, in, gw);
+    };
     if (mask[0]) {
       Tensor gx = buffer_for(outs[0], t);
       if (gx.numel() > 0) {
-        if (!s.transposed) conv2d_backward_input<T>(p, ptr<T>(g), ptr<T>(w), mptr<T>(gx));
-        else conv2d_forward<T>(p, ptr<T>(g), ptr<T>(w), nullptr, mptr<T>(gx));
+        if (!s.transposed)
+          conv_t(ptr<T>(g), ptr<T>(w), mptr<T>(gx));
+        else
+          conv(ptr<T>(g), ptr<T>(w), mptr<T>(gx));
       }
       finish(outs[0], gx);
     }
     if (mask[1]) {
       Tensor gw = buffer_for(outs[1], t);
       if (gw.numel() > 0) {
-        if (s.N == 0 || s.C_in == 0) std::fill(mptr<T>(gw), mptr<T>(gw) + gw.numel(), T(0));
-        else if (!s.transposed) conv2d_backward_weight<T>(p, ptr<T>(g), ptr<T>(x), mptr<T>(gw));
-        else conv2d_backward_weight<T>(p, ptr<T>(x), ptr<T>(g), mptr<T>(gw));
+        if (s.N == 0 || s.C_in == 0)
+          std::fill(mptr<T>(gw), mptr<T>(gw) + gw.numel(), T(0));
+        else if (!s.transposed)
+          conv_w(ptr<T>(g), ptr<T>(x), mptr<T>(gw));
+        else
+          conv_w(ptr<T>(x), ptr<T>(g), mptr<T>(gw));
       }
       finish(outs[1], gw);
     }
     if (mask[2]) {
       Tensor gb = buffer_for(outs[2], t);
-      channel_sum<T>(ptr<T>(g), s.N, s.C_out, s.Ho * s.Wo, mptr<T>(gb));
+      channel_sum<T>(ptr<T>(g), s.N, s.C_out, s.out_plane(), mptr<T>(gb));
       finish(outs[2], gb);
     }
   });
@@ -137,8 +238,8 @@ KILN_REGISTER_KERNEL(convolution_backward, CPU, convolution_backward_kernel);
 
 // ---- pooling ----
 Pool2dParams pool_params(const PoolShape& s, bool count_include_pad, int64_t divisor) {
-  Pool2dParams p{s.N, s.C, s.H, s.W, s.kH, s.kW, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw, s.ceil_mode,
-                 count_include_pad, divisor};
+  Pool2dParams p{s.N,    s.C, s.H, s.W, s.kH, s.kW, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw, s.ceil_mode, count_include_pad,
+                 divisor};
   KILN_CHECK(p.H_out() == s.Ho && p.W_out() == s.Wo, "internal: pool output size disagrees with the meta function");
   return p;
 }
@@ -149,7 +250,7 @@ PoolShape max_pool_shape(const OpCall& c, const Tensor& x) {
 }
 PoolShape avg_pool_shape(const OpCall& c, const Tensor& x) {
   const Attrs& a = c.attrs;
-  return pool_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3));
+  return pool_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false);
 }
 int64_t divisor(const OpCall& c) { return c.attrs.none(5) ? 0 : c.attrs.i(5); }
 
@@ -175,7 +276,19 @@ void max_pool2d_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(max_pool2d_backward, CPU, max_pool2d_backward_kernel);
 
+// An int64 avg_pool2d runs as the 3-D kernel with D = 1 (torch computes int64 avg pools).
+Pool3dParams as_pool3d(const PoolShape& s, bool count_include_pad, int64_t divisor) {
+  return {s.N * s.C, {1, s.H, s.W},   {1, s.kH, s.kW},   {1, s.sh, s.sw}, {0, s.ph, s.pw},
+          {1, 1, 1}, {1, s.Ho, s.Wo}, count_include_pad, divisor};
+}
+
 void avg_pool2d_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  if (c.in(0).dtype() == DType::Int64) {
+    Pool3dParams p = as_pool3d(avg_pool_shape(c, c.in(0)), c.attrs.b(4), divisor(c));
+    Tensor x = dense(c.in(0), DType::Int64);
+    if (outs[0].numel() > 0) avg_pool3d_forward<int64_t>(p, ptr<int64_t>(x), mptr<int64_t>(outs[0]));
+    return;
+  }
   Pool2dParams p = pool_params(avg_pool_shape(c, c.in(0)), c.attrs.b(4), divisor(c));
   const DType t = compute_type(c.in(0).dtype());
   Tensor x = dense(c.in(0), t), y = buffer_for(outs[0], t);
@@ -196,6 +309,118 @@ void avg_pool2d_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   finish(outs[0], gx);
 }
 KILN_REGISTER_KERNEL(avg_pool2d_backward, CPU, avg_pool2d_backward_kernel);
+
+// ---- 3-D and adaptive pooling ----
+Pool3dParams pool3d_params(const Pool3dShape& s, bool count_include_pad, int64_t divisor) {
+  return {s.N * s.C, s.in, s.k, s.stride, s.pad, s.dil, s.out, count_include_pad, divisor};
+}
+Pool3dShape max_pool3d_shape(const OpCall& c, const Tensor& x) {
+  const Attrs& a = c.attrs;
+  return pool3d_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4));
+}
+Pool3dShape avg_pool3d_shape(const OpCall& c, const Tensor& x) {
+  const Attrs& a = c.attrs;
+  return pool3d_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false);
+}
+
+void max_pool3d_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  Pool3dParams p = pool3d_params(max_pool3d_shape(c, c.in(0)), false, 0);
+  const DType t = compute_type(c.in(0).dtype());
+  Tensor x = dense(c.in(0), t), y = buffer_for(outs[0], t);
+  visit_compute(t, c.name(), [&]<class T>() {
+    if (y.numel() > 0) max_pool3d_forward<T>(p, ptr<T>(x), mptr<T>(y), mptr<int64_t>(outs[1]));
+  });
+  finish(outs[0], y);
+}
+KILN_REGISTER_KERNEL(max_pool3d, CPU, max_pool3d_kernel);
+
+void avg_pool3d_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  Pool3dParams p = pool3d_params(avg_pool3d_shape(c, c.in(0)), c.attrs.b(4), divisor(c));
+  const DType t = compute_type(c.in(0).dtype());
+  Tensor x = dense(c.in(0), t), y = buffer_for(outs[0], t);
+  if (y.numel() > 0) {
+    if (t == DType::Int64)
+      avg_pool3d_forward<int64_t>(p, ptr<int64_t>(x), mptr<int64_t>(y));
+    else
+      visit_compute(t, c.name(), [&]<class T>() { avg_pool3d_forward<T>(p, ptr<T>(x), mptr<T>(y)); });
+  }
+  finish(outs[0], y);
+}
+KILN_REGISTER_KERNEL(avg_pool3d, CPU, avg_pool3d_kernel);
+
+void avg_pool3d_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  Pool3dParams p = pool3d_params(avg_pool3d_shape(c, c.in(1)), c.attrs.b(4), divisor(c));
+  const DType t = compute_type(outs[0].dtype());
+  Tensor g = dense(c.in(0), t), gx = buffer_for(outs[0], t);
+  visit_compute(t, c.name(), [&]<class T>() {
+    if (gx.numel() > 0) avg_pool3d_backward<T>(p, ptr<T>(g), mptr<T>(gx));
+  });
+  finish(outs[0], gx);
+}
+KILN_REGISTER_KERNEL(avg_pool3d_backward, CPU, avg_pool3d_backward_kernel);
+
+void adaptive_max_pool3d_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& xin = c.in(0);
+  const int64_t r = xin.dim();
+  Pool3dParams p{};
+  p.planes = 1;
+  for (int64_t d = 0; d < r - 3; ++d) p.planes *= xin.sizes()[d];
+  for (int i = 0; i < 3; ++i) p.in[i] = xin.sizes()[r - 3 + i], p.out[i] = outs[0].sizes()[r - 3 + i];
+  const DType t = compute_type(xin.dtype());
+  Tensor x = dense(xin, t), y = buffer_for(outs[0], t);
+  visit_compute(t, c.name(), [&]<class T>() {
+    if (y.numel() > 0) adaptive_max_pool3d_forward<T>(p, ptr<T>(x), mptr<T>(y), mptr<int64_t>(outs[1]));
+  });
+  finish(outs[0], y);
+}
+KILN_REGISTER_KERNEL(adaptive_max_pool3d, CPU, adaptive_max_pool3d_kernel);
+
+// ---- im2col / col2im ----
+// The image is x [N, C, H, W] (N = 1 when unbatched); attrs from `first`:
+// kernel_size, dilation, padding, stride, each one int or a pair.
+ConvNdParams fold_params(const OpCall& c, size_t first, const Tensor& image, int64_t rows_or_c, bool cols_given) {
+  auto pair = [&](size_t k) { return int_pair(c.name(), "argument", c.attrs.ints(first + k)); };
+  auto k = pair(0), d = pair(1), pd = pair(2), st = pair(3);
+  const int64_t r = image.dim();
+  ConvNdParams p{r == 4 ? image.sizes()[0] : 1,
+                 0,
+                 0,
+                 1,
+                 {1, image.sizes()[r - 2], image.sizes()[r - 1]},
+                 {1, k[0], k[1]},
+                 {1, st[0], st[1]},
+                 {0, pd[0], pd[1]},
+                 {1, d[0], d[1]},
+                 {1, 1, 1}};
+  p.C_in = cols_given ? rows_or_c / (k[0] * k[1]) : rows_or_c;
+  p.C_out = p.C_in;
+  for (int i = 1; i < 3; ++i) p.out[i] = (p.in[i] + 2 * p.pad[i] - (p.dil[i] * (p.k[i] - 1) + 1)) / p.stride[i] + 1;
+  return p;
+}
+
+void im2col_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& xin = c.in(0);
+  ConvNdParams p = fold_params(c, 0, xin, xin.sizes()[xin.dim() - 3], false);
+  const DType t = compute_type(xin.dtype());
+  Tensor x = dense(xin, t), y = buffer_for(outs[0], t);
+  visit_compute(t, c.name(), [&]<class T>() {
+    if (y.numel() > 0) im2col_nd<T>(p, ptr<T>(x), mptr<T>(y));
+  });
+  finish(outs[0], y);
+}
+KILN_REGISTER_KERNEL(im2col, CPU, im2col_kernel);
+
+void col2im_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& xin = c.in(0);
+  ConvNdParams p = fold_params(c, 1, outs[0], xin.sizes()[xin.dim() - 2], true);
+  const DType t = compute_type(xin.dtype());
+  Tensor x = dense(xin, t), y = buffer_for(outs[0], t);
+  visit_compute(t, c.name(), [&]<class T>() {
+    if (y.numel() > 0) col2im_nd<T>(p, ptr<T>(x), mptr<T>(y));
+  });
+  finish(outs[0], y);
+}
+KILN_REGISTER_KERNEL(col2im, CPU, col2im_kernel);
 
 }  // namespace
 }  // namespace kiln::cpu
