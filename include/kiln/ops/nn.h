@@ -147,5 +147,13 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
 Tensor interpolate(const Tensor& x, std::optional<std::vector<int64_t>> size,
                    std::optional<std::vector<double>> scale_factor = std::nullopt,
                    const std::string& mode = "nearest", std::optional<bool> align_corners = std::nullopt);
+// F.affine_grid: theta [N, 2, 3] with size {N, C, H, W} -> grid [N, H, W, 2], or theta [N, 3, 4] with
+// size {N, C, D, H, W} -> [N, D, H, W, 3] (src/ops/grid_sample.cpp).
+Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners = false);
+// F.grid_sample: input [N, C, H, W] (or [N, C, D, H, W]) sampled at grid [N, Ho, Wo, 2] ([N, Do, Ho, Wo, 3])
+// of (x, y[, z]) in [-1, 1]; mode "bilinear" or "nearest" ("bicubic": not supported yet), padding_mode
+// "zeros", "border" or "reflection".
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",
+                   const std::string& padding_mode = "zeros", bool align_corners = false);
 
 }  // namespace kiln

@@ -1,0 +1,150 @@
+// F.affine_grid and F.grid_sample against PyTorch 1.13: every mode x padding_mode x align_corners for
+// 4-D and 5-D input, grids reaching outside [-1, 1] and exactly on the borders, non-square sizes,
+// float64, a size-1 input axis; values and gradients w.r.t. theta, input and grid. The fixture
+// (tests/fixtures/torch_grid.safetensors) was written by tests/fixtures/make_torch_grid_fixture.py.
+//
+// Deliberate difference: for mode "nearest" torch's grid.grad is a zeros tensor where kiln's is
+// undefined (no path from grid to the output); the test compares an undefined gradient as zeros.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "kiln/nn/functional.h"
+#include "tests/unit/torch_fixture.h"
+
+namespace kiln {
+namespace {
+
+namespace F = kiln::nn::functional;
+using Outs = std::vector<Tensor>;
+
+const StateDict& fixture() {
+  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_grid.safetensors");
+  return sd;
+}
+const Tensor& in(const std::string& name, int i = 0) { return fixture().at(name + ".in" + std::to_string(i)); }
+const Tensor& out(const std::string& name, size_t k) {
+  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
+}
+
+void check(const std::string& name, const std::function<Outs()>& f) {
+  SCOPED_TRACE(name);
+  Outs got = f();
+  for (size_t k = 0; k < got.size(); ++k)
+    kiln::testing::expect_same_as_torch(got[k], out(name, k), "output " + std::to_string(k));
+  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
+}
+
+// f's value and the gradients of sum(f(xs)^2), as the fixture's value_and_grads(); an input that
+// the output does not depend on gets a zero gradient, as torch's kernels give.
+Outs value_and_grads(const std::function<Tensor(const Outs&)>& f, Outs xs) {
+  for (auto& x : xs) x = x.detach().clone().requires_grad_(true);
+  Tensor y = f(xs);
+  y.square().sum().backward();
+  Outs r{y.detach()};
+  for (auto& x : xs) r.push_back(x.grad().defined() ? x.grad() : zeros_like(x));
+  return r;
+}
+
+void check_grid_sample(const std::string& name, const std::string& mode, const std::string& pad, bool ac) {
+  check(name, [&] {
+    return value_and_grads([&](const Outs& v) { return F::grid_sample(v[0], v[1], mode, pad, ac); },
+                           {in(name), in(name, 1)});
+  });
+}
+
+TEST(TorchGrid, AffineGrid) {
+  for (bool ac : {false, true}) {
+    std::string t = std::to_string(int(ac));
+    check("affine2d_ac" + t, [&] {
+      return value_and_grads(
+          [&](const Outs& v) {
+            return F::affine_grid(v[0], {2, 3, 4, 5}, ac);
+          },
+          {in("affine2d_ac" + t)});
+    });
+    check("affine3d_ac" + t, [&] {
+      return value_and_grads(
+          [&](const Outs& v) {
+            return F::affine_grid(v[0], {2, 1, 3, 4, 2}, ac);
+          },
+          {in("affine3d_ac" + t)});
+    });
+  }
+  check("affine2d_one", [] {
+    Tensor th = in("affine2d_one");
+    return Outs{F::affine_grid(th, {2, 1, 1, 4}, true), F::affine_grid(th, {2, 1, 3, 1}, false)};
+  });
+  check("affine_f64", [] {
+    return value_and_grads([](const Outs& v) { return F::affine_grid(v[0], {2, 1, 3, 2, 4}); }, {in("affine_f64")});
+  });
+}
+
+TEST(TorchGrid, GridSampleEveryMode) {
+  for (std::string mode : {"bilinear", "nearest"})
+    for (std::string pad : {"zeros", "border", "reflection"})
+      for (bool ac : {false, true}) {
+        std::string suffix = mode + "_" + pad + "_ac" + std::to_string(int(ac));
+        check_grid_sample("gs2d_" + suffix, mode, pad, ac);
+        check_grid_sample("gs3d_" + suffix, mode, pad, ac);
+      }
+}
+
+TEST(TorchGrid, GridSampleEdgeCases) {
+  for (std::string pad : {"zeros", "border", "reflection"}) {
+    check_grid_sample("gs_f64_" + pad, "bilinear", pad, false);
+    for (bool ac : {false, true})
+      check_grid_sample("gs_h1_" + pad + "_ac" + std::to_string(int(ac)), "bilinear", pad, ac);
+  }
+  check("gs_noncontig", [] {
+    return Outs{F::grid_sample(in("gs_noncontig").transpose(2, 3), in("gs_noncontig", 1), "bilinear", "zeros", true)};
+  });
+  check("stn", [] {
+    return value_and_grads(
+        [](const Outs& v) {
+          return F::grid_sample(v[0], F::affine_grid(v[1], {2, 3, 3, 4}));
+        },
+        {in("stn"), in("stn", 1)});
+  });
+  // An empty batch and an empty output grid give empty results, as torch.
+  Tensor x = randn({0, 2, 3, 4});
+  EXPECT_EQ(F::grid_sample(x, zeros({0, 2, 2, 2})).sizes().vec(), (std::vector<int64_t>{0, 2, 2, 2}));
+  EXPECT_EQ(F::grid_sample(randn({1, 2, 3, 4}), zeros({1, 0, 5, 2})).sizes().vec(), (std::vector<int64_t>{1, 2, 0, 5}));
+}
+
+void expect_error(const std::function<void()>& f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one saying " << what;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(TorchGrid, Errors) {
+  Tensor th = randn({2, 2, 3});
+  expect_error([&] { F::affine_grid(th.to(kInt64), {2, 1, 3, 3}); }, "floating point");
+  expect_error([&] { F::affine_grid(th, {2, 1, 3, 3, 3}); }, "Nx3x4");
+  expect_error([&] { F::affine_grid(randn({2, 3, 4}), {2, 1, 3, 3}); }, "Nx2x3");
+  expect_error([&] { F::affine_grid(th, {2, 3}); }, "only supports 4D and 5D sizes");
+  expect_error([&] { F::affine_grid(th, {2, 1, 0, 3}); }, "non-zero, positive output size");
+  expect_error([&] { F::affine_grid(th, {3, 1, 2, 3}); }, "batch size");
+
+  Tensor x = randn({2, 3, 4, 5}), g = randn({2, 3, 3, 2});
+  expect_error([&] { F::grid_sample(x, g, "linear"); }, "expected mode");
+  expect_error([&] { F::grid_sample(x, g, "bilinear", "wrap"); }, "expected padding_mode");
+  expect_error([&] { F::grid_sample(x, g, "bicubic"); }, "grid_sample: not supported yet: mode 'bicubic'");
+  expect_error([&] { F::grid_sample(x, g.to(kFloat64)); }, "same dtype");
+  expect_error([&] { F::grid_sample(x, randn({2, 3, 2})); }, "4D or 5D input");
+  expect_error([&] { F::grid_sample(randn({2, 3, 4}), randn({2, 3, 2})); }, "4D or 5D input");
+  expect_error([&] { F::grid_sample(x, randn({1, 3, 3, 2})); }, "same batch size");
+  expect_error([&] { F::grid_sample(x, randn({2, 3, 3, 3})); }, "size 2 in last dimension");
+  expect_error([&] { F::grid_sample(randn({2, 3, 0, 5}), g); }, "non-empty spatial dimensions");
+  expect_error([&] { F::grid_sample(x.to(kInt64), g.to(kInt64)); }, "floating-point");
+}
+
+}  // namespace
+}  // namespace kiln
