@@ -35,12 +35,12 @@ Tensor grid_sampler_unnormalize(const Tensor& c, int64_t size, bool align_corner
   return ((c + 1) * s - 1) / 2;
 }
 
-// clip to [0, size - 1]; the gradient is 0 on and past the borders, as torch's kernel (which treats
-// the borders as out of bounds for the gradient), where clamp's would pass it on the border.
+// clip to [0, size - 1], NaN to 0 (as torch's kernel); the gradient is 0 on and past the borders, as
+// torch's kernel (which treats the borders as out of bounds for the gradient), where clamp's passes it.
 Tensor clip_coordinates(const Tensor& c, int64_t size) {
   double hi = static_cast<double>(size - 1);
   Tensor inside = logical_and(c > 0, c < hi);
-  return where(inside, c, clamp(c, Scalar(0.0), Scalar(hi)).detach());
+  return where(inside, c, where(c > 0, clamp_max(c, hi), Scalar(0.0)).detach());
 }
 
 // Reflect c about the bounds twice_low / 2 and twice_high / 2 until it lies between them.
@@ -180,15 +180,20 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
       index = index.defined() ? index + term : term;
     }
     Tensor vals = gather(flat, 2, index.unsqueeze(1).expand({n, c, points}));
-    Tensor v = weight.defined() ? vals * weight.unsqueeze(1) : vals;
-    return where(valid.unsqueeze(1), v, Scalar(0.0));
+    // The weight multiplies the masked value, so a NaN/inf coordinate's NaN weight gives NaN, as torch.
+    Tensor v = where(valid.unsqueeze(1), vals, Scalar(0.0));
+    return weight.defined() ? weight.unsqueeze(1) * v : v;
   };
 
   Tensor out;
   if (mode == "nearest") {
     std::vector<Tensor> at;
     for (const Tensor& s : src) at.push_back(round(s).detach());  // half to even, as torch's nearbyint
-    out = corner(at, Tensor());
+    // torch's grid gradient is zeros here: a term of value 0 and gradient 0 keeps grid in the graph.
+    Tensor zero = where(ones_like(src[0], TensorOptions(kBool)), Scalar(0.0), src[0]);
+    for (size_t d = 1; d < src.size(); ++d)
+      zero = zero + where(ones_like(src[d], TensorOptions(kBool)), Scalar(0.0), src[d]);
+    out = corner(at, Tensor()) + zero.unsqueeze(1);
   } else {
     // Bilinear / trilinear: the 2^k corners, x varying fastest (torch's nw, ne, sw, se order); each
     // weight is the product of (1 - distance) along every axis, floor() being a constant.

@@ -2,9 +2,6 @@
 // 4-D and 5-D input, grids reaching outside [-1, 1] and exactly on the borders, non-square sizes,
 // float64, a size-1 input axis; values and gradients w.r.t. theta, input and grid. The fixture
 // (tests/fixtures/torch_grid.safetensors) was written by tests/fixtures/make_torch_grid_fixture.py.
-//
-// Deliberate difference: for mode "nearest" torch's grid.grad is a zeros tensor where kiln's is
-// undefined (no path from grid to the output); the test compares an undefined gradient as zeros.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -45,7 +42,10 @@ Outs value_and_grads(const std::function<Tensor(const Outs&)>& f, Outs xs) {
   Tensor y = f(xs);
   y.square().sum().backward();
   Outs r{y.detach()};
-  for (auto& x : xs) r.push_back(x.grad().defined() ? x.grad() : zeros_like(x));
+  for (auto& x : xs) {
+    EXPECT_TRUE(x.grad().defined()) << "torch gives a (zeros) gradient";
+    r.push_back(x.grad().defined() ? x.grad() : zeros_like(x));
+  }
   return r;
 }
 
@@ -99,6 +99,13 @@ TEST(TorchGrid, GridSampleEdgeCases) {
     for (bool ac : {false, true})
       check_grid_sample("gs_h1_" + pad + "_ac" + std::to_string(int(ac)), "bilinear", pad, ac);
   }
+  // NaN and +-inf coordinates: NaN outputs (zeros, bilinear), clipped to 0 or the border otherwise.
+  for (std::string mode : {"bilinear", "nearest"})
+    for (std::string pad : {"zeros", "border", "reflection"})
+      for (bool ac : {false, true}) {
+        std::string name = "gs_nan_" + mode + "_" + pad + "_ac" + std::to_string(int(ac));
+        check(name, [&] { return Outs{F::grid_sample(in(name), in(name, 1), mode, pad, ac)}; });
+      }
   check("gs_noncontig", [] {
     return Outs{F::grid_sample(in("gs_noncontig").transpose(2, 3), in("gs_noncontig", 1), "bilinear", "zeros", true)};
   });
