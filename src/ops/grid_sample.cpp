@@ -55,8 +55,8 @@ Tensor reflect_coordinates(const Tensor& c, int64_t twice_low, int64_t twice_hig
   return where(fmod(flips, 2) == 0, extra + lo, span - extra + lo);
 }
 
-Tensor compute_source_index(const Tensor& c, int64_t size, const std::string& padding_mode, bool align_corners) {
-  Tensor x = grid_sampler_unnormalize(c, size, align_corners);
+// The padding of a pixel coordinate: clip (border), reflect then clip (reflection), as is (zeros).
+Tensor compute_coordinates(Tensor x, int64_t size, const std::string& padding_mode, bool align_corners) {
   if (padding_mode == "border") {
     x = clip_coordinates(x, size);
   } else if (padding_mode == "reflection") {
@@ -64,6 +64,16 @@ Tensor compute_source_index(const Tensor& c, int64_t size, const std::string& pa
     x = clip_coordinates(x, size);
   }
   return x;
+}
+
+// torch's get_cubic_upsample_coefficients: the cubic convolution weights (A = -0.75) of the taps at
+// -1, 0, 1, 2 from floor(x), for t = x - floor(x).
+std::vector<Tensor> cubic_coefficients(const Tensor& t) {
+  const double a = -0.75;
+  auto conv1 = [&](const Tensor& x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };
+  auto conv2 = [&](const Tensor& x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };
+  Tensor t2 = 1 - t;
+  return {conv2(t + 1), conv1(t), conv1(t2), conv2(t2 + 1)};
 }
 
 }  // namespace
@@ -140,7 +150,7 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
   for (int64_t i = 2; i < input.dim(); ++i)
     KILN_CHECK(input.size(i) > 0, op, ": expected input to have non-empty spatial dimensions, but input has sizes ",
                sizes_str(input.sizes().vec()), " with dimension ", i, " being empty");
-  KILN_CHECK(mode != "bicubic", op, ": not supported yet: mode 'bicubic'");
+  KILN_CHECK(mode != "bicubic" || k == 2, op, ": bicubic interpolation only supports 4D input");
 
   int64_t n = input.size(0), c = input.size(1);
   std::vector<int64_t> out_spatial = grid.sizes().vec();
@@ -163,7 +173,9 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
     sizes.push_back(size);
     strides.push_back(stride);
     stride *= size;
-    src.push_back(compute_source_index(select(g, 2, d), size, padding_mode, align_corners));
+    Tensor x = grid_sampler_unnormalize(select(g, 2, d), size, align_corners);
+    // bicubic pads its taps, not the source coordinate
+    src.push_back(mode == "bicubic" ? x : compute_coordinates(x, size, padding_mode, align_corners));
   }
 
   // The values at integer (float-valued) corner coordinates, 0 where the corner lies outside the
@@ -194,6 +206,25 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
     for (size_t d = 1; d < src.size(); ++d)
       zero = zero + where(ones_like(src[d], TensorOptions(kBool)), Scalar(0.0), src[d]);
     out = corner(at, Tensor()) + zero.unsqueeze(1);
+  } else if (mode == "bicubic") {
+    // 4 x 4 taps around floor(x, y), each padded and gathered; rows interpolated along x, then the
+    // four row values along y, as torch.
+    Tensor lx = floor(src[0]).detach(), ly = floor(src[1]).detach();
+    std::vector<Tensor> cx = cubic_coefficients(src[0] - lx), cy = cubic_coefficients(src[1] - ly);
+    std::vector<Tensor> tx, ty;
+    for (int64_t i = 0; i < 4; ++i) {
+      tx.push_back(compute_coordinates(lx + (i - 1), sizes[0], padding_mode, align_corners));
+      ty.push_back(compute_coordinates(ly + (i - 1), sizes[1], padding_mode, align_corners));
+    }
+    for (size_t j = 0; j < 4; ++j) {
+      Tensor row;
+      for (size_t i = 0; i < 4; ++i) {
+        Tensor term = corner({tx[i], ty[j]}, cx[i]);
+        row = row.defined() ? row + term : term;
+      }
+      Tensor term = row * cy[j].unsqueeze(1);
+      out = out.defined() ? out + term : term;
+    }
   } else {
     // Bilinear / trilinear: the 2^k corners, x varying fastest (torch's nw, ne, sw, se order); each
     // weight is the product of (1 - distance) along every axis, floor() being a constant.

@@ -1,6 +1,6 @@
 // F.affine_grid and F.grid_sample against PyTorch 1.13: every mode x padding_mode x align_corners for
-// 4-D and 5-D input, grids reaching outside [-1, 1] and exactly on the borders, non-square sizes,
-// float64, a size-1 input axis; values and gradients w.r.t. theta, input and grid. The fixture
+// 4-D and 5-D input (bicubic: 4-D, as torch), grids reaching outside [-1, 1] and exactly on the borders, non-square
+// sizes, float64, a size-1 input axis; values and gradients w.r.t. theta, input and grid. The fixture
 // (tests/fixtures/torch_grid.safetensors) was written by tests/fixtures/make_torch_grid_fixture.py.
 #include <gtest/gtest.h>
 
@@ -84,12 +84,12 @@ TEST(TorchGrid, AffineGrid) {
 }
 
 TEST(TorchGrid, GridSampleEveryMode) {
-  for (std::string mode : {"bilinear", "nearest"})
+  for (std::string mode : {"bilinear", "nearest", "bicubic"})
     for (std::string pad : {"zeros", "border", "reflection"})
       for (bool ac : {false, true}) {
         std::string suffix = mode + "_" + pad + "_ac" + std::to_string(int(ac));
         check_grid_sample("gs2d_" + suffix, mode, pad, ac);
-        check_grid_sample("gs3d_" + suffix, mode, pad, ac);
+        if (mode != "bicubic") check_grid_sample("gs3d_" + suffix, mode, pad, ac);
       }
 }
 
@@ -100,7 +100,7 @@ TEST(TorchGrid, GridSampleEdgeCases) {
       check_grid_sample("gs_h1_" + pad + "_ac" + std::to_string(int(ac)), "bilinear", pad, ac);
   }
   // NaN and +-inf coordinates: NaN outputs (zeros, bilinear), clipped to 0 or the border otherwise.
-  for (std::string mode : {"bilinear", "nearest"})
+  for (std::string mode : {"bilinear", "nearest", "bicubic"})
     for (std::string pad : {"zeros", "border", "reflection"})
       for (bool ac : {false, true}) {
         std::string name = "gs_nan_" + mode + "_" + pad + "_ac" + std::to_string(int(ac));
@@ -143,7 +143,11 @@ TEST(TorchGrid, Errors) {
   Tensor x = randn({2, 3, 4, 5}), g = randn({2, 3, 3, 2});
   expect_error([&] { F::grid_sample(x, g, "linear"); }, "expected mode");
   expect_error([&] { F::grid_sample(x, g, "bilinear", "wrap"); }, "expected padding_mode");
-  expect_error([&] { F::grid_sample(x, g, "bicubic"); }, "grid_sample: not supported yet: mode 'bicubic'");
+  expect_error(
+      [&] {
+        F::grid_sample(randn({1, 2, 2, 2, 2}), randn({1, 1, 1, 1, 3}), "bicubic");
+      },
+      "bicubic interpolation only supports 4D input");
   expect_error([&] { F::grid_sample(x, g.to(kFloat64)); }, "same dtype");
   expect_error([&] { F::grid_sample(x, randn({2, 3, 2})); }, "4D or 5D input");
   expect_error([&] { F::grid_sample(randn({2, 3, 4}), randn({2, 3, 2})); }, "4D or 5D input");

@@ -151,7 +151,7 @@ Tensor interpolate(const Tensor& x, std::optional<std::vector<int64_t>> size,
 // size {N, C, D, H, W} -> [N, D, H, W, 3] (src/ops/grid_sample.cpp).
 Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners = false);
 // F.grid_sample: input [N, C, H, W] (or [N, C, D, H, W]) sampled at grid [N, Ho, Wo, 2] ([N, Do, Ho, Wo, 3])
-// of (x, y[, z]) in [-1, 1]; mode "bilinear" or "nearest" ("bicubic": not supported yet), padding_mode
+// of (x, y[, z]) in [-1, 1]; mode "bilinear", "nearest" or "bicubic" (4-D only, as torch), padding_mode
 // "zeros", "border" or "reflection".
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",
                    const std::string& padding_mode = "zeros", bool align_corners = false);
