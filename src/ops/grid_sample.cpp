@@ -15,7 +15,7 @@ namespace {
 
 // torch's linspace_from_neg_one: one step is the centre 0; without align_corners the points are
 // the pixel centres, (n - 1) / n of the [-1, 1] span.
-Tensor linspace_from_neg_one(int64_t n, bool align_corners, DType dt) {
+Tensor linspace_from_neg_one(int64_t n, bool align_corners, const TensorOptions& dt) {
   if (n <= 1) return zeros({n}, dt);  // torch: a 0 broadcast over the axis
   Tensor r = linspace(-1, 1, n, dt);
   if (!align_corners) r = r * static_cast<double>(n - 1) / static_cast<double>(n);
@@ -105,7 +105,7 @@ Tensor affine_grid(const Tensor& theta, IntArrayRef size, bool align_corners) {
     for (int64_t s : sz) KILN_CHECK(s > 0, op, ": Expected non-zero, positive output size. Got ", sizes_str(sz));
   int64_t n = sz[0];
   KILN_CHECK(theta.size(0) == n, op, ": expected theta's batch size ", theta.size(0), " to equal size[0] = ", n);
-  DType dt = theta.dtype();
+  TensorOptions dt = TensorOptions().dtype(theta.dtype()).device(theta.device());
   // The base grid holds (x, y[, z], 1) per output point: x runs along W, y along H, z along D.
   std::vector<Tensor> parts;
   int64_t k = static_cast<int64_t>(sz.size()) - 2;

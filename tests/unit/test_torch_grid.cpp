@@ -122,6 +122,23 @@ TEST(TorchGrid, GridSampleEdgeCases) {
   EXPECT_EQ(F::grid_sample(randn({1, 2, 3, 4}), zeros({1, 0, 5, 2})).sizes().vec(), (std::vector<int64_t>{1, 2, 0, 5}));
 }
 
+// Compositions of registered ops: shape inference on the meta device and compile() come with them.
+TEST(TorchGrid, MetaAndCompile) {
+  TensorOptions meta = TensorOptions().device(Device("meta"));
+  Tensor y = F::grid_sample(empty({2, 3, 4, 5}, meta), empty({2, 6, 7, 2}, meta), "bicubic", "reflection");
+  EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2, 3, 6, 7}));
+  EXPECT_EQ(F::affine_grid(empty({2, 3, 4}, meta), {2, 1, 3, 4, 5}).sizes().vec(),
+            (std::vector<int64_t>{2, 3, 4, 5, 3}));
+
+  auto body = [](const Tensor& x, const Tensor& th) {
+    return F::grid_sample(x, F::affine_grid(th, {2, 3, 3, 4}), "bilinear", "border", true);
+  };
+  auto f = compile(body);
+  Tensor x = in("stn"), th = in("stn", 1);
+  kiln::testing::expect_same_as_torch(f(x, th), body(x, th), "compiled vs eager");
+  EXPECT_EQ(f.stats().graphs_compiled, 1);
+}
+
 void expect_error(const std::function<void()>& f, const std::string& what) {
   try {
     f();
