@@ -135,6 +135,22 @@ TEST(TorchCtc, LogitsGradientAndModule) {
   expect_error([] { nn::CTCLoss(0, "batchmean"); }, "CTCLoss: 'batchmean' is not a valid value for reduction");
 }
 
+TEST(TorchCtc, GradcheckThroughLogSoftmax) {
+  // Through log_softmax torch's extra exp(lp) term cancels (Note [CTC gradient as torch's]): the
+  // gradient w.r.t. the logits is the true one, checked against finite differences in float64.
+  manual_seed(0);
+  Tensor x = randn({6, 3, 5}, kFloat64).requires_grad_();
+  Tensor t = tensor<int64_t>({1, 1, 2, 3, 4, 0, 2, 2, 2}, {3, 3});  // sample 2 (2 2 2 in 4 frames) is impossible
+  for (const auto& r : kReductions)
+    EXPECT_TRUE(gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{F::ctc_loss(log_softmax(in[0], 2), t, std::vector<int64_t>{6, 5, 4},
+                                                 std::vector<int64_t>{3, 2, 3}, 0, r, true)};
+        },
+        {x}))
+        << r;
+}
+
 TEST(TorchCtc, ZeroInputLength) {
   // torch 1.13 reads alpha[-1] here; no frames make the empty target certain and any other impossible.
   Tensor lp = log_softmax(randn({3, 2, 4}), 2);
