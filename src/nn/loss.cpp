@@ -148,4 +148,17 @@ Tensor GaussianNLLLoss::forward(const Tensor& input, const Tensor& target, const
   return gaussian_nll_loss(input, target, var, full, eps, reduction);
 }
 
+CTCLoss::CTCLoss(int64_t blank, const std::string& reduction, bool zero_infinity)
+    : LossBase("CTCLoss", reduction), blank(blank), zero_infinity(zero_infinity) {}
+
+Tensor CTCLoss::forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                        const Tensor& target_lengths) {
+  return ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity);
+}
+
+Tensor CTCLoss::forward(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
+                        const std::vector<int64_t>& target_lengths) {
+  return ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity);
+}
+
 }  // namespace kiln::nn

@@ -40,6 +40,7 @@ using kiln::conv_transpose3d;
 using kiln::cosine_embedding_loss;
 using kiln::cosine_similarity;
 using kiln::cross_entropy;
+using kiln::ctc_loss;
 using kiln::dropout;
 using kiln::elu;
 using kiln::elu_;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/nn/module.h"
 
@@ -180,6 +181,26 @@ class GaussianNLLLoss : public Loss3 {  // forward(input, target, var)
   Tensor forward(const Tensor& input, const Tensor& target, const Tensor& var) override;
   bool full;
   double eps;
+};
+
+// forward(log_probs, targets, input_lengths, target_lengths), as F.ctc_loss (include/kiln/ops/nn_loss_extra.h).
+class CTCLoss : public LossBase {
+ public:
+  explicit CTCLoss(int64_t blank = 0, const std::string& reduction = "mean", bool zero_infinity = false);
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                 const Tensor& target_lengths);
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
+                 const std::vector<int64_t>& target_lengths);
+  Tensor operator()(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                    const Tensor& target_lengths) {
+    return forward(log_probs, targets, input_lengths, target_lengths);
+  }
+  Tensor operator()(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
+                    const std::vector<int64_t>& target_lengths) {
+    return forward(log_probs, targets, input_lengths, target_lengths);
+  }
+  int64_t blank;
+  bool zero_infinity;
 };
 
 }  // namespace kiln::nn

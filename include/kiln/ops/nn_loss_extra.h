@@ -5,6 +5,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/tensor.h"
 
@@ -40,6 +41,15 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_inpu
 // below eps are clamped for the value only (the gradient passes through, as torch's no_grad clamp).
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
                          double eps = 1e-6, const std::string& reduction = "mean");
+// log_probs [T, N, C] (or unbatched [T, C]); targets padded [N, S] or concatenated [sum(target_lengths)];
+// lengths integral [N] (read on the host, src/ops/ctc_loss.cpp). "mean" divides each loss by its target
+// length (at least 1) and averages. Impossible alignments give inf, or 0 with zero_infinity.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank = 0, const std::string& reduction = "mean",
+                bool zero_infinity = false);
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
+                const std::vector<int64_t>& target_lengths, int64_t blank = 0, const std::string& reduction = "mean",
+                bool zero_infinity = false);
 
 // ---- distances ----
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
