@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "core/tensor_impl.h"
 #include "io/file_util.h"
@@ -230,7 +231,15 @@ void byteswap_all(uint8_t* p, size_t count) {
     for (size_t a = 0, b = N - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
 }
 
-Tensor parse_npy(const uint8_t* data, size_t n, const std::string& where) {
+// Where the elements are and what they are. `data` holds the file's first `n` bytes, at least
+// its magic, version, header length and header (or all of it when shorter); `total` is its size.
+struct NpyLayout {
+  NpyHeader h;
+  size_t item = 0;
+  uint64_t nbytes = 0, offset = 0;
+};
+
+NpyLayout parse_npy_header(const uint8_t* data, size_t n, uint64_t total, const std::string& where) {
   KILN_CHECK(data != nullptr || n == 0, where, ": data is null");
   KILN_CHECK(n >= kMagicLen + 2 && std::memcmp(data, kMagic, kMagicLen) == 0, where,
              ": not a .npy file (it must start with \"\\x93NUMPY\")");
@@ -242,39 +251,49 @@ Tensor parse_npy(const uint8_t* data, size_t n, const std::string& where) {
   KILN_CHECK(n >= prefix, where, ": truncated before the header length");
   uint64_t header_len = data[8] | (uint64_t(data[9]) << 8);
   if (len_bytes == 4) header_len |= (uint64_t(data[10]) << 16) | (uint64_t(data[11]) << 24);
-  KILN_CHECK(header_len <= n - prefix, where, ": header length ", header_len, " goes beyond the end of the data (", n,
-             " bytes)");
+  KILN_CHECK(header_len <= total - prefix, where, ": header length ", header_len,
+             " goes beyond the end of the data (", total, " bytes)");
+  KILN_CHECK(header_len <= n - prefix, where, ": the header was not read in full");
   std::string_view text(reinterpret_cast<const char*>(data) + prefix, header_len);
   for (size_t i = 0; i < text.size(); ++i)
     KILN_CHECK(static_cast<unsigned char>(text[i]) < 0x80 &&
                    (text[i] >= ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'),
                where, ": unexpected byte 0x", std::hex, int(static_cast<unsigned char>(text[i])), std::dec, " at byte ",
                i, " of the header");
-  NpyHeader h = HeaderParser(text, major < 3, where).parse();
+  NpyLayout l;
+  l.h = HeaderParser(text, major < 3, where).parse();
+  const NpyHeader& h = l.h;
 
-  const size_t item = itemsize(h.dtype);
-  uint64_t nbytes = item;
+  l.item = itemsize(h.dtype);
+  l.nbytes = l.item;
   for (int64_t s : h.shape)
-    KILN_CHECK(io::checked_mul(nbytes, static_cast<uint64_t>(s), &nbytes), where, ": shape ", shape_str(h.shape),
+    KILN_CHECK(io::checked_mul(l.nbytes, static_cast<uint64_t>(s), &l.nbytes), where, ": shape ", shape_str(h.shape),
                " overflows");
-  KILN_CHECK(io::shape_fits(h.shape.data(), h.shape.size(), item), where, ": shape ", shape_str(h.shape),
+  KILN_CHECK(io::shape_fits(h.shape.data(), h.shape.size(), l.item), where, ": shape ", shape_str(h.shape),
              " is too large for kiln's 64-bit sizes");
-  const uint64_t available = n - prefix - header_len;
-  KILN_CHECK(nbytes <= available, where, ": truncated: shape ", shape_str(h.shape), " of ", h.dtype, " needs ", nbytes,
-             " bytes of data but only ", available, " follow the header");
-  const uint8_t* src = data + prefix + header_len;
-  if (h.dtype == kBool) {
-    size_t bad = io::find_invalid_bool(src, nbytes);
-    KILN_CHECK(bad == nbytes, where, ": bool element ", bad, " is ", int(src[bad]), " (must be 0 or 1)");
-  }
+  l.offset = prefix + header_len;
+  const uint64_t available = total - l.offset;
+  KILN_CHECK(l.nbytes <= available, where, ": truncated: shape ", shape_str(h.shape), " of ", h.dtype, " needs ",
+             l.nbytes, " bytes of data but only ", available, " follow the header");
+  return l;
+}
 
+// The tensor of `l`; `fill` writes its `l.nbytes` stored bytes into the destination.
+template <class Fill>
+Tensor read_npy_data(const NpyLayout& l, Fill&& fill, const std::string& where) {
+  const NpyHeader& h = l.h;
+  const size_t item = l.item, nbytes = static_cast<size_t>(l.nbytes);
   // Fortran order stores the transpose's C-order bytes: read those, then transpose back.
   Shape stored = h.shape;
   const bool transpose = h.fortran_order && h.shape.size() > 1;
   if (transpose) std::reverse(stored.begin(), stored.end());
   Tensor t = empty(stored, h.dtype);
   auto* dst = static_cast<uint8_t*>(t.data_ptr());
-  if (nbytes > 0) std::memcpy(dst, src, nbytes);
+  if (nbytes > 0) fill(dst);
+  if (h.dtype == kBool) {
+    size_t bad = io::find_invalid_bool(dst, nbytes);
+    KILN_CHECK(bad == nbytes, where, ": bool element ", bad, " is ", int(dst[bad]), " (must be 0 or 1)");
+  }
   if (h.big_endian && item > 1) {
     const size_t count = nbytes / item;
     switch (item) {
@@ -293,6 +312,12 @@ Tensor parse_npy(const uint8_t* data, size_t n, const std::string& where) {
   std::vector<int64_t> dims(h.shape.size());
   for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(dims.size() - 1 - i);
   return t.permute(dims).contiguous();
+}
+
+Tensor parse_npy(const uint8_t* data, size_t n, const std::string& where) {
+  NpyLayout l = parse_npy_header(data, n, n, where);
+  return read_npy_data(
+      l, [&](uint8_t* dst) { std::memcpy(dst, data + l.offset, static_cast<size_t>(l.nbytes)); }, where);
 }
 
 const char* npy_descr(DType t) {
@@ -364,8 +389,26 @@ std::vector<uint8_t> save_npy(const Tensor& x) {
 
 Tensor load_npy(const std::string& path) {
   const std::string where = "npy file '" + path + "'";
-  auto file = io::MappedFile::open(path, where);
-  return parse_npy(file->data(), file->size(), where);
+  // Read with pread, never mapped (Note [Copy by default]): a file truncated while it is read
+  // gives an error, not SIGBUS, and the tensor owns its memory.
+  auto file = io::ReadFile::open(path, where);
+  const uint64_t total = file->size();
+  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(total, kMagicLen + 2 + 4)));
+  file->read_at(0, head.data(), head.size(), where);
+  if (head.size() >= kMagicLen + 4 && std::memcmp(head.data(), kMagic, kMagicLen) == 0) {
+    // The header length, when the prefix is one: read the header too (at most the whole file).
+    const bool v1 = head[6] == 1;
+    uint64_t len = head[8] | (uint64_t(head[9]) << 8);
+    if (!v1 && head.size() >= 12) len |= (uint64_t(head[10]) << 16) | (uint64_t(head[11]) << 24);
+    const uint64_t want = std::min<uint64_t>(total, (v1 ? 10 : 12) + len);
+    if (want > head.size()) {
+      head.resize(static_cast<size_t>(want));
+      file->read_at(0, head.data(), head.size(), where);
+    }
+  }
+  NpyLayout l = parse_npy_header(head.data(), head.size(), total, where);
+  return read_npy_data(
+      l, [&](uint8_t* dst) { file->read_at(l.offset, dst, static_cast<size_t>(l.nbytes), where); }, where);
 }
 
 Tensor load_npy(const uint8_t* data, size_t n) { return parse_npy(data, n, "npy bytes"); }

@@ -2,10 +2,13 @@
 #include "kiln/nn/conv.h"
 
 #include <cmath>
+#include <string>
+#include <string_view>
 
 #include "kiln/nn/init.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/shape.h"
 #include "nn/nn_util.h"
 
 namespace kiln::nn {
@@ -40,14 +43,19 @@ bool all_equal(const std::vector<int64_t>& v, int64_t x) {
 // torch's _ConvNd.extra_repr: non-default settings only.
 std::string conv_repr(int64_t in, int64_t out, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
                       const std::vector<int64_t>& p, const std::vector<int64_t>& d, const std::vector<int64_t>& op,
-                      int64_t groups, bool bias) {
+                      int64_t groups, bool bias, const std::string& padding_string = "",
+                      const std::string& padding_mode = "zeros") {
   std::string r =
       std::to_string(in) + ", " + std::to_string(out) + ", kernel_size=" + py_tuple(k) + ", stride=" + py_tuple(s);
-  if (!all_equal(p, 0)) r += ", padding=" + py_tuple(p);
+  if (!padding_string.empty())
+    r += ", padding=" + padding_string;
+  else if (!all_equal(p, 0))
+    r += ", padding=" + py_tuple(p);
   if (!all_equal(d, 1)) r += ", dilation=" + py_tuple(d);
   if (!all_equal(op, 0)) r += ", output_padding=" + py_tuple(op);
   if (groups != 1) r += ", groups=" + std::to_string(groups);
   if (!bias) r += ", bias=False";
+  if (padding_mode != "zeros") r += ", padding_mode=" + padding_mode;
   return r;
 }
 
@@ -74,10 +82,64 @@ std::vector<int64_t> weight_shape(int64_t c0, int64_t c1, const std::vector<int6
   return s;
 }
 
+// torch's _ConvNd checks on padding_mode and a padding string.
+void check_padding_mode(const char* who, const std::string& mode) {
+  KILN_CHECK(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular", who,
+             ": padding_mode must be one of {'zeros', 'reflect', 'replicate', 'circular'}, but got padding_mode='",
+             mode, "'");
+}
+
+std::string padding_string_of(const char* who, std::string_view padding, const std::vector<int64_t>& stride) {
+  KILN_CHECK(padding == "same" || padding == "valid", who, ": Invalid padding string '", std::string(padding),
+             "', should be one of {'valid', 'same'}");
+  if (padding == "same")
+    for (int64_t s : stride)
+      KILN_CHECK(s == 1, who,
+                 ": padding='same' is not supported for strided convolutions, got stride=", py_tuple(stride));
+  return std::string(padding);
+}
+
+// torch's _reversed_padding_repeated_twice: F.pad's (left, right) pairs from the last dim, for
+// "same" the halves of dilation*(k-1) with the odd one on the right.
+std::vector<int64_t> reversed_padding_twice(const std::string& padding_string, const std::vector<int64_t>& padding,
+                                            const std::vector<int64_t>& kernel, const std::vector<int64_t>& dilation) {
+  std::vector<int64_t> out;
+  for (size_t i = kernel.size(); i-- > 0;) {
+    int64_t l = padding[i], r = padding[i];
+    if (padding_string == "valid") l = r = 0;
+    if (padding_string == "same") {
+      const int64_t total = dilation[i] * (kernel[i] - 1);
+      l = total / 2;
+      r = total - l;
+    }
+    out.push_back(l);
+    out.push_back(r);
+  }
+  return out;
+}
+
+// torch's _ConvNd._conv_forward: other modes than zeros pad first, then convolve unpadded.
+Tensor conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::vector<int64_t>& stride,
+                    const std::vector<int64_t>& padding, const std::string& padding_string,
+                    const std::string& padding_mode, const std::vector<int64_t>& kernel,
+                    const std::vector<int64_t>& dilation, int64_t groups) {
+  const size_t nd = kernel.size();
+  auto conv = [&](const Tensor& in, auto pad) {
+    return nd == 1   ? conv1d(in, weight, bias, stride, pad, dilation, groups)
+           : nd == 2 ? conv2d(in, weight, bias, stride, pad, dilation, groups)
+                     : conv3d(in, weight, bias, stride, pad, dilation, groups);
+  };
+  if (padding_mode != "zeros")
+    return conv(kiln::pad(x, reversed_padding_twice(padding_string, padding, kernel, dilation), padding_mode),
+                IntArrayRef(0));
+  if (!padding_string.empty()) return conv(x, padding_string);
+  return conv(x, IntArrayRef(padding));
+}
+
 }  // namespace
 
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
-               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias)
+               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias, const std::string& padding_mode)
     : Module("Conv1d"),
       in_channels(in_channels),
       out_channels(out_channels),
@@ -85,7 +147,9 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
       stride(expand_arg("Conv1d", "stride", stride, 1)),
       padding(expand_arg("Conv1d", "padding", padding, 1)),
       dilation(expand_arg("Conv1d", "dilation", dilation, 1)),
-      groups(groups) {
+      groups(groups),
+      padding_mode(padding_mode) {
+  check_padding_mode("Conv1d", padding_mode);
   check_conv_args("Conv1d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
                   this->dilation);
   weight = register_parameter("weight", empty({out_channels, in_channels / groups, this->kernel_size[0]}));
@@ -95,14 +159,21 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
 
 void Conv1d::reset_parameters() { reset_conv(weight, bias); }
 
-Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
+Tensor Conv1d::forward(const Tensor& x) {
+  return conv_forward(x, weight, bias, stride, padding, padding_string, padding_mode, kernel_size, dilation, groups);
+}
+
+void Conv1d::set_padding_string(std::string_view padding) {
+  padding_string = padding_string_of("Conv1d", padding, stride);
+}
 
 std::string Conv1d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0}, groups, bias.defined());
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0}, groups, bias.defined(),
+                   padding_string, padding_mode);
 }
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
-               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias)
+               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias, const std::string& padding_mode)
     : Module("Conv2d"),
       in_channels(in_channels),
       out_channels(out_channels),
@@ -110,7 +181,9 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
       stride(expand_arg("Conv2d", "stride", stride, 2)),
       padding(expand_arg("Conv2d", "padding", padding, 2)),
       dilation(expand_arg("Conv2d", "dilation", dilation, 2)),
-      groups(groups) {
+      groups(groups),
+      padding_mode(padding_mode) {
+  check_padding_mode("Conv2d", padding_mode);
   check_conv_args("Conv2d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
                   this->dilation);
   weight = register_parameter("weight",
@@ -121,10 +194,17 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
 
 void Conv2d::reset_parameters() { reset_conv(weight, bias); }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv_forward(x, weight, bias, stride, padding, padding_string, padding_mode, kernel_size, dilation, groups);
+}
+
+void Conv2d::set_padding_string(std::string_view padding) {
+  padding_string = padding_string_of("Conv2d", padding, stride);
+}
 
 std::string Conv2d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0}, groups, bias.defined());
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0}, groups, bias.defined(),
+                   padding_string, padding_mode);
 }
 
 ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
@@ -165,7 +245,7 @@ std::string ConvTranspose2d::extra_repr() const {
 }
 
 Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
-               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias)
+               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias, const std::string& padding_mode)
     : Module("Conv3d"),
       in_channels(in_channels),
       out_channels(out_channels),
@@ -173,7 +253,9 @@ Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
       stride(expand_arg("Conv3d", "stride", stride, 3)),
       padding(expand_arg("Conv3d", "padding", padding, 3)),
       dilation(expand_arg("Conv3d", "dilation", dilation, 3)),
-      groups(groups) {
+      groups(groups),
+      padding_mode(padding_mode) {
+  check_padding_mode("Conv3d", padding_mode);
   check_conv_args("Conv3d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
                   this->dilation);
   weight =
@@ -184,11 +266,17 @@ Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
 
 void Conv3d::reset_parameters() { reset_conv(weight, bias); }
 
-Tensor Conv3d::forward(const Tensor& x) { return conv3d(x, weight, bias, stride, padding, dilation, groups); }
+Tensor Conv3d::forward(const Tensor& x) {
+  return conv_forward(x, weight, bias, stride, padding, padding_string, padding_mode, kernel_size, dilation, groups);
+}
+
+void Conv3d::set_padding_string(std::string_view padding) {
+  padding_string = padding_string_of("Conv3d", padding, stride);
+}
 
 std::string Conv3d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0, 0}, groups,
-                   bias.defined());
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0, 0}, groups, bias.defined(),
+                   padding_string, padding_mode);
 }
 
 #define KILN_CONV_TRANSPOSE(Name, fn, nd)                                                                          \

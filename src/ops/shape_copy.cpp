@@ -229,6 +229,26 @@ std::vector<TensorMeta> meta_pad(const OpCall& c) {
 }
 KILN_REGISTER_META(pad, meta_pad);
 
+// Circular padding wraps each padded dim around once: the last l entries before, the first r
+// after (torch's _pad_circular), composed of narrow and cat so autograd and every backend get it.
+Tensor pad_circular(const Tensor& x, IntArrayRef pad) {
+  KILN_CHECK(pad.size() % 2 == 0, "pad: padding length must be divisible by 2, got ", pad.size());
+  const int64_t n = static_cast<int64_t>(pad.size()) / 2;
+  KILN_CHECK(n >= 1 && (x.dim() == n + 1 || x.dim() == n + 2), "pad: circular padding of ", n, " dimension(s) needs a ",
+             n + 1, "-D (unbatched) or ", n + 2, "-D input, got shape ", shape_str(x.sizes()));
+  Tensor y = x;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t d = x.dim() - 1 - k, l = pad[2 * k], r = pad[2 * k + 1], size = x.sizes()[d];
+    KILN_CHECK(l >= 0 && r >= 0, "pad: not supported yet: negative circular padding (", l, ", ", r, ") at dimension ",
+               d);
+    KILN_CHECK(l <= size && r <= size, "pad: Padding value causes wrapping around more than once: padding (", l, ", ",
+               r, ") at dimension ", d, " of input ", shape_str(x.sizes()));
+    if (l == 0 && r == 0) continue;
+    y = cat({narrow(y, d, size - l, l), y, narrow(y, d, 0, r)}, d);
+  }
+  return y;
+}
+
 }  // namespace
 
 // ---- public functions ----
@@ -244,6 +264,7 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return call_op1(OpId::triu, {x}
 Tensor pad(const Tensor& x, IntArrayRef pad, const std::string& mode, std::optional<double> value) {
   KILN_CHECK(!value || mode == "constant" || *value == 0.0, "pad: padding mode \"", mode,
              "\" doesn't take in value argument");
+  if (mode == "circular") return pad_circular(x, pad);
   return call_op1(OpId::pad, {x}, {pad.vec(), mode, value.value_or(0.0)});
 }
 

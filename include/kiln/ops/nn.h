@@ -2,7 +2,9 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/generator.h"
@@ -65,6 +67,30 @@ Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride =
 Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size);
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, IntArrayRef stride = 1,
               IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1);
+// String padding, as torch's: "valid" is no padding; "same" keeps the input's size (stride must
+// be 1): dilation*(k-1) in all per dim, half on each side and the odd one on the right. A template
+// so that 0 and {1, 1} never pick it (std::string converts from both).
+template <class S>
+concept PaddingString = std::is_convertible_v<const S&, std::string_view>;
+namespace detail {
+Tensor conv_padding_string(int64_t nd, const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+                           std::string_view padding, IntArrayRef dilation, int64_t groups);
+}  // namespace detail
+template <PaddingString S>
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, const S& padding,
+              IntArrayRef dilation = 1, int64_t groups = 1) {
+  return detail::conv_padding_string(1, x, weight, bias, stride, padding, dilation, groups);
+}
+template <PaddingString S>
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, const S& padding,
+              IntArrayRef dilation = 1, int64_t groups = 1) {
+  return detail::conv_padding_string(2, x, weight, bias, stride, padding, dilation, groups);
+}
+template <PaddingString S>
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, const S& padding,
+              IntArrayRef dilation = 1, int64_t groups = 1) {
+  return detail::conv_padding_string(3, x, weight, bias, stride, padding, dilation, groups);
+}
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                         IntArrayRef stride = 1, IntArrayRef padding = 0, IntArrayRef output_padding = 0,
                         int64_t groups = 1, IntArrayRef dilation = 1);

@@ -47,7 +47,8 @@ Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims = {});
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // pad: (left, right) pairs starting from the last dim, as torch.nn.functional.pad.
-// mode: "constant", "reflect" or "replicate".
+// mode: "constant", "reflect", "replicate" or "circular" (which pads every dim but the first one
+// or two, each at most once around, as torch).
 Tensor pad(const Tensor& x, IntArrayRef pad, const std::string& mode = "constant",
            std::optional<double> value = std::nullopt);
 
