@@ -3,6 +3,8 @@
 #include "backend/cpu/lapack.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "kiln/error.h"
 
@@ -129,8 +131,17 @@ std::vector<int64_t> gesv(const char* op, const Tensor& a, const Tensor& b) {
   std::vector<Int> ipiv(std::max<int64_t>(n, 1));
   dispatch(op, a, [&]<class T>() {
     for (int64_t i = 0; i < B; ++i) {
-      info[i] =
-          gesv(Int(n), Int(k), a.data_ptr<T>() + i * n * n, ld(n), ipiv.data(), b.data_ptr<T>() + i * n * k, ld(n));
+      T* ai = a.data_ptr<T>() + i * n * n;
+      T* bi = b.data_ptr<T>() + i * n * k;
+      // A NaN in A makes X NaN. LAPACKs disagree on whether it is also a zero pivot (the
+      // reference one and torch say no, OpenBLAS's getrf says "singular"): answer NaN on all.
+      if (std::any_of(ai, ai + n * n, [](T v) { return std::isnan(v); })) {
+        std::fill(ai, ai + n * n, std::numeric_limits<T>::quiet_NaN());
+        std::fill(bi, bi + n * k, std::numeric_limits<T>::quiet_NaN());
+        info[i] = 0;
+        continue;
+      }
+      info[i] = gesv(Int(n), Int(k), ai, ld(n), ipiv.data(), bi, ld(n));
       check_arg(op, "gesv", Int(info[i]));
     }
   });
