@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
+#include "kiln/ops/shape.h"
 
 namespace kiln::autograd {
 namespace {
@@ -33,6 +34,15 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
   {
     NoGradGuard no_grad;
     outs = backend_call(op, inputs, attrs);
+    // A composite may hand back an input untouched (logcumsumexp over a dim of size 1). Its
+    // output must be a tensor of its own: recording history on the input would take a leaf's
+    // place and make the node, which saves that input, own itself.
+    for (Tensor& o : outs)
+      for (const Tensor& in : inputs)
+        if (o.defined() && o.unsafe_impl() == in.unsafe_impl()) {
+          o = clone(o);
+          break;
+        }
   }
   if (RecordLayer* rec = current_record_layer())
     if (DeferredGraph* deferred = rec->deferred_autograd()) {

@@ -262,3 +262,18 @@ TEST(Autograd, FillOnALeafThatRequiresGradIsAnError) {
   EXPECT_FALSE(h.requires_grad());
 }
 }  // namespace
+
+namespace {
+// A composite that returns its input untouched (a scan over a dim of size 1) still gives a
+// new tensor: the input keeps its own history (a leaf stays a leaf) and the gradient flows.
+TEST(Autograd, IdentityCompositeLeavesItsInputAlone) {
+  Tensor x = tensor<double>({1.5, -2.0, 0.25}, kFloat64).reshape({3, 1}).detach().requires_grad_();
+  Tensor y = logcumsumexp(x, 1);
+  EXPECT_NE(y.unsafe_impl(), x.unsafe_impl());
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_EQ(x.grad_fn(), nullptr);
+  EXPECT_NE(y.grad_fn(), nullptr);
+  (y * 2.0).sum().backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 2, 2}));
+}
+}  // namespace
