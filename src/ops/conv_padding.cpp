@@ -33,7 +33,11 @@ Tensor conv_padding_string(int64_t nd, const Tensor& x, const Tensor& weight, co
   bool symmetric = true;
   for (int64_t i = 0; i < nd; ++i) {
     const int64_t d = dilation.size() == 1 ? dilation[0] : dilation[static_cast<size_t>(i)];
-    const int64_t total = d * (weight.sizes()[static_cast<size_t>(i + 2)] - 1);
+    const int64_t k = weight.sizes()[static_cast<size_t>(i + 2)];
+    int64_t total = 0;
+    KILN_CHECK(d > 0, name, ": dilation must be greater than zero, got ", shape_str(dilation));
+    KILN_CHECK(k < 1 || !__builtin_mul_overflow(d, k - 1, &total), name, ": padding='same' with dilation ", d,
+               " and kernel size ", k, " needs more padding than fits in int64");
     left[static_cast<size_t>(i)] = total / 2;
     const int64_t odd = total - 2 * (total / 2);
     extra[2 * static_cast<size_t>(nd - 1 - i) + 1] = odd;  // F.pad's pairs start from the last dim

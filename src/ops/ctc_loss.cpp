@@ -71,10 +71,10 @@ Tensor ctc_loss(const Tensor& log_probs_in, const Tensor& targets_in, const std:
   KILN_CHECK(log_probs_in.defined() && targets_in.defined(), op, ": log_probs and targets must be defined");
   KILN_CHECK(is_floating_point(log_probs_in.dtype()), op, ": expected floating log_probs, got dtype ",
              log_probs_in.dtype());
+  KILN_CHECK(log_probs_in.dim() == 2 || log_probs_in.dim() == 3, op,
+             ": expected log_probs of shape [T, N, C] or [T, C], got ", shape_str(log_probs_in.sizes()));
   const bool batched = log_probs_in.dim() == 3;
   Tensor lp = batched ? log_probs_in : unsqueeze(log_probs_in, 1);
-  KILN_CHECK(lp.dim() == 3, op, ": expected log_probs of shape [T, N, C] or [T, C], got ",
-             shape_str(log_probs_in.sizes()));
   KILN_CHECK(targets_in.dim() == 1 || targets_in.dim() == 2, op,
              ": expected targets of shape [N, S] (padded) or [sum(target_lengths)] (concatenated), got ",
              shape_str(targets_in.sizes()));

@@ -5,6 +5,7 @@
 // traced); the others have static shapes. Checks and messages follow torch's.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "dispatch/dispatch.h"
 #include "kiln/ops/creation.h"
@@ -77,12 +78,17 @@ std::vector<TensorMeta> meta_tri_indices(const OpCall& c) {
   KILN_CHECK(col >= 0, c.name(), ": col must be non-negative, got ", col);
   KILN_CHECK(dt == kInt64 || dt == kInt32, c.name(), ": expected dtype int64 or int32, got ", dt);
   bool lower = c.op == OpId::tril_indices;
-  int64_t n = 0;
-  for (int64_t i = 0; i < row; ++i) {
-    int64_t k = std::clamp<int64_t>(i + offset + (lower ? 1 : 0), 0, col);  // columns < k are on or below
-    n += lower ? k : col - k;
-  }
-  return one_output({2, n}, dt, c.attrs.device(4));
+  // Row i has clamp(i + d, 0, col) columns below the cut: none up to row lo, then one more
+  // each row up to row hi, then all of them. In closed form (a loop over rows would take
+  // hours for huge ones) and in 128 bits, so that an impossible size is an error, not a wrap.
+  using Wide = __int128;
+  Wide d = Wide(offset) + (lower ? 1 : 0);
+  Wide lo = std::clamp<Wide>(-d, 0, row), hi = std::clamp<Wide>(Wide(col) - d, 0, row);
+  Wide below = (hi - lo) * (lo + hi - 1 + 2 * d) / 2 + (Wide(row) - hi) * col;
+  Wide n = lower ? below : Wide(row) * col - below;
+  KILN_CHECK(n <= std::numeric_limits<int64_t>::max() / 2, c.name(), ": ", row, " x ", col, " with offset ", offset,
+             " has too many indices to hold in a tensor");
+  return one_output({2, static_cast<int64_t>(n)}, dt, c.attrs.device(4));
 }
 KILN_REGISTER_META(tril_indices, meta_tri_indices);
 KILN_REGISTER_META(triu_indices, meta_tri_indices);

@@ -619,7 +619,9 @@ std::vector<ErrorSample> tri_indices_errors(bool lower) {
   };
   return {{"negative row", [f] { f(-1, 3, kInt64); }, "row must be non-negative"},
           {"negative col", [f] { f(3, -1, kInt64); }, "col must be non-negative"},
-          {"float dtype", [f] { f(3, 3, kFloat32); }, "expected dtype int64 or int32"}};
+          {"float dtype", [f] { f(3, 3, kFloat32); }, "expected dtype int64 or int32"},
+          // Counted in closed form: a row loop would run for hours before the allocation failed.
+          {"too many indices", [f] { f(int64_t(1) << 40, int64_t(1) << 40, kInt64); }, "has too many indices"}};
 }
 std::vector<OpSample> tril_indices_samples() { return tri_indices_samples(true); }
 std::vector<OpSample> triu_indices_samples() { return tri_indices_samples(false); }

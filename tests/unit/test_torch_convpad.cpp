@@ -126,6 +126,8 @@ TEST(TorchConvPad, StringPaddingErrors) {
                "conv2d: padding='same' is not supported for strided convolutions, got stride=[1, 2]");
   EXPECT_ERROR(conv3d(in("conv3d"), in("conv3d", 1), {}, 1, "full"), "conv3d: Invalid padding string: 'full'");
   EXPECT_ERROR(conv1d(x, w, {}, 1, "SAME"), "Invalid padding string");
+  EXPECT_ERROR(conv1d(x, w, {}, 1, "same", int64_t(1) << 62), "conv1d: padding='same' with dilation");
+  EXPECT_ERROR(conv1d(x, w, {}, 1, "same", 0), "conv1d: dilation must be greater than zero");
   // A weight of the wrong rank is the conv's own error, not an out-of-bounds read.
   EXPECT_ERROR(conv2d(in("conv2d"), w, {}, 1, "same"), "conv2d");
   // The integer overloads are still chosen for 0 and braced lists.

@@ -183,6 +183,7 @@ TEST(TorchCtc, Errors) {
       },
       "ctc_loss: expected concatenated targets of size sum(target_lengths) = 4");
   expect_error([&] { F::ctc_loss(lp, t, V{5}, V{2, 2}); }, "ctc_loss: input_lengths must be of size batch_size (2)");
+  expect_error([&] { F::ctc_loss(tensor(1.0), t, V{1}, V{1}); }, "ctc_loss: expected log_probs of shape [T, N, C]");
   expect_error([&] { F::ctc_loss(lp, t, V{5, 1}, V{2}); }, "ctc_loss: target_lengths must be of size batch_size (2)");
   expect_error([&] { F::ctc_loss(lp, t, il, tl, 4); }, "ctc_loss: blank must be in label range [0, 4), got 4");
   expect_error([&] { F::ctc_loss(lp, t, il, tl, -1); }, "ctc_loss: blank must be in label range");
