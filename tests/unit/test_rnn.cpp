@@ -736,7 +736,7 @@ TEST(Rnn, TorchFixturePackedSequences) {
     nn::GRU gru({.input_size = 4, .hidden_size = 5, .bidirectional = true});
     nn::RNNBase& m = lstm_case ? static_cast<nn::RNNBase&>(lstm) : gru;
     check_torch(std::string(name), m, [&] {
-      const Tensor& x = input(name, 0);
+      const Tensor x = input(name, 0);  // a copy of the handle: GCC 13 sees a reference into a temporary
       R::PackedSequence packed = R::pack_padded_sequence(x, input(name, 1), m.batch_first, false);
       std::vector<Tensor> outs;
       R::PackedSequence out_packed;
