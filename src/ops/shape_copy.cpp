@@ -205,6 +205,11 @@ std::vector<TensorMeta> meta_pad(const OpCall& c) {
   KILN_CHECK(pad.size() % 2 == 0, "pad: padding length must be divisible by 2, got ", pad.size());
   KILN_CHECK(static_cast<int64_t>(pad.size()) / 2 <= x.dim(), "pad: padding length ", pad.size(),
              " is too large for an input of shape ", shape_str(x.sizes()), " (at most 2 per dimension)");
+  // As torch's reflection/replication pads: n padded dims take (C, *) or (N, C, *), n <= 3.
+  const int64_t np = static_cast<int64_t>(pad.size()) / 2;
+  KILN_CHECK(mode == "constant" || (np >= 1 && np <= 3 && (x.dim() == np + 1 || x.dim() == np + 2)), "pad: ", mode,
+             " padding of ", np, " dimension(s) needs a ", np + 1, "-D (unbatched) or ", np + 2,
+             "-D input (1 to 3 padded dimensions), got shape ", shape_str(x.sizes()));
   Shape out = x.sizes().vec();
   for (size_t k = 0; k < pad.size() / 2; ++k) {
     int64_t d = x.dim() - 1 - static_cast<int64_t>(k);

@@ -429,10 +429,10 @@ std::vector<OpSample> samples_pad() {
       {{2, 2}, {0, 0, 0, 0}, "constant", 0.0},
       {{0, 2}, {1, 1}, "constant", 2.0},
       {{2, 4}, {2, 3}, "reflect", 0.0},
-      {{3, 4}, {1, 2, 2, 1}, "reflect", 0.0},
+      {{1, 3, 4}, {1, 2, 2, 1}, "reflect", 0.0},
       {{2, 3, 3, 3}, {1, 1, 2, 0, 1, 2}, "reflect", 0.0},
       {{2, 3}, {2, 1}, "replicate", 0.0},
-      {{3, 4}, {3, 0, 1, 2}, "replicate", 0.0},
+      {{2, 3, 4}, {3, 0, 1, 2}, "replicate", 0.0},
       {{1, 2, 2, 3}, {1, 2, 0, 1, 2, 1}, "replicate", 0.0},
   };
   for (const Case& c : cases)
@@ -450,7 +450,7 @@ std::vector<OpSample> samples_pad() {
   for (DType t : kAll)
     for (std::string mode : {"constant", "reflect", "replicate"})
       out.push_back(sample(
-          dname(t) + " " + mode, {make_input({2, 3}, t, 2)},
+          dname(t) + " " + mode, {make_input({1, 2, 3}, t, 2)},
           [mode](const TensorList& in) {
             return TensorList{pad(in[0], {2, 1, 1, 0}, mode)};
           },
@@ -484,6 +484,18 @@ std::vector<ErrorSample> errors_pad() {
                 pad(zeros({2, 3}), {1, 1}, "circular-ish");
               },
               "unsupported mode"),
+          err(
+              "reflect of 2 dims on a 2-D input",
+              [] {
+                pad(zeros({3, 4}), {1, 1, 1, 1}, "reflect");
+              },
+              "pad: reflect padding of 2 dimension(s) needs a 3-D (unbatched) or 4-D input"),
+          err(
+              "replicate of 4 dims",
+              [] {
+                pad(zeros({1, 1, 2, 2, 2, 2}), {1, 1, 1, 1, 1, 1, 1, 1}, "replicate");
+              },
+              "1 to 3 padded dimensions"),
           err(
               "value with reflect",
               [] {
