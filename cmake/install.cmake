@@ -4,6 +4,7 @@ include(CMakePackageConfigHelpers)
 set(KILN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kiln CACHE STRING "Where kilnConfig.cmake is installed")
 
 install(DIRECTORY include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${KILN_GENERATED_INCLUDE}/kiln/tensor_methods.inc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
 install(TARGETS kiln EXPORT kilnTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET kiln_cli)

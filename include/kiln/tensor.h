@@ -10,6 +10,7 @@
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kiln/array_ref.h"
@@ -29,6 +30,23 @@ struct Node;
 namespace indexing {
 class TensorIndex;
 }
+
+// Note [Tensor methods]
+// For every op that ops.def flags METHOD, x.name(args...) is name(x, args...), as PyTorch's
+// `variants: method`. One forwarding template per op, from a list generated out of ops.def
+// (cmake/tensor_methods.cmake): the free function is found by argument-dependent lookup at the
+// call, so each of its overloads and defaults is a method overload too, and a call it does not
+// take is a compile error. A braced list cannot be deduced through a template, so the typed
+// methods below take x.sum({0, 1}) and x.view({-1, 4}).
+namespace method_detail {
+#define KILN_TENSOR_METHOD(name)                                  \
+  template <class... A>                                           \
+  auto name##_(A&&... a)->decltype(name(std::forward<A>(a)...)) { \
+    return name(std::forward<A>(a)...);                           \
+  }
+#include "kiln/tensor_methods.inc"
+#undef KILN_TENSOR_METHOD
+}  // namespace method_detail
 
 class Tensor {
  public:
@@ -289,6 +307,15 @@ class Tensor {
   // ---- linear algebra ----
   Tensor matmul(const Tensor& o) const;
   Tensor mm(const Tensor& o) const;
+
+  // ---- every op flagged METHOD in ops.def (Note [Tensor methods]) ----
+#define KILN_TENSOR_METHOD(name)                                                                                      \
+  template <class... A>                                                                                               \
+  auto name(A&&... a) const->decltype(method_detail::name##_(std::declval<const Tensor&>(), std::forward<A>(a)...)) { \
+    return method_detail::name##_(*this, std::forward<A>(a)...);                                                      \
+  }
+#include "kiln/tensor_methods.inc"
+#undef KILN_TENSOR_METHOD
 
  private:
   std::shared_ptr<TensorImpl> impl_;

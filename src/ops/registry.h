@@ -21,6 +21,7 @@ enum OpFlags : uint32_t {
   FACTORY = 1u << 5,
   NONDIFF = 1u << 6,
   MUTATES = 1u << 7,  // writes input 0 (or the first tensor list)
+  METHOD = 1u << 8,   // also a Tensor method (Note [Tensor methods]); nothing below the API reads it
 };
 enum class SaveMask : uint8_t { SaveNone = 0, SaveIn = 1, SaveOut = 2, SaveAll = 3 };
 
