@@ -45,6 +45,7 @@ bool register_samples(OpId op, SampleFn samples, ErrorFn errors = nullptr);
 // Every sample registered for `op`, from all the files that register it
 // (empty when none); the op tests and the meta tests (meta_tests.cpp) run them.
 std::vector<OpSample> op_samples(OpId op);
+std::vector<ErrorSample> op_error_samples(OpId op);
 
 }  // namespace kiln::test
 

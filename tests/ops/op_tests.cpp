@@ -201,6 +201,15 @@ std::vector<OpSample> op_samples(OpId op) {
   return samples;
 }
 
+std::vector<ErrorSample> op_error_samples(OpId op) {
+  std::vector<ErrorSample> all;
+  auto it = registry().find(op);
+  if (it == registry().end()) return all;
+  for (ErrorFn f : it->second.errors)
+    for (ErrorSample& e : f()) all.push_back(std::move(e));
+  return all;
+}
+
 bool register_samples(OpId op, SampleFn samples, ErrorFn errors) {
   auto& r = registry()[op];
   if (samples) r.samples.push_back(samples);

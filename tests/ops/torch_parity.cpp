@@ -1,0 +1,166 @@
+// Ops/TorchParity: every op of ops.def against PyTorch 1.13 (Note [Torch parity fixture]). Each
+// op call its samples made is replayed from tests/fixtures/torch_ops.safetensors and compared with
+// torch's outputs, its gradients of sum_k(out_k * w_k), or that torch raised. An op with no call
+// in the fixture fails unless the fixture gives one of the reasons below.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "dispatch/dispatch.h"
+#include "tests/ops/op_samples.h"
+#include "tests/ops/torch_parity.h"
+
+namespace kiln::test {
+namespace {
+
+const safetensors::SafeTensorsFile& fixture() {
+  static const safetensors::SafeTensorsFile f(KILN_TEST_FIXTURES "/torch_ops.safetensors");
+  return f;
+}
+std::string meta(const std::string& key) {
+  const auto& m = fixture().metadata();
+  auto it = m.find(key);
+  return it == m.end() ? std::string() : it->second;
+}
+
+// Why an op may have no PyTorch comparison: all else is a gap to fill.
+bool valid_reason(const std::string& r) {
+  for (const char* ok : {"random:", "internal:", "torch 1.13 lacks it:", "differs on purpose:"})
+    if (r.rfind(ok, 0) == 0) return true;
+  return false;
+}
+
+// fp32 results of reductions are summed in another order than torch's: tolerances as the
+// accuracy rule's for forward values (BENCHMARKS.md), and exact for integers and bools.
+void tolerance(DType t, double& atol, double& rtol) {
+  switch (t) {
+    case DType::Float16:
+      atol = 1e-3;
+      rtol = 2e-3;
+      break;
+    case DType::BFloat16:
+      atol = 1e-2;
+      rtol = 1.6e-2;
+      break;
+    case DType::Float32:
+      atol = 1e-5;
+      rtol = 1e-4;
+      break;
+    case DType::Float64:
+      atol = 1e-10;
+      rtol = 1e-9;
+      break;
+    default:
+      atol = rtol = 0;
+      break;
+  }
+}
+
+void expect_matches(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what << ": kiln gave no tensor";
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what << " shape";
+  ASSERT_EQ(got.dtype(), want.dtype()) << what << " dtype";
+  double atol, rtol;
+  tolerance(want.dtype(), atol, rtol);
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const bool ok =
+        (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] || std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
+    if (!ok && bad++ < 3) ADD_FAILURE() << what << " element " << i << ": kiln " << g[i] << ", torch " << w[i];
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << g.size() << " elements differ";
+}
+
+class TorchParity : public ::testing::TestWithParam<int> {};
+
+TEST_P(TorchParity, Samples) {
+  const OpId op = static_cast<OpId>(GetParam());
+  const std::string name = op_info(op).name;
+  const std::string count = meta(name + ".cases");
+  ASSERT_FALSE(count.empty()) << name << " is not in tests/fixtures/torch_ops.safetensors: rerun the steps of "
+                              << "Note [Torch parity fixture] (tests/ops/torch_parity_dump.cpp)";
+  const std::string reason = meta(name + ".reason");
+  int compared = 0;
+  for (int k = 0; k < std::stoi(count); ++k) {
+    const std::string key = name + "." + std::to_string(k);
+    const std::string skip = meta(key + ".skip");
+    if (!skip.empty()) {
+      EXPECT_TRUE(valid_reason(skip)) << key << ": not compared with torch: " << skip;
+      continue;
+    }
+    SCOPED_TRACE(key + " (" + meta(key + ".sample") + ")");
+    const int n = std::stoi(meta(key + ".ninputs"));
+    std::vector<Tensor> inputs(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      const std::string in = key + ".in" + std::to_string(i);
+      if (!fixture().contains(in)) continue;
+      inputs[static_cast<size_t>(i)] = fixture().get(in);
+      if (fixture().contains(key + ".grad" + std::to_string(i))) inputs[static_cast<size_t>(i)].requires_grad_(true);
+    }
+    for (const std::string& w : split_on(meta(key + ".wrapped"), ','))
+      inputs[static_cast<size_t>(std::stoi(w))].unsafe_impl()->is_wrapped_number = true;
+    const Attrs attrs = decode_attrs(meta(key + ".attrs"));
+    const bool torch_raised = meta(key + ".raised") == "1";
+    std::vector<Tensor> outs;
+    try {
+      outs = call_op(op, inputs, attrs);
+    } catch (const kiln::Error& e) {
+      EXPECT_TRUE(torch_raised) << "kiln threw where torch did not: " << e.what();
+      ++compared;
+      continue;
+    }
+    ++compared;
+    if (torch_raised) {
+      ADD_FAILURE() << "torch raised (" << meta(key + ".torch_error") << ") where kiln did not";
+      continue;
+    }
+    const int nout = std::stoi(meta(key + ".nout"));
+    // An in-place op's outputs are the inputs it wrote (copy_'s self, a _foreach_*_'s first list).
+    if (op_info(op).has(MUTATES) && outs.empty()) outs.assign(inputs.begin(), inputs.begin() + std::min<int>(nout, n));
+    // kiln's op may have outputs torch's call does not give (median's indices over all dims).
+    ASSERT_GE(static_cast<int>(outs.size()), nout) << "number of outputs";
+    for (int j = 0; j < nout; ++j) {
+      const std::string out = key + ".out" + std::to_string(j);
+      if (fixture().contains(out))
+        expect_matches(outs[static_cast<size_t>(j)], fixture().get(out), "output " + std::to_string(j));
+    }
+    // Gradients of sum_j(out_j * w_j) where torch gave them.
+    std::vector<Tensor> wrt, want;
+    for (int i = 0; i < n; ++i)
+      if (fixture().contains(key + ".grad" + std::to_string(i))) {
+        wrt.push_back(inputs[static_cast<size_t>(i)]);
+        want.push_back(fixture().get(key + ".grad" + std::to_string(i)));
+      }
+    const std::string grad_skip = meta(key + ".grad_skip");
+    if (!grad_skip.empty()) {
+      EXPECT_TRUE(valid_reason(grad_skip)) << key << ": gradients not compared: " << grad_skip;
+    }
+    if (wrt.empty()) continue;
+    Tensor loss;
+    for (int j = 0; j < nout; ++j) {
+      const std::string wk = key + ".w" + std::to_string(j);
+      if (!fixture().contains(wk)) continue;
+      Tensor term = (outs[static_cast<size_t>(j)] * fixture().get(wk)).sum();
+      loss = loss.defined() ? loss + term : term;
+    }
+    ASSERT_TRUE(loss.defined()) << "torch gave gradients but no output weights";
+    std::vector<Tensor> got = autograd::grad({loss}, wrt, {}, std::nullopt, false, /*allow_unused=*/true);
+    for (size_t i = 0; i < got.size(); ++i) {
+      Tensor g = got[i].defined() ? got[i] : zeros_like(want[i]);
+      expect_matches(g, want[i], "gradient " + std::to_string(i));
+    }
+  }
+  if (compared == 0) {
+    EXPECT_TRUE(valid_reason(reason)) << name << " has no PyTorch comparison"
+                                      << (reason.empty() ? "" : " (fixture says: " + reason + ")");
+  }
+}
+
+std::string parity_name(const ::testing::TestParamInfo<int>& p) { return op_name(static_cast<OpId>(p.param)); }
+INSTANTIATE_TEST_SUITE_P(Ops, TorchParity, ::testing::Range(0, kNumOps), parity_name);
+
+}  // namespace
+}  // namespace kiln::test
