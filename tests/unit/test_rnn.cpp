@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "tests/unit/torch_fixture.h"
 #include "kiln/nn.h"
 #include "tests/unit/expect_error.h"
+#include "tests/unit/torch_fixture.h"
 
 namespace kiln {
 namespace {
@@ -651,36 +651,7 @@ TEST(Rnn, CompiledLstmForwardAndBackwardMatchEager) {
 
 // ---------------------------------------------------------------- PyTorch 1.13
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_rnn.safetensors");
-  return sd;
-}
-
-std::vector<std::string> torch_keys(const std::string& name) {
-  static const safetensors::SafeTensorsFile file(KILN_TEST_FIXTURES "/torch_rnn.safetensors");
-  return kiln::testing::torch_fixture_keys(file, name);
-}
-
-const Tensor& input(const std::string& name, int i) { return fixture().at(name + ".in" + std::to_string(i)); }
-
-// Loads the case's state_dict strictly, runs `forward` and compares every output with PyTorch's.
-void check_torch(const std::string& name, nn::Module& m, const std::function<std::vector<Tensor>()>& forward) {
-  SCOPED_TRACE(name);
-  StateDict state = kiln::testing::torch_fixture_state(fixture(), name);
-  ASSERT_FALSE(state.empty());
-  EXPECT_EQ(m.state_dict().keys(), torch_keys(name)) << "state_dict keys in PyTorch's order";
-  m.load_state_dict(state, /*strict=*/true);
-  m.eval();
-  NoGradGuard no_grad;
-  std::vector<Tensor> got = forward();
-  for (size_t i = 0; i < got.size(); ++i) {
-    std::string key = name + ".out" + (i ? std::to_string(i) : "");
-    ASSERT_TRUE(fixture().contains(key)) << key;
-    const Tensor& want = fixture().at(key);
-    expect_close(got[i], want, 1e-5, key);
-  }
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "every PyTorch output compared";
-}
+const kiln::testing::TorchCases fixture("torch_rnn.safetensors");
 
 std::vector<Tensor> flat(const std::tuple<Tensor, Tensor>& r) { return {std::get<0>(r), std::get<1>(r)}; }
 std::vector<Tensor> flat(const std::tuple<Tensor, std::tuple<Tensor, Tensor>>& r) {
@@ -689,32 +660,36 @@ std::vector<Tensor> flat(const std::tuple<Tensor, std::tuple<Tensor, Tensor>>& r
 
 TEST(Rnn, TorchFixture) {
   nn::RNN rnn(4, 5, 2, "relu", true, false, 0.0, true);
-  check_torch("rnn_relu_bi2", rnn, [&] { return flat(rnn(input("rnn_relu_bi2", 0), input("rnn_relu_bi2", 1))); });
+  fixture.check_module("rnn_relu_bi2", rnn,
+                       [&] { return flat(rnn(fixture.in("rnn_relu_bi2", 0), fixture.in("rnn_relu_bi2", 1))); });
   nn::RNN rnn_bf({.input_size = 4, .hidden_size = 5, .bias = false, .batch_first = true});
-  check_torch("rnn_tanh_bf_nobias", rnn_bf, [&] { return flat(rnn_bf(input("rnn_tanh_bf_nobias", 0))); });
+  fixture.check_module("rnn_tanh_bf_nobias", rnn_bf, [&] { return flat(rnn_bf(fixture.in("rnn_tanh_bf_nobias", 0))); });
   nn::LSTM lstm({.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true});
-  check_torch("lstm_bi2_bf", lstm, [&] {
-    return flat(lstm(input("lstm_bi2_bf", 0), {input("lstm_bi2_bf", 1), input("lstm_bi2_bf", 2)}));
+  fixture.check_module("lstm_bi2_bf", lstm, [&] {
+    return flat(lstm(fixture.in("lstm_bi2_bf", 0), {fixture.in("lstm_bi2_bf", 1), fixture.in("lstm_bi2_bf", 2)}));
   });
   nn::LSTM proj({.input_size = 4, .hidden_size = 6, .num_layers = 2, .proj_size = 3});
-  check_torch("lstm_proj2", proj, [&] {
-    return flat(proj(input("lstm_proj2", 0), {input("lstm_proj2", 1), input("lstm_proj2", 2)}));
+  fixture.check_module("lstm_proj2", proj, [&] {
+    return flat(proj(fixture.in("lstm_proj2", 0), {fixture.in("lstm_proj2", 1), fixture.in("lstm_proj2", 2)}));
   });
   nn::GRU gru({.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true});
-  check_torch("gru_bi2_bf", gru, [&] { return flat(gru(input("gru_bi2_bf", 0), input("gru_bi2_bf", 1))); });
+  fixture.check_module("gru_bi2_bf", gru,
+                       [&] { return flat(gru(fixture.in("gru_bi2_bf", 0), fixture.in("gru_bi2_bf", 1))); });
   nn::GRU gru_u(4, 5);
-  check_torch("gru_unbatched", gru_u,
-              [&] { return flat(gru_u(input("gru_unbatched", 0), input("gru_unbatched", 1))); });
+  fixture.check_module("gru_unbatched", gru_u,
+                       [&] { return flat(gru_u(fixture.in("gru_unbatched", 0), fixture.in("gru_unbatched", 1))); });
   nn::RNNCell rnn_cell(4, 5, true, "relu");
-  check_torch("rnn_cell", rnn_cell,
-              [&] { return std::vector<Tensor>{rnn_cell(input("rnn_cell", 0), input("rnn_cell", 1))}; });
+  fixture.check_module("rnn_cell", rnn_cell, [&] {
+    return std::vector<Tensor>{rnn_cell(fixture.in("rnn_cell", 0), fixture.in("rnn_cell", 1))};
+  });
   nn::LSTMCell lstm_cell(4, 5);
-  check_torch("lstm_cell", lstm_cell, [&] {
-    return flat(lstm_cell(input("lstm_cell", 0), {input("lstm_cell", 1), input("lstm_cell", 2)}));
+  fixture.check_module("lstm_cell", lstm_cell, [&] {
+    return flat(lstm_cell(fixture.in("lstm_cell", 0), {fixture.in("lstm_cell", 1), fixture.in("lstm_cell", 2)}));
   });
   nn::GRUCell gru_cell(4, 5);
-  check_torch("gru_cell", gru_cell,
-              [&] { return std::vector<Tensor>{gru_cell(input("gru_cell", 0), input("gru_cell", 1))}; });
+  fixture.check_module("gru_cell", gru_cell, [&] {
+    return std::vector<Tensor>{gru_cell(fixture.in("gru_cell", 0), fixture.in("gru_cell", 1))};
+  });
 }
 
 // pack_padded_sequence → module → pad_packed_sequence in PyTorch; forward's lengths, and the same
@@ -723,21 +698,21 @@ TEST(Rnn, TorchFixturePackedSequences) {
   namespace R = nn::utils::rnn;
   {
     SCOPED_TRACE("pack");
-    R::PackedSequence p = R::pack_padded_sequence(input("pack", 0), input("pack", 1), /*batch_first=*/true,
+    R::PackedSequence p = R::pack_padded_sequence(fixture.in("pack", 0), fixture.in("pack", 1), /*batch_first=*/true,
                                                   /*enforce_sorted=*/false);
-    expect_close(p.data, fixture().at("pack.out"), 0, "data");
-    EXPECT_EQ(vals(p.batch_sizes), vals(fixture().at("pack.out1")));
-    EXPECT_EQ(vals(p.sorted_indices), vals(fixture().at("pack.out2")));
-    EXPECT_EQ(vals(p.unsorted_indices), vals(fixture().at("pack.out3")));
+    expect_close(p.data, fixture.out("pack"), 0, "data");
+    EXPECT_EQ(vals(p.batch_sizes), vals(fixture.out("pack", 1)));
+    EXPECT_EQ(vals(p.sorted_indices), vals(fixture.out("pack", 2)));
+    EXPECT_EQ(vals(p.unsorted_indices), vals(fixture.out("pack", 3)));
   }
   for (const char* name : {"lstm_packed_bi2_bf", "gru_packed_bi"}) {
     bool lstm_case = std::string(name).rfind("lstm", 0) == 0;
     nn::LSTM lstm({.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true});
     nn::GRU gru({.input_size = 4, .hidden_size = 5, .bidirectional = true});
     nn::RNNBase& m = lstm_case ? static_cast<nn::RNNBase&>(lstm) : gru;
-    check_torch(std::string(name), m, [&] {
-      const Tensor x = input(name, 0);  // a copy of the handle: GCC 13 sees a reference into a temporary
-      R::PackedSequence packed = R::pack_padded_sequence(x, input(name, 1), m.batch_first, false);
+    fixture.check_module(std::string(name), m, [&] {
+      const Tensor x = fixture.in(name, 0);  // a copy of the handle: GCC 13 sees a reference into a temporary
+      R::PackedSequence packed = R::pack_padded_sequence(x, fixture.in(name, 1), m.batch_first, false);
       std::vector<Tensor> outs;
       R::PackedSequence out_packed;
       if (lstm_case) {
@@ -751,18 +726,19 @@ TEST(Rnn, TorchFixturePackedSequences) {
       }
       EXPECT_TRUE(out_packed.batch_sizes.is_same(packed.batch_sizes));
       auto [padded, lengths] = R::pad_packed_sequence(out_packed, m.batch_first, 0.0, x.sizes()[m.batch_first ? 1 : 0]);
-      EXPECT_EQ(vals(lengths), vals(input(name, 1)));
+      EXPECT_EQ(vals(lengths), vals(fixture.in(name, 1)));
       EXPECT_EQ(padded.dtype(), kFloat32) << "padded steps keep the input's dtype";
       outs[0] = padded;
       return outs;
     });
   }
   nn::LSTM lstm({.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true});
-  check_torch("lstm_packed_bi2_bf", lstm,
-              [&] { return flat(lstm(input("lstm_packed_bi2_bf", 0), {}, input("lstm_packed_bi2_bf", 1))); });
+  fixture.check_module("lstm_packed_bi2_bf", lstm, [&] {
+    return flat(lstm(fixture.in("lstm_packed_bi2_bf", 0), {}, fixture.in("lstm_packed_bi2_bf", 1)));
+  });
   nn::GRU gru({.input_size = 4, .hidden_size = 5, .bidirectional = true});
-  check_torch("gru_packed_bi", gru,
-              [&] { return flat(gru(input("gru_packed_bi", 0), {}, input("gru_packed_bi", 1))); });
+  fixture.check_module("gru_packed_bi", gru,
+                       [&] { return flat(gru(fixture.in("gru_packed_bi", 0), {}, fixture.in("gru_packed_bi", 1))); });
 }
 
 }  // namespace

@@ -19,84 +19,90 @@ namespace kiln {
 namespace {
 
 namespace F = nn::functional;
-using Outs = std::vector<Tensor>;
+using kiln::testing::expect_same_as_torch;
+using kiln::testing::Outs;
 using Shape = std::vector<int64_t>;
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_convnd.safetensors");
-  return sd;
-}
-Outs inputs(const std::string& name) {
-  Outs xs;
-  for (int i = 0; fixture().contains(name + ".in" + std::to_string(i)); ++i)
-    xs.push_back(fixture().at(name + ".in" + std::to_string(i)));
-  return xs;
-}
-const Tensor& out(const std::string& name, size_t k) {
-  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
-}
+const kiln::testing::TorchCases fixture("torch_convnd.safetensors");
+// The fp32 convolutions sum C_in x kernel products per output, in another order than torch.
+constexpr double kLongSum = kiln::testing::kTorchLongSumTol;
 
-// f's outputs on the case's inputs, then the gradients of sum(out[0]^2) (as the fixture's with_grads).
-void check(const std::string& name, const std::function<Outs(const Outs&)>& f) {
-  SCOPED_TRACE(name);
-  Outs xs = inputs(name);
-  ASSERT_FALSE(xs.empty()) << "no such case";
-  bool any = false;
-  for (auto& x : xs)
-    if (is_floating_point(x.dtype())) x = x.detach().clone().requires_grad_(true), any = true;
-  Outs got = f(xs);
-  if (any) {
-    got[0].square().sum().backward();
-    for (auto& x : xs)
-      if (x.requires_grad()) got.push_back(x.grad());
-  }
-  const size_t n_out =
-      got.size() -
-      (any ? static_cast<size_t>(std::count_if(xs.begin(), xs.end(), [](const Tensor& x) { return x.requires_grad(); }))
-           : 0);
-  for (size_t k = 0; k < got.size(); ++k) {
-    if (k < n_out) {
-      kiln::testing::expect_same_as_torch(got[k].detach(), out(name, k), "output " + std::to_string(k));
-      continue;
-    }
-    // float32 gradients sum thousands of products in another order than torch: 1e-4 relative.
-    const Tensor& want = out(name, k);
-    ASSERT_EQ(got[k].sizes().vec(), want.sizes().vec()) << "gradient " << k;
-    auto g = got[k].to_vector<double>(), w = want.to_vector<double>();
-    for (size_t i = 0; i < g.size(); ++i)
-      EXPECT_NEAR(g[i], w[i], 1e-4 * (1 + std::abs(w[i]))) << "gradient " << k << " element " << i;
-  }
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
+// f's outputs on the case's inputs (within tol), then the gradients of sum(out[0]^2) (as the
+// fixture's with_grads), which sum thousands of products: within kLongSum.
+void check(const std::string& name, const std::function<Outs(const Outs&)>& f, double tol = kiln::testing::kTorchTol) {
+  Outs xs = fixture.inputs(name);
+  ASSERT_FALSE(xs.empty()) << name << ": no such case";
+  size_t n_out = 0;
+  fixture.check(
+      name,
+      [&] {
+        bool any = false;
+        for (auto& x : xs)
+          if (is_floating_point(x.dtype())) x = x.detach().clone().requires_grad_(true), any = true;
+        Outs got = f(xs);
+        n_out = got.size();
+        if (any) {
+          got[0].square().sum().backward();
+          for (auto& x : xs)
+            if (x.requires_grad()) got.push_back(x.grad());
+        }
+        return got;
+      },
+      [&](const Outs& got, size_t k, const Tensor& want) {
+        if (k < n_out) return expect_same_as_torch(got[k].detach(), want, kiln::testing::output_name(k), tol);
+        expect_same_as_torch(got[k], want, "gradient " + std::to_string(k), kLongSum);
+      });
 }
 Outs pair(std::tuple<Tensor, Tensor> t) { return {std::get<0>(t), std::get<1>(t)}; }
 
 TEST(TorchConvNd, Conv3d) {
-  check("conv3d_pad1_bias", [](const Outs& x) { return Outs{conv3d(x[0], x[1], x[2], 1, 1)}; });
-  check("conv3d_groups_stride_dil", [](const Outs& x) {
-    return Outs{conv3d(x[0], x[1], x[2], Shape{2, 1, 2}, Shape{1, 0, 1}, Shape{1, 2, 1}, 2)};
-  });
-  check("conv3d_unbatched", [](const Outs& x) { return Outs{conv3d(x[0], x[1])}; });
-  check("conv3d_noncontig_depthwise", [](const Outs& x) {
-    return Outs{conv3d(transpose(x[0], -1, -2), x[1], {}, 1, Shape{0, 1, 1}, 1, 2)};
-  });
-  check("conv3d_empty_batch", [](const Outs& x) { return Outs{conv3d(x[0], x[1], x[2])}; });
+  check(
+      "conv3d_pad1_bias", [](const Outs& x) { return Outs{conv3d(x[0], x[1], x[2], 1, 1)}; }, kLongSum);
+  check(
+      "conv3d_groups_stride_dil",
+      [](const Outs& x) {
+        return Outs{conv3d(x[0], x[1], x[2], Shape{2, 1, 2}, Shape{1, 0, 1}, Shape{1, 2, 1}, 2)};
+      },
+      kLongSum);
+  check(
+      "conv3d_unbatched", [](const Outs& x) { return Outs{conv3d(x[0], x[1])}; }, kLongSum);
+  check(
+      "conv3d_noncontig_depthwise",
+      [](const Outs& x) {
+        return Outs{conv3d(transpose(x[0], -1, -2), x[1], {}, 1, Shape{0, 1, 1}, 1, 2)};
+      },
+      kLongSum);
+  check(
+      "conv3d_empty_batch", [](const Outs& x) { return Outs{conv3d(x[0], x[1], x[2])}; }, kLongSum);
 }
 
 TEST(TorchConvNd, ConvTranspose1d3d) {
-  check("conv_transpose1d_stride_outpad",
-        [](const Outs& x) { return Outs{conv_transpose1d(x[0], x[1], x[2], 2, 1, 1)}; });
-  check("conv_transpose1d_groups_dil",
-        [](const Outs& x) { return Outs{conv_transpose1d(x[0], x[1], {}, 3, 0, 2, 2, 2)}; });
-  check("conv_transpose1d_unbatched", [](const Outs& x) { return Outs{conv_transpose1d(x[0], x[1], x[2])}; });
-  check("conv_transpose3d_stride_outpad", [](const Outs& x) {
-    return Outs{conv_transpose3d(x[0], x[1], x[2], 2, 1, Shape{1, 0, 1})};
-  });
-  check("conv_transpose3d_groups_dil", [](const Outs& x) {
-    return Outs{conv_transpose3d(x[0], x[1], {}, Shape{1, 2, 1}, 0, 0, 4, 2)};
-  });
-  check("conv_transpose3d_unbatched", [](const Outs& x) {
-    return Outs{conv_transpose3d(x[0], x[1], {}, 1, Shape{1, 0, 0})};
-  });
+  check(
+      "conv_transpose1d_stride_outpad", [](const Outs& x) { return Outs{conv_transpose1d(x[0], x[1], x[2], 2, 1, 1)}; },
+      kLongSum);
+  check(
+      "conv_transpose1d_groups_dil",
+      [](const Outs& x) { return Outs{conv_transpose1d(x[0], x[1], {}, 3, 0, 2, 2, 2)}; }, kLongSum);
+  check(
+      "conv_transpose1d_unbatched", [](const Outs& x) { return Outs{conv_transpose1d(x[0], x[1], x[2])}; }, kLongSum);
+  check(
+      "conv_transpose3d_stride_outpad",
+      [](const Outs& x) {
+        return Outs{conv_transpose3d(x[0], x[1], x[2], 2, 1, Shape{1, 0, 1})};
+      },
+      kLongSum);
+  check(
+      "conv_transpose3d_groups_dil",
+      [](const Outs& x) {
+        return Outs{conv_transpose3d(x[0], x[1], {}, Shape{1, 2, 1}, 0, 0, 4, 2)};
+      },
+      kLongSum);
+  check(
+      "conv_transpose3d_unbatched",
+      [](const Outs& x) {
+        return Outs{conv_transpose3d(x[0], x[1], {}, 1, Shape{1, 0, 0})};
+      },
+      kLongSum);
 }
 
 TEST(TorchConvNd, IntegerConvAndAvgPool) {
@@ -149,10 +155,10 @@ TEST(TorchConvNd, LpPool) {
   check("lp_pool2d", [](const Outs& x) { return Outs{F::lp_pool2d(x[0], 2, Shape{2, 3}, Shape{1, 2})}; });
   // Negative window sums of x^3 keep their sign and give NaN under ^(1/3), x^1.5 of a negative is NaN, as torch.
   SCOPED_TRACE("signed");
-  Outs x = inputs("lp_pool2d_signed");
-  kiln::testing::expect_same_as_torch(F::lp_pool2d(x[0], 3, 2), out("lp_pool2d_signed", 0), "p=3");
-  kiln::testing::expect_same_as_torch(F::lp_pool2d(x[0], 1.5, 2), out("lp_pool2d_signed", 1), "p=1.5");
-  kiln::testing::expect_same_as_torch(F::lp_pool2d(x[0], 1, 2), out("lp_pool2d_signed", 2), "p=1");
+  Outs x = fixture.inputs("lp_pool2d_signed");
+  expect_same_as_torch(F::lp_pool2d(x[0], 3, 2), fixture.out("lp_pool2d_signed", 0), "p=3");
+  expect_same_as_torch(F::lp_pool2d(x[0], 1.5, 2), fixture.out("lp_pool2d_signed", 1), "p=1.5");
+  expect_same_as_torch(F::lp_pool2d(x[0], 1, 2), fixture.out("lp_pool2d_signed", 2), "p=1");
 }
 
 TEST(TorchConvNd, UnfoldFold) {
@@ -195,31 +201,31 @@ TEST(TorchConvNd, Modules) {
   EXPECT_EQ(nn::Fold(Shape{4, 5}, 2).repr(),
             "Fold(output_size=(4, 5), kernel_size=2, dilation=1, padding=0, stride=1)");
 
-  Outs x = inputs("max_pool3d");
+  Outs x = fixture.inputs("max_pool3d");
   nn::MaxPool3d mp(Shape{3, 2, 2}, Shape{2, 1, 2}, Shape{1, 1, 0}, 1, true);
-  kiln::testing::expect_same_as_torch(mp.forward(x[0]), out("max_pool3d", 0), "MaxPool3d");
-  kiln::testing::expect_same_as_torch(std::get<1>(mp.forward_with_indices(x[0])), out("max_pool3d", 1), "indices");
-  x = inputs("adaptive_max_pool2d");
-  kiln::testing::expect_same_as_torch(nn::AdaptiveMaxPool2d(Shape{3, 2}).forward(x[0]), out("adaptive_max_pool2d", 0),
-                                      "AdaptiveMaxPool2d");
-  x = inputs("avg_pool3d");
-  kiln::testing::expect_same_as_torch(nn::AvgPool3d(3, 2, 1, true).forward(x[0]), out("avg_pool3d", 0), "AvgPool3d");
-  x = inputs("lp_pool1d");
-  kiln::testing::expect_same_as_torch(nn::LPPool1d(2, 3, 2).forward(x[0]), out("lp_pool1d", 0), "LPPool1d");
-  x = inputs("unfold");
+  expect_same_as_torch(mp.forward(x[0]), fixture.out("max_pool3d", 0), "MaxPool3d");
+  expect_same_as_torch(std::get<1>(mp.forward_with_indices(x[0])), fixture.out("max_pool3d", 1), "indices");
+  x = fixture.inputs("adaptive_max_pool2d");
+  expect_same_as_torch(nn::AdaptiveMaxPool2d(Shape{3, 2}).forward(x[0]), fixture.out("adaptive_max_pool2d", 0),
+                       "AdaptiveMaxPool2d");
+  x = fixture.inputs("avg_pool3d");
+  expect_same_as_torch(nn::AvgPool3d(3, 2, 1, true).forward(x[0]), fixture.out("avg_pool3d", 0), "AvgPool3d");
+  x = fixture.inputs("lp_pool1d");
+  expect_same_as_torch(nn::LPPool1d(2, 3, 2).forward(x[0]), fixture.out("lp_pool1d", 0), "LPPool1d");
+  x = fixture.inputs("unfold");
   Tensor u = nn::Unfold(Shape{2, 3}, Shape{1, 2}, 1, Shape{2, 1}).forward(x[0]);
-  kiln::testing::expect_same_as_torch(u, out("unfold", 0), "Unfold");
-  x = inputs("fold");
-  kiln::testing::expect_same_as_torch(nn::Fold(Shape{5, 6}, Shape{2, 3}, Shape{1, 2}, 1, Shape{2, 1}).forward(x[0]),
-                                      out("fold", 0), "Fold");
-  x = inputs("conv3d_pad1_bias");
+  expect_same_as_torch(u, fixture.out("unfold", 0), "Unfold");
+  x = fixture.inputs("fold");
+  expect_same_as_torch(nn::Fold(Shape{5, 6}, Shape{2, 3}, Shape{1, 2}, 1, Shape{2, 1}).forward(x[0]),
+                       fixture.out("fold", 0), "Fold");
+  x = fixture.inputs("conv3d_pad1_bias");
   nn::Conv3d m(4, 6, 3, 1, 1);
   {
     NoGradGuard g;
     m.weight.copy_(x[1]);
     m.bias.copy_(x[2]);
   }
-  kiln::testing::expect_same_as_torch(m.forward(x[0]), out("conv3d_pad1_bias", 0), "Conv3d");
+  expect_same_as_torch(m.forward(x[0]), fixture.out("conv3d_pad1_bias", 0), "Conv3d", kLongSum);
 }
 
 }  // namespace

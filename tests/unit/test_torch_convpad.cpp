@@ -17,122 +17,104 @@
 namespace kiln {
 namespace {
 
-using Outs = std::vector<Tensor>;
+using kiln::testing::expect_error;
+using kiln::testing::grads;
+using kiln::testing::Outs;
+using kiln::testing::operator+;
 
-// The message of the kiln::Error that `f` throws; a failure when it throws nothing or something else.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a kiln::Error: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error thrown";
-  return "";
-}
-#define EXPECT_ERROR(stmt, text)                                                  \
-  do {                                                                            \
-    std::string msg_ = error_of([&] { (void)(stmt); });                           \
-    EXPECT_NE(msg_.find(text), std::string::npos) << "message: '" << msg_ << "'"; \
-  } while (0)
-
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_convpad.safetensors");
-  return sd;
-}
-const Tensor& in(const std::string& name, int i = 0) { return fixture().at(name + ".in" + std::to_string(i)); }
-const Tensor& out(const std::string& name, size_t k) {
-  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
-}
-
-void check(const std::string& name, const std::function<Outs()>& f) {
-  SCOPED_TRACE(name);
-  Outs got = f();
-  for (size_t k = 0; k < got.size(); ++k)
-    kiln::testing::expect_same_as_torch(got[k], out(name, k), "output " + std::to_string(k));
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
-}
-
-Outs operator+(Outs a, const Outs& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-// The gradients of sum(f(xs)^2), as the fixture's grad().
-Outs grads(const std::function<Tensor(const Outs&)>& f, Outs xs) {
-  for (auto& x : xs) x = x.detach().clone().requires_grad_(true);
-  f(xs).square().sum().backward();
-  Outs g;
-  for (auto& x : xs) g.push_back(x.grad());
-  return g;
-}
+const kiln::testing::TorchCases fixture("torch_convpad.safetensors");
+// The fp32 convolutions sum C_in x kernel products per output, in another order than torch.
+constexpr double kLongSum = kiln::testing::kTorchLongSumTol;
 
 TEST(TorchConvPad, Conv1dSameValid) {
-  check("conv1d", [] {
-    const std::string c = "conv1d";
-    Tensor x = in(c), w4 = in(c, 1), w3 = in(c, 2), w2 = in(c, 3), b = in(c, 4), wg = in(c, 5);
-    return Outs{conv1d(x, w4, b, 1, "same"),
-                conv1d(x, w3, {}, 1, "same"),
-                conv1d(x, w4, b, 1, "same", 2),
-                conv1d(x, w2, b, 1, "same", 3),
-                conv1d(x, w4, b, 1, "valid"),
-                conv1d(x, w4, b, 2, "valid", 2),
-                conv1d(x[0], w4, b, 1, "same"),
-                conv1d(x, wg, {}, 1, "same", 1, 3),
-                conv1d(x.transpose(1, 2).contiguous().transpose(1, 2), w4, b, {1}, std::string("same"))};
-  });
-  check("conv1d_grad", [] {
-    Tensor x = in("conv1d_grad"), w = in("conv1d_grad", 1), b = in("conv1d_grad", 2);
-    return grads([](const Outs& a) { return conv1d(a[0], a[1], a[2], 1, "same"); }, {x, w, b}) +
-           grads([](const Outs& a) { return conv1d(a[0], a[1], a[2], 1, "same", 3); },
-                 {x, w.narrow(2, 0, 2).contiguous(), b});
-  });
+  fixture.check(
+      "conv1d",
+      [] {
+        const std::string c = "conv1d";
+        Tensor x = fixture.in(c), w4 = fixture.in(c, 1), w3 = fixture.in(c, 2), w2 = fixture.in(c, 3),
+               b = fixture.in(c, 4), wg = fixture.in(c, 5);
+        return Outs{conv1d(x, w4, b, 1, "same"),
+                    conv1d(x, w3, {}, 1, "same"),
+                    conv1d(x, w4, b, 1, "same", 2),
+                    conv1d(x, w2, b, 1, "same", 3),
+                    conv1d(x, w4, b, 1, "valid"),
+                    conv1d(x, w4, b, 2, "valid", 2),
+                    conv1d(x[0], w4, b, 1, "same"),
+                    conv1d(x, wg, {}, 1, "same", 1, 3),
+                    conv1d(x.transpose(1, 2).contiguous().transpose(1, 2), w4, b, {1}, std::string("same"))};
+      },
+      kLongSum);
+  fixture.check(
+      "conv1d_grad",
+      [] {
+        Tensor x = fixture.in("conv1d_grad"), w = fixture.in("conv1d_grad", 1), b = fixture.in("conv1d_grad", 2);
+        return grads([](const Outs& a) { return conv1d(a[0], a[1], a[2], 1, "same"); }, {x, w, b}) +
+               grads([](const Outs& a) { return conv1d(a[0], a[1], a[2], 1, "same", 3); },
+                     {x, w.narrow(2, 0, 2).contiguous(), b});
+      },
+      kLongSum);
 }
 
 TEST(TorchConvPad, Conv2dConv3dSame) {
-  check("conv2d", [] {
-    Tensor x = in("conv2d"), wa = in("conv2d", 1), wb = in("conv2d", 2), b = in("conv2d", 3);
-    return Outs{conv2d(x, wa, b, 1, "same"),     conv2d(x, wb, b, {1, 1}, "same", {1, 2}),
-                conv2d(x, wb, {}, 1, "same", 2), conv2d(x, wa, b, 1, "valid"),
-                conv2d(x[1], wa, b, 1, "same"),  conv2d(x.permute({0, 1, 3, 2}), wa, b, 1, "same")};
-  });
-  check("conv2d_grad", [] {
-    return grads(
-        [](const Outs& a) {
-          return conv2d(a[0], a[1], a[2], 1, "same", {1, 2});
-        },
-        {in("conv2d_grad"), in("conv2d_grad", 1), in("conv2d_grad", 2)});
-  });
-  check("conv3d", [] {
-    Tensor x = in("conv3d"), w = in("conv3d", 1), b = in("conv3d", 2);
-    return Outs{conv3d(x, w, b, 1, "same"), conv3d(x, w, b, 1, "same", {2, 1, 1}), conv3d(x, w, {}, 1, "valid"),
-                conv3d(x[0], w, b, 1, "same")};
-  });
-  check("conv3d_grad", [] {
-    return grads(
-        [](const Outs& a) {
-          return conv3d(a[0], a[1], a[2], 1, "same", {2, 1, 1});
-        },
-        {in("conv3d_grad"), in("conv3d_grad", 1), in("conv3d_grad", 2)});
-  });
+  fixture.check(
+      "conv2d",
+      [] {
+        Tensor x = fixture.in("conv2d"), wa = fixture.in("conv2d", 1), wb = fixture.in("conv2d", 2),
+               b = fixture.in("conv2d", 3);
+        return Outs{conv2d(x, wa, b, 1, "same"),     conv2d(x, wb, b, {1, 1}, "same", {1, 2}),
+                    conv2d(x, wb, {}, 1, "same", 2), conv2d(x, wa, b, 1, "valid"),
+                    conv2d(x[1], wa, b, 1, "same"),  conv2d(x.permute({0, 1, 3, 2}), wa, b, 1, "same")};
+      },
+      kLongSum);
+  fixture.check(
+      "conv2d_grad",
+      [] {
+        return grads(
+            [](const Outs& a) {
+              return conv2d(a[0], a[1], a[2], 1, "same", {1, 2});
+            },
+            {fixture.in("conv2d_grad"), fixture.in("conv2d_grad", 1), fixture.in("conv2d_grad", 2)});
+      },
+      kLongSum);
+  fixture.check(
+      "conv3d",
+      [] {
+        Tensor x = fixture.in("conv3d"), w = fixture.in("conv3d", 1), b = fixture.in("conv3d", 2);
+        return Outs{conv3d(x, w, b, 1, "same"), conv3d(x, w, b, 1, "same", {2, 1, 1}), conv3d(x, w, {}, 1, "valid"),
+                    conv3d(x[0], w, b, 1, "same")};
+      },
+      kLongSum);
+  fixture.check(
+      "conv3d_grad",
+      [] {
+        return grads(
+            [](const Outs& a) {
+              return conv3d(a[0], a[1], a[2], 1, "same", {2, 1, 1});
+            },
+            {fixture.in("conv3d_grad"), fixture.in("conv3d_grad", 1), fixture.in("conv3d_grad", 2)});
+      },
+      kLongSum);
 }
 
 TEST(TorchConvPad, StringPaddingErrors) {
-  Tensor x = in("conv1d"), w = in("conv1d", 1);
-  EXPECT_ERROR(conv1d(x, w, {}, 2, "same"), "conv1d: padding='same' is not supported for strided convolutions");
-  EXPECT_ERROR(conv2d(in("conv2d"), in("conv2d", 1), {}, {1, 2}, "same"),
-               "conv2d: padding='same' is not supported for strided convolutions, got stride=[1, 2]");
-  EXPECT_ERROR(conv3d(in("conv3d"), in("conv3d", 1), {}, 1, "full"), "conv3d: Invalid padding string: 'full'");
-  EXPECT_ERROR(conv1d(x, w, {}, 1, "SAME"), "Invalid padding string");
-  EXPECT_ERROR(conv1d(x, w, {}, 1, "same", int64_t(1) << 62), "conv1d: padding='same' with dilation");
-  EXPECT_ERROR(conv1d(x, w, {}, 1, "same", 0), "conv1d: dilation must be greater than zero");
+  Tensor x = fixture.in("conv1d"), w = fixture.in("conv1d", 1);
+  expect_error([&] { (void)conv1d(x, w, {}, 2, "same"); },
+               "conv1d: padding='same' is not supported for strided convolutions");
+  expect_error(
+      [&] {
+        (void)conv2d(fixture.in("conv2d"), fixture.in("conv2d", 1), {}, {1, 2}, "same");
+      },
+      "conv2d: padding='same' is not supported for strided convolutions, got stride=[1, 2]");
+  expect_error([&] { (void)conv3d(fixture.in("conv3d"), fixture.in("conv3d", 1), {}, 1, "full"); },
+               "conv3d: Invalid padding string: 'full'");
+  expect_error([&] { (void)conv1d(x, w, {}, 1, "SAME"); }, "Invalid padding string");
+  expect_error([&] { (void)conv1d(x, w, {}, 1, "same", int64_t(1) << 62); }, "conv1d: padding='same' with dilation");
+  expect_error([&] { (void)conv1d(x, w, {}, 1, "same", 0); }, "conv1d: dilation must be greater than zero");
   // A weight of the wrong rank is the conv's own error, not an out-of-bounds read.
-  EXPECT_ERROR(conv2d(in("conv2d"), w, {}, 1, "same"), "conv2d");
+  expect_error([&] { (void)conv2d(fixture.in("conv2d"), w, {}, 1, "same"); }, "conv2d");
   // The integer overloads are still chosen for 0 and braced lists.
   EXPECT_EQ(conv1d(x, w, {}, 1, 0).sizes().vec(), (std::vector<int64_t>{2, 4, 6}));
-  EXPECT_EQ(conv2d(in("conv2d"), in("conv2d", 1), {}, {1, 1}, {1, 1}).sizes().vec(),
+  EXPECT_EQ(conv2d(fixture.in("conv2d"), fixture.in("conv2d", 1), {}, {1, 1}, {1, 1}).sizes().vec(),
             (std::vector<int64_t>{2, 4, 8, 6}));
 }
 
@@ -141,16 +123,19 @@ TEST(TorchConvPad, StringPaddingErrors) {
 void check_module(const std::string& name, nn::Module& m, Tensor& weight, Tensor& bias) {
   {
     NoGradGuard g;
-    weight.copy_(in(name, 1));
-    bias.copy_(in(name, 2));
+    weight.copy_(fixture.in(name, 1));
+    bias.copy_(fixture.in(name, 2));
   }
-  check(name, [&] {
-    m.zero_grad();
-    Tensor x = in(name).clone().requires_grad_(true);
-    Tensor y = m.forward(x);
-    y.square().sum().backward();
-    return Outs{y.detach(), x.grad(), weight.grad(), bias.grad()};
-  });
+  fixture.check(
+      name,
+      [&] {
+        m.zero_grad();
+        Tensor x = fixture.in(name).clone().requires_grad_(true);
+        Tensor y = m.forward(x);
+        y.square().sum().backward();
+        return Outs{y.detach(), x.grad(), weight.grad(), bias.grad()};
+      },
+      kLongSum);
 }
 
 TEST(TorchConvPad, ModulesEachPaddingMode) {
@@ -191,31 +176,36 @@ TEST(TorchConvPad, ModuleReprAndErrors) {
             "1, 1, kernel_size=(3,), stride=(2,), padding=(1,), padding_mode=circular");
   EXPECT_EQ(nn::Conv3d(1, 1, 3, 1, "valid").extra_repr(),
             "1, 1, kernel_size=(3, 3, 3), stride=(1, 1, 1), padding=valid");
-  EXPECT_ERROR(nn::Conv2d(2, 3, 3, 2, "same"), "Conv2d: padding='same' is not supported for strided convolutions");
-  EXPECT_ERROR(nn::Conv1d(2, 3, 3, 1, "bogus"),
+  expect_error([&] { (void)nn::Conv2d(2, 3, 3, 2, "same"); },
+               "Conv2d: padding='same' is not supported for strided convolutions");
+  expect_error([&] { (void)nn::Conv1d(2, 3, 3, 1, "bogus"); },
                "Conv1d: Invalid padding string 'bogus', should be one of {'valid', 'same'}");
-  EXPECT_ERROR(nn::Conv3d(2, 3, 3, 1, 0, 1, 1, true, "mirror"),
+  expect_error([&] { (void)nn::Conv3d(2, 3, 3, 1, 0, 1, 1, true, "mirror"); },
                "Conv3d: padding_mode must be one of {'zeros', 'reflect', 'replicate', 'circular'}, but got "
                "padding_mode='mirror'");
   // reflect needs a padding smaller than the input, as torch's F.pad.
   nn::Conv1d r(1, 1, 3, 1, 3, 1, 1, true, "reflect");
-  EXPECT_ERROR(r.forward(ones({1, 1, 3})), "pad: padding size should be less than");
+  expect_error([&] { (void)r.forward(ones({1, 1, 3})); }, "pad: padding size should be less than");
 }
 
 TEST(TorchConvPad, PadCircular) {
-  check("pad_circular", [] {
-    Tensor x = in("pad_circular");
+  fixture.check("pad_circular", [] {
+    Tensor x = fixture.in("pad_circular");
     return Outs{pad(x, {1, 2, 1, 1}, "circular"), pad(x, {5, 0, 0, 4}, "circular"),
                 pad(x.select(2, 0), {3, 1}, "circular")};
   });
-  check("pad_circular_grad", [] {
-    return grads([](const Outs& a) { return pad(a[0], {1, 2, 3, 0}, "circular"); }, {in("pad_circular_grad")});
+  fixture.check("pad_circular_grad", [] {
+    return grads([](const Outs& a) { return pad(a[0], {1, 2, 3, 0}, "circular"); }, {fixture.in("pad_circular_grad")});
   });
-  Tensor x = in("pad_circular");
-  EXPECT_ERROR(pad(x, {6, 0, 0, 0}, "circular"), "pad: Padding value causes wrapping around more than once");
-  EXPECT_ERROR(pad(x, {-1, 0, 0, 0}, "circular"), "pad: not supported yet: negative circular padding");
-  EXPECT_ERROR(pad(x, {1, 1}, "circular"), "needs a 2-D (unbatched) or 3-D input");
-  EXPECT_ERROR(pad(x, {1, 1, 1, 1}, "circular", 1.0), "doesn't take in value argument");
+  Tensor x = fixture.in("pad_circular");
+  expect_error(
+      [&] {
+        (void)pad(x, {6, 0, 0, 0}, "circular");
+      },
+      "pad: Padding value causes wrapping around more than once");
+  expect_error([&] { (void)pad(x, {-1, 0, 0, 0}, "circular"); }, "pad: not supported yet: negative circular padding");
+  expect_error([&] { (void)pad(x, {1, 1}, "circular"); }, "needs a 2-D (unbatched) or 3-D input");
+  expect_error([&] { (void)pad(x, {1, 1, 1, 1}, "circular", 1.0); }, "doesn't take in value argument");
 }
 
 }  // namespace

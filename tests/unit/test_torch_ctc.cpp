@@ -23,31 +23,13 @@ namespace kiln {
 namespace {
 
 namespace F = nn::functional;
-using Outs = std::vector<Tensor>;
 using kiln::testing::expect_error;
 const std::vector<std::string> kReductions = {"none", "mean", "sum"};
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_ctc.safetensors");
-  return sd;
-}
-const Tensor& in(const std::string& name, int i = 0) { return fixture().at(name + ".in" + std::to_string(i)); }
-const Tensor& out(const std::string& name, size_t k) {
-  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
-}
+using kiln::testing::Outs;
+using kiln::testing::operator+;
 
-void check(const std::string& name, const std::function<Outs()>& f) {
-  SCOPED_TRACE(name);
-  Outs got = f();
-  for (size_t k = 0; k < got.size(); ++k)
-    kiln::testing::expect_same_as_torch(got[k], out(name, k), "output " + std::to_string(k));
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
-}
-
-Outs operator+(Outs a, const Outs& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+const kiln::testing::TorchCases fixture("torch_ctc.safetensors");
 
 // The gradient of sum(f(x)^2) (or of sum(f(x))), as the fixture's grad().
 Tensor grad(const std::function<Tensor(const Tensor&)>& f, const Tensor& x0, bool square = true) {
@@ -70,18 +52,19 @@ Outs ctc_all(const Tensor& lp, const Tensor& t, const Tensor& il, const Tensor& 
 std::vector<int64_t> values(const Tensor& t) { return t.to(kInt64).to_vector<int64_t>(); }
 
 TEST(TorchCtc, PaddedAndConcatenatedTargets) {
-  check("basic", [] {
-    Tensor lp = in("basic"), t = in("basic", 1), c = in("basic", 2), il = in("basic", 3), tl = in("basic", 4);
+  fixture.check("basic", [] {
+    Tensor lp = fixture.in("basic"), t = fixture.in("basic", 1), c = fixture.in("basic", 2),
+           il = fixture.in("basic", 3), tl = fixture.in("basic", 4);
     return ctc_all(lp, t, il, tl) + ctc_all(lp, c, il, tl);
   });
 }
 
 TEST(TorchCtc, LengthsAsVectorsAndNonContiguousInput) {
-  check("basic", [] {
-    Tensor lp = in("basic").transpose(0, 1).contiguous().transpose(0, 1);  // same values, strided
+  fixture.check("basic", [] {
+    Tensor lp = fixture.in("basic").transpose(0, 1).contiguous().transpose(0, 1);  // same values, strided
     EXPECT_FALSE(lp.is_contiguous());
-    Tensor t = in("basic", 1), c = in("basic", 2);
-    std::vector<int64_t> il = values(in("basic", 3)), tl = values(in("basic", 4));
+    Tensor t = fixture.in("basic", 1), c = fixture.in("basic", 2);
+    std::vector<int64_t> il = values(fixture.in("basic", 3)), tl = values(fixture.in("basic", 4));
     Outs o;
     for (const Tensor& tg : {t, c}) {
       for (bool z : {false, true})
@@ -95,24 +78,30 @@ TEST(TorchCtc, LengthsAsVectorsAndNonContiguousInput) {
 
 TEST(TorchCtc, ImpossibleAlignments) {
   // inf without zero_infinity (and torch's NaN gradient over those frames), 0 and a zero gradient with it.
-  check("impossible", [] {
-    Tensor lp = in("impossible"), t = in("impossible", 1), il = in("impossible", 2), tl = in("impossible", 3);
+  fixture.check("impossible", [] {
+    Tensor lp = fixture.in("impossible"), t = fixture.in("impossible", 1), il = fixture.in("impossible", 2),
+           tl = fixture.in("impossible", 3);
     return ctc_all(lp, t, il, tl) +
            Outs{grad([&](const Tensor& x) { return F::ctc_loss(x, t, il, tl, 0, "sum"); }, lp, false)};
   });
 }
 
 TEST(TorchCtc, NonZeroBlankInt32AndJunkPadding) {
-  check("blank5", [] { return ctc_all(in("blank5"), in("blank5", 1), in("blank5", 2), in("blank5", 3), 5); });
+  fixture.check("blank5", [] {
+    return ctc_all(fixture.in("blank5"), fixture.in("blank5", 1), fixture.in("blank5", 2), fixture.in("blank5", 3), 5);
+  });
 }
 
 TEST(TorchCtc, Float64) {
-  check("float64", [] { return ctc_all(in("float64"), in("float64", 1), in("float64", 2), in("float64", 3)); });
+  fixture.check("float64", [] {
+    return ctc_all(fixture.in("float64"), fixture.in("float64", 1), fixture.in("float64", 2), fixture.in("float64", 3));
+  });
 }
 
 TEST(TorchCtc, Unbatched) {
-  check("unbatched", [] {
-    Tensor lp = in("unbatched"), t = in("unbatched", 1), il = in("unbatched", 2), tl = in("unbatched", 3);
+  fixture.check("unbatched", [] {
+    Tensor lp = fixture.in("unbatched"), t = fixture.in("unbatched", 1), il = fixture.in("unbatched", 2),
+           tl = fixture.in("unbatched", 3);
     Outs o;
     for (const auto& r : kReductions) o.push_back(F::ctc_loss(lp, t, il, tl, 0, r));
     o.push_back(grad([&](const Tensor& x) { return F::ctc_loss(x, t, il, tl, 0, "none"); }, lp));
@@ -121,17 +110,18 @@ TEST(TorchCtc, Unbatched) {
 }
 
 TEST(TorchCtc, LogitsGradientAndModule) {
-  check("logits", [] {
-    Tensor x = in("logits"), t = in("logits", 1), il = in("logits", 2), tl = in("logits", 3);
+  fixture.check("logits", [] {
+    Tensor x = fixture.in("logits"), t = fixture.in("logits", 1), il = fixture.in("logits", 2),
+           tl = fixture.in("logits", 3);
     nn::CTCLoss loss(0, "sum", true);
     return Outs{grad([&](const Tensor& z) { return F::ctc_loss(log_softmax(z, 2), t, il, tl); }, x),
                 loss(log_softmax(x, 2), t, il, tl)};
   });
   nn::CTCLoss by_vectors(0, "sum", true);
-  Tensor x = in("logits");
-  kiln::testing::expect_same_as_torch(
-      by_vectors(log_softmax(x, 2), in("logits", 1), values(in("logits", 2)), values(in("logits", 3))),
-      out("logits", 1), "CTCLoss with vector lengths");
+  Tensor x = fixture.in("logits");
+  kiln::testing::expect_same_as_torch(by_vectors(log_softmax(x, 2), fixture.in("logits", 1),
+                                                 values(fixture.in("logits", 2)), values(fixture.in("logits", 3))),
+                                      fixture.out("logits", 1), "CTCLoss with vector lengths");
   expect_error([] { nn::CTCLoss(0, "batchmean"); }, "CTCLoss: 'batchmean' is not a valid value for reduction");
 }
 
@@ -161,10 +151,10 @@ TEST(TorchCtc, ZeroInputLength) {
 
 TEST(TorchCtc, Compiled) {
   // The lengths are read on the host (Note [CTC lengths are read]); the compiled function agrees with eager.
-  Tensor lp = in("basic"), t = in("basic", 1), il = in("basic", 3), tl = in("basic", 4);
+  Tensor lp = fixture.in("basic"), t = fixture.in("basic", 1), il = fixture.in("basic", 3), tl = fixture.in("basic", 4);
   auto fn = [&](const Tensor& x) { return F::ctc_loss(x, t, il, tl); };
   auto f = compile(fn);
-  for (int i = 0; i < 2; ++i) kiln::testing::expect_same_as_torch(f(lp), out("basic", 1), "compiled mean");
+  for (int i = 0; i < 2; ++i) kiln::testing::expect_same_as_torch(f(lp), fixture.out("basic", 1), "compiled mean");
   EXPECT_EQ(f.stats().graphs_compiled, 1);  // the second call reuses the graph
 }
 

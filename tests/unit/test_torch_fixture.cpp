@@ -8,54 +8,32 @@
 #include <functional>
 
 #include "kiln/kiln.h"
-#include "tests/unit/torch_fixture.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
+#include "tests/unit/torch_fixture.h"
 
 namespace kiln {
 namespace {
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_layers.safetensors");
-  return sd;
-}
-
-std::vector<std::string> torch_keys(const std::string& name) {
-  static const safetensors::SafeTensorsFile file(KILN_TEST_FIXTURES "/torch_layers.safetensors");
-  return kiln::testing::torch_fixture_keys(file, name);
-}
-
-StateDict state_of(const std::string& name) { return kiln::testing::torch_fixture_state(fixture(), name); }
-
-const Tensor& input(const std::string& name, int i) { return fixture().at(name + ".in" + std::to_string(i)); }
+const kiln::testing::TorchCases fixture("torch_layers.safetensors");
 
 // Loads the case's state_dict strictly (every key and shape as PyTorch's), runs `forward` and
 // compares with PyTorch's output.
-void check(const std::string& name, nn::Module& m, const std::function<Tensor()>& forward, double tol = 1e-5) {
-  SCOPED_TRACE(name);
-  StateDict state = state_of(name);
-  ASSERT_FALSE(state.empty());
-  EXPECT_EQ(m.state_dict().keys(), torch_keys(name)) << "state_dict keys in PyTorch's order";
-  m.load_state_dict(state, /*strict=*/true);
-  m.eval();
-  NoGradGuard no_grad;
-  Tensor got = forward();
-  const Tensor& want = fixture().at(name + ".out");
-  ASSERT_EQ(got.sizes(), want.sizes());
-  double err = (got.to(kFloat64) - want.to(kFloat64)).abs().max().item<double>();
-  EXPECT_LE(err, tol * (1 + want.abs().max().item<double>()));
+void check(const std::string& name, nn::Module& m, const std::function<Tensor()>& forward) {
+  fixture.check_module(
+      name, m, [&] { return kiln::testing::Outs{forward()}; }, kiln::testing::close_overall());
 }
 
 template <class M>
 void check1(const std::string& name, M& m) {
-  check(name, m, [&] { return m.forward(input(name, 0)); });
+  check(name, m, [&] { return m.forward(fixture.in(name, 0)); });
 }
 
 TEST(TorchFixture, Layers) {
   nn::Linear linear(5, 3);
   check1("linear", linear);
   nn::Bilinear bilinear(3, 4, 2);
-  check("bilinear", bilinear, [&] { return bilinear.forward(input("bilinear", 0), input("bilinear", 1)); });
+  check("bilinear", bilinear, [&] { return bilinear.forward(fixture.in("bilinear", 0), fixture.in("bilinear", 1)); });
   nn::Conv1d conv1d(3, 4, 3, 2, 1);
   check1("conv1d", conv1d);
   nn::Conv2d conv2d(3, 6, 3, 1, 1, 1, 3);
@@ -78,7 +56,8 @@ TEST(TorchFixture, Layers) {
 
 TEST(TorchFixture, Attention) {
   nn::MultiheadAttention mha(8, 2, 0.0, true, false, false, std::nullopt, std::nullopt, /*batch_first=*/true);
-  check("mha", mha, [&] { return std::get<0>(mha.forward(input("mha", 0), input("mha", 1), input("mha", 2))); });
+  check("mha", mha,
+        [&] { return std::get<0>(mha.forward(fixture.in("mha", 0), fixture.in("mha", 1), fixture.in("mha", 2))); });
   nn::TransformerEncoderLayer enc(8, 2, 16, 0.1, "gelu", 1e-5, false, /*norm_first=*/true);
   check1("encoder_layer", enc);
 }

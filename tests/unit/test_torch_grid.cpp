@@ -16,24 +16,10 @@ namespace kiln {
 namespace {
 
 namespace F = kiln::nn::functional;
-using Outs = std::vector<Tensor>;
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_grid.safetensors");
-  return sd;
-}
-const Tensor& in(const std::string& name, int i = 0) { return fixture().at(name + ".in" + std::to_string(i)); }
-const Tensor& out(const std::string& name, size_t k) {
-  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
-}
+using kiln::testing::Outs;
 
-void check(const std::string& name, const std::function<Outs()>& f) {
-  SCOPED_TRACE(name);
-  Outs got = f();
-  for (size_t k = 0; k < got.size(); ++k)
-    kiln::testing::expect_same_as_torch(got[k], out(name, k), "output " + std::to_string(k));
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
-}
+const kiln::testing::TorchCases fixture("torch_grid.safetensors");
 
 // f's value and the gradients of sum(f(xs)^2), as the fixture's value_and_grads(); an input that
 // the output does not depend on gets a zero gradient, as torch's kernels give.
@@ -50,36 +36,40 @@ Outs value_and_grads(const std::function<Tensor(const Outs&)>& f, Outs xs) {
 }
 
 void check_grid_sample(const std::string& name, const std::string& mode, const std::string& pad, bool ac) {
-  check(name, [&] {
+  fixture.check(name, [&] {
     return value_and_grads([&](const Outs& v) { return F::grid_sample(v[0], v[1], mode, pad, ac); },
-                           {in(name), in(name, 1)});
+                           {fixture.in(name), fixture.in(name, 1)});
   });
 }
 
 TEST(TorchGrid, AffineGrid) {
   for (bool ac : {false, true}) {
     std::string t = std::to_string(int(ac));
-    check("affine2d_ac" + t, [&] {
+    fixture.check("affine2d_ac" + t, [&] {
       return value_and_grads(
           [&](const Outs& v) {
             return F::affine_grid(v[0], {2, 3, 4, 5}, ac);
           },
-          {in("affine2d_ac" + t)});
+          {fixture.in("affine2d_ac" + t)});
     });
-    check("affine3d_ac" + t, [&] {
+    fixture.check("affine3d_ac" + t, [&] {
       return value_and_grads(
           [&](const Outs& v) {
             return F::affine_grid(v[0], {2, 1, 3, 4, 2}, ac);
           },
-          {in("affine3d_ac" + t)});
+          {fixture.in("affine3d_ac" + t)});
     });
   }
-  check("affine2d_one", [] {
-    Tensor th = in("affine2d_one");
+  fixture.check("affine2d_one", [] {
+    Tensor th = fixture.in("affine2d_one");
     return Outs{F::affine_grid(th, {2, 1, 1, 4}, true), F::affine_grid(th, {2, 1, 3, 1}, false)};
   });
-  check("affine_f64", [] {
-    return value_and_grads([](const Outs& v) { return F::affine_grid(v[0], {2, 1, 3, 2, 4}); }, {in("affine_f64")});
+  fixture.check("affine_f64", [] {
+    return value_and_grads(
+        [](const Outs& v) {
+          return F::affine_grid(v[0], {2, 1, 3, 2, 4});
+        },
+        {fixture.in("affine_f64")});
   });
 }
 
@@ -104,17 +94,18 @@ TEST(TorchGrid, GridSampleEdgeCases) {
     for (std::string pad : {"zeros", "border", "reflection"})
       for (bool ac : {false, true}) {
         std::string name = "gs_nan_" + mode + "_" + pad + "_ac" + std::to_string(int(ac));
-        check(name, [&] { return Outs{F::grid_sample(in(name), in(name, 1), mode, pad, ac)}; });
+        fixture.check(name, [&] { return Outs{F::grid_sample(fixture.in(name), fixture.in(name, 1), mode, pad, ac)}; });
       }
-  check("gs_noncontig", [] {
-    return Outs{F::grid_sample(in("gs_noncontig").transpose(2, 3), in("gs_noncontig", 1), "bilinear", "zeros", true)};
+  fixture.check("gs_noncontig", [] {
+    return Outs{F::grid_sample(fixture.in("gs_noncontig").transpose(2, 3), fixture.in("gs_noncontig", 1), "bilinear",
+                               "zeros", true)};
   });
-  check("stn", [] {
+  fixture.check("stn", [] {
     return value_and_grads(
         [](const Outs& v) {
           return F::grid_sample(v[0], F::affine_grid(v[1], {2, 3, 3, 4}));
         },
-        {in("stn"), in("stn", 1)});
+        {fixture.in("stn"), fixture.in("stn", 1)});
   });
   // An empty batch and an empty output grid give empty results, as torch.
   Tensor x = randn({0, 2, 3, 4});
@@ -134,7 +125,7 @@ TEST(TorchGrid, MetaAndCompile) {
     return F::grid_sample(x, F::affine_grid(th, {2, 3, 3, 4}), "bilinear", "border", true);
   };
   auto f = compile(body);
-  Tensor x = in("stn"), th = in("stn", 1);
+  Tensor x = fixture.in("stn"), th = fixture.in("stn", 1);
   kiln::testing::expect_same_as_torch(f(x, th), body(x, th), "compiled vs eager");
   EXPECT_EQ(f.stats().graphs_compiled, 1);
 }

@@ -25,37 +25,11 @@
 namespace kiln {
 namespace {
 
-using Outs = std::vector<Tensor>;
+using kiln::testing::Outs;
+using kiln::testing::operator+;
+using kiln::testing::grads;
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_indexops.safetensors");
-  return sd;
-}
-const Tensor& in(const std::string& name, int i = 0) { return fixture().at(name + ".in" + std::to_string(i)); }
-const Tensor& out(const std::string& name, size_t k) {
-  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
-}
-
-void check(const std::string& name, const std::function<Outs()>& f) {
-  SCOPED_TRACE(name);
-  Outs got = f();
-  for (size_t k = 0; k < got.size(); ++k)
-    kiln::testing::expect_same_as_torch(got[k], out(name, k), "output " + std::to_string(k));
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
-}
-
-Outs operator+(Outs a, const Outs& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-// The gradients of sum(f(xs)^2), as the fixture's grad().
-Outs grads(const std::function<Tensor(const Outs&)>& f, Outs xs) {
-  for (auto& x : xs) x = x.detach().clone().requires_grad_(true);
-  f(xs).square().sum().backward();
-  Outs g;
-  for (auto& x : xs) g.push_back(x.grad());
-  return g;
-}
+const kiln::testing::TorchCases fixture("torch_indexops.safetensors");
 
 // |kiln - mpmath| <= tol (1 + |mpmath|) elementwise; returns the largest error in those units.
 double max_error(const Tensor& got, const Tensor& want) {
@@ -69,7 +43,7 @@ double max_error(const Tensor& got, const Tensor& want) {
 }
 
 TEST(TorchIndexops, GammaFamilyAgainstMpmath) {
-  Tensor x = in("gamma_mpmath");
+  Tensor x = fixture.in("gamma_mpmath");
   struct Row {
     const char* what;
     Tensor got;
@@ -84,38 +58,38 @@ TEST(TorchIndexops, GammaFamilyAgainstMpmath) {
                 {"polygamma(2)", polygamma(2, x), 1e-7},
                 {"polygamma(3)", polygamma(3, x), 2e-8}};
   for (size_t k = 0; k < std::size(rows); ++k) {
-    double e = max_error(rows[k].got, out("gamma_mpmath", k));
+    double e = max_error(rows[k].got, fixture.out("gamma_mpmath", k));
     std::printf("[ measured ] %s float64: max relative error vs mpmath %.3g\n", rows[k].what, e);
     EXPECT_LE(e, rows[k].tol) << rows[k].what;
   }
 }
 
 TEST(TorchIndexops, GammaFamilyAgainstTorch) {
-  check("gamma_torch64", [] {
-    Tensor x = in("gamma_torch64");
+  fixture.check("gamma_torch64", [] {
+    Tensor x = fixture.in("gamma_torch64");
     return Outs{lgamma(x), digamma(x), polygamma(0, x), polygamma(2, x), polygamma(3, x), polygamma(4, x)};
   });
-  check("gamma_torch32", [] {
-    Tensor x = in("gamma_torch32");
+  fixture.check("gamma_torch32", [] {
+    Tensor x = fixture.in("gamma_torch32");
     return Outs{lgamma(x), digamma(x), polygamma(2, x), polygamma(3, x)};
   });
-  check("trigamma_torch", [] {
-    Tensor x = in("trigamma_torch");
+  fixture.check("trigamma_torch", [] {
+    Tensor x = fixture.in("trigamma_torch");
     return Outs{polygamma(1, x), polygamma(1, x.to(kFloat32))};
   });
-  check("gamma_int_input", [] {
-    Tensor i = in("gamma_int_input");
+  fixture.check("gamma_int_input", [] {
+    Tensor i = fixture.in("gamma_int_input");
     return Outs{lgamma(i), digamma(i), polygamma(2, i)};
   });
-  check("gamma_grad", [] {
-    Tensor x = in("gamma_grad");
+  fixture.check("gamma_grad", [] {
+    Tensor x = fixture.in("gamma_grad");
     return grads([](const Outs& a) { return lgamma(a[0]); }, {x}) +
            grads([](const Outs& a) { return digamma(a[0]); }, {x}) +
            grads([](const Outs& a) { return polygamma(2, a[0]); }, {x}) +
            grads([](const Outs& a) { return polygamma(1, a[0]); }, {x});
   });
-  check("gamma_grad32", [] {
-    Tensor x = in("gamma_grad32");
+  fixture.check("gamma_grad32", [] {
+    Tensor x = fixture.in("gamma_grad32");
     return grads([](const Outs& a) { return lgamma(a[0]); }, {x}) +
            grads([](const Outs& a) { return digamma(a[0]); }, {x});
   });
@@ -141,20 +115,22 @@ Outs call(const Tensor& x, std::optional<int64_t> dim = std::nullopt) {
 }
 
 TEST(TorchIndexops, Unique) {
-  check("unique", [] {
-    Tensor x = in("unique"), f = in("unique", 1), b = in("unique", 2), z = in("unique", 3);
+  fixture.check("unique", [] {
+    Tensor x = fixture.in("unique"), f = fixture.in("unique", 1), b = fixture.in("unique", 2),
+           z = fixture.in("unique", 3);
     auto [xc, unused, xcnt] = unique(x.t(), true, false, true);
     EXPECT_EQ(unused.numel(), 0) << "inverse not asked for: empty";
     return uall(x) + uall(x, 0) + uall(x, 1) + uall(x, -1) + uall(f) + uall(b) + uall(z) +
            Outs{std::get<0>(unique(f))} + Outs{xc, xcnt} + uall(x.narrow(0, 0, 0), 0) + uall(x.narrow(1, 0, 0), 1) +
            uall(f.narrow(0, 0, 0));
   });
-  check("unique_3d", [] {
-    Tensor x = in("unique_3d");
+  fixture.check("unique_3d", [] {
+    Tensor x = fixture.in("unique_3d");
     return uall(x, 1) + uall(x.transpose(0, 2), 2);
   });
-  check("unique_consecutive", [] {
-    Tensor x = in("unique_consecutive"), f = in("unique_consecutive", 1), z = in("unique_consecutive", 2);
+  fixture.check("unique_consecutive", [] {
+    Tensor x = fixture.in("unique_consecutive"), f = fixture.in("unique_consecutive", 1),
+           z = fixture.in("unique_consecutive", 2);
     return call(x) + call(x, 0) + call(x, 1) + call(f) + call(z) + Outs{std::get<0>(unique_consecutive(f))} +
            call(x.t(), 0) + call(f.narrow(0, 0, 0));
   });
@@ -175,8 +151,8 @@ TEST(TorchIndexops, UniqueNanAndUnsorted) {
 }
 
 TEST(TorchIndexops, BincountHistc) {
-  check("bincount", [] {
-    Tensor x = in("bincount"), w = in("bincount", 1), wd = in("bincount", 2);
+  fixture.check("bincount", [] {
+    Tensor x = fixture.in("bincount"), w = fixture.in("bincount", 1), wd = fixture.in("bincount", 2);
     return Outs{bincount(x),
                 bincount(x, {}, 10),
                 bincount(x, {}, 2),
@@ -187,8 +163,8 @@ TEST(TorchIndexops, BincountHistc) {
                 bincount(x.narrow(0, 0, 0), {}, 4),
                 bincount(x.to(kInt32), w, 9)};
   });
-  check("histc", [] {
-    Tensor x = in("histc"), d = in("histc", 1), e = in("histc", 2);
+  fixture.check("histc", [] {
+    Tensor x = fixture.in("histc"), d = fixture.in("histc", 1), e = fixture.in("histc", 2);
     return Outs{histc(x),
                 histc(x, 7),
                 histc(x, 5, -1, 1),
@@ -201,12 +177,14 @@ TEST(TorchIndexops, BincountHistc) {
                 histc(tensor<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), 3, 0, 10),
                 histc(tensor<float>({0.1f, 0.2f, 0.3f, 0.7f, 1.0f, -0.1f}), 10, 0, 1)};
   });
-  check("histc_bf16", [] { return Outs{histc(in("histc_bf16").to(kBFloat16), 7, -1, 2).to(kFloat32)}; });
+  fixture.check("histc_bf16",
+                [] { return Outs{histc(fixture.in("histc_bf16").to(kBFloat16), 7, -1, 2).to(kFloat32)}; });
 }
 
 TEST(TorchIndexops, SearchsortedBucketize) {
-  check("searchsorted", [] {
-    Tensor s = in("searchsorted"), v = in("searchsorted", 1), s2 = in("searchsorted", 2), un = in("searchsorted", 3);
+  fixture.check("searchsorted", [] {
+    Tensor s = fixture.in("searchsorted"), v = fixture.in("searchsorted", 1), s2 = fixture.in("searchsorted", 2),
+           un = fixture.in("searchsorted", 3);
     Tensor q = tensor<float>({0, 3, 8, 2, 3, 4}).view({2, 3});
     return Outs{searchsorted(s, v),
                 searchsorted(s, v, false, true),
@@ -228,8 +206,8 @@ TEST(TorchIndexops, SearchsortedBucketize) {
                 searchsorted(s, tensor(Scalar(2.0)).to(kFloat32)),
                 searchsorted(s, v.t())};
   });
-  check("bucketize", [] {
-    Tensor v = in("bucketize"), b = in("bucketize", 1);
+  fixture.check("bucketize", [] {
+    Tensor v = fixture.in("bucketize"), b = fixture.in("bucketize", 1);
     return Outs{bucketize(v, b),
                 bucketize(v, b, false, true),
                 bucketize(v, b, true),
@@ -240,7 +218,7 @@ TEST(TorchIndexops, SearchsortedBucketize) {
 }
 
 TEST(TorchIndexops, TriIndices) {
-  check("tri_indices", [] {
+  fixture.check("tri_indices", [] {
     return Outs{tril_indices(3, 4),     tril_indices(3, 4, 1),
                 tril_indices(3, 4, -5), triu_indices(3, 4, -1),
                 triu_indices(3, 4, 10), tril_indices(0, 4),
@@ -257,28 +235,28 @@ Tensor strides_of(const Tensor& t) {
 }
 
 TEST(TorchIndexops, BlockDiagCartesianProdUnfold) {
-  check("block_diag", [] {
-    Tensor a = in("block_diag"), z = in("block_diag", 1), v = in("block_diag", 2), e0 = in("block_diag", 3),
-           e1 = in("block_diag", 4), i = in("block_diag", 5);
+  fixture.check("block_diag", [] {
+    Tensor a = fixture.in("block_diag"), z = fixture.in("block_diag", 1), v = fixture.in("block_diag", 2),
+           e0 = fixture.in("block_diag", 3), e1 = fixture.in("block_diag", 4), i = fixture.in("block_diag", 5);
     return Outs{block_diag({a, z, v, e0, e1}), block_diag({i, a}),   block_diag({i}), block_diag({}),
                 block_diag({a.t(), z}),        block_diag({z, i[0]})};
   });
-  check("block_diag_grad", [] {
+  fixture.check("block_diag_grad", [] {
     return grads([](const Outs& x) { return block_diag(x); },
-                 {in("block_diag_grad"), in("block_diag_grad", 1), in("block_diag_grad", 2)});
+                 {fixture.in("block_diag_grad"), fixture.in("block_diag_grad", 1), fixture.in("block_diag_grad", 2)});
   });
-  check("cartesian_prod", [] {
-    Tensor a = in("cartesian_prod"), b = in("cartesian_prod", 1), c = in("cartesian_prod", 2),
-           i = in("cartesian_prod", 3);
+  fixture.check("cartesian_prod", [] {
+    Tensor a = fixture.in("cartesian_prod"), b = fixture.in("cartesian_prod", 1), c = fixture.in("cartesian_prod", 2),
+           i = fixture.in("cartesian_prod", 3);
     return Outs{cartesian_prod({a, b, c}), cartesian_prod({a}), cartesian_prod({i, i}),
                 cartesian_prod({a, b.narrow(0, 0, 0)})};
   });
-  check("cartesian_prod_grad", [] {
+  fixture.check("cartesian_prod_grad", [] {
     return grads([](const Outs& x) { return cartesian_prod(x); },
-                 {in("cartesian_prod_grad"), in("cartesian_prod_grad", 1)});
+                 {fixture.in("cartesian_prod_grad"), fixture.in("cartesian_prod_grad", 1)});
   });
-  check("unfold", [] {
-    Tensor x = in("unfold"), z = in("unfold", 1);
+  fixture.check("unfold", [] {
+    Tensor x = fixture.in("unfold"), z = fixture.in("unfold", 1);
     Tensor u = x.unfold(1, 2, 2);
     EXPECT_TRUE(u.is_alias_of(x)) << "unfold is a view";
     return Outs{u,
@@ -296,8 +274,8 @@ TEST(TorchIndexops, BlockDiagCartesianProdUnfold) {
                 z.unfold(0, 0, 2),
                 x.unfold(1, 2, 2).unfold(0, 3, 1)};
   });
-  check("unfold_grad", [] {
-    Tensor x = in("unfold_grad");
+  fixture.check("unfold_grad", [] {
+    Tensor x = fixture.in("unfold_grad");
     return grads([](const Outs& a) { return a[0].unfold(1, 3, 1); }, {x}) +
            grads([](const Outs& a) { return a[0].unfold(0, 2, 3); }, {x});
   });

@@ -16,26 +16,22 @@
 
 #include "kiln/kiln.h"
 #include "tests/unit/expect_error.h"
+#include "tests/unit/torch_fixture.h"
 
 namespace kiln {
 namespace {
 
 namespace LA = kiln::linalg;
-using Outs = std::vector<Tensor>;
 using kiln::testing::expect_error;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 #define SKIP_WITHOUT_LAPACK() \
   if (!LA::has_lapack()) GTEST_SKIP() << "kiln was built without LAPACK"
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_linalg.safetensors");
-  return sd;
-}
-const Tensor& in(const std::string& name, int i = 0) { return fixture().at(name + ".in" + std::to_string(i)); }
-const Tensor& out(const std::string& name, size_t k) {
-  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
-}
+using kiln::testing::Outs;
+using kiln::testing::operator+;
+
+const kiln::testing::TorchCases fixture("torch_linalg.safetensors");
 
 // Same shape and dtype; values within rtol of the largest |torch value| (LAPACK's rounding differs
 // from build to build, and small entries of a matrix carry the error of its large ones).
@@ -54,10 +50,9 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
 }
 
 void check(const std::string& name, const std::function<Outs()>& f) {
-  SCOPED_TRACE(name);
-  Outs got = f();
-  for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], out(name, k), "output " + std::to_string(k));
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
+  fixture.check(name, f, [](const Outs& got, size_t k, const Tensor& want) {
+    expect_close(got[k], want, kiln::testing::output_name(k));
+  });
 }
 
 // got's columns (dim -2 holds the rows) with the signs of want's.
@@ -68,10 +63,6 @@ Tensor align_cols(const Tensor& got, const Tensor& want) {
 }
 Tensor align_rows(const Tensor& got, const Tensor& want) { return align_cols(got.mT(), want.mT()).mT(); }
 
-Outs operator+(Outs a, const Outs& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 Outs tup(const std::tuple<Tensor, Tensor>& t) { return {std::get<0>(t), std::get<1>(t)}; }
 Outs tup(const std::tuple<Tensor, Tensor, Tensor>& t) { return {std::get<0>(t), std::get<1>(t), std::get<2>(t)}; }
 Outs tup(const std::tuple<Tensor, Tensor, Tensor, Tensor>& t) {
@@ -103,14 +94,14 @@ void gradcheck_fd(const std::function<Tensor(const Outs&)>& f, Outs xs, bool twi
 TEST(TorchLinalg, DetSlogdet) {
   SKIP_WITHOUT_LAPACK();
   check("det", [] {
-    Tensor a = in("det"), s = in("det", 1), a32 = in("det", 2);
+    Tensor a = fixture.in("det"), s = fixture.in("det", 1), a32 = fixture.in("det", 2);
     return Outs{LA::det(a),      LA::det(a.select(0, 0)),    LA::det(s),
                 LA::det(a.mT()), LA::det(a.narrow(0, 0, 0)), LA::det(zeros({0, 0}, kFloat64)),
                 LA::det(a32)} +
            tup(LA::slogdet(a)) + tup(LA::slogdet(s)) + tup(LA::slogdet(a32));
   });
   check("det_grad", [] {
-    Tensor a = in("det_grad");
+    Tensor a = fixture.in("det_grad");
     return grads([](const Outs& x) { return LA::det(x[0]).square().sum(); }, {a}) +
            grads([](const Outs& x) { return std::get<1>(LA::slogdet(x[0])).sum(); }, {a});
   });
@@ -128,19 +119,20 @@ TEST(TorchLinalg, DetSlogdet) {
 TEST(TorchLinalg, Inv) {
   SKIP_WITHOUT_LAPACK();
   check("inv", [] {
-    Tensor a = in("inv"), a32 = in("inv", 1);
+    Tensor a = fixture.in("inv"), a32 = fixture.in("inv", 1);
     return Outs{LA::inv(a), LA::inv(a.mT()), LA::inv(a.narrow(0, 0, 0)), LA::inv(a32)};
   });
   check("inv_grad", [] {
-    Tensor w = in("inv_grad", 1);
-    return grads([&](const Outs& x) { return (LA::inv(x[0]) * w).sum(); }, {in("inv_grad")});
+    Tensor w = fixture.in("inv_grad", 1);
+    return grads([&](const Outs& x) { return (LA::inv(x[0]) * w).sum(); }, {fixture.in("inv_grad")});
   });
 }
 
 TEST(TorchLinalg, Solve) {
   SKIP_WITHOUT_LAPACK();
   check("solve", [] {
-    Tensor a = in("solve"), b = in("solve", 1), v = in("solve", 2), a32 = in("solve", 3);
+    Tensor a = fixture.in("solve"), b = fixture.in("solve", 1), v = fixture.in("solve", 2),
+           a32 = fixture.in("solve", 3);
     return Outs{LA::solve(a, b),
                 LA::solve(a, v),
                 LA::solve(a, v.select(0, 0)),
@@ -149,9 +141,10 @@ TEST(TorchLinalg, Solve) {
                 LA::solve(a.narrow(0, 0, 0), b.narrow(0, 0, 0)),
                 LA::solve(a32, b.to(kFloat32))};
   });
-  check("solve_broadcast", [] { return Outs{LA::solve(in("solve_broadcast"), in("solve_broadcast", 1))}; });
+  check("solve_broadcast",
+        [] { return Outs{LA::solve(fixture.in("solve_broadcast"), fixture.in("solve_broadcast", 1))}; });
   check("solve_grad", [] {
-    Tensor a = in("solve_grad"), b = in("solve_grad", 1), v = in("solve_grad", 2);
+    Tensor a = fixture.in("solve_grad"), b = fixture.in("solve_grad", 1), v = fixture.in("solve_grad", 2);
     return grads([](const Outs& x) { return LA::solve(x[0], x[1]).square().sum(); }, {a, b}) +
            grads([](const Outs& x) { return LA::solve(x[0], x[1], false).square().sum(); }, {a, b.mT()}) +
            grads([](const Outs& x) { return LA::solve(x[0], x[1]).sum(); }, {a, v});
@@ -161,11 +154,11 @@ TEST(TorchLinalg, Solve) {
 TEST(TorchLinalg, Cholesky) {
   SKIP_WITHOUT_LAPACK();
   check("cholesky", [] {
-    Tensor s = in("cholesky"), s32 = in("cholesky", 1);
+    Tensor s = fixture.in("cholesky"), s32 = fixture.in("cholesky", 1);
     return Outs{LA::cholesky(s), LA::cholesky(s, true), LA::cholesky(s.narrow(0, 0, 0)), LA::cholesky(s32)};
   });
   check("cholesky_grad", [] {
-    Tensor s = in("cholesky_grad"), w = in("cholesky_grad", 1);
+    Tensor s = fixture.in("cholesky_grad"), w = fixture.in("cholesky_grad", 1);
     return grads([&](const Outs& x) { return (LA::cholesky(x[0]) * w).sum(); }, {s}) +
            grads([&](const Outs& x) { return (LA::cholesky(x[0], true) * w).sum(); }, {s});
   });
@@ -175,8 +168,8 @@ TEST(TorchLinalg, Cholesky) {
 Outs qr_aligned(const Tensor& A, const std::string& mode, const std::string& name, size_t k) {
   auto [Q, R] = LA::qr(A, mode);
   if (mode == "r") return {R};
-  Tensor Qa = align_cols(Q, out(name, k));
-  Tensor s = sign(mul(Q, out(name, k).to(Q.dtype())).sum({-2}, false));  // the flips, to apply to R's rows
+  Tensor Qa = align_cols(Q, fixture.out(name, k));
+  Tensor s = sign(mul(Q, fixture.out(name, k).to(Q.dtype())).sum({-2}, false));  // the flips, to apply to R's rows
   const int64_t kk = std::min(R.sizes()[R.dim() - 2], s.sizes().back());
   Tensor Ra = R;
   if (R.numel() > 0)
@@ -195,14 +188,15 @@ std::pair<Tensor, Tensor> canon(const Tensor& Q, const Tensor& R) {
 TEST(TorchLinalg, Qr) {
   SKIP_WITHOUT_LAPACK();
   check("qr", [] {
-    Tensor t = in("qr"), w = in("qr", 1), s = in("qr", 2);
+    Tensor t = fixture.in("qr"), w = fixture.in("qr", 1), s = fixture.in("qr", 2);
     return qr_aligned(t, "reduced", "qr", 0) + qr_aligned(t, "complete", "qr", 2) + qr_aligned(t, "r", "qr", 4) +
            qr_aligned(w, "reduced", "qr", 5) + qr_aligned(w, "complete", "qr", 7) + qr_aligned(s, "reduced", "qr", 9) +
            qr_aligned(t.to(kFloat32), "reduced", "qr", 11) + qr_aligned(t.narrow(0, 0, 0), "reduced", "qr", 13);
   });
-  EXPECT_EQ(std::get<0>(LA::qr(in("qr"), "r")).sizes().vec(), std::vector<int64_t>{0});
+  EXPECT_EQ(std::get<0>(LA::qr(fixture.in("qr"), "r")).sizes().vec(), std::vector<int64_t>{0});
   check("qr_grad", [] {
-    Tensor t = in("qr_grad"), w = in("qr_grad", 1), s = in("qr_grad", 2), wq = in("qr_grad", 3), wr = in("qr_grad", 4);
+    Tensor t = fixture.in("qr_grad"), w = fixture.in("qr_grad", 1), s = fixture.in("qr_grad", 2),
+           wq = fixture.in("qr_grad", 3), wr = fixture.in("qr_grad", 4);
     auto loss = [&](const std::string& mode) {
       return [&, mode](const Outs& x) {
         auto [Q0, R0] = LA::qr(x[0], mode);
@@ -219,13 +213,13 @@ TEST(TorchLinalg, Qr) {
 
 Outs svd_aligned(const Tensor& A, bool full, const std::string& name, size_t k) {
   auto [U, S, Vh] = LA::svd(A, full);
-  return {align_cols(U, out(name, k)), S, align_rows(Vh, out(name, k + 2))};
+  return {align_cols(U, fixture.out(name, k)), S, align_rows(Vh, fixture.out(name, k + 2))};
 }
 
 TEST(TorchLinalg, Svd) {
   SKIP_WITHOUT_LAPACK();
   check("svd", [] {
-    Tensor t = in("svd"), w = in("svd", 1);
+    Tensor t = fixture.in("svd"), w = fixture.in("svd", 1);
     return svd_aligned(t, true, "svd", 0) + svd_aligned(t, false, "svd", 3) + svd_aligned(w, true, "svd", 6) +
            svd_aligned(w, false, "svd", 9) + svd_aligned(t.to(kFloat32), false, "svd", 12) +
            Outs{LA::svdvals(t), LA::svdvals(w), LA::svdvals(t.to(kFloat32))} +
@@ -233,12 +227,12 @@ TEST(TorchLinalg, Svd) {
            Outs{LA::svdvals(t.narrow(0, 0, 0))};
   });
   // The factors rebuild A.
-  Tensor t = in("svd");
+  Tensor t = fixture.in("svd");
   auto [U, S, Vh] = LA::svd(t, false);
   expect_close(matmul(U * S.unsqueeze(-2), Vh), t, "U diag(S) Vh");
   check("svd_grad", [] {
-    Tensor t = in("svd_grad"), w = in("svd_grad", 1), w1 = in("svd_grad", 2), w2 = in("svd_grad", 3),
-           w3 = in("svd_grad", 4);
+    Tensor t = fixture.in("svd_grad"), w = fixture.in("svd_grad", 1), w1 = fixture.in("svd_grad", 2),
+           w2 = fixture.in("svd_grad", 3), w3 = fixture.in("svd_grad", 4);
     auto loss = [&](bool full) {
       return [&, full](const Outs& x) {
         auto [u0, s, vh0] = LA::svd(x[0], full);
@@ -257,16 +251,16 @@ TEST(TorchLinalg, Svd) {
 TEST(TorchLinalg, Eigh) {
   SKIP_WITHOUT_LAPACK();
   check("eigh", [] {
-    Tensor h = in("eigh"), hs = in("eigh", 1);
+    Tensor h = fixture.in("eigh"), hs = fixture.in("eigh", 1);
     auto eig = [](const Tensor& A, const std::string& uplo, size_t k) {
       auto [L, V] = LA::eigh(A, uplo);
-      return Outs{L, align_cols(V, out("eigh", k + 1))};
+      return Outs{L, align_cols(V, fixture.out("eigh", k + 1))};
     };
     return eig(hs, "L", 0) + eig(h, "L", 2) + eig(h, "U", 4) + Outs{LA::eigvalsh(h), LA::eigvalsh(h, "U")} +
            eig(hs.to(kFloat32), "L", 8) + eig(hs.narrow(0, 0, 0), "L", 10);
   });
   check("eigh_grad", [] {
-    Tensor hs = in("eigh_grad"), w = in("eigh_grad", 1);
+    Tensor hs = fixture.in("eigh_grad"), w = fixture.in("eigh_grad", 1);
     auto loss = [&](const std::string& uplo) {
       return [&, uplo](const Outs& x) {
         auto [l, v] = LA::eigh(x[0], uplo);
@@ -281,18 +275,19 @@ TEST(TorchLinalg, Eigh) {
 TEST(TorchLinalg, Lstsq) {
   SKIP_WITHOUT_LAPACK();
   check("lstsq", [] {
-    Tensor a = in("lstsq"), b = in("lstsq", 1);
+    Tensor a = fixture.in("lstsq"), b = fixture.in("lstsq", 1);
     return tup(LA::lstsq(a, b)) + tup(LA::lstsq(a, b, std::nullopt, "gels")) +
            tup(LA::lstsq(a, b, std::nullopt, "gelsd")) + tup(LA::lstsq(a, b, std::nullopt, "gelss")) +
            tup(LA::lstsq(a, b.select(-1, 0))) + tup(LA::lstsq(a.select(0, 0), b.select(0, 0))) +
            tup(LA::lstsq(a.to(kFloat32), b.to(kFloat32), std::nullopt, "gelsd"));
   });
   check("lstsq_wide", [] {
-    Tensor a = in("lstsq_wide"), b = in("lstsq_wide", 1);
+    Tensor a = fixture.in("lstsq_wide"), b = fixture.in("lstsq_wide", 1);
     return tup(LA::lstsq(a, b, std::nullopt, "gelsd")) + tup(LA::lstsq(a, b, std::nullopt, "gelsy"));
   });
   check("lstsq_grad", [] {
-    Tensor a = in("lstsq_grad"), b = in("lstsq_grad", 1), w = in("lstsq_grad", 2), bw = in("lstsq_grad", 3);
+    Tensor a = fixture.in("lstsq_grad"), b = fixture.in("lstsq_grad", 1), w = fixture.in("lstsq_grad", 2),
+           bw = fixture.in("lstsq_grad", 3);
     return grads([](const Outs& x) { return std::get<0>(LA::lstsq(x[0], x[1])).square().sum(); }, {a, b}) +
            grads([&](const Outs& x) { return (std::get<0>(LA::lstsq(x[0], x[1])) * bw).sum(); },
                  {w, b.select(0, 0).narrow(0, 0, 3)});
@@ -302,7 +297,7 @@ TEST(TorchLinalg, Lstsq) {
 TEST(TorchLinalg, EmptyAndNaN) {
   SKIP_WITHOUT_LAPACK();
   check("empty", [] {
-    Tensor z = in("empty"), n = in("empty", 1), e = z.narrow(0, 0, 0);
+    Tensor z = fixture.in("empty"), n = fixture.in("empty", 1), e = z.narrow(0, 0, 0);
     return Outs{LA::inv(e), LA::det(e), LA::cholesky(e)} + tup(LA::qr(z)) + tup(LA::qr(z.mT(), "complete")) +
            tup(LA::svd(z, false)) + tup(LA::svd(z)) + tup(LA::eigh(e)) + tup(LA::lstsq(z, ones({3, 2}, kFloat64))) +
            tup(LA::lstsq(z.mT(), zeros({0, 2}, kFloat64), std::nullopt, "gelsd")) +
@@ -313,7 +308,7 @@ TEST(TorchLinalg, EmptyAndNaN) {
 TEST(TorchLinalg, Norms) {
   SKIP_WITHOUT_LAPACK();  // nuc and 2 need svdvals
   check("vector_norm", [] {
-    Tensor x = in("vector_norm");
+    Tensor x = fixture.in("vector_norm");
     return Outs{LA::vector_norm(x),
                 LA::vector_norm(x, 1),
                 LA::vector_norm(x, kInf),
@@ -328,7 +323,7 @@ TEST(TorchLinalg, Norms) {
                 LA::vector_norm(tensor(Scalar(-2.5)))};
   });
   check("matrix_norm", [] {
-    Tensor x = in("matrix_norm");
+    Tensor x = fixture.in("matrix_norm");
     Outs r;
     r.push_back(LA::matrix_norm(x, "fro"));
     r.push_back(LA::matrix_norm(x, "nuc"));
@@ -340,7 +335,7 @@ TEST(TorchLinalg, Norms) {
     return r;
   });
   check("norm", [] {
-    Tensor x = in("norm"), v = in("norm", 1);
+    Tensor x = fixture.in("norm"), v = fixture.in("norm", 1);
     return Outs{LA::norm(x),
                 LA::norm(x, std::nullopt, std::vector<int64_t>{0, 1}),
                 LA::norm(x, std::nullopt, std::vector<int64_t>{2}),
@@ -353,7 +348,7 @@ TEST(TorchLinalg, Norms) {
                 LA::norm(x, "fro", std::vector<int64_t>{0, 2})};
   });
   check("norm_grad", [] {
-    Tensor x = in("norm_grad");
+    Tensor x = fixture.in("norm_grad");
     return grads([](const Outs& y) { return LA::vector_norm(y[0], 3, {1}).sum() + LA::vector_norm(y[0], kInf).sum(); },
                  {x}) +
            grads(
@@ -368,7 +363,7 @@ TEST(TorchLinalg, Norms) {
 
 TEST(TorchLinalg, MvAddmvAddrVdot) {
   check("mv", [] {
-    Tensor m = in("mv"), a = in("mv", 1), b = in("mv", 2), i = in("mv", 3);
+    Tensor m = fixture.in("mv"), a = fixture.in("mv", 1), b = fixture.in("mv", 2), i = fixture.in("mv", 3);
     Tensor nan2 = tensor<float>({NAN, 1.0f});
     Tensor mnan = m.clone();
     mnan.diagonal().fill_(NAN);
@@ -385,7 +380,7 @@ TEST(TorchLinalg, MvAddmvAddrVdot) {
                 mv(m.t(), b)};
   });
   check("mv_grad", [] {
-    Tensor m = in("mv_grad"), a = in("mv_grad", 1), b = in("mv_grad", 2);
+    Tensor m = fixture.in("mv_grad"), a = fixture.in("mv_grad", 1), b = fixture.in("mv_grad", 2);
     return grads([](const Outs& x) { return addmv(x[2], x[0], x[1], 0.5, 2).square().sum(); }, {m, a, b}) +
            grads([](const Outs& x) { return addr(x[0], x[2], x[1], 1, 3).square().sum(); }, {m, a, b}) +
            grads([](const Outs& x) { return vdot(x[0], x[0] * 2); }, {a});

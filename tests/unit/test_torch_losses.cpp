@@ -23,45 +23,21 @@ namespace kiln {
 namespace {
 
 namespace F = nn::functional;
-using Outs = std::vector<Tensor>;
 using kiln::testing::expect_error;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const std::vector<std::string> kReductions = {"none", "mean", "sum"};
 
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(KILN_TEST_FIXTURES "/torch_losses.safetensors");
-  return sd;
-}
-const Tensor& in(const std::string& name, int i = 0) { return fixture().at(name + ".in" + std::to_string(i)); }
-const Tensor& out(const std::string& name, size_t k) {
-  return fixture().at(k == 0 ? name + ".out" : name + ".out" + std::to_string(k));
-}
+using kiln::testing::Outs;
+using kiln::testing::operator+;
+using kiln::testing::grads;
 
-void check(const std::string& name, const std::function<Outs()>& f) {
-  SCOPED_TRACE(name);
-  Outs got = f();
-  for (size_t k = 0; k < got.size(); ++k)
-    kiln::testing::expect_same_as_torch(got[k], out(name, k), "output " + std::to_string(k));
-  EXPECT_FALSE(fixture().contains(name + ".out" + std::to_string(got.size()))) << "torch gave more outputs";
-}
+const kiln::testing::TorchCases fixture("torch_losses.safetensors");
 
-Outs operator+(Outs a, const Outs& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 // f(reduction) for "none", "mean", "sum", as the fixture's reds().
 Outs reds(const std::function<Tensor(const std::string&)>& f) {
   Outs o;
   for (const auto& r : kReductions) o.push_back(f(r));
   return o;
-}
-// The gradients of sum(f(xs)^2), as the fixture's grad().
-Outs grads(const std::function<Tensor(const Outs&)>& f, Outs xs) {
-  for (auto& x : xs) x = x.detach().clone().requires_grad_(true);
-  f(xs).square().sum().backward();
-  Outs g;
-  for (auto& x : xs) g.push_back(x.grad());
-  return g;
 }
 Tensor f32(double v) { return tensor(Scalar(v)).to(kFloat32); }
 Tensor i64(int64_t v) { return tensor(Scalar(v)); }
@@ -76,8 +52,8 @@ Tensor T0() { return f32(-0.3); }
 Tensor E0() { return zeros({0, 4}); }
 
 TEST(TorchLosses, KlDiv) {
-  check("kl_div", [] {
-    Tensor a = in("kl_div"), t = in("kl_div", 1), lt = in("kl_div", 2);
+  fixture.check("kl_div", [] {
+    Tensor a = fixture.in("kl_div"), t = fixture.in("kl_div", 1), lt = fixture.in("kl_div", 2);
     return reds([&](const std::string& r) { return kl_div(a, t, r); }) + Outs{kl_div(a, t, "batchmean")} +
            reds([&](const std::string& r) { return kl_div(a, lt, r, true); }) +
            Outs{kl_div(a, lt, "batchmean", true),
@@ -88,83 +64,84 @@ TEST(TorchLosses, KlDiv) {
                 kl_div(E0(), E0(), "batchmean"),
                 kl_div(E0(), E0(), "sum")};
   });
-  check("kl_div_grad", [] {
-    Tensor a = in("kl_div_grad"), t = in("kl_div_grad", 1), lt = in("kl_div_grad", 2);
+  fixture.check("kl_div_grad", [] {
+    Tensor a = fixture.in("kl_div_grad"), t = fixture.in("kl_div_grad", 1), lt = fixture.in("kl_div_grad", 2);
     return grads([](const Outs& v) { return kl_div(v[0], v[1], "batchmean"); }, {a, t}) +
            grads([](const Outs& v) { return kl_div(v[0], v[1], "none", true); }, {a, lt});
   });
 }
 
 TEST(TorchLosses, Huber) {
-  check("huber", [] {
-    Tensor a = in("huber"), b = in("huber", 1), c = in("huber", 2);
+  fixture.check("huber", [] {
+    Tensor a = fixture.in("huber"), b = fixture.in("huber", 1), c = fixture.in("huber", 2);
     return reds([&](const std::string& r) { return huber_loss(a, b, r); }) +
            reds([&](const std::string& r) { return huber_loss(a, b, r, 0.5); }) +
            Outs{huber_loss(a, c, "none"), huber_loss(a.t(), b.t(), "none", 2.0), huber_loss(S0(), T0()),
                 huber_loss(E0(), E0()), huber_loss(E0(), E0(), "sum")};
   });
-  check("huber_grad", [] {
-    Outs xy{in("huber_grad"), in("huber_grad", 1)};
+  fixture.check("huber_grad", [] {
+    Outs xy{fixture.in("huber_grad"), fixture.in("huber_grad", 1)};
     return grads([](const Outs& v) { return huber_loss(v[0], v[1], "none", 0.5); }, xy) +
            grads([](const Outs& v) { return huber_loss(v[0], v[1]); }, xy);
   });
 }
 
 TEST(TorchLosses, SoftMargin) {
-  check("soft_margin", [] {
-    Tensor a = in("soft_margin"), y = in("soft_margin", 1);
+  fixture.check("soft_margin", [] {
+    Tensor a = fixture.in("soft_margin"), y = fixture.in("soft_margin", 1);
     return reds([&](const std::string& r) { return soft_margin_loss(a, y, r); }) +
            Outs{soft_margin_loss(a, y.select(0, 0), "none"), soft_margin_loss(a.t(), y.t()),
                 soft_margin_loss(S0(), T0()), soft_margin_loss(E0(), E0())};
   });
-  check("soft_margin_grad", [] {
-    Tensor y = in("soft_margin_grad", 1);
-    return grads([&](const Outs& v) { return soft_margin_loss(v[0], y, "none"); }, {in("soft_margin_grad")});
+  fixture.check("soft_margin_grad", [] {
+    Tensor y = fixture.in("soft_margin_grad", 1);
+    return grads([&](const Outs& v) { return soft_margin_loss(v[0], y, "none"); }, {fixture.in("soft_margin_grad")});
   });
-  check("multilabel_soft_margin", [] {
-    Tensor a = in("multilabel_soft_margin"), y = in("multilabel_soft_margin", 1), w = in("multilabel_soft_margin", 2);
+  fixture.check("multilabel_soft_margin", [] {
+    Tensor a = fixture.in("multilabel_soft_margin"), y = fixture.in("multilabel_soft_margin", 1),
+           w = fixture.in("multilabel_soft_margin", 2);
     return reds([&](const std::string& r) { return multilabel_soft_margin_loss(a, y, {}, r); }) +
            reds([&](const std::string& r) { return multilabel_soft_margin_loss(a, y, w, r); }) +
            Outs{multilabel_soft_margin_loss(a.select(0, 0), y.select(0, 0), {}, "none"),
                 multilabel_soft_margin_loss(a.t(), y.t()), multilabel_soft_margin_loss(E0(), E0()),
                 multilabel_soft_margin_loss(E0(), E0(), {}, "none")};
   });
-  check("multilabel_soft_margin_grad", [] {
+  fixture.check("multilabel_soft_margin_grad", [] {
     const std::string n = "multilabel_soft_margin_grad";
     return grads([](const Outs& v) { return multilabel_soft_margin_loss(v[0], v[1], v[2], "none"); },
-                 {in(n), in(n, 1), in(n, 2)});
+                 {fixture.in(n), fixture.in(n, 1), fixture.in(n, 2)});
   });
 }
 
 TEST(TorchLosses, MarginRankingHingeCosineEmbedding) {
-  check("margin_ranking", [] {
+  fixture.check("margin_ranking", [] {
     const std::string n = "margin_ranking";
-    Tensor a = in(n), b = in(n, 1), y = in(n, 2), c = in(n, 3), d = in(n, 4);
+    Tensor a = fixture.in(n), b = fixture.in(n, 1), y = fixture.in(n, 2), c = fixture.in(n, 3), d = fixture.in(n, 4);
     return reds([&](const std::string& r) { return margin_ranking_loss(a, b, y, 0.0, r); }) +
            reds([&](const std::string& r) { return margin_ranking_loss(a, b, y, 0.5, r); }) +
            Outs{margin_ranking_loss(c, strided(d), sign(c), 0.0, "none"), margin_ranking_loss(S0(), T0(), f32(-1.0)),
                 margin_ranking_loss(none_rows(a), none_rows(b), none_rows(y))};
   });
-  check("margin_ranking_grad", [] {
+  fixture.check("margin_ranking_grad", [] {
     const std::string n = "margin_ranking_grad";
     return grads([](const Outs& v) { return margin_ranking_loss(v[0], v[1], v[2], 0.3, "none"); },
-                 {in(n), in(n, 1), in(n, 2)});
+                 {fixture.in(n), fixture.in(n, 1), fixture.in(n, 2)});
   });
-  check("hinge_embedding", [] {
-    Tensor a = in("hinge_embedding"), y = in("hinge_embedding", 1);
+  fixture.check("hinge_embedding", [] {
+    Tensor a = fixture.in("hinge_embedding"), y = fixture.in("hinge_embedding", 1);
     return reds([&](const std::string& r) { return hinge_embedding_loss(a, y, 1.0, r); }) +
            reds([&](const std::string& r) { return hinge_embedding_loss(a, y, 2.0, r); }) +
            Outs{hinge_embedding_loss(a, y.select(0, 0), 1.0, "none"), hinge_embedding_loss(a.t(), y.t()),
                 hinge_embedding_loss(S0(), f32(-1.0)), hinge_embedding_loss(E0(), E0())};
   });
-  check("hinge_embedding_grad", [] {
-    Tensor y = in("hinge_embedding_grad", 1);
+  fixture.check("hinge_embedding_grad", [] {
+    Tensor y = fixture.in("hinge_embedding_grad", 1);
     return grads([&](const Outs& v) { return hinge_embedding_loss(v[0], y, 1.5, "none"); },
-                 {in("hinge_embedding_grad")});
+                 {fixture.in("hinge_embedding_grad")});
   });
-  check("cosine_embedding", [] {
+  fixture.check("cosine_embedding", [] {
     const std::string n = "cosine_embedding";
-    Tensor a = in(n), b = in(n, 1), y = in(n, 2);
+    Tensor a = fixture.in(n), b = fixture.in(n, 1), y = fixture.in(n, 2);
     return reds([&](const std::string& r) { return cosine_embedding_loss(a, b, y, 0.0, r); }) +
            reds([&](const std::string& r) { return cosine_embedding_loss(a, b, y, -0.2, r); }) +
            Outs{cosine_embedding_loss(a.select(0, 0), b.select(0, 0), f32(-1.0)),
@@ -172,16 +149,17 @@ TEST(TorchLosses, MarginRankingHingeCosineEmbedding) {
                 cosine_embedding_loss(zeros({2, 3}), first(b, 2), first(y, 2), 0.0, "none"),
                 cosine_embedding_loss(none_rows(a), none_rows(b), none_rows(y))};
   });
-  check("cosine_embedding_grad", [] {
+  fixture.check("cosine_embedding_grad", [] {
     const std::string n = "cosine_embedding_grad";
-    Tensor y = in(n, 2);
-    return grads([&](const Outs& v) { return cosine_embedding_loss(v[0], v[1], y, -0.5, "none"); }, {in(n), in(n, 1)});
+    Tensor y = fixture.in(n, 2);
+    return grads([&](const Outs& v) { return cosine_embedding_loss(v[0], v[1], y, -0.5, "none"); },
+                 {fixture.in(n), fixture.in(n, 1)});
   });
 }
 
 TEST(TorchLosses, MultiMargin) {
-  check("multi_margin", [] {
-    Tensor a = in("multi_margin"), t = in("multi_margin", 1), w = in("multi_margin", 2);
+  fixture.check("multi_margin", [] {
+    Tensor a = fixture.in("multi_margin"), t = fixture.in("multi_margin", 1), w = fixture.in("multi_margin", 2);
     return reds([&](const std::string& r) { return multi_margin_loss(a, t, 1, 1.0, {}, r); }) +
            reds([&](const std::string& r) { return multi_margin_loss(a, t, 2, 0.7, w, r); }) +
            Outs{multi_margin_loss(a.select(0, 0), first(t), 1, 1.0, {}, "none"),
@@ -191,42 +169,42 @@ TEST(TorchLosses, MultiMargin) {
                 multi_margin_loss(none_rows(a), none_rows(t)),
                 multi_margin_loss(none_rows(a), none_rows(t), 1, 1.0, {}, "none")};
   });
-  check("multi_margin_grad", [] {
-    Tensor t = in("multi_margin_grad", 1), w = in("multi_margin_grad", 2);
-    Outs x{in("multi_margin_grad")};
+  fixture.check("multi_margin_grad", [] {
+    Tensor t = fixture.in("multi_margin_grad", 1), w = fixture.in("multi_margin_grad", 2);
+    Outs x{fixture.in("multi_margin_grad")};
     return grads([&](const Outs& v) { return multi_margin_loss(v[0], t, 2, 1.0, w, "none"); }, x) +
            grads([&](const Outs& v) { return multi_margin_loss(v[0], t); }, x);
   });
-  check("multilabel_margin", [] {
-    Tensor a = in("multilabel_margin"), t = in("multilabel_margin", 1);
+  fixture.check("multilabel_margin", [] {
+    Tensor a = fixture.in("multilabel_margin"), t = fixture.in("multilabel_margin", 1);
     return reds([&](const std::string& r) { return multilabel_margin_loss(a, t, r); }) +
            Outs{multilabel_margin_loss(a.select(0, 0), t.select(0, 0), "none"), multilabel_margin_loss(strided(a), t),
                 multilabel_margin_loss(S0(), i64(0), "none"),
                 multilabel_margin_loss(none_rows(a), none_rows(t), "none")};
   });
-  check("multilabel_margin_grad", [] {
-    Tensor t = in("multilabel_margin_grad", 1);
+  fixture.check("multilabel_margin_grad", [] {
+    Tensor t = fixture.in("multilabel_margin_grad", 1);
     return grads([&](const Outs& v) { return multilabel_margin_loss(v[0], t, "none"); },
-                 {in("multilabel_margin_grad")});
+                 {fixture.in("multilabel_margin_grad")});
   });
 }
 
 TEST(TorchLosses, TripletPoissonGaussian) {
-  check("triplet_margin", [] {
-    Tensor a = in("triplet_margin"), p = in("triplet_margin", 1), n = in("triplet_margin", 2);
+  fixture.check("triplet_margin", [] {
+    Tensor a = fixture.in("triplet_margin"), p = fixture.in("triplet_margin", 1), n = fixture.in("triplet_margin", 2);
     return reds([&](const std::string& r) { return triplet_margin_loss(a, p, n, 1.0, 2, 1e-6, false, r); }) +
            Outs{triplet_margin_loss(a, p, n, 2.0, 1, 1e-6, true, "none"), triplet_margin_loss(a, p, n, 1.0, 3, 0.1),
                 triplet_margin_loss(a.select(0, 0), p.select(0, 0), n.select(0, 0)),
                 triplet_margin_loss(strided(a), p, n, 1.0, 2, 1e-6, true),
                 triplet_margin_loss(none_rows(a), none_rows(p), none_rows(n))};
   });
-  check("triplet_margin_grad", [] {
+  fixture.check("triplet_margin_grad", [] {
     const std::string n = "triplet_margin_grad";
     return grads([](const Outs& v) { return triplet_margin_loss(v[0], v[1], v[2], 1.5, 2, 1e-6, true, "none"); },
-                 {in(n), in(n, 1), in(n, 2)});
+                 {fixture.in(n), fixture.in(n, 1), fixture.in(n, 2)});
   });
-  check("poisson_nll", [] {
-    Tensor a = in("poisson_nll"), t = in("poisson_nll", 1);
+  fixture.check("poisson_nll", [] {
+    Tensor a = fixture.in("poisson_nll"), t = fixture.in("poisson_nll", 1);
     return reds([&](const std::string& r) { return poisson_nll_loss(a, t, true, false, 1e-8, r); }) +
            reds([&](const std::string& r) { return poisson_nll_loss(a.exp(), t, false, true, 1e-8, r); }) +
            Outs{poisson_nll_loss(a, t, true, true, 1e-8, "none"),
@@ -236,13 +214,13 @@ TEST(TorchLosses, TripletPoissonGaussian) {
                 poisson_nll_loss(S0(), T0().abs()),
                 poisson_nll_loss(E0(), E0())};
   });
-  check("poisson_nll_grad", [] {
-    Tensor a = in("poisson_nll_grad"), t = in("poisson_nll_grad", 1);
+  fixture.check("poisson_nll_grad", [] {
+    Tensor a = fixture.in("poisson_nll_grad"), t = fixture.in("poisson_nll_grad", 1);
     return grads([](const Outs& v) { return poisson_nll_loss(v[0], v[1], true, true, 1e-8, "none"); }, {a, t + 0.5}) +
            grads([](const Outs& v) { return poisson_nll_loss(v[0], v[1], false); }, {a.abs() + 0.1, t});
   });
-  check("gaussian_nll", [] {
-    Tensor a = in("gaussian_nll"), t = in("gaussian_nll", 1), v = in("gaussian_nll", 2);
+  fixture.check("gaussian_nll", [] {
+    Tensor a = fixture.in("gaussian_nll"), t = fixture.in("gaussian_nll", 1), v = fixture.in("gaussian_nll", 2);
     return reds([&](const std::string& r) { return gaussian_nll_loss(a, t, v, false, 1e-6, r); }) +
            reds([&](const std::string& r) { return gaussian_nll_loss(a, t, v.select(1, 0), true, 1e-6, r); }) +
            Outs{gaussian_nll_loss(a, t, v.narrow(1, 0, 1), false, 1e-6, "none"),
@@ -252,17 +230,17 @@ TEST(TorchLosses, TripletPoissonGaussian) {
                 gaussian_nll_loss(S0(), T0(), f32(0.5)),
                 gaussian_nll_loss(E0(), E0(), E0())};
   });
-  check("gaussian_nll_grad", [] {
+  fixture.check("gaussian_nll_grad", [] {
     const std::string n = "gaussian_nll_grad";
-    Tensor a = in(n), t = in(n, 1), v = in(n, 2);
+    Tensor a = fixture.in(n), t = fixture.in(n, 1), v = fixture.in(n, 2);
     return grads([](const Outs& x) { return gaussian_nll_loss(x[0], x[1], x[2], false, 1e-6, "none"); }, {a, t, v}) +
            grads([](const Outs& x) { return gaussian_nll_loss(x[0], x[1], x[2], true); }, {a, t, v.select(1, 0)});
   });
 }
 
 TEST(TorchLosses, Distances) {
-  check("cosine_similarity", [] {
-    Tensor a = in("cosine_similarity"), b = in("cosine_similarity", 1);
+  fixture.check("cosine_similarity", [] {
+    Tensor a = fixture.in("cosine_similarity"), b = fixture.in("cosine_similarity", 1);
     return Outs{cosine_similarity(a, b),
                 cosine_similarity(a, b, 0),
                 cosine_similarity(a, first(b), -1),
@@ -271,13 +249,13 @@ TEST(TorchLosses, Distances) {
                 cosine_similarity(a, b, 1, 0.5),
                 cosine_similarity(none_rows(a), none_rows(b))};
   });
-  check("cosine_similarity_grad", [] {
-    Outs ab{in("cosine_similarity_grad"), in("cosine_similarity_grad", 1)};
+  fixture.check("cosine_similarity_grad", [] {
+    Outs ab{fixture.in("cosine_similarity_grad"), fixture.in("cosine_similarity_grad", 1)};
     return grads([](const Outs& v) { return cosine_similarity(v[0], v[1]); }, ab) +
            grads([](const Outs& v) { return cosine_similarity(v[0], v[1], 0, 0.5); }, ab);
   });
-  check("pairwise_distance", [] {
-    Tensor a = in("pairwise_distance"), b = in("pairwise_distance", 1);
+  fixture.check("pairwise_distance", [] {
+    Tensor a = fixture.in("pairwise_distance"), b = fixture.in("pairwise_distance", 1);
     return Outs{pairwise_distance(a, b),
                 pairwise_distance(a, b, 1, 1e-6, true),
                 pairwise_distance(a, b.select(0, 0), kInf),
@@ -287,13 +265,13 @@ TEST(TorchLosses, Distances) {
                 pairwise_distance(none_rows(a), none_rows(b)),
                 pairwise_distance(a, a, 2, 0.0)};
   });
-  check("pairwise_distance_grad", [] {
-    Outs ab{in("pairwise_distance_grad"), in("pairwise_distance_grad", 1)};
+  fixture.check("pairwise_distance_grad", [] {
+    Outs ab{fixture.in("pairwise_distance_grad"), fixture.in("pairwise_distance_grad", 1)};
     return grads([](const Outs& v) { return pairwise_distance(v[0], v[1]); }, ab) +
            grads([](const Outs& v) { return pairwise_distance(v[0], v[1], 1.5); }, ab);
   });
-  check("cdist", [] {
-    Tensor a = in("cdist"), b = in("cdist", 1);
+  fixture.check("cdist", [] {
+    Tensor a = fixture.in("cdist"), b = fixture.in("cdist", 1);
     return Outs{cdist(a, b),
                 cdist(a, b, 1),
                 cdist(a, b, 0),
@@ -307,29 +285,29 @@ TEST(TorchLosses, Distances) {
                 cdist(a.narrow(2, 0, 0), b.narrow(2, 0, 0)),
                 cdist(a.unsqueeze(0), b.unsqueeze(1))};
   });
-  check("cdist_grad", [] {
-    Outs ab{in("cdist_grad"), in("cdist_grad", 1)};
+  fixture.check("cdist_grad", [] {
+    Outs ab{fixture.in("cdist_grad"), fixture.in("cdist_grad", 1)};
     Outs g;
     for (double p : {2.0, 1.0, 3.0, 0.5, 1.5, 0.0, kInf})
       g = g + grads([p](const Outs& v) { return cdist(v[0], v[1], p); }, ab);
     return g;
   });
-  check("normalize", [] {
-    Tensor a = in("normalize");
+  fixture.check("normalize", [] {
+    Tensor a = fixture.in("normalize");
     return Outs{normalize(a),          normalize(a, 1, 0),      normalize(a, kInf, -1),
                 normalize(a.t()),      normalize(a, 2, 1, 0.5), normalize(a.select(0, 0), 2, 0),
                 normalize(S0(), 2, 0), normalize(none_rows(a))};
   });
-  check("normalize_grad", [] {
-    Outs a{in("normalize_grad")};
+  fixture.check("normalize_grad", [] {
+    Outs a{fixture.in("normalize_grad")};
     return grads([](const Outs& v) { return normalize(v[0]); }, a) +
            grads([](const Outs& v) { return normalize(v[0], 3, 0); }, a);
   });
 }
 
 TEST(TorchLosses, LocalResponseAndInstanceNorm) {
-  check("local_response_norm", [] {
-    Tensor a = in("local_response_norm"), b = in("local_response_norm", 1);
+  fixture.check("local_response_norm", [] {
+    Tensor a = fixture.in("local_response_norm"), b = fixture.in("local_response_norm", 1);
     return Outs{local_response_norm(a, 2),
                 local_response_norm(a, 3, 0.5, 0.6, 2.0),
                 local_response_norm(b, 5, 1.0),
@@ -339,14 +317,16 @@ TEST(TorchLosses, LocalResponseAndInstanceNorm) {
                 local_response_norm(none_rows(a), 2),
                 local_response_norm(zeros({1, 3, 2, 2, 2}), 2)};
   });
-  check("local_response_norm_grad", [] {
+  fixture.check("local_response_norm_grad", [] {
     return grads([](const Outs& v) { return local_response_norm(v[0], 3, 0.5, 0.6, 2.0); },
-                 {in("local_response_norm_grad")}) +
-           grads([](const Outs& v) { return local_response_norm(v[0], 2, 1.0); }, {in("local_response_norm_grad", 1)});
+                 {fixture.in("local_response_norm_grad")}) +
+           grads([](const Outs& v) { return local_response_norm(v[0], 2, 1.0); },
+                 {fixture.in("local_response_norm_grad", 1)});
   });
-  check("instance_norm", [] {
+  fixture.check("instance_norm", [] {
     const std::string n = "instance_norm";
-    Tensor x = in(n), m = in(n, 1), v = in(n, 2), w = in(n, 3), b = in(n, 4), x4 = in(n, 5);
+    Tensor x = fixture.in(n), m = fixture.in(n, 1), v = fixture.in(n, 2), w = fixture.in(n, 3), b = fixture.in(n, 4),
+           x4 = fixture.in(n, 5);
     Tensor m2 = m.clone(), v2 = v.clone();
     Tensor y = instance_norm(x, m2, v2, w, b, true, 0.3);
     return Outs{instance_norm(x),
@@ -360,24 +340,25 @@ TEST(TorchLosses, LocalResponseAndInstanceNorm) {
                 instance_norm(x4),
                 instance_norm(ones({2, 3, 2}))};
   });
-  check("instance_norm_grad", [] {
+  fixture.check("instance_norm_grad", [] {
     const std::string n = "instance_norm_grad";
-    return grads([](const Outs& v) { return instance_norm(v[0], {}, {}, v[1], v[2]); }, {in(n), in(n, 1), in(n, 2)});
+    return grads([](const Outs& v) { return instance_norm(v[0], {}, {}, v[1], v[2]); },
+                 {fixture.in(n), fixture.in(n, 1), fixture.in(n, 2)});
   });
 }
 
 TEST(TorchLosses, EmbeddingMaxNorm) {
-  check("embedding_max_norm", [] {
-    Tensor w = in("embedding_max_norm"), i = in("embedding_max_norm", 1);
+  fixture.check("embedding_max_norm", [] {
+    Tensor w = fixture.in("embedding_max_norm"), i = fixture.in("embedding_max_norm", 1);
     Tensor w1 = w.clone(), w2 = w.clone(), w3 = w.clone();
     Tensor o1 = F::embedding(i, w1, std::nullopt, 1.0);
     Tensor o2 = F::embedding(first(i), w2, std::nullopt, 0.5, 1.0);
     Tensor o3 = F::embedding(i, w3, 0, 2.0, kInf);
     return Outs{o1, w1, o2, w2, o3, w3};
   });
-  check("embedding_max_norm_grad", [] {
-    Tensor w = in("embedding_max_norm_grad").clone().requires_grad_(true);
-    F::embedding(in("embedding_max_norm_grad", 1), w, std::nullopt, 1.0).square().sum().backward();
+  fixture.check("embedding_max_norm_grad", [] {
+    Tensor w = fixture.in("embedding_max_norm_grad").clone().requires_grad_(true);
+    F::embedding(fixture.in("embedding_max_norm_grad", 1), w, std::nullopt, 1.0).square().sum().backward();
     return Outs{w.grad(), w.detach()};
   });
   // nn::Embedding takes max_norm too; its weight is renormalised by the forward.
@@ -390,13 +371,6 @@ TEST(TorchLosses, EmbeddingMaxNorm) {
 }
 
 // ---- modules: state_dict keys in torch's order, forward as torch's ----
-std::vector<std::string> torch_keys(const std::string& name) {
-  static const safetensors::SafeTensorsFile file(KILN_TEST_FIXTURES "/torch_losses.safetensors");
-  std::vector<std::string> k = kiln::testing::torch_fixture_keys(file, name);
-  if (k.size() == 1 && k[0].empty()) k.clear();  // an empty state_dict
-  return k;
-}
-
 // Runs `train_steps` training forwards, then compares the state_dict (keys and values) and the
 // eval-mode output with the fixture's, as fixture_writer.py's Cases.case.
 void check_module(const std::string& name, nn::Module& m, const std::function<Tensor()>& forward, int train_steps = 0) {
@@ -413,36 +387,36 @@ void check_module(const std::string& name, nn::Module& m, const std::function<Te
     got = forward();
   }
   StateDict sd = m.state_dict();
-  EXPECT_EQ(sd.keys(), torch_keys(name)) << "state_dict keys in PyTorch's order";
-  StateDict want = kiln::testing::torch_fixture_state(fixture(), name);
+  EXPECT_EQ(sd.keys(), fixture.keys(name)) << "state_dict keys in PyTorch's order";
+  StateDict want = fixture.state(name);
   for (const auto& k : sd.keys())
     if (want.contains(k)) kiln::testing::expect_same_as_torch(sd.at(k), want.at(k), "state " + k);
-  kiln::testing::expect_same_as_torch(got, out(name, 0), "output");
+  kiln::testing::expect_same_as_torch(got, fixture.out(name, 0), "output");
 }
 
 TEST(TorchLosses, NormModules) {
   nn::InstanceNorm1d in1(3, 1e-5, 0.2, true, true);
   check_module(
-      "mod_instancenorm1d", in1, [&] { return in1(in("mod_instancenorm1d")); }, 2);
+      "mod_instancenorm1d", in1, [&] { return in1(fixture.in("mod_instancenorm1d")); }, 2);
   nn::InstanceNorm1d plain(3);
   check_module(
-      "mod_instancenorm1d_plain", plain, [&] { return plain(in("mod_instancenorm1d_plain")); }, 1);
+      "mod_instancenorm1d_plain", plain, [&] { return plain(fixture.in("mod_instancenorm1d_plain")); }, 1);
   nn::InstanceNorm1d unb(3, 1e-5, 0.1, true);
-  check_module("mod_instancenorm1d_unbatched", unb, [&] { return unb(in("mod_instancenorm1d_unbatched")); });
+  check_module("mod_instancenorm1d_unbatched", unb, [&] { return unb(fixture.in("mod_instancenorm1d_unbatched")); });
   nn::InstanceNorm2d in2(4, 1e-5, 0.1, true, true);
   check_module(
-      "mod_instancenorm2d", in2, [&] { return in2(in("mod_instancenorm2d")); }, 1);
+      "mod_instancenorm2d", in2, [&] { return in2(fixture.in("mod_instancenorm2d")); }, 1);
   nn::InstanceNorm3d in3(2, 1e-5, 0.1, false, true);
   check_module(
-      "mod_instancenorm3d", in3, [&] { return in3(in("mod_instancenorm3d")); }, 1);
+      "mod_instancenorm3d", in3, [&] { return in3(fixture.in("mod_instancenorm3d")); }, 1);
   EXPECT_EQ(plain.extra_repr(), "3, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False");
   EXPECT_EQ(nn::LocalResponseNorm(2, 0.5).extra_repr(), "2, alpha=0.5, beta=0.75, k=1.0");
   nn::LocalResponseNorm lrn(3, 0.2, 0.5, 1.5);
-  check_module("mod_lrn", lrn, [&] { return lrn(in("mod_lrn")); });
+  check_module("mod_lrn", lrn, [&] { return lrn(fixture.in("mod_lrn")); });
   nn::PixelShuffle ps(2);
-  check_module("mod_pixel_shuffle", ps, [&] { return ps(in("mod_pixel_shuffle")); });
+  check_module("mod_pixel_shuffle", ps, [&] { return ps(fixture.in("mod_pixel_shuffle")); });
   nn::PixelUnshuffle pu(2);
-  check_module("mod_pixel_unshuffle", pu, [&] { return pu(in("mod_pixel_unshuffle")); });
+  check_module("mod_pixel_unshuffle", pu, [&] { return pu(fixture.in("mod_pixel_unshuffle")); });
   EXPECT_EQ(ps.extra_repr(), "upscale_factor=2");
   EXPECT_EQ(pu.extra_repr(), "downscale_factor=2");
   // Wrong channel counts and ranks fail naming the module.
@@ -453,26 +427,29 @@ TEST(TorchLosses, NormModules) {
 }
 
 TEST(TorchLosses, LossModules) {
-  Tensor mx = in("mod_multi_margin"), mt = in("mod_multi_margin", 1);
-  nn::MultiMarginLoss mm(2, 0.5, fixture().at("mod_multi_margin.state.weight"));
+  Tensor mx = fixture.in("mod_multi_margin"), mt = fixture.in("mod_multi_margin", 1);
+  nn::MultiMarginLoss mm(2, 0.5, fixture.tensors().at("mod_multi_margin.state.weight"));
   check_module("mod_multi_margin", mm, [&] { return mm(mx, mt); });
-  nn::MultiLabelSoftMarginLoss ms(fixture().at("mod_multilabel_soft_margin.state.weight"), "sum");
-  check_module("mod_multilabel_soft_margin", ms,
-               [&] { return ms(in("mod_multilabel_soft_margin"), in("mod_multilabel_soft_margin", 1)); });
+  nn::MultiLabelSoftMarginLoss ms(fixture.tensors().at("mod_multilabel_soft_margin.state.weight"), "sum");
+  check_module("mod_multilabel_soft_margin", ms, [&] {
+    return ms(fixture.in("mod_multilabel_soft_margin"), fixture.in("mod_multilabel_soft_margin", 1));
+  });
   nn::KLDivLoss kl("batchmean", true);
-  check_module("mod_kl_div", kl, [&] { return kl(in("mod_kl_div"), in("mod_kl_div", 1)); });
+  check_module("mod_kl_div", kl, [&] { return kl(fixture.in("mod_kl_div"), fixture.in("mod_kl_div", 1)); });
 
   // Every module's forward is its functional with the module's arguments.
-  Tensor a = in("triplet_margin"), p = in("triplet_margin", 1), n = in("triplet_margin", 2);
-  Tensor x = in("huber"), y = in("huber", 1), sy = in("soft_margin", 1), xs = in("soft_margin");
+  Tensor a = fixture.in("triplet_margin"), p = fixture.in("triplet_margin", 1), n = fixture.in("triplet_margin", 2);
+  Tensor x = fixture.in("huber"), y = fixture.in("huber", 1), sy = fixture.in("soft_margin", 1),
+         xs = fixture.in("soft_margin");
   auto same = [](const Tensor& got, const Tensor& want, const char* what) {
     kiln::testing::expect_same_as_torch(got, want, what);
   };
   same(nn::HuberLoss("sum", 0.5)(x, y), huber_loss(x, y, "sum", 0.5), "HuberLoss");
   same(nn::SoftMarginLoss("none")(xs, sy), soft_margin_loss(xs, sy, "none"), "SoftMarginLoss");
   same(nn::HingeEmbeddingLoss(2.0)(xs, sy), hinge_embedding_loss(xs, sy, 2.0), "HingeEmbeddingLoss");
-  same(nn::MultiLabelMarginLoss("sum")(in("multilabel_margin"), in("multilabel_margin", 1)),
-       multilabel_margin_loss(in("multilabel_margin"), in("multilabel_margin", 1), "sum"), "MultiLabelMarginLoss");
+  same(nn::MultiLabelMarginLoss("sum")(fixture.in("multilabel_margin"), fixture.in("multilabel_margin", 1)),
+       multilabel_margin_loss(fixture.in("multilabel_margin"), fixture.in("multilabel_margin", 1), "sum"),
+       "MultiLabelMarginLoss");
   same(nn::PoissonNLLLoss(false, true, 0.1, "none")(xs.abs(), sy.abs()),
        poisson_nll_loss(xs.abs(), sy.abs(), false, true, 0.1, "none"), "PoissonNLLLoss");
   same(nn::MarginRankingLoss(0.2, "sum")(a.select(1, 0), p.select(1, 0), n.select(1, 0).sign()),

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "tests/unit/torch_fixture.h"
 #include "kiln/nn.h"
+#include "tests/unit/torch_fixture.h"
 
 namespace kiln {
 namespace {
@@ -31,54 +31,31 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 void expect_close(const Tensor& got, const Tensor& want, double tol) {
-  ASSERT_TRUE(got.defined() && want.defined());
-  ASSERT_EQ(got.sizes().vec(), want.sizes().vec());
-  EXPECT_LE(max_abs_diff(got, want), tol * (1 + want.to(kFloat64).abs().max().item<double>()));
+  kiln::testing::expect_close_overall(got, want, "", tol);
 }
 
 // ---------------------------------------------------------------- PyTorch fixture
 
-const char* kFixture = KILN_TEST_FIXTURES "/torch_transformer.safetensors";
-
-const StateDict& fixture() {
-  static const StateDict sd = safetensors::load_file(kFixture);
-  return sd;
-}
-
-std::vector<std::string> torch_keys(const std::string& name) {
-  static const safetensors::SafeTensorsFile file(kFixture);
-  return kiln::testing::torch_fixture_keys(file, name);
-}
-
-StateDict state_of(const std::string& name) { return kiln::testing::torch_fixture_state(fixture(), name); }
-
-const Tensor& in(const std::string& name, int i) { return fixture().at(name + ".in" + std::to_string(i)); }
+const kiln::testing::TorchCases fixture("torch_transformer.safetensors");
 
 // Loads the case's state_dict strictly (PyTorch's keys in PyTorch's order), runs `forward` in
 // eval mode and compares with PyTorch's output; returns that output.
-Tensor check(const std::string& name, nn::Module& m, const std::function<Tensor()>& forward, double tol = 1e-5) {
-  SCOPED_TRACE(name);
-  StateDict state = state_of(name);
-  EXPECT_FALSE(state.empty());
-  EXPECT_EQ(m.state_dict().keys(), torch_keys(name)) << "state_dict keys in PyTorch's order";
-  m.load_state_dict(state, /*strict=*/true);
-  m.eval();
-  NoGradGuard no_grad;
-  Tensor got = forward();
-  const Tensor& want = fixture().at(name + ".out");
-  expect_close(got, want, tol);
-  return want;
+Tensor check(const std::string& name, nn::Module& m, const std::function<Tensor()>& forward) {
+  fixture.check_module(
+      name, m, [&] { return kiln::testing::Outs{forward()}; }, kiln::testing::close_overall());
+  return fixture.out(name);
 }
 
 TEST(TorchTransformer, EncoderSequenceFirstAndBatchFirst) {
   nn::TransformerEncoderLayer layer({.d_model = 8, .nhead = 2, .dim_feedforward = 16, .activation = "gelu"});
   nn::TransformerEncoder enc(layer, 2, std::make_shared<nn::LayerNorm>(IntArrayRef(8)));
-  Tensor want =
-      check("encoder", enc, [&] { return enc.forward(in("encoder", 0), in("encoder", 1), in("encoder", 2)); });
+  Tensor want = check("encoder", enc, [&] {
+    return enc.forward(fixture.in("encoder", 0), fixture.in("encoder", 1), fixture.in("encoder", 2));
+  });
   {
     NoGradGuard ng;  // the masks reach every layer: without them the answer differs
-    EXPECT_GT(max_abs_diff(enc.forward(in("encoder", 0)), want), 1e-2);
-    EXPECT_GT(max_abs_diff(enc.forward(in("encoder", 0), in("encoder", 1)), want), 1e-2);
+    EXPECT_GT(max_abs_diff(enc.forward(fixture.in("encoder", 0)), want), 1e-2);
+    EXPECT_GT(max_abs_diff(enc.forward(fixture.in("encoder", 0), fixture.in("encoder", 1)), want), 1e-2);
   }
 
   auto bf_layer = std::make_shared<nn::TransformerEncoderLayer>(nn::TransformerEncoderLayerOptions{
@@ -88,26 +65,29 @@ TEST(TorchTransformer, EncoderSequenceFirstAndBatchFirst) {
                              .norm = std::make_shared<nn::LayerNorm>(IntArrayRef(8), 1e-6),
                              .enable_nested_tensor = false});
   // A non-contiguous src (a transposed view) gives the same answer.
-  Tensor src = in("encoder_bf", 0).transpose(0, 1).contiguous().transpose(0, 1);
+  Tensor src = fixture.in("encoder_bf", 0).transpose(0, 1).contiguous().transpose(0, 1);
   ASSERT_FALSE(src.is_contiguous());
-  check("encoder_bf", bf, [&] { return bf.forward(src, in("encoder_bf", 1), in("encoder_bf", 2)); });
+  check("encoder_bf", bf, [&] { return bf.forward(src, fixture.in("encoder_bf", 1), fixture.in("encoder_bf", 2)); });
 }
 
 TEST(TorchTransformer, DecoderAndDecoderLayer) {
   nn::TransformerDecoder dec(nn::TransformerDecoderLayer(8, 2, 16), 2, std::make_shared<nn::LayerNorm>(IntArrayRef(8)));
   check("decoder", dec, [&] {
-    return dec.forward(in("decoder", 0), in("decoder", 1), in("decoder", 2), in("decoder", 3), in("decoder", 4),
-                       in("decoder", 5));
+    return dec.forward(fixture.in("decoder", 0), fixture.in("decoder", 1), fixture.in("decoder", 2),
+                       fixture.in("decoder", 3), fixture.in("decoder", 4), fixture.in("decoder", 5));
   });
   auto layer = std::make_shared<nn::TransformerDecoderLayer>(nn::TransformerDecoderLayerOptions{
       .d_model = 8, .nhead = 2, .dim_feedforward = 16, .activation = "gelu", .batch_first = true, .norm_first = true});
   nn::TransformerDecoder bf(
       {.decoder_layer = layer, .num_layers = 2, .norm = std::make_shared<nn::LayerNorm>(IntArrayRef(8))});
-  check("decoder_bf", bf,
-        [&] { return bf.forward(in("decoder_bf", 0), in("decoder_bf", 1), in("decoder_bf", 2), in("decoder_bf", 3)); });
+  check("decoder_bf", bf, [&] {
+    return bf.forward(fixture.in("decoder_bf", 0), fixture.in("decoder_bf", 1), fixture.in("decoder_bf", 2),
+                      fixture.in("decoder_bf", 3));
+  });
   nn::TransformerDecoderLayer one(8, 2, 16);
-  check("decoder_layer_unbatched", one,
-        [&] { return one.forward(in("decoder_layer_unbatched", 0), in("decoder_layer_unbatched", 1)); });
+  check("decoder_layer_unbatched", one, [&] {
+    return one.forward(fixture.in("decoder_layer_unbatched", 0), fixture.in("decoder_layer_unbatched", 1));
+  });
 }
 
 TEST(TorchTransformer, Transformer) {
@@ -115,13 +95,14 @@ TEST(TorchTransformer, Transformer) {
       {.d_model = 8, .nhead = 2, .num_encoder_layers = 2, .num_decoder_layers = 2, .dim_feedforward = 16});
   check("transformer", xf, [&] {
     const std::string c = "transformer";
-    return xf.forward(in(c, 0), in(c, 1), in(c, 2), in(c, 3), in(c, 4), in(c, 5), in(c, 6), in(c, 7));
+    return xf.forward(fixture.in(c, 0), fixture.in(c, 1), fixture.in(c, 2), fixture.in(c, 3), fixture.in(c, 4),
+                      fixture.in(c, 5), fixture.in(c, 6), fixture.in(c, 7));
   });
   // Positional arguments in torch's order.
   nn::Transformer bf(8, 2, 1, 2, 16, 0.1, "gelu", nullptr, nullptr, 1e-5, /*batch_first=*/true, /*norm_first=*/true);
   check("transformer_bf", bf, [&] {
-    return bf.forward(in("transformer_bf", 0), in("transformer_bf", 1), in("transformer_bf", 2),
-                      in("transformer_bf", 3));
+    return bf.forward(fixture.in("transformer_bf", 0), fixture.in("transformer_bf", 1), fixture.in("transformer_bf", 2),
+                      fixture.in("transformer_bf", 3));
   });
 }
 
