@@ -283,14 +283,18 @@ KILN_REGISTER_META(conv_transpose3d, (meta_conv<3, true>));
 // ---- pooling over ND = 1, 2, 3 spatial dims ----
 // The 1-D pools are composites over the 2-D prims; their metas check the user's
 // 1-D arguments under their own name before the decomposition adds a dim.
-template <int ND>
-std::vector<TensorMeta> meta_max_pool(const OpCall& c) {
-  const Attrs& a = c.attrs;
-  PoolNdShape p = pool_nd_shape(c.name(), ND, c.in(0), a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4));
-  auto out = one_output(p.out_sizes(), c.in(0).dtype(), output_device(c.inputs));
+// A max pool's outputs: the values and their int64 indices, both of shape s.
+std::vector<TensorMeta> values_and_indices(const OpCall& c, Shape s) {
+  auto out = one_output(std::move(s), c.in(0).dtype(), output_device(c.inputs));
   out.push_back(out[0]);
   out[1].dtype = DType::Int64;
   return out;
+}
+template <int ND>
+std::vector<TensorMeta> meta_max_pool(const OpCall& c) {
+  const Attrs& a = c.attrs;
+  return values_and_indices(
+      c, pool_nd_shape(c.name(), ND, c.in(0), a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4)).out_sizes());
 }
 KILN_REGISTER_META(max_pool1d, meta_max_pool<1>);
 KILN_REGISTER_META(max_pool2d, meta_max_pool<2>);
@@ -445,10 +449,7 @@ KILN_REGISTER_DECOMP(adaptive_avg_pool3d, decomp_adaptive_avg_pool<3>);
 
 template <int ND>
 std::vector<TensorMeta> meta_adaptive_max_pool(const OpCall& c) {
-  auto out = one_output(adaptive_out_shape(c, ND, true), c.in(0).dtype(), output_device(c.inputs));
-  out.push_back(out[0]);
-  out[1].dtype = DType::Int64;
-  return out;
+  return values_and_indices(c, adaptive_out_shape(c, ND, true));
 }
 KILN_REGISTER_META(adaptive_max_pool1d, meta_adaptive_max_pool<1>);
 KILN_REGISTER_META(adaptive_max_pool2d, meta_adaptive_max_pool<2>);
