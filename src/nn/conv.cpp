@@ -75,13 +75,6 @@ void check_output_padding(const char* who, const std::vector<int64_t>& op, const
                " stride=", py_tuple(stride), " dilation=", py_tuple(dilation));
 }
 
-// [c0, c1, *kernel]
-std::vector<int64_t> weight_shape(int64_t c0, int64_t c1, const std::vector<int64_t>& k) {
-  std::vector<int64_t> s{c0, c1};
-  s.insert(s.end(), k.begin(), k.end());
-  return s;
-}
-
 // torch's _ConvNd checks on padding_mode and a padding string.
 void check_padding_mode(const char* who, const std::string& mode) {
   KILN_CHECK(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular", who,
@@ -118,145 +111,33 @@ std::vector<int64_t> reversed_padding_twice(const std::string& padding_string, c
   return out;
 }
 
-// torch's _ConvNd._conv_forward: other modes than zeros pad first, then convolve unpadded.
-Tensor conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::vector<int64_t>& stride,
-                    const std::vector<int64_t>& padding, const std::string& padding_string,
-                    const std::string& padding_mode, const std::vector<int64_t>& kernel,
-                    const std::vector<int64_t>& dilation, int64_t groups) {
-  const size_t nd = kernel.size();
-  auto conv = [&](const Tensor& in, auto pad) {
-    return nd == 1   ? conv1d(in, weight, bias, stride, pad, dilation, groups)
-           : nd == 2 ? conv2d(in, weight, bias, stride, pad, dilation, groups)
-                     : conv3d(in, weight, bias, stride, pad, dilation, groups);
-  };
-  if (padding_mode != "zeros")
-    return conv(kiln::pad(x, reversed_padding_twice(padding_string, padding, kernel, dilation), padding_mode),
-                IntArrayRef(0));
-  if (!padding_string.empty()) return conv(x, padding_string);
-  return conv(x, IntArrayRef(padding));
+// [c0, c1, *kernel]
+std::vector<int64_t> weight_shape(int64_t c0, int64_t c1, const std::vector<int64_t>& k) {
+  std::vector<int64_t> s{c0, c1};
+  s.insert(s.end(), k.begin(), k.end());
+  return s;
 }
+
+// The module names, by rank (Module's type name: repr, errors).
+constexpr const char* kConvName[] = {"", "Conv1d", "Conv2d", "Conv3d"};
+constexpr const char* kConvTransposeName[] = {"", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"};
 
 }  // namespace
 
-Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
-               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias, const std::string& padding_mode)
-    : Module("Conv1d"),
+template <int N>
+ConvNd<N>::ConvNd(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias, const std::string& padding_mode)
+    : Module(kConvName[N]),
       in_channels(in_channels),
       out_channels(out_channels),
-      kernel_size(expand_arg("Conv1d", "kernel_size", kernel_size, 1)),
-      stride(expand_arg("Conv1d", "stride", stride, 1)),
-      padding(expand_arg("Conv1d", "padding", padding, 1)),
-      dilation(expand_arg("Conv1d", "dilation", dilation, 1)),
+      kernel_size(expand_arg(kConvName[N], "kernel_size", kernel_size, N)),
+      stride(expand_arg(kConvName[N], "stride", stride, N)),
+      padding(expand_arg(kConvName[N], "padding", padding, N)),
+      dilation(expand_arg(kConvName[N], "dilation", dilation, N)),
       groups(groups),
       padding_mode(padding_mode) {
-  check_padding_mode("Conv1d", padding_mode);
-  check_conv_args("Conv1d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
-                  this->dilation);
-  weight = register_parameter("weight", empty({out_channels, in_channels / groups, this->kernel_size[0]}));
-  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
-  reset_parameters();
-}
-
-void Conv1d::reset_parameters() { reset_conv(weight, bias); }
-
-Tensor Conv1d::forward(const Tensor& x) {
-  return conv_forward(x, weight, bias, stride, padding, padding_string, padding_mode, kernel_size, dilation, groups);
-}
-
-void Conv1d::set_padding_string(std::string_view padding) {
-  padding_string = padding_string_of("Conv1d", padding, stride);
-}
-
-std::string Conv1d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0}, groups, bias.defined(),
-                   padding_string, padding_mode);
-}
-
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
-               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias, const std::string& padding_mode)
-    : Module("Conv2d"),
-      in_channels(in_channels),
-      out_channels(out_channels),
-      kernel_size(expand_arg("Conv2d", "kernel_size", kernel_size, 2)),
-      stride(expand_arg("Conv2d", "stride", stride, 2)),
-      padding(expand_arg("Conv2d", "padding", padding, 2)),
-      dilation(expand_arg("Conv2d", "dilation", dilation, 2)),
-      groups(groups),
-      padding_mode(padding_mode) {
-  check_padding_mode("Conv2d", padding_mode);
-  check_conv_args("Conv2d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
-                  this->dilation);
-  weight = register_parameter("weight",
-                              empty({out_channels, in_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
-  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
-  reset_parameters();
-}
-
-void Conv2d::reset_parameters() { reset_conv(weight, bias); }
-
-Tensor Conv2d::forward(const Tensor& x) {
-  return conv_forward(x, weight, bias, stride, padding, padding_string, padding_mode, kernel_size, dilation, groups);
-}
-
-void Conv2d::set_padding_string(std::string_view padding) {
-  padding_string = padding_string_of("Conv2d", padding, stride);
-}
-
-std::string Conv2d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0}, groups, bias.defined(),
-                   padding_string, padding_mode);
-}
-
-ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
-                                 IntArrayRef padding, IntArrayRef output_padding, int64_t groups, bool bias,
-                                 IntArrayRef dilation)
-    : Module("ConvTranspose2d"),
-      in_channels(in_channels),
-      out_channels(out_channels),
-      kernel_size(expand_arg("ConvTranspose2d", "kernel_size", kernel_size, 2)),
-      stride(expand_arg("ConvTranspose2d", "stride", stride, 2)),
-      padding(expand_arg("ConvTranspose2d", "padding", padding, 2)),
-      output_padding(expand_arg("ConvTranspose2d", "output_padding", output_padding, 2)),
-      dilation(expand_arg("ConvTranspose2d", "dilation", dilation, 2)),
-      groups(groups) {
-  check_conv_args("ConvTranspose2d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
-                  this->dilation);
-  for (size_t i = 0; i < 2; ++i)
-    KILN_CHECK(this->output_padding[i] >= 0 &&
-                   (this->output_padding[i] < this->stride[i] || this->output_padding[i] < this->dilation[i]),
-               "ConvTranspose2d: output padding must be smaller than either stride or dilation, got output_padding=",
-               py_tuple(this->output_padding), " stride=", py_tuple(this->stride),
-               " dilation=", py_tuple(this->dilation));
-  weight = register_parameter("weight",
-                              empty({in_channels, out_channels / groups, this->kernel_size[0], this->kernel_size[1]}));
-  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
-  reset_parameters();
-}
-
-void ConvTranspose2d::reset_parameters() { reset_conv(weight, bias); }
-
-Tensor ConvTranspose2d::forward(const Tensor& x) {
-  return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
-}
-
-std::string ConvTranspose2d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, output_padding, groups,
-                   bias.defined());
-}
-
-Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,
-               IntArrayRef padding, IntArrayRef dilation, int64_t groups, bool bias, const std::string& padding_mode)
-    : Module("Conv3d"),
-      in_channels(in_channels),
-      out_channels(out_channels),
-      kernel_size(expand_arg("Conv3d", "kernel_size", kernel_size, 3)),
-      stride(expand_arg("Conv3d", "stride", stride, 3)),
-      padding(expand_arg("Conv3d", "padding", padding, 3)),
-      dilation(expand_arg("Conv3d", "dilation", dilation, 3)),
-      groups(groups),
-      padding_mode(padding_mode) {
-  check_padding_mode("Conv3d", padding_mode);
-  check_conv_args("Conv3d", in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
+  check_padding_mode(kConvName[N], padding_mode);
+  check_conv_args(kConvName[N], in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,
                   this->dilation);
   weight =
       register_parameter("weight", kiln::empty(weight_shape(out_channels, in_channels / groups, this->kernel_size)));
@@ -264,53 +145,88 @@ Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_siz
   reset_parameters();
 }
 
-void Conv3d::reset_parameters() { reset_conv(weight, bias); }
-
-Tensor Conv3d::forward(const Tensor& x) {
-  return conv_forward(x, weight, bias, stride, padding, padding_string, padding_mode, kernel_size, dilation, groups);
+template <int N>
+void ConvNd<N>::reset_parameters() {
+  reset_conv(weight, bias);
 }
 
-void Conv3d::set_padding_string(std::string_view padding) {
-  padding_string = padding_string_of("Conv3d", padding, stride);
+// torch's _ConvNd._conv_forward: other modes than zeros pad first, then convolve unpadded.
+template <int N>
+Tensor ConvNd<N>::forward(const Tensor& x) {
+  auto conv = [&](const Tensor& in, auto pad) {
+    if constexpr (N == 1)
+      return conv1d(in, weight, bias, stride, pad, dilation, groups);
+    else if constexpr (N == 2)
+      return conv2d(in, weight, bias, stride, pad, dilation, groups);
+    else
+      return conv3d(in, weight, bias, stride, pad, dilation, groups);
+  };
+  if (padding_mode != "zeros")
+    return conv(kiln::pad(x, reversed_padding_twice(padding_string, padding, kernel_size, dilation), padding_mode),
+                IntArrayRef(0));
+  if (!padding_string.empty()) return conv(x, padding_string);
+  return conv(x, IntArrayRef(padding));
 }
 
-std::string Conv3d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, {0, 0, 0}, groups, bias.defined(),
-                   padding_string, padding_mode);
+template <int N>
+void ConvNd<N>::set_padding_string(std::string_view padding) {
+  padding_string = padding_string_of(kConvName[N], padding, stride);
 }
 
-#define KILN_CONV_TRANSPOSE(Name, fn, nd)                                                                          \
-  Name::Name(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride,               \
-             IntArrayRef padding, IntArrayRef output_padding, int64_t groups, bool bias, IntArrayRef dilation)     \
-      : Module(#Name),                                                                                             \
-        in_channels(in_channels),                                                                                  \
-        out_channels(out_channels),                                                                                \
-        kernel_size(expand_arg(#Name, "kernel_size", kernel_size, nd)),                                            \
-        stride(expand_arg(#Name, "stride", stride, nd)),                                                           \
-        padding(expand_arg(#Name, "padding", padding, nd)),                                                        \
-        output_padding(expand_arg(#Name, "output_padding", output_padding, nd)),                                   \
-        dilation(expand_arg(#Name, "dilation", dilation, nd)),                                                     \
-        groups(groups) {                                                                                           \
-    check_conv_args(#Name, in_channels, out_channels, groups, this->kernel_size, this->stride, this->padding,      \
-                    this->dilation);                                                                               \
-    check_output_padding(#Name, this->output_padding, this->stride, this->dilation);                               \
-    weight = register_parameter("weight",                                                                          \
-                                kiln::empty(weight_shape(in_channels, out_channels / groups, this->kernel_size))); \
-    this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());                              \
-    reset_parameters();                                                                                            \
-  }                                                                                                                \
-  void Name::reset_parameters() { reset_conv(weight, bias); }                                                      \
-  Tensor Name::forward(const Tensor& x) {                                                                          \
-    return fn(x, weight, bias, stride, padding, output_padding, groups, dilation);                                 \
-  }                                                                                                                \
-  std::string Name::extra_repr() const {                                                                           \
-    return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, output_padding, groups,    \
-                     bias.defined());                                                                              \
-  }
+template <int N>
+std::string ConvNd<N>::extra_repr() const {
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, std::vector<int64_t>(N, 0),
+                   groups, bias.defined(), padding_string, padding_mode);
+}
 
-// One definition for both ranks (ConvTranspose2d predates them and is spelled out above).
-KILN_CONV_TRANSPOSE(ConvTranspose1d, conv_transpose1d, 1)
-KILN_CONV_TRANSPOSE(ConvTranspose3d, conv_transpose3d, 3)
-#undef KILN_CONV_TRANSPOSE
+template <int N>
+ConvTransposeNd<N>::ConvTransposeNd(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size,
+                                    IntArrayRef stride, IntArrayRef padding, IntArrayRef output_padding, int64_t groups,
+                                    bool bias, IntArrayRef dilation)
+    : Module(kConvTransposeName[N]),
+      in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(expand_arg(kConvTransposeName[N], "kernel_size", kernel_size, N)),
+      stride(expand_arg(kConvTransposeName[N], "stride", stride, N)),
+      padding(expand_arg(kConvTransposeName[N], "padding", padding, N)),
+      output_padding(expand_arg(kConvTransposeName[N], "output_padding", output_padding, N)),
+      dilation(expand_arg(kConvTransposeName[N], "dilation", dilation, N)),
+      groups(groups) {
+  check_conv_args(kConvTransposeName[N], in_channels, out_channels, groups, this->kernel_size, this->stride,
+                  this->padding, this->dilation);
+  check_output_padding(kConvTransposeName[N], this->output_padding, this->stride, this->dilation);
+  weight =
+      register_parameter("weight", kiln::empty(weight_shape(in_channels, out_channels / groups, this->kernel_size)));
+  this->bias = register_parameter("bias", bias ? empty({out_channels}) : Tensor());
+  reset_parameters();
+}
+
+template <int N>
+void ConvTransposeNd<N>::reset_parameters() {
+  reset_conv(weight, bias);
+}
+
+template <int N>
+Tensor ConvTransposeNd<N>::forward(const Tensor& x) {
+  if constexpr (N == 1)
+    return conv_transpose1d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+  else if constexpr (N == 2)
+    return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+  else
+    return conv_transpose3d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+template <int N>
+std::string ConvTransposeNd<N>::extra_repr() const {
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, dilation, output_padding, groups,
+                   bias.defined());
+}
+
+template class ConvNd<1>;
+template class ConvNd<2>;
+template class ConvNd<3>;
+template class ConvTransposeNd<1>;
+template class ConvTransposeNd<2>;
+template class ConvTransposeNd<3>;
 
 }  // namespace kiln::nn

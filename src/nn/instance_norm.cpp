@@ -1,10 +1,7 @@
-// InstanceNorm1d/2d/3d and LocalResponseNorm: torch's parameters, buffers and forward rules
-// (torch.nn.modules.instancenorm / normalization).
-#include "core/tensor_impl.h"
-#include "kiln/autograd.h"
-#include "kiln/nn/init.h"
+// InstanceNorm1d/2d/3d (parameters and buffers from NormBase in norm.cpp) and LocalResponseNorm:
+// torch's forward rules (torch.nn.modules.instancenorm / normalization).
 #include "kiln/nn/norm.h"
-#include "kiln/ops/creation.h"
+
 #include "kiln/ops/nn.h"
 #include "nn/nn_util.h"
 
@@ -15,37 +12,9 @@ using detail::py_float;
 
 InstanceNorm::InstanceNorm(const char* type_name, int64_t no_batch_dim, int64_t num_features, double eps,
                            double momentum, bool affine, bool track_running_stats)
-    : Module(type_name),
-      num_features(num_features),
-      eps(eps),
+    : NormBase(type_name, num_features, eps, affine, track_running_stats),
       momentum(momentum),
-      affine(affine),
-      track_running_stats(track_running_stats),
-      no_batch_dim_(no_batch_dim) {
-  KILN_CHECK(num_features > 0, type_name, ": num_features must be positive, got ", num_features);
-  weight = register_parameter("weight", affine ? empty({num_features}) : Tensor());
-  bias = register_parameter("bias", affine ? empty({num_features}) : Tensor());
-  running_mean = register_buffer("running_mean", track_running_stats ? zeros({num_features}) : Tensor());
-  running_var = register_buffer("running_var", track_running_stats ? ones({num_features}) : Tensor());
-  num_batches_tracked =
-      register_buffer("num_batches_tracked", track_running_stats ? zeros({}, TensorOptions(kInt64)) : Tensor());
-  reset_parameters();
-}
-
-void InstanceNorm::reset_running_stats() {
-  if (!track_running_stats) return;
-  NoGradGuard no_grad;
-  running_mean.zero_();
-  running_var.fill_(1);
-  num_batches_tracked.zero_();
-}
-
-void InstanceNorm::reset_parameters() {
-  reset_running_stats();
-  if (!affine) return;
-  init::ones_(weight);
-  init::zeros_(bias);
-}
+      no_batch_dim_(no_batch_dim) {}
 
 Tensor InstanceNorm::forward(const Tensor& x) {
   const std::string& name = type_name();

@@ -1,4 +1,5 @@
-// BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm: torch's parameters, buffers and forward rules.
+// NormBase (BatchNorm's and InstanceNorm's parameters and buffers), BatchNorm1d/2d, LayerNorm,
+// GroupNorm, RMSNorm: torch's parameters, buffers and forward rules.
 #include "kiln/nn/norm.h"
 
 #include "core/tensor_impl.h"
@@ -14,16 +15,12 @@ using detail::py_bool;
 using detail::py_float;
 using detail::py_tuple;
 
-BatchNorm::BatchNorm(const char* type_name, int64_t expected_dim_lo, int64_t expected_dim_hi, int64_t num_features,
-                     double eps, std::optional<double> momentum, bool affine, bool track_running_stats)
+NormBase::NormBase(const char* type_name, int64_t num_features, double eps, bool affine, bool track_running_stats)
     : Module(type_name),
       num_features(num_features),
       eps(eps),
-      momentum(momentum),
       affine(affine),
-      track_running_stats(track_running_stats),
-      dim_lo_(expected_dim_lo),
-      dim_hi_(expected_dim_hi) {
+      track_running_stats(track_running_stats) {
   KILN_CHECK(num_features > 0, type_name, ": num_features must be positive, got ", num_features);
   weight = register_parameter("weight", affine ? empty({num_features}) : Tensor());
   bias = register_parameter("bias", affine ? empty({num_features}) : Tensor());
@@ -35,7 +32,7 @@ BatchNorm::BatchNorm(const char* type_name, int64_t expected_dim_lo, int64_t exp
   reset_parameters();
 }
 
-void BatchNorm::reset_running_stats() {
+void NormBase::reset_running_stats() {
   if (!track_running_stats) return;
   NoGradGuard no_grad;
   running_mean.zero_();
@@ -43,12 +40,19 @@ void BatchNorm::reset_running_stats() {
   num_batches_tracked.zero_();
 }
 
-void BatchNorm::reset_parameters() {
+void NormBase::reset_parameters() {
   reset_running_stats();
   if (!affine) return;
   init::ones_(weight);
   init::zeros_(bias);
 }
+
+BatchNorm::BatchNorm(const char* type_name, int64_t expected_dim_lo, int64_t expected_dim_hi, int64_t num_features,
+                     double eps, std::optional<double> momentum, bool affine, bool track_running_stats)
+    : NormBase(type_name, num_features, eps, affine, track_running_stats),
+      momentum(momentum),
+      dim_lo_(expected_dim_lo),
+      dim_hi_(expected_dim_hi) {}
 
 Tensor BatchNorm::forward(const Tensor& x) {
   const std::string& name = type_name();

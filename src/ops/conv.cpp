@@ -13,18 +13,21 @@
 
 namespace kiln {
 
-std::array<int64_t, 2> int_pair(const char* op, const char* what, IntArrayRef v) {
-  KILN_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", what, " to be a single int or a pair of ints, got ",
-             v.size(), " values");
-  return {v[0], v.size() == 2 ? v[1] : v[0]};
-}
-
+// torch's _single/_pair/_triple: one value for every dim or one per dim.
 std::array<int64_t, 3> int_tuple(const char* op, const char* what, IntArrayRef v, int n) {
-  KILN_CHECK(v.size() == 1 || v.size() == static_cast<size_t>(n), op, ": expected ", what, " to be a single int or ", n,
-             " ints, got ", v.size(), " values");
+  KILN_CHECK(v.size() == 1 || v.size() == static_cast<size_t>(n), op, ": expected ", what, " to be a single int",
+             n == 1   ? ""
+             : n == 2 ? " or a pair of ints"
+                      : " or " + std::to_string(n) + " ints",
+             ", got ", v.size(), " values");
   std::array<int64_t, 3> r{0, 0, 0};
   for (int i = 0; i < n; ++i) r[i] = v.size() == 1 ? v[0] : v[i];
   return r;
+}
+
+std::array<int64_t, 2> int_pair(const char* op, const char* what, IntArrayRef v) {
+  auto t = int_tuple(op, what, v, 2);
+  return {t[0], t[1]};
 }
 
 namespace {
@@ -130,80 +133,52 @@ int64_t pooling_output_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64
   return n;
 }
 
-PoolShape pool_shape(const char* op, const Tensor& x, IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
-                     IntArrayRef dilation, bool ceil_mode, bool floating_only) {
-  PoolShape p{};
-  KILN_CHECK((x.dim() == 3 || x.dim() == 4) && x.sizes()[x.dim() - 1] > 0 && x.sizes()[x.dim() - 2] > 0 &&
-                 x.sizes()[x.dim() - 3] > 0,
-             op, ": expected a 3-D or 4-D (batch mode) input with non-zero channel and spatial sizes, got shape ",
-             shape_str(x.sizes()));
+PoolNdShape pool_nd_shape(const char* op, int nd, const Tensor& x, IntArrayRef kernel, IntArrayRef stride,
+                          IntArrayRef padding, IntArrayRef dilation, bool ceil_mode, bool floating_only) {
+  PoolNdShape p{};
+  p.nd = nd;
+  bool nonzero = x.dim() == nd + 1 || x.dim() == nd + 2;
+  for (int64_t d = x.dim() - nd - 1; nonzero && d < x.dim(); ++d) nonzero = x.sizes()[d] > 0;
+  KILN_CHECK(nonzero, op, ": expected a ", nd + 1, "-D or ", nd + 2,
+             "-D (batch mode) input with non-zero channel and spatial sizes, got shape ", shape_str(x.sizes()));
   KILN_CHECK(floating_only ? is_floating_point(x.dtype()) : avg_pool_dtype_ok(x.dtype()), op,
              ": not implemented for dtype ", x.dtype(),
              floating_only ? " (expected a floating dtype)" : " (expected a floating dtype or int64)");
-  auto [kh, kw] = int_pair(op, "kernel_size", kernel);
-  auto [sh, sw] = stride.empty() ? std::array<int64_t, 2>{kh, kw} : int_pair(op, "stride", stride);
-  auto [ph, pw] = int_pair(op, "padding", padding);
-  auto [dh, dw] = int_pair(op, "dilation", dilation);
-  KILN_CHECK(kh > 0 && kw > 0, op, ": kernel size should be greater than zero, but got kernel_size [", kh, ", ", kw,
-             "]");
-  KILN_CHECK(sh > 0 && sw > 0, op, ": stride should be greater than zero, but got stride [", sh, ", ", sw, "]");
-  KILN_CHECK(dh > 0 && dw > 0, op, ": dilation should be greater than zero, but got dilation [", dh, ", ", dw, "]");
-  KILN_CHECK(ph >= 0 && pw >= 0 && ph <= kh / 2 && pw <= kw / 2, op,
-             ": pad should be at most half of effective kernel size, but got padding [", ph, ", ", pw,
-             "] for kernel_size [", kh, ", ", kw, "]");
-  p.batched = x.dim() == 4;
-  const int64_t o = p.batched ? 1 : 0;
-  p.N = p.batched ? x.sizes()[0] : 1;
-  p.C = x.sizes()[o];
-  p.H = x.sizes()[o + 1];
-  p.W = x.sizes()[o + 2];
-  p.kH = kh, p.kW = kw, p.sh = sh, p.sw = sw, p.ph = ph, p.pw = pw, p.dh = dh, p.dw = dw;
-  p.ceil_mode = ceil_mode;
-  p.Ho = pooling_output_size(p.H, kh, ph, sh, dh, ceil_mode);
-  p.Wo = pooling_output_size(p.W, kw, pw, sw, dw, ceil_mode);
-  KILN_CHECK(p.Ho >= 1 && p.Wo >= 1, op, ": given input size (", p.C, "x", p.H, "x", p.W, "), calculated output size (",
-             p.C, "x", p.Ho, "x", p.Wo, ") is too small");
-  return p;
-}
-
-Pool3dShape pool3d_shape(const char* op, const Tensor& x, IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
-                         IntArrayRef dilation, bool ceil_mode, bool floating_only) {
-  Pool3dShape p{};
-  bool nonzero = x.dim() == 4 || x.dim() == 5;
-  for (int64_t d = x.dim() - 4; nonzero && d < x.dim(); ++d) nonzero = x.sizes()[d] > 0;
-  KILN_CHECK(nonzero, op, ": expected a 4-D or 5-D (batch mode) input with non-zero channel and spatial sizes, ",
-             "got shape ", shape_str(x.sizes()));
-  KILN_CHECK(floating_only ? is_floating_point(x.dtype()) : avg_pool_dtype_ok(x.dtype()), op,
-             ": not implemented for dtype ", x.dtype(),
-             floating_only ? " (expected a floating dtype)" : " (expected a floating dtype or int64)");
-  p.k = int_tuple(op, "kernel_size", kernel, 3);
-  p.stride = stride.empty() ? p.k : int_tuple(op, "stride", stride, 3);
-  p.pad = int_tuple(op, "padding", padding, 3);
-  p.dil = int_tuple(op, "dilation", dilation, 3);
-  KILN_CHECK(all_of_n(p.k, 3, [](int64_t v) { return v > 0; }), op,
-             ": kernel size should be greater than zero, but got kernel_size [", dims_str(p.k, 3), "]");
-  KILN_CHECK(all_of_n(p.stride, 3, [](int64_t v) { return v > 0; }), op,
-             ": stride should be greater than zero, but got stride [", dims_str(p.stride, 3), "]");
-  KILN_CHECK(all_of_n(p.dil, 3, [](int64_t v) { return v > 0; }), op,
-             ": dilation should be greater than zero, but got dilation [", dims_str(p.dil, 3), "]");
+  p.k = int_tuple(op, "kernel_size", kernel, nd);
+  p.stride = stride.empty() ? p.k : int_tuple(op, "stride", stride, nd);
+  p.pad = int_tuple(op, "padding", padding, nd);
+  p.dil = int_tuple(op, "dilation", dilation, nd);
+  KILN_CHECK(all_of_n(p.k, nd, [](int64_t v) { return v > 0; }), op,
+             ": kernel size should be greater than zero, but got kernel_size [", dims_str(p.k, nd), "]");
+  KILN_CHECK(all_of_n(p.stride, nd, [](int64_t v) { return v > 0; }), op,
+             ": stride should be greater than zero, but got stride [", dims_str(p.stride, nd), "]");
+  KILN_CHECK(all_of_n(p.dil, nd, [](int64_t v) { return v > 0; }), op,
+             ": dilation should be greater than zero, but got dilation [", dims_str(p.dil, nd), "]");
   bool pad_ok = true;
-  for (int i = 0; i < 3; ++i) pad_ok = pad_ok && p.pad[i] >= 0 && p.pad[i] <= p.k[i] / 2;
-  KILN_CHECK(pad_ok, op, ": pad should be at most half of effective kernel size, but got padding [", dims_str(p.pad, 3),
-             "] for kernel_size [", dims_str(p.k, 3), "]");
-  p.batched = x.dim() == 5;
+  for (int i = 0; i < nd; ++i) pad_ok = pad_ok && p.pad[i] >= 0 && p.pad[i] <= p.k[i] / 2;
+  KILN_CHECK(pad_ok, op, ": pad should be at most half of effective kernel size, but got padding [",
+             dims_str(p.pad, nd), "] for kernel_size [", dims_str(p.k, nd), "]");
+  p.batched = x.dim() == nd + 2;
   const int64_t o = p.batched ? 1 : 0;
   p.N = p.batched ? x.sizes()[0] : 1;
   p.C = x.sizes()[o];
   p.ceil_mode = ceil_mode;
   bool ok = true;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < nd; ++i) {
     p.in[i] = x.sizes()[o + 1 + i];
     p.out[i] = pooling_output_size(p.in[i], p.k[i], p.pad[i], p.stride[i], p.dil[i], ceil_mode);
     ok = ok && p.out[i] >= 1;
   }
-  KILN_CHECK(ok, op, ": given input size (", p.C, "x", dims_str(p.in, 3, "x"), "), calculated output size (", p.C, "x",
-             dims_str(p.out, 3, "x"), ") is too small");
+  KILN_CHECK(ok, op, ": given input size (", p.C, "x", dims_str(p.in, nd, "x"), "), calculated output size (", p.C, "x",
+             dims_str(p.out, nd, "x"), ") is too small");
   return p;
+}
+
+PoolShape pool_shape(const char* op, const Tensor& x, IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
+                     IntArrayRef dilation, bool ceil_mode, bool floating_only) {
+  const PoolNdShape g = pool_nd_shape(op, 2, x, kernel, stride, padding, dilation, ceil_mode, floating_only);
+  return PoolShape{g.N,      g.C,      g.in[0],  g.in[1],  g.k[0],    g.k[1],    g.stride[0], g.stride[1],
+                   g.pad[0], g.pad[1], g.dil[0], g.dil[1], ceil_mode, g.batched, g.out[0],    g.out[1]};
 }
 
 namespace {
@@ -280,7 +255,7 @@ KILN_REGISTER_DECOMP(conv_transpose3d, (decomp_conv<3, true>));
 
 // The composites' metas run the prim's shape checks on the shapes their
 // decompositions pass it (storage-less stand-ins: a meta function runs no op),
-// under the prim's name, so errors read as they do from the decomposition.
+// under the composite's name: errors name the op the user called.
 Tensor shape_as(const Tensor& t, Shape sizes) {
   return make_meta_tensor(sizes, contiguous_strides(sizes), t.dtype(), Device(DeviceType::Meta));
 }
@@ -293,7 +268,7 @@ template <int ND, bool Transposed>
 std::vector<TensorMeta> meta_conv(const OpCall& c) {
   Attrs a = conv_prim_attrs(c, Transposed, ND);
   bool ub = unbatched(c.name(), c.in(0), ND + 2);
-  ConvShape s = conv_shape(op_name(OpId::convolution), ub ? with_dim(c.in(0), 0) : c.in(0), c.in(1), c.in(2), a);
+  ConvShape s = conv_shape(c.name(), ub ? with_dim(c.in(0), 0) : c.in(0), c.in(1), c.in(2), a);
   Shape out = s.out_sizes();
   if (ub) out.erase(out.begin());
   return one_output(out, c.in(0).dtype(), output_device(c.inputs));
@@ -305,17 +280,25 @@ KILN_REGISTER_META(conv_transpose1d, (meta_conv<1, true>));
 KILN_REGISTER_META(conv_transpose2d, (meta_conv<2, true>));
 KILN_REGISTER_META(conv_transpose3d, (meta_conv<3, true>));
 
-// ---- pooling prims ----
-std::vector<TensorMeta> meta_max_pool2d(const OpCall& c) {
-  const Attrs& a = c.attrs;
-  PoolShape p = pool_shape(c.name(), c.in(0), a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4));
-  Device d = output_device(c.inputs);
-  auto out = one_output(p.out_sizes(), c.in(0).dtype(), d);
+// ---- pooling over ND = 1, 2, 3 spatial dims ----
+// The 1-D pools are composites over the 2-D prims; their metas check the user's
+// 1-D arguments under their own name before the decomposition adds a dim.
+// A max pool's outputs: the values and their int64 indices, both of shape s.
+std::vector<TensorMeta> values_and_indices(const OpCall& c, Shape s) {
+  auto out = one_output(std::move(s), c.in(0).dtype(), output_device(c.inputs));
   out.push_back(out[0]);
   out[1].dtype = DType::Int64;
   return out;
 }
-KILN_REGISTER_META(max_pool2d, meta_max_pool2d);
+template <int ND>
+std::vector<TensorMeta> meta_max_pool(const OpCall& c) {
+  const Attrs& a = c.attrs;
+  return values_and_indices(
+      c, pool_nd_shape(c.name(), ND, c.in(0), a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4)).out_sizes());
+}
+KILN_REGISTER_META(max_pool1d, meta_max_pool<1>);
+KILN_REGISTER_META(max_pool2d, meta_max_pool<2>);
+KILN_REGISTER_META(max_pool3d, meta_max_pool<3>);
 
 std::vector<TensorMeta> meta_max_pool2d_backward(const OpCall& c) {
   const Attrs& a = c.attrs;
@@ -329,110 +312,32 @@ std::vector<TensorMeta> meta_max_pool2d_backward(const OpCall& c) {
 }
 KILN_REGISTER_META(max_pool2d_backward, meta_max_pool2d_backward);
 
-PoolShape avg_pool_shape(const OpCall& c, const Tensor& x) {
+// avg_pool1d has no divisor_override attr (torch's neither).
+PoolNdShape avg_pool_shape(const OpCall& c, const Tensor& x, int nd) {
   const Attrs& a = c.attrs;
-  if (!a.none(5)) KILN_CHECK(a.i(5) != 0, c.name(), ": divisor must be not zero");
-  return pool_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false);
+  if (a.size() > 5 && !a.none(5)) KILN_CHECK(a.i(5) != 0, c.name(), ": divisor must be not zero");
+  return pool_nd_shape(c.name(), nd, x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false);
 }
-
-std::vector<TensorMeta> meta_avg_pool2d(const OpCall& c) {
-  return one_output(avg_pool_shape(c, c.in(0)).out_sizes(), c.in(0).dtype(), output_device(c.inputs));
+template <int ND>
+std::vector<TensorMeta> meta_avg_pool(const OpCall& c) {
+  return one_output(avg_pool_shape(c, c.in(0), ND).out_sizes(), c.in(0).dtype(), output_device(c.inputs));
 }
-KILN_REGISTER_META(avg_pool2d, meta_avg_pool2d);
+KILN_REGISTER_META(avg_pool1d, meta_avg_pool<1>);
+KILN_REGISTER_META(avg_pool2d, meta_avg_pool<2>);
+KILN_REGISTER_META(avg_pool3d, meta_avg_pool<3>);
 
-std::vector<TensorMeta> meta_avg_pool2d_backward(const OpCall& c) {
+template <int ND>
+std::vector<TensorMeta> meta_avg_pool_backward(const OpCall& c) {
   const Tensor& x = c.in(1);
-  PoolShape p = avg_pool_shape(c, x);
+  PoolNdShape p = avg_pool_shape(c, x, ND);
   KILN_CHECK(c.in(0).sizes() == IntArrayRef(p.out_sizes()), c.name(), ": expected grad_out of shape ",
              shape_str(p.out_sizes()), ", got ", shape_str(c.in(0).sizes()));
   return one_output(x.sizes().vec(), c.in(0).dtype(), output_device(c.inputs));
 }
-KILN_REGISTER_META(avg_pool2d_backward, meta_avg_pool2d_backward);
-
-// ---- adaptive_avg_pool2d ----
-// torch's windows: start = floor(i*In/Out), end = ceil((i+1)*In/Out). When Out
-// divides In they are a plain avg_pool2d; otherwise out = P_h @ x @ P_w^T with
-// averaging matrices (differentiable, any device, no kernel of its own).
-Tensor adaptive_pool_matrix(int64_t in, int64_t out, DType t, Device d) {
-  std::vector<double> m(static_cast<size_t>(out * in), 0.0);
-  for (int64_t i = 0; i < out; ++i) {
-    const int64_t s = (i * in) / out, e = ((i + 1) * in + out - 1) / out;
-    for (int64_t k = s; k < e; ++k) m[static_cast<size_t>(i * in + k)] = 1.0 / static_cast<double>(e - s);
-  }
-  return tensor<double>(m, std::vector<int64_t>{out, in}, kFloat64).to(TensorOptions(t).device(d));
-}
-
-std::vector<TensorMeta> meta_adaptive_avg_pool2d(const OpCall& c) {
-  const Tensor& x = c.in(0);
-  auto [oh, ow] = int_pair(c.name(), "output_size", c.attrs.ints(0));
-  KILN_CHECK(x.dim() == 3 || x.dim() == 4, c.name(), ": expected a 3-D or 4-D input, got shape ", shape_str(x.sizes()));
-  for (int64_t d = 1; d < x.dim(); ++d)
-    KILN_CHECK(x.sizes()[d] > 0, c.name(), ": expected input to have non-zero size for non-batch dimensions, but ",
-               "input has shape ", shape_str(x.sizes()));
-  KILN_CHECK(oh >= 0 && ow >= 0, c.name(), ": output_size must be non-negative, got [", oh, ", ", ow, "]");
-  KILN_CHECK(is_floating_point(x.dtype()), c.name(), ": not implemented for dtype ", x.dtype(),
-             " (expected a floating dtype)");
-  Shape s(x.sizes().begin(), x.sizes().end() - 2);
-  s.push_back(oh);
-  s.push_back(ow);
-  return one_output(s, x.dtype(), output_device(c.inputs));
-}
-KILN_REGISTER_META(adaptive_avg_pool2d, meta_adaptive_avg_pool2d);
-
-std::vector<Tensor> decomp_adaptive_avg_pool2d(const OpCall& c) {
-  Shape out = meta_adaptive_avg_pool2d(c)[0].sizes;
-  const Tensor& x = c.in(0);
-  const int64_t H = x.sizes()[x.dim() - 2], W = x.sizes()[x.dim() - 1];
-  const int64_t oh = out[out.size() - 2], ow = out[out.size() - 1];
-  if (oh > 0 && ow > 0 && H % oh == 0 && W % ow == 0) {
-    std::vector<int64_t> k{H / oh, W / ow};
-    return {call_op1(OpId::avg_pool2d, {x}, {k, k, std::vector<int64_t>{0, 0}, false, true, std::monostate{}})};
-  }
-  // Float16/BFloat16: averaging weights and sums in float32, rounded once.
-  const bool half = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
-  const DType ct = half ? kFloat32 : x.dtype();
-  Tensor ph = adaptive_pool_matrix(H, oh, ct, x.device());
-  Tensor pw = adaptive_pool_matrix(W, ow, ct, x.device());
-  Tensor r = matmul(matmul(ph, half ? to(x, ct) : x), transpose(pw, 0, 1));
-  return {half ? to(r, x.dtype()) : r};
-}
-KILN_REGISTER_DECOMP(adaptive_avg_pool2d, decomp_adaptive_avg_pool2d);
-
-// ---- 3-D pooling prims ----
-std::vector<TensorMeta> meta_max_pool3d(const OpCall& c) {
-  const Attrs& a = c.attrs;
-  Pool3dShape p = pool3d_shape(c.name(), c.in(0), a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4));
-  auto out = one_output(p.out_sizes(), c.in(0).dtype(), output_device(c.inputs));
-  out.push_back(out[0]);
-  out[1].dtype = DType::Int64;
-  return out;
-}
-KILN_REGISTER_META(max_pool3d, meta_max_pool3d);
-
-Pool3dShape avg_pool3d_shape(const OpCall& c, const Tensor& x) {
-  const Attrs& a = c.attrs;
-  if (!a.none(5)) KILN_CHECK(a.i(5) != 0, c.name(), ": divisor must be not zero");
-  return pool3d_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false);
-}
-std::vector<TensorMeta> meta_avg_pool3d(const OpCall& c) {
-  return one_output(avg_pool3d_shape(c, c.in(0)).out_sizes(), c.in(0).dtype(), output_device(c.inputs));
-}
-KILN_REGISTER_META(avg_pool3d, meta_avg_pool3d);
-
-std::vector<TensorMeta> meta_avg_pool3d_backward(const OpCall& c) {
-  const Tensor& x = c.in(1);
-  Pool3dShape p = avg_pool3d_shape(c, x);
-  KILN_CHECK(c.in(0).sizes() == IntArrayRef(p.out_sizes()), c.name(), ": expected grad_out of shape ",
-             shape_str(p.out_sizes()), ", got ", shape_str(c.in(0).sizes()));
-  return one_output(x.sizes().vec(), c.in(0).dtype(), output_device(c.inputs));
-}
-KILN_REGISTER_META(avg_pool3d_backward, meta_avg_pool3d_backward);
+KILN_REGISTER_META(avg_pool2d_backward, meta_avg_pool_backward<2>);
+KILN_REGISTER_META(avg_pool3d_backward, meta_avg_pool_backward<3>);
 
 // ---- 1-D pooling: the 2-D prims over [.., C, 1, L] ----
-void check_pool1d_input(const OpCall& c) {
-  KILN_CHECK(c.in(0).dim() == 2 || c.in(0).dim() == 3, c.name(), ": expected a 2-D or 3-D (batched) input, got shape ",
-             shape_str(c.in(0).sizes()));
-}
 std::vector<int64_t> one_d(const char* op, const char* what, IntArrayRef v, int64_t pad_value) {
   if (v.empty()) return {};  // stride: defaults to kernel_size
   return {pad_value, int_tuple(op, what, v, 1)[0]};
@@ -443,21 +348,7 @@ Attrs max_pool1d_2d_attrs(const OpCall& c) {
   return Attrs{one_d(op, "kernel_size", a.ints(0), 1), one_d(op, "stride", a.ints(1), 1),
                one_d(op, "padding", a.ints(2), 0), one_d(op, "dilation", a.ints(3), 1), a.b(4)};
 }
-std::vector<TensorMeta> meta_max_pool1d(const OpCall& c) {
-  check_pool1d_input(c);
-  Attrs a = max_pool1d_2d_attrs(c);
-  PoolShape p =
-      pool_shape(c.name(), with_dim(c.in(0), c.in(0).dim() - 1), a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4));
-  Shape s = p.out_sizes();
-  s.erase(s.end() - 2);
-  auto out = one_output(s, c.in(0).dtype(), output_device(c.inputs));
-  out.push_back(out[0]);
-  out[1].dtype = DType::Int64;
-  return out;
-}
-KILN_REGISTER_META(max_pool1d, meta_max_pool1d);
 std::vector<Tensor> decomp_max_pool1d(const OpCall& c) {
-  check_pool1d_input(c);
   const int64_t d = c.in(0).dim() - 1;
   auto r = call_op(OpId::max_pool2d, {unsqueeze(c.in(0), d)}, max_pool1d_2d_attrs(c));
   // The 2-D indices h * L + w are w: h is always 0.
@@ -475,18 +366,7 @@ Attrs avg_pool1d_2d_attrs(const OpCall& c) {
                a.b(4),
                std::monostate{}};
 }
-std::vector<TensorMeta> meta_avg_pool1d(const OpCall& c) {
-  check_pool1d_input(c);
-  Attrs a = avg_pool1d_2d_attrs(c);
-  PoolShape p = pool_shape(c.name(), with_dim(c.in(0), c.in(0).dim() - 1), a.ints(0), a.ints(1), a.ints(2),
-                           std::vector<int64_t>{1}, a.b(3), false);
-  Shape s = p.out_sizes();
-  s.erase(s.end() - 2);
-  return one_output(s, c.in(0).dtype(), output_device(c.inputs));
-}
-KILN_REGISTER_META(avg_pool1d, meta_avg_pool1d);
 std::vector<Tensor> decomp_avg_pool1d(const OpCall& c) {
-  check_pool1d_input(c);
   const int64_t d = c.in(0).dim() - 1;
   Tensor y = call_op1(OpId::avg_pool2d, {unsqueeze(c.in(0), d)}, avg_pool1d_2d_attrs(c));
   return {squeeze(y, std::vector<int64_t>{d})};
@@ -512,10 +392,14 @@ Shape adaptive_out_shape(const OpCall& c, int nd, bool floating_only) {
   return s;
 }
 
-std::vector<TensorMeta> meta_adaptive_avg_pool1d(const OpCall& c) {
-  return one_output(adaptive_out_shape(c, 1, true), c.in(0).dtype(), output_device(c.inputs));
+template <int ND>
+std::vector<TensorMeta> meta_adaptive_avg_pool(const OpCall& c) {
+  return one_output(adaptive_out_shape(c, ND, true), c.in(0).dtype(), output_device(c.inputs));
 }
-KILN_REGISTER_META(adaptive_avg_pool1d, meta_adaptive_avg_pool1d);
+KILN_REGISTER_META(adaptive_avg_pool1d, meta_adaptive_avg_pool<1>);
+KILN_REGISTER_META(adaptive_avg_pool2d, meta_adaptive_avg_pool<2>);
+KILN_REGISTER_META(adaptive_avg_pool3d, meta_adaptive_avg_pool<3>);
+
 std::vector<Tensor> decomp_adaptive_avg_pool1d(const OpCall& c) {
   Shape out = adaptive_out_shape(c, 1, true);
   const int64_t d = c.in(0).dim() - 1;
@@ -524,39 +408,48 @@ std::vector<Tensor> decomp_adaptive_avg_pool1d(const OpCall& c) {
 }
 KILN_REGISTER_DECOMP(adaptive_avg_pool1d, decomp_adaptive_avg_pool1d);
 
-std::vector<TensorMeta> meta_adaptive_avg_pool3d(const OpCall& c) {
-  return one_output(adaptive_out_shape(c, 3, true), c.in(0).dtype(), output_device(c.inputs));
+// torch's windows: start = floor(i*In/Out), end = ceil((i+1)*In/Out). When Out
+// divides In they are a plain avg pool; otherwise one averaging matrix per
+// spatial dim (differentiable, any device, no kernel of its own).
+Tensor adaptive_pool_matrix(int64_t in, int64_t out, DType t, Device d) {
+  std::vector<double> m(static_cast<size_t>(out * in), 0.0);
+  for (int64_t i = 0; i < out; ++i) {
+    const int64_t s = (i * in) / out, e = ((i + 1) * in + out - 1) / out;
+    for (int64_t k = s; k < e; ++k) m[static_cast<size_t>(i * in + k)] = 1.0 / static_cast<double>(e - s);
+  }
+  return tensor<double>(m, std::vector<int64_t>{out, in}, kFloat64).to(TensorOptions(t).device(d));
 }
-KILN_REGISTER_META(adaptive_avg_pool3d, meta_adaptive_avg_pool3d);
-// As adaptive_avg_pool2d: avg_pool3d when the sizes divide, else one averaging
-// matrix per spatial dim (out = P_d, P_h, P_w applied along D, H, W).
-std::vector<Tensor> decomp_adaptive_avg_pool3d(const OpCall& c) {
-  Shape out = adaptive_out_shape(c, 3, true);
+
+template <int ND>
+std::vector<Tensor> decomp_adaptive_avg_pool(const OpCall& c) {
+  static_assert(ND == 2 || ND == 3);
+  Shape out = adaptive_out_shape(c, ND, true);
   const Tensor& x = c.in(0);
   const int64_t r = x.dim();
-  const int64_t D = x.sizes()[r - 3], H = x.sizes()[r - 2], W = x.sizes()[r - 1];
-  const int64_t od = out[r - 3], oh = out[r - 2], ow = out[r - 1];
-  if (od > 0 && oh > 0 && ow > 0 && D % od == 0 && H % oh == 0 && W % ow == 0) {
-    std::vector<int64_t> k{D / od, H / oh, W / ow};
-    return {call_op1(OpId::avg_pool3d, {x}, {k, k, std::vector<int64_t>{0, 0, 0}, false, true, std::monostate{}})};
+  std::vector<int64_t> k;
+  bool divides = true;
+  for (int64_t d = r - ND; d < r; ++d) {
+    divides = divides && out[d] > 0 && x.sizes()[d] % out[d] == 0;
+    k.push_back(out[d] > 0 ? x.sizes()[d] / out[d] : 0);
   }
+  if (divides)
+    return {call_op1(ND == 2 ? OpId::avg_pool2d : OpId::avg_pool3d, {x},
+                     {k, k, std::vector<int64_t>(ND, 0), false, true, std::monostate{}})};
+  // Float16/BFloat16: averaging weights and sums in float32, rounded once.
   const bool half = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
   const DType ct = half ? kFloat32 : x.dtype();
-  Tensor pd = adaptive_pool_matrix(D, od, ct, x.device());
-  Tensor ph = adaptive_pool_matrix(H, oh, ct, x.device());
-  Tensor pw = adaptive_pool_matrix(W, ow, ct, x.device());
-  Tensor y = matmul(matmul(ph, half ? to(x, ct) : x), transpose(pw, 0, 1));  // [.., D, oh, ow]
-  y = transpose(matmul(pd, transpose(y, r - 3, r - 2)), r - 3, r - 2);       // [.., od, oh, ow]
+  auto P = [&](int64_t d) { return adaptive_pool_matrix(x.sizes()[d], out[d], ct, x.device()); };
+  // H then W as one P_h @ x @ P_w^T, then D (P_d along dim r-3).
+  Tensor y = matmul(matmul(P(r - 2), half ? to(x, ct) : x), transpose(P(r - 1), 0, 1));
+  if (ND == 3) y = transpose(matmul(P(r - 3), transpose(y, r - 3, r - 2)), r - 3, r - 2);
   return {half ? to(y, x.dtype()) : y};
 }
-KILN_REGISTER_DECOMP(adaptive_avg_pool3d, decomp_adaptive_avg_pool3d);
+KILN_REGISTER_DECOMP(adaptive_avg_pool2d, decomp_adaptive_avg_pool<2>);
+KILN_REGISTER_DECOMP(adaptive_avg_pool3d, decomp_adaptive_avg_pool<3>);
 
 template <int ND>
 std::vector<TensorMeta> meta_adaptive_max_pool(const OpCall& c) {
-  auto out = one_output(adaptive_out_shape(c, ND, true), c.in(0).dtype(), output_device(c.inputs));
-  out.push_back(out[0]);
-  out[1].dtype = DType::Int64;
-  return out;
+  return values_and_indices(c, adaptive_out_shape(c, ND, true));
 }
 KILN_REGISTER_META(adaptive_max_pool1d, meta_adaptive_max_pool<1>);
 KILN_REGISTER_META(adaptive_max_pool2d, meta_adaptive_max_pool<2>);
@@ -654,133 +547,152 @@ std::vector<TensorMeta> meta_col2im(const OpCall& c) {
 }
 KILN_REGISTER_META(col2im, meta_col2im);
 
-Attrs conv_attrs(IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
-  return Attrs{stride.vec(), padding.vec(), dilation.vec(), groups};
+// The public functions of every rank call their op with the same attrs.
+Tensor conv_call(OpId op, const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+                 IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  return call_op1(op, {x, weight, bias}, {stride.vec(), padding.vec(), dilation.vec(), groups});
+}
+Tensor conv_transpose_call(OpId op, const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+                           IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
+  return call_op1(op, {x, weight, bias}, {stride.vec(), padding.vec(), output_padding.vec(), groups, dilation.vec()});
+}
+std::tuple<Tensor, Tensor> max_pool_call(OpId op, const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride,
+                                         IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  auto outs = call_op(op, {x}, {kernel_size.vec(), stride.vec(), padding.vec(), dilation.vec(), ceil_mode});
+  return {outs[0], outs[1]};
+}
+Tensor avg_pool_call(OpId op, const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                     bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  Attrs a{kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad};
+  if (op != OpId::avg_pool1d) a.push_back(opt_attr(divisor_override));  // avg_pool1d has none
+  return call_op1(op, {x}, std::move(a));
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool_call(OpId op, const Tensor& x, IntArrayRef output_size) {
+  auto outs = call_op(op, {x}, {output_size.vec()});
+  return {outs[0], outs[1]};
 }
 
 }  // namespace
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
               IntArrayRef dilation, int64_t groups) {
-  return call_op1(OpId::conv1d, {x, weight, bias}, conv_attrs(stride, padding, dilation, groups));
+  return conv_call(OpId::conv1d, x, weight, bias, stride, padding, dilation, groups);
 }
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
               IntArrayRef dilation, int64_t groups) {
-  return call_op1(OpId::conv2d, {x, weight, bias}, conv_attrs(stride, padding, dilation, groups));
+  return conv_call(OpId::conv2d, x, weight, bias, stride, padding, dilation, groups);
 }
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
-                        IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
-  return call_op1(OpId::conv_transpose2d, {x, weight, bias},
-                  {stride.vec(), padding.vec(), output_padding.vec(), groups, dilation.vec()});
-}
-
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride,
-                                                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  auto outs =
-      call_op(OpId::max_pool2d, {x}, {kernel_size.vec(), stride.vec(), padding.vec(), dilation.vec(), ceil_mode});
-  return {outs[0], outs[1]};
-}
-Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                  IntArrayRef dilation, bool ceil_mode) {
-  return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
-}
-Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
-                  bool count_include_pad, std::optional<int64_t> divisor_override) {
-  return call_op1(
-      OpId::avg_pool2d, {x},
-      {kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad, opt_attr(divisor_override)});
-}
-Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size) {
-  return call_op1(OpId::adaptive_avg_pool2d, {x}, {output_size.vec()});
-}
-
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride, IntArrayRef padding,
               IntArrayRef dilation, int64_t groups) {
-  return call_op1(OpId::conv3d, {x, weight, bias}, conv_attrs(stride, padding, dilation, groups));
+  return conv_call(OpId::conv3d, x, weight, bias, stride, padding, dilation, groups);
 }
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
-  return call_op1(OpId::conv_transpose1d, {x, weight, bias},
-                  {stride.vec(), padding.vec(), output_padding.vec(), groups, dilation.vec()});
+  return conv_transpose_call(OpId::conv_transpose1d, x, weight, bias, stride, padding, output_padding, groups,
+                             dilation);
+}
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+                        IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
+  return conv_transpose_call(OpId::conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups,
+                             dilation);
 }
 Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntArrayRef stride,
                         IntArrayRef padding, IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
-  return call_op1(OpId::conv_transpose3d, {x, weight, bias},
-                  {stride.vec(), padding.vec(), output_padding.vec(), groups, dilation.vec()});
+  return conv_transpose_call(OpId::conv_transpose3d, x, weight, bias, stride, padding, output_padding, groups,
+                             dilation);
 }
 
 std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride,
                                                    IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  auto outs =
-      call_op(OpId::max_pool1d, {x}, {kernel_size.vec(), stride.vec(), padding.vec(), dilation.vec(), ceil_mode});
-  return {outs[0], outs[1]};
+  return max_pool_call(OpId::max_pool1d, x, kernel_size, stride, padding, dilation, ceil_mode);
 }
-Tensor max_pool1d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                  IntArrayRef dilation, bool ceil_mode) {
-  return std::get<0>(max_pool1d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride,
+                                                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  return max_pool_call(OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride,
                                                    IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
-  auto outs =
-      call_op(OpId::max_pool3d, {x}, {kernel_size.vec(), stride.vec(), padding.vec(), dilation.vec(), ceil_mode});
-  return {outs[0], outs[1]};
+  return max_pool_call(OpId::max_pool3d, x, kernel_size, stride, padding, dilation, ceil_mode);
+}
+Tensor max_pool1d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                  IntArrayRef dilation, bool ceil_mode) {
+  return std::get<0>(max_pool_call(OpId::max_pool1d, x, kernel_size, stride, padding, dilation, ceil_mode));
+}
+Tensor max_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                  IntArrayRef dilation, bool ceil_mode) {
+  return std::get<0>(max_pool_call(OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode));
 }
 Tensor max_pool3d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                   IntArrayRef dilation, bool ceil_mode) {
-  return std::get<0>(max_pool3d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
+  return std::get<0>(max_pool_call(OpId::max_pool3d, x, kernel_size, stride, padding, dilation, ceil_mode));
 }
+
 Tensor avg_pool1d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
                   bool count_include_pad) {
-  return call_op1(OpId::avg_pool1d, {x},
-                  {kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad});
+  return avg_pool_call(OpId::avg_pool1d, x, kernel_size, stride, padding, ceil_mode, count_include_pad, std::nullopt);
+}
+Tensor avg_pool2d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool_call(OpId::avg_pool2d, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override);
 }
 Tensor avg_pool3d(const Tensor& x, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override) {
-  return call_op1(
-      OpId::avg_pool3d, {x},
-      {kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad, opt_attr(divisor_override)});
+  return avg_pool_call(OpId::avg_pool3d, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override);
 }
+
 Tensor adaptive_avg_pool1d(const Tensor& x, IntArrayRef output_size) {
   return call_op1(OpId::adaptive_avg_pool1d, {x}, {output_size.vec()});
+}
+Tensor adaptive_avg_pool2d(const Tensor& x, IntArrayRef output_size) {
+  return call_op1(OpId::adaptive_avg_pool2d, {x}, {output_size.vec()});
 }
 Tensor adaptive_avg_pool3d(const Tensor& x, IntArrayRef output_size) {
   return call_op1(OpId::adaptive_avg_pool3d, {x}, {output_size.vec()});
 }
 std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, IntArrayRef output_size) {
-  auto outs = call_op(OpId::adaptive_max_pool1d, {x}, {output_size.vec()});
-  return {outs[0], outs[1]};
+  return adaptive_max_pool_call(OpId::adaptive_max_pool1d, x, output_size);
 }
 std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, IntArrayRef output_size) {
-  auto outs = call_op(OpId::adaptive_max_pool2d, {x}, {output_size.vec()});
-  return {outs[0], outs[1]};
+  return adaptive_max_pool_call(OpId::adaptive_max_pool2d, x, output_size);
 }
 std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, IntArrayRef output_size) {
-  auto outs = call_op(OpId::adaptive_max_pool3d, {x}, {output_size.vec()});
-  return {outs[0], outs[1]};
+  return adaptive_max_pool_call(OpId::adaptive_max_pool3d, x, output_size);
 }
 Tensor adaptive_max_pool1d(const Tensor& x, IntArrayRef output_size) {
-  return std::get<0>(adaptive_max_pool1d_with_indices(x, output_size));
+  return std::get<0>(adaptive_max_pool_call(OpId::adaptive_max_pool1d, x, output_size));
 }
 Tensor adaptive_max_pool2d(const Tensor& x, IntArrayRef output_size) {
-  return std::get<0>(adaptive_max_pool2d_with_indices(x, output_size));
+  return std::get<0>(adaptive_max_pool_call(OpId::adaptive_max_pool2d, x, output_size));
 }
 Tensor adaptive_max_pool3d(const Tensor& x, IntArrayRef output_size) {
-  return std::get<0>(adaptive_max_pool3d_with_indices(x, output_size));
+  return std::get<0>(adaptive_max_pool_call(OpId::adaptive_max_pool3d, x, output_size));
 }
 
 namespace nn::functional {
 
+namespace {
 // torch.nn.functional.lp_pool{1,2}d: (sum over the window of x^p)^(1/p),
 // computed as avg_pool * kernel size; sign(out) * relu(|out|) as torch writes it.
+// The window is checked here so that errors name lp_pool1d/2d and the user's values.
+Tensor lp_pool(const char* op, int nd, const Tensor& x, double norm_type, IntArrayRef kernel_size, IntArrayRef stride,
+               bool ceil_mode) {
+  Tensor xp = pow(x, norm_type);
+  const PoolNdShape p = pool_nd_shape(op, nd, xp, kernel_size, stride, 0, 1, ceil_mode, false);
+  int64_t window = 1;
+  for (int i = 0; i < nd; ++i) window *= p.k[i];
+  Tensor out = nd == 1 ? kiln::avg_pool1d(xp, kernel_size, stride, 0, ceil_mode)
+                       : kiln::avg_pool2d(xp, kernel_size, stride, 0, ceil_mode);
+  return pow(mul(mul(sign(out), relu(abs(out))), static_cast<double>(window)), 1.0 / norm_type);
+}
+}  // namespace
+
 Tensor lp_pool1d(const Tensor& x, double norm_type, IntArrayRef kernel_size, IntArrayRef stride, bool ceil_mode) {
-  const int64_t k = int_tuple("lp_pool1d", "kernel_size", kernel_size, 1)[0];
-  Tensor out = kiln::avg_pool1d(pow(x, norm_type), kernel_size, stride, 0, ceil_mode);
-  return pow(mul(mul(sign(out), relu(abs(out))), static_cast<double>(k)), 1.0 / norm_type);
+  return lp_pool("lp_pool1d", 1, x, norm_type, kernel_size, stride, ceil_mode);
 }
 Tensor lp_pool2d(const Tensor& x, double norm_type, IntArrayRef kernel_size, IntArrayRef stride, bool ceil_mode) {
-  auto [kh, kw] = int_pair("lp_pool2d", "kernel_size", kernel_size);
-  Tensor out = kiln::avg_pool2d(pow(x, norm_type), kernel_size, stride, 0, ceil_mode);
-  return pow(mul(mul(sign(out), relu(abs(out))), static_cast<double>(kh * kw)), 1.0 / norm_type);
+  return lp_pool("lp_pool2d", 2, x, norm_type, kernel_size, stride, ceil_mode);
 }
 
 // torch.nn.functional.unfold / fold: the im2col / col2im ops.

@@ -34,7 +34,8 @@ struct ConvShape {
 // value (used for every dim) or one per spatial dim.
 ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Attrs& a);
 
-// A 2-D pooling window over x [N, C, H, W] or [C, H, W] (N = 1, batched = false).
+// A 2-D pooling window over x [N, C, H, W] or [C, H, W] (N = 1, batched = false): pool_nd_shape's
+// values in the 2-D kernels' fields.
 struct PoolShape {
   int64_t N, C, H, W, kH, kW, sh, sw, ph, pw, dh, dw;
   bool ceil_mode, batched;
@@ -46,20 +47,23 @@ struct PoolShape {
 PoolShape pool_shape(const char* op, const Tensor& x, IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
                      IntArrayRef dilation, bool ceil_mode, bool floating_only = true);
 
-// A 3-D pooling window over x [N, C, D, H, W] or [C, D, H, W].
-struct Pool3dShape {
+// A pooling window over nd = 1, 2 or 3 spatial dims of x [N, C, *in] or [C, *in]; arrays hold the
+// nd values as the user gave them (messages show those, not the prim's).
+struct PoolNdShape {
+  int nd;
   int64_t N, C;
   bool ceil_mode, batched;
   std::array<int64_t, 3> in, k, stride, pad, dil, out;
   Shape out_sizes() const {
-    Shape s{C, out[0], out[1], out[2]};
+    Shape s{C};
+    for (int i = 0; i < nd; ++i) s.push_back(out[i]);
     if (batched) s.insert(s.begin(), N);
     return s;
   }
 };
-// As pool_shape; `floating_only` false lets int64 through (avg_pool3d).
-Pool3dShape pool3d_shape(const char* op, const Tensor& x, IntArrayRef kernel, IntArrayRef stride, IntArrayRef padding,
-                         IntArrayRef dilation, bool ceil_mode, bool floating_only = true);
+// As pool_shape over nd dims; `floating_only` false lets int64 through (avg pools).
+PoolNdShape pool_nd_shape(const char* op, int nd, const Tensor& x, IntArrayRef kernel, IntArrayRef stride,
+                          IntArrayRef padding, IntArrayRef dilation, bool ceil_mode, bool floating_only = true);
 
 // torch's pooling_output_shape (in ceil mode the last window must start inside
 // the input or the left padding).

@@ -2,6 +2,7 @@
 // (kaiming_uniform a=√5 on weight; bias U(-1/√fan_in, 1/√fan_in)). Conv1d/2d/3d take torch's
 // padding_mode ("zeros", "reflect", "replicate", "circular": other than zeros, the input is padded
 // with F.pad in that mode first) and padding as a string ("same" or "valid", as F.conv2d).
+// Each family is one class template over the spatial rank N; the torch names are aliases.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,25 +14,28 @@
 
 namespace kiln::nn {
 
-class Conv1d : public Module {
+template <int N>
+class ConvNd : public Module {
+  static_assert(N >= 1 && N <= 3, "ConvNd: 1, 2 or 3 spatial dims");
+
  public:
-  Conv1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
+  ConvNd(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
          IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1, bool bias = true,
          const std::string& padding_mode = "zeros");
   // padding "same" or "valid".
   template <PaddingString S>
-  Conv1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride, const S& padding,
+  ConvNd(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride, const S& padding,
          IntArrayRef dilation = 1, int64_t groups = 1, bool bias = true, const std::string& padding_mode = "zeros")
-      : Conv1d(in_channels, out_channels, kernel_size, stride, 0, dilation, groups, bias, padding_mode) {
+      : ConvNd(in_channels, out_channels, kernel_size, stride, 0, dilation, groups, bias, padding_mode) {
     set_padding_string(padding);
   }
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   void reset_parameters();
   int64_t in_channels, out_channels;
-  std::vector<int64_t> kernel_size, stride, padding, dilation;
+  std::vector<int64_t> kernel_size, stride, padding, dilation;  // N entries each
   int64_t groups;
-  Tensor weight, bias;         // weight [out, in/groups, k]
+  Tensor weight, bias;         // weight [out, in/groups, *kernel_size]
   std::string padding_mode;    // "zeros", "reflect", "replicate" or "circular"
   std::string padding_string;  // "same" or "valid" when padding was given so (padding is then 0), else empty
 
@@ -39,99 +43,36 @@ class Conv1d : public Module {
   void set_padding_string(std::string_view padding);
 };
 
-class Conv2d : public Module {
- public:
-  Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
-         IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1, bool bias = true,
-         const std::string& padding_mode = "zeros");
-  // padding "same" or "valid".
-  template <PaddingString S>
-  Conv2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride, const S& padding,
-         IntArrayRef dilation = 1, int64_t groups = 1, bool bias = true, const std::string& padding_mode = "zeros")
-      : Conv2d(in_channels, out_channels, kernel_size, stride, 0, dilation, groups, bias, padding_mode) {
-    set_padding_string(padding);
-  }
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-  void reset_parameters();
-  int64_t in_channels, out_channels;
-  std::vector<int64_t> kernel_size, stride, padding, dilation;  // two entries each
-  int64_t groups;
-  Tensor weight, bias;         // weight [out, in/groups, kh, kw]
-  std::string padding_mode;    // "zeros", "reflect", "replicate" or "circular"
-  std::string padding_string;  // "same" or "valid" when padding was given so (padding is then 0), else empty
+template <int N>
+class ConvTransposeNd : public Module {
+  static_assert(N >= 1 && N <= 3, "ConvTransposeNd: 1, 2 or 3 spatial dims");
 
- private:
-  void set_padding_string(std::string_view padding);
-};
-
-class ConvTranspose2d : public Module {
  public:
-  ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
+  ConvTransposeNd(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
                   IntArrayRef padding = 0, IntArrayRef output_padding = 0, int64_t groups = 1, bool bias = true,
                   IntArrayRef dilation = 1);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   void reset_parameters();
   int64_t in_channels, out_channels;
-  std::vector<int64_t> kernel_size, stride, padding, output_padding, dilation;
+  std::vector<int64_t> kernel_size, stride, padding, output_padding, dilation;  // N entries each
   int64_t groups;
-  Tensor weight, bias;  // weight [in, out/groups, kh, kw]
+  Tensor weight, bias;  // weight [in, out/groups, *kernel_size]
 };
 
-class Conv3d : public Module {
- public:
-  Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
-         IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1, bool bias = true,
-         const std::string& padding_mode = "zeros");
-  // padding "same" or "valid".
-  template <PaddingString S>
-  Conv3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride, const S& padding,
-         IntArrayRef dilation = 1, int64_t groups = 1, bool bias = true, const std::string& padding_mode = "zeros")
-      : Conv3d(in_channels, out_channels, kernel_size, stride, 0, dilation, groups, bias, padding_mode) {
-    set_padding_string(padding);
-  }
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-  void reset_parameters();
-  int64_t in_channels, out_channels;
-  std::vector<int64_t> kernel_size, stride, padding, dilation;  // three entries each
-  int64_t groups;
-  Tensor weight, bias;         // weight [out, in/groups, kd, kh, kw]
-  std::string padding_mode;    // "zeros", "reflect", "replicate" or "circular"
-  std::string padding_string;  // "same" or "valid" when padding was given so (padding is then 0), else empty
+// Defined for N = 1, 2, 3 in src/nn/conv.cpp.
+extern template class ConvNd<1>;
+extern template class ConvNd<2>;
+extern template class ConvNd<3>;
+extern template class ConvTransposeNd<1>;
+extern template class ConvTransposeNd<2>;
+extern template class ConvTransposeNd<3>;
 
- private:
-  void set_padding_string(std::string_view padding);
-};
-
-// ConvTranspose1d and ConvTranspose3d: as ConvTranspose2d over 1 and 3 spatial dims.
-class ConvTranspose1d : public Module {
- public:
-  ConvTranspose1d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
-                  IntArrayRef padding = 0, IntArrayRef output_padding = 0, int64_t groups = 1, bool bias = true,
-                  IntArrayRef dilation = 1);
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-  void reset_parameters();
-  int64_t in_channels, out_channels;
-  std::vector<int64_t> kernel_size, stride, padding, output_padding, dilation;
-  int64_t groups;
-  Tensor weight, bias;  // weight [in, out/groups, k]
-};
-
-class ConvTranspose3d : public Module {
- public:
-  ConvTranspose3d(int64_t in_channels, int64_t out_channels, IntArrayRef kernel_size, IntArrayRef stride = 1,
-                  IntArrayRef padding = 0, IntArrayRef output_padding = 0, int64_t groups = 1, bool bias = true,
-                  IntArrayRef dilation = 1);
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-  void reset_parameters();
-  int64_t in_channels, out_channels;
-  std::vector<int64_t> kernel_size, stride, padding, output_padding, dilation;
-  int64_t groups;
-  Tensor weight, bias;  // weight [in, out/groups, kd, kh, kw]
-};
+using Conv1d = ConvNd<1>;
+using Conv2d = ConvNd<2>;
+using Conv3d = ConvNd<3>;
+using ConvTranspose1d = ConvTransposeNd<1>;
+using ConvTranspose2d = ConvTransposeNd<2>;
+using ConvTranspose3d = ConvTransposeNd<3>;
 
 }  // namespace kiln::nn

@@ -9,23 +9,32 @@
 
 namespace kiln::nn {
 
-// Buffers running_mean (0), running_var (1), num_batches_tracked (int64 0-d). momentum=nullopt
-// uses the cumulative moving average (1/num_batches_tracked), as torch.
-class BatchNorm : public Module {
+// torch's _NormBase, shared by BatchNorm and InstanceNorm: parameters weight (1), bias (0) when
+// affine; buffers running_mean (0), running_var (1), num_batches_tracked (int64 0-d) when
+// track_running_stats, else registered absent (torch's register_buffer(name, None)).
+class NormBase : public Module {
  public:
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
   void reset_running_stats();
   void reset_parameters();
   int64_t num_features;
   double eps;
-  std::optional<double> momentum;
   bool affine, track_running_stats;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  protected:
-  BatchNorm(const char* type_name, int64_t expected_dim_lo, int64_t expected_dim_hi, int64_t num_features,
-            double eps, std::optional<double> momentum, bool affine, bool track_running_stats);
+  NormBase(const char* type_name, int64_t num_features, double eps, bool affine, bool track_running_stats);
+};
+
+// momentum=nullopt uses the cumulative moving average (1/num_batches_tracked), as torch.
+class BatchNorm : public NormBase {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::optional<double> momentum;
+
+ protected:
+  BatchNorm(const char* type_name, int64_t expected_dim_lo, int64_t expected_dim_hi, int64_t num_features, double eps,
+            std::optional<double> momentum, bool affine, bool track_running_stats);
   int64_t dim_lo_, dim_hi_;
 };
 
@@ -43,8 +52,7 @@ class BatchNorm2d : public BatchNorm {  // input [N, C, H, W]
 
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(IntArrayRef normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
-                     bool bias = true);
+  explicit LayerNorm(IntArrayRef normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
   // LayerNorm({2, 3}) would otherwise be ambiguous with the (deleted) copy constructor.
   explicit LayerNorm(std::initializer_list<int64_t> normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
                      bool bias = true)
@@ -86,16 +94,11 @@ class RMSNorm : public Module {
 // InstanceNorm1d/2d/3d: torch's defaults affine=false, track_running_stats=false; the same
 // parameter and buffer names as BatchNorm (weight, bias, running_mean, running_var,
 // num_batches_tracked, the last never counted, as torch). Unbatched input (one dim fewer) works.
-class InstanceNorm : public Module {
+class InstanceNorm : public NormBase {
  public:
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
-  void reset_running_stats();
-  void reset_parameters();
-  int64_t num_features;
-  double eps, momentum;
-  bool affine, track_running_stats;
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  double momentum;
 
  protected:
   InstanceNorm(const char* type_name, int64_t no_batch_dim, int64_t num_features, double eps, double momentum,

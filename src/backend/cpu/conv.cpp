@@ -311,16 +311,16 @@ void avg_pool2d_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 KILN_REGISTER_KERNEL(avg_pool2d_backward, CPU, avg_pool2d_backward_kernel);
 
 // ---- 3-D and adaptive pooling ----
-Pool3dParams pool3d_params(const Pool3dShape& s, bool count_include_pad, int64_t divisor) {
+Pool3dParams pool3d_params(const PoolNdShape& s, bool count_include_pad, int64_t divisor) {
   return {s.N * s.C, s.in, s.k, s.stride, s.pad, s.dil, s.out, count_include_pad, divisor};
 }
-Pool3dShape max_pool3d_shape(const OpCall& c, const Tensor& x) {
+PoolNdShape max_pool3d_shape(const OpCall& c, const Tensor& x) {
   const Attrs& a = c.attrs;
-  return pool3d_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4));
+  return pool_nd_shape(c.name(), 3, x, a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4));
 }
-Pool3dShape avg_pool3d_shape(const OpCall& c, const Tensor& x) {
+PoolNdShape avg_pool3d_shape(const OpCall& c, const Tensor& x) {
   const Attrs& a = c.attrs;
-  return pool3d_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false);
+  return pool_nd_shape(c.name(), 3, x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false);
 }
 
 void max_pool3d_kernel(const OpCall& c, std::vector<Tensor>& outs) {
