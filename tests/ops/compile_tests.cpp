@@ -20,30 +20,6 @@
 namespace kiln::test {
 namespace {
 
-void tolerance(DType t, double& atol, double& rtol) {
-  switch (t) {
-    case DType::Float16:
-      atol = 1e-3;
-      rtol = 1e-3;
-      break;
-    case DType::BFloat16:
-      atol = 1e-2;
-      rtol = 1.6e-2;
-      break;
-    case DType::Float32:
-      atol = 1e-5;
-      rtol = 1e-4;
-      break;  // BENCHMARKS.md: 1e-4 for fp32 forward outputs
-    case DType::Float64:
-      atol = 1e-10;
-      rtol = 1e-7;
-      break;
-    default:
-      atol = 0;
-      rtol = 0;
-      break;
-  }
-}
 
 // Compares two runs' outputs; exact demands identical bits (NaNs equal).
 void expect_match(const TensorList& got, const TensorList& want, bool exact, bool values, double s_atol, double s_rtol,
@@ -60,7 +36,7 @@ void expect_match(const TensorList& got, const TensorList& want, bool exact, boo
     ASSERT_EQ(got[k].dtype(), want[k].dtype()) << what << " output " << k << " dtype";
     if (!values) continue;
     double atol, rtol;
-    tolerance(want[k].dtype(), atol, rtol);
+    accuracy_tolerance(want[k].dtype(), atol, rtol);
     atol = std::max(atol, s_atol);
     rtol = std::max(rtol, s_rtol);
     auto g = got[k].to_vector<double>(), w = want[k].to_vector<double>();

@@ -38,6 +38,19 @@ struct ErrorSample {
   std::string expect;  // a substring the kiln::Error message must contain
 };
 
+// Two computations of one result in another order (compiled against eager, kiln against torch):
+// the accuracy rule's tolerances (BENCHMARKS.md: 1e-4 for fp32 forward values), exact for
+// integers and bools.
+inline void accuracy_tolerance(DType t, double& atol, double& rtol) {
+  switch (t) {
+    case DType::Float16: atol = 1e-3; rtol = 2e-3; break;
+    case DType::BFloat16: atol = 1e-2; rtol = 1.6e-2; break;
+    case DType::Float32: atol = 1e-5; rtol = 1e-4; break;
+    case DType::Float64: atol = 1e-10; rtol = 1e-7; break;
+    default: atol = rtol = 0; break;
+  }
+}
+
 using SampleFn = std::vector<OpSample> (*)();
 using ErrorFn = std::vector<ErrorSample> (*)();
 bool register_samples(OpId op, SampleFn samples, ErrorFn errors = nullptr);

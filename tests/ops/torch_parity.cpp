@@ -32,38 +32,13 @@ bool valid_reason(const std::string& r) {
   return false;
 }
 
-// fp32 results of reductions are summed in another order than torch's: tolerances as the
-// accuracy rule's for forward values (BENCHMARKS.md), and exact for integers and bools.
-void tolerance(DType t, double& atol, double& rtol) {
-  switch (t) {
-    case DType::Float16:
-      atol = 1e-3;
-      rtol = 2e-3;
-      break;
-    case DType::BFloat16:
-      atol = 1e-2;
-      rtol = 1.6e-2;
-      break;
-    case DType::Float32:
-      atol = 1e-5;
-      rtol = 1e-4;
-      break;
-    case DType::Float64:
-      atol = 1e-10;
-      rtol = 1e-9;
-      break;
-    default:
-      atol = rtol = 0;
-      break;
-  }
-}
 
 void expect_matches(const Tensor& got, const Tensor& want, const std::string& what) {
   ASSERT_TRUE(got.defined()) << what << ": kiln gave no tensor";
   ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what << " shape";
   ASSERT_EQ(got.dtype(), want.dtype()) << what << " dtype";
   double atol, rtol;
-  tolerance(want.dtype(), atol, rtol);
+  accuracy_tolerance(want.dtype(), atol, rtol);
   auto g = got.to_vector<double>(), w = want.to_vector<double>();
   int bad = 0;
   for (size_t i = 0; i < g.size(); ++i) {
