@@ -1,10 +1,12 @@
 // VJP rules of the convolution and pooling prims, through their *_backward
-// prims. Those are NONDIFF: a double backward (create_graph) through them
-// throws instead of silently returning a gradient without history.
+// prims. convolution_backward has its own VJP (so convolutions take gradients of
+// any order); the pooling ones are NONDIFF: a double backward (create_graph)
+// through them throws instead of silently returning a gradient without history.
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/pointwise.h"
 #include "kiln/ops/shape.h"
 #include "ops/grad_util.h"
 
@@ -20,7 +22,6 @@ void check_no_double_backward(const char* op, std::initializer_list<const Tensor
 
 std::vector<Tensor> vjp_convolution(const VjpCall& v) {
   const Tensor& g = v.grads[0];
-  check_no_double_backward("convolution", {&g, &v.inputs[0], &v.inputs[1]});
   Attrs a(v.attrs.values());
   a.push_back(std::vector<int64_t>{v.needs(0), v.needs(1), v.needs(2) && v.inputs[2].defined()});
   auto gs = call_op(OpId::convolution_backward, {g, v.inputs[0], v.inputs[1]}, a);
@@ -30,6 +31,42 @@ std::vector<Tensor> vjp_convolution(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(convolution, vjp_convolution);
+
+// The convolution is bilinear, out = B(x, w) + b, and its backward gives (B(., w)^T g,
+// B(x, .)^T g, sum g). Differentiating those along (ggx, ggw, ggb):
+//   d/dg = B(ggx, w) + B(x, ggw) + ggb,  d/dx = B(., ggw)^T g,  d/dw = B(ggx, .)^T g,
+// that is convolutions and convolution_backwards again (PyTorch's _convolution_double_backward).
+std::vector<Tensor> vjp_convolution_backward(const VjpCall& v) {
+  const Tensor &go = v.inputs[0], &x = v.inputs[1], &w = v.inputs[2];
+  const std::vector<int64_t>& mask = v.attrs.ints(6);
+  auto given = [&](size_t k) { return mask[k] != 0 && v.grads[k].defined(); };
+  const std::vector<AttrValue>& all = v.attrs.values();
+  const Attrs conv(std::vector<AttrValue>(all.begin(), all.begin() + 6));
+  auto backward = [&](const Tensor& x_, const Tensor& w_, size_t which) {
+    Attrs a(conv.values());
+    std::vector<int64_t> m(3, 0);
+    m[which] = 1;
+    a.push_back(std::move(m));
+    return call_op(OpId::convolution_backward, {go, x_, w_}, a)[which];
+  };
+  std::vector<Tensor> r(3);
+  if (v.needs(0)) {
+    Tensor gg;
+    auto add_term = [&gg](const Tensor& t) { gg = gg.defined() ? add(gg, t) : t; };
+    if (given(0)) add_term(call_op1(OpId::convolution, {v.grads[0], w, Tensor()}, conv));
+    if (given(1)) add_term(call_op1(OpId::convolution, {x, v.grads[1], Tensor()}, conv));
+    if (given(2)) {
+      Shape cs(static_cast<size_t>(go.dim()), 1);
+      cs[1] = go.sizes()[1];
+      add_term(expand(reshape(v.grads[2], cs), go.sizes().vec()));
+    }
+    r[0] = gg.defined() ? gg : zeros_like(go);
+  }
+  if (v.needs(1)) r[1] = given(1) ? backward(x, v.grads[1], 0) : zeros_like(x);
+  if (v.needs(2)) r[2] = given(0) ? backward(v.grads[0], w, 1) : zeros_like(w);
+  return r;
+}
+KILN_REGISTER_VJP(convolution_backward, vjp_convolution_backward);
 
 std::vector<Tensor> vjp_max_pool2d(const VjpCall& v) {
   const Tensor& g = v.grads[0];

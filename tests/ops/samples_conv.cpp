@@ -251,11 +251,10 @@ std::vector<OpSample> convolution_samples() {
   return v;
 }
 std::vector<ErrorSample> convolution_errors() {
-  return {{"double backward", [] {
-             Tensor x = in({1, 1, 3, 3}, kFloat64, 1).requires_grad_();
-             Tensor w = in({1, 1, 2, 2}, kFloat64, 2).requires_grad_();
-             conv2d(x, w).sum().backward({}, true, /*create_graph=*/true);
-           }, "not supported yet: double backward"}};
+  return {{"groups 0", [] {
+             Attrs a{Shape{1, 1}, Shape{0, 0}, Shape{1, 1}, false, Shape{0, 0}, int64_t(0)};
+             call_op(OpId::convolution, {in({1, 1, 3, 3}, kFloat32, 1), in({1, 1, 2, 2}, kFloat32, 2), Tensor()}, a);
+           }, "non-positive groups is not supported"}};
 }
 KILN_OP_SAMPLES(convolution, convolution_samples, convolution_errors);
 

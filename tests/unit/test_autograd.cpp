@@ -277,3 +277,28 @@ TEST(Autograd, IdentityCompositeLeavesItsInputAlone) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 2, 2}));
 }
 }  // namespace
+
+namespace {
+// A gradient penalty (WGAN-GP, MAML) differentiates through a convolution's backward.
+TEST(Autograd, ConvolutionSecondOrderAgainstFiniteDifferences) {
+  manual_seed(3);
+  Tensor x = randn({1, 2, 4, 4}, kFloat64).requires_grad_();
+  Tensor w = randn({2, 1, 3, 2}, kFloat64).requires_grad_();
+  Tensor b = randn({2}, kFloat64).requires_grad_();
+  GradcheckOptions o;
+  o.check_backward_twice = true;
+  auto conv = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{conv2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 2}, 2).tanh()};
+  };
+  EXPECT_TRUE(gradcheck(conv, {x, w, b}, o));
+  auto tconv = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{conv_transpose2d(in[0], in[1], {}, 2, 1, 1).sin()};
+  };
+  EXPECT_TRUE(gradcheck(tconv, {x, w}, o));
+  // The penalty itself: ||d out / d x||^2, differentiated again with respect to w.
+  Tensor gx = autograd::grad({conv({x, w, b})[0].sum()}, {x}, {}, true, true)[0];
+  gx.square().sum().backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_GT(w.grad().abs().sum().item<double>(), 0.0);
+}
+}  // namespace
