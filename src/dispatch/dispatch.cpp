@@ -272,6 +272,46 @@ bool shares_storage_but_differs(const Tensor& self, const Tensor& other) {
 }
 }  // namespace
 
+namespace {
+// Note [In-place on a view]
+// With autograd, writing r into a view V of base B changes B too (PyTorch's CopySlices). As
+// ops: B's new value is B's old one with V's elements replaced by r, an index_put of r at the
+// positions V covers (a copy of B's old value, so no saved tensor is overwritten), and V
+// becomes a view of that. B takes over the new history; so does V. Views of B made before
+// the write keep their old history, as they keep their old values' meaning in the graph.
+Tensor& inplace_on_view(Tensor& self, const Tensor& r, const char* name) {
+  Tensor base = self._base();
+  // A view that requires grad of a base that does not is a view of a detach()ed alias made to
+  // require grad: its history is not its base's (kiln's views record storage, not autograd, bases).
+  KILN_CHECK(!self.requires_grad() || base.requires_grad(), name,
+             "_: not supported yet: an in-place op on a view of a detach()ed tensor that requires grad; clone() it "
+             "first");
+  KILN_CHECK(base.is_contiguous() && base.storage_offset() == 0, name,
+             "_: not supported yet: autograd through an in-place op on a view of a non-contiguous tensor (shape ",
+             shape_str(base.sizes()), "); clone() the base first");
+  const int64_t n = base.numel();
+  Tensor pos = call_op1(OpId::arange, std::vector<Tensor>{},
+                        {Scalar(int64_t(0)), Scalar(n), Scalar(int64_t(1)), kInt64, base.device()});
+  pos = call_op1(OpId::as_strided, {pos},
+                 {self.sizes().vec(), self.strides().vec(), static_cast<int64_t>(self.storage_offset())});
+  Tensor flat_pos = call_op1(OpId::reshape, {pos}, {std::vector<int64_t>{-1}});
+  Tensor old = call_op1(OpId::reshape, {call_op1(OpId::clone, {base}, {})}, {std::vector<int64_t>{-1}});
+  Tensor vals = call_op1(OpId::reshape, {call_op1(OpId::to, {r}, {self.dtype()})}, {std::vector<int64_t>{-1}});
+  Tensor updated = call_op1(OpId::reshape, {call_op1(OpId::index_put, {old, vals, flat_pos}, {false})},
+                            {base.sizes().vec()});
+  {
+    NoGradGuard no_grad;
+    copy_into(self, r);
+  }
+  self.unsafe_impl()->bump_version();
+  g_rebase_history(base, updated);
+  Tensor view = call_op1(OpId::as_strided, {updated},
+                         {self.sizes().vec(), self.strides().vec(), static_cast<int64_t>(self.storage_offset())});
+  g_rebase_history(self, view);
+  return self;
+}
+}  // namespace
+
 Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs attrs) {
   if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
   const OpInfo& info = op_info(op);
@@ -281,8 +321,8 @@ Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs
     KILN_CHECK(!(self.is_leaf() && self.requires_grad()), name,
                "_: a leaf tensor that requires grad is being used in an in-place operation; "
                "wrap it in kiln::NoGradGuard or clone() it first");
-    KILN_CHECK(!self.is_view() || !self._base().requires_grad(), name,
-               "_: not supported yet: an in-place op on a view of a tensor that requires grad");
+    KILN_CHECK(!self.is_view() || !(self._base().is_leaf() && self._base().requires_grad()), name,
+               "_: a view of a leaf tensor that requires grad is being used in an in-place operation");
     // The node may save self's old value, which is about to be overwritten:
     // give it a copy of its own so the version check stays meaningful.
     if (static_cast<uint8_t>(info.save) & static_cast<uint8_t>(SaveMask::SaveIn))
@@ -293,6 +333,7 @@ Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs
                " doesn't match the broadcast shape ", shape_str(r.sizes()));
     KILN_CHECK(can_cast(r.dtype(), self.dtype()), name, "_: result type ", r.dtype(),
                " can't be cast to the desired output type ", self.dtype());
+    if (self.is_view()) return inplace_on_view(self, r, name);
     {
       NoGradGuard no_grad;
       copy_into(self, r);

@@ -34,7 +34,7 @@ TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
 
 TEST(Autograd, SharedSubexpressionSumsBothPaths) {
   Tensor x = vec({2}).requires_grad_();
-  Tensor a = x * x;        // used twice below
+  Tensor a = x * x;                 // used twice below
   Tensor loss = (a * a + a).sum();  // x^4 + x^2 → 4x^3 + 2x = 36
   loss.backward();
   EXPECT_DOUBLE_EQ(vals(x.grad())[0], 36.0);
@@ -178,7 +178,7 @@ TEST(Autograd, VersionCounterIsSharedWithViews) {
 
 TEST(Autograd, GradThroughViews) {
   Tensor x = vec({1, 2, 3, 4, 5, 6}).requires_grad_();
-  Tensor m = x.view({2, 3}).t();  // [3, 2]
+  Tensor m = x.view({2, 3}).t();                                       // [3, 2]
   Tensor loss = (m.select(0, 1) * m.slice(0, 0, 1).squeeze(0)).sum();  // x1*x0 + x4*x3
   loss.backward();
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 1, 0, 5, 4, 0}));
@@ -238,15 +238,16 @@ TEST(Autograd, GradcheckCatchesAWrongRule) {
   Tensor x = vec({0.5, 2.0}).requires_grad_();
   GradcheckOptions o;
   o.raise_exception = false;
-  EXPECT_FALSE(gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{WrongFn::apply(in[0])}; },
-                         {x}, o));
+  EXPECT_FALSE(
+      gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{WrongFn::apply(in[0])}; }, {x}, o));
 }
 
 TEST(Autograd, GradcheckSecondOrder) {
   Tensor x = vec({0.5, -1.5}).requires_grad_();
   GradcheckOptions o;
   o.check_backward_twice = true;
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0] * in[0]}; }, {x}, o));
+  EXPECT_TRUE(
+      gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0] * in[0]}; }, {x}, o));
 }
 
 }  // namespace
@@ -300,5 +301,54 @@ TEST(Autograd, ConvolutionSecondOrderAgainstFiniteDifferences) {
   gx.square().sum().backward();
   ASSERT_TRUE(w.grad().defined());
   EXPECT_GT(w.grad().abs().sum().item<double>(), 0.0);
+}
+}  // namespace
+
+namespace {
+// Note [In-place on a view]: an in-place op on a view writes its base too, in the graph as in memory.
+TEST(Autograd, InPlaceOnAViewOfANonLeafAgainstFiniteDifferences) {
+  manual_seed(5);
+  Tensor x = randn({3, 4}, kFloat64).requires_grad_();
+  Tensor w = randn({4}, kFloat64).requires_grad_();
+  auto f = [](const std::vector<Tensor>& in) {
+    Tensor y = in[0] * 2.0;
+    y.select(0, 1).mul_(in[1]);                                                     // a row, times w
+    y.narrow(1, 1, 2).narrow(0, 0, 2).add_(in[0].narrow(1, 0, 2).narrow(0, 1, 2));  // a view of a view
+    y.t().select(0, 3).exp_();                                                      // a strided column
+    return std::vector<Tensor>{y.exp()};
+  };
+  GradcheckOptions o;
+  o.check_backward_twice = true;
+  EXPECT_TRUE(gradcheck(f, {x, w}, o));
+}
+
+TEST(Autograd, InPlaceOnAViewGivesItsBaseAHistory) {
+  Tensor w = tensor<double>({1.5, -2.0}, kFloat64).requires_grad_();
+  Tensor z = zeros({3, 2}, kFloat64);  // requires no grad until a row takes w
+  z.select(0, 2).add_(w);
+  EXPECT_TRUE(z.requires_grad());
+  (z * z).sum().backward();
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{3.0, -4.0}));
+  EXPECT_EQ(z.select(0, 2).to_vector<double>(), (std::vector<double>{1.5, -2.0}));
+}
+
+TEST(Autograd, InPlaceOnAViewOfALeafThatRequiresGradIsAnError) {
+  Tensor x = tensor<double>({1, 2, 3, 4}, kFloat64).reshape({2, 2}).detach().requires_grad_();
+  try {
+    x.select(0, 1).mul_(2.0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mul_: not supported yet: an in-place op on a view of a detach()ed tensor"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor leaf = tensor<double>({1, 2}, kFloat64).requires_grad_();
+  try {
+    leaf.narrow(0, 1, 1).mul_(2.0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mul_: a view of a leaf tensor that requires grad"), std::string::npos)
+        << e.what();
+  }
 }
 }  // namespace
