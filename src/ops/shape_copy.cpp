@@ -236,6 +236,7 @@ KILN_REGISTER_META(pad, meta_pad);
 
 // Circular padding wraps each padded dim around once: the last l entries before, the first r
 // after (torch's _pad_circular), composed of narrow and cat so autograd and every backend get it.
+// A negative side crops first, and the wrap comes from what is left (as torch 2's).
 Tensor pad_circular(const Tensor& x, IntArrayRef pad) {
   KILN_CHECK(pad.size() % 2 == 0, "pad: padding length must be divisible by 2, got ", pad.size());
   const int64_t n = static_cast<int64_t>(pad.size()) / 2;
@@ -244,12 +245,15 @@ Tensor pad_circular(const Tensor& x, IntArrayRef pad) {
   Tensor y = x;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t d = x.dim() - 1 - k, l = pad[2 * k], r = pad[2 * k + 1], size = x.sizes()[d];
-    KILN_CHECK(l >= 0 && r >= 0, "pad: not supported yet: negative circular padding (", l, ", ", r, ") at dimension ",
-               d);
-    KILN_CHECK(l <= size && r <= size, "pad: Padding value causes wrapping around more than once: padding (", l, ", ",
-               r, ") at dimension ", d, " of input ", shape_str(x.sizes()));
+    const int64_t crop_l = std::max<int64_t>(-l, 0), crop_r = std::max<int64_t>(-r, 0);
+    KILN_CHECK(crop_l + crop_r <= size, "pad: negative circular padding (", l, ", ", r, ") at dimension ", d,
+               " removes more than the ", size, " entries of input ", shape_str(x.sizes()));
+    const int64_t kept = size - crop_l - crop_r, wrap_l = std::max<int64_t>(l, 0), wrap_r = std::max<int64_t>(r, 0);
+    KILN_CHECK(wrap_l <= kept && wrap_r <= kept, "pad: Padding value causes wrapping around more than once: padding (",
+               l, ", ", r, ") at dimension ", d, " of input ", shape_str(x.sizes()));
     if (l == 0 && r == 0) continue;
-    y = cat({narrow(y, d, size - l, l), y, narrow(y, d, 0, r)}, d);
+    Tensor c = narrow(y, d, crop_l, kept);
+    y = cat({narrow(c, d, kept - wrap_l, wrap_l), c, narrow(c, d, 0, wrap_r)}, d);
   }
   return y;
 }

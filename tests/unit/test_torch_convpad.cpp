@@ -203,9 +203,26 @@ TEST(TorchConvPad, PadCircular) {
         (void)pad(x, {6, 0, 0, 0}, "circular");
       },
       "pad: Padding value causes wrapping around more than once");
-  expect_error([&] { (void)pad(x, {-1, 0, 0, 0}, "circular"); }, "pad: not supported yet: negative circular padding");
+  expect_error([&] { (void)pad(x, {-3, -3, 0, 0}, "circular"); }, "removes more than the");
+  expect_error([&] { (void)pad(x, {4, -2, 0, 0}, "circular"); }, "causes wrapping around more than once");
   expect_error([&] { (void)pad(x, {1, 1}, "circular"); }, "needs a 2-D (unbatched) or 3-D input");
   expect_error([&] { (void)pad(x, {1, 1, 1, 1}, "circular", 1.0); }, "doesn't take in value argument");
+}
+
+// Negative circular padding crops first, then wraps what is left (torch 2's answer; torch 1.13
+// has no negative circular padding to compare with).
+TEST(TorchConvPad, NegativeCircularPadding) {
+  Tensor x = arange(5, kFloat64).reshape({1, 5});  // [0 1 2 3 4]
+  auto row = [](const Tensor& t) { return t.reshape({-1}).to_vector<double>(); };
+  EXPECT_EQ(row(pad(x, {-1, 0}, "circular")), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(row(pad(x, {-1, -2}, "circular")), (std::vector<double>{1, 2}));
+  EXPECT_EQ(row(pad(x, {2, -1}, "circular")), (std::vector<double>{2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(row(pad(x, {-2, 1}, "circular")), (std::vector<double>{2, 3, 4, 2}));
+  EXPECT_EQ(row(pad(x, {-5, 0}, "circular")), (std::vector<double>{}));
+  // Gradients go to the entries kept, once per use.
+  Tensor w = arange(5, kFloat64).requires_grad_();
+  pad(w.reshape({1, 5}), {2, -1}, "circular").sum().backward();
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{1, 1, 2, 2, 0}));
 }
 
 }  // namespace
