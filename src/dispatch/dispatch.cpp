@@ -289,11 +289,20 @@ Tensor& inplace_on_view(Tensor& self, const Tensor& r, const char* name) {
   KILN_CHECK(base.is_contiguous() && base.storage_offset() == 0, name,
              "_: not supported yet: autograd through an in-place op on a view of a non-contiguous tensor (shape ",
              shape_str(base.sizes()), "); clone() the base first");
-  const int64_t n = base.numel();
-  Tensor pos = call_op1(OpId::arange, std::vector<Tensor>{},
-                        {Scalar(int64_t(0)), Scalar(n), Scalar(int64_t(1)), kInt64, base.device()});
-  pos = call_op1(OpId::as_strided, {pos},
-                 {self.sizes().vec(), self.strides().vec(), static_cast<int64_t>(self.storage_offset())});
+  // The storage position of each of the view's elements: offset + sum_d i_d * stride_d, built by
+  // broadcasting one arange per dim (the view's size, not the base's).
+  Tensor pos = call_op1(OpId::full, std::vector<Tensor>{},
+                        {std::vector<int64_t>{}, Scalar(static_cast<int64_t>(self.storage_offset())), kInt64,
+                         base.device()});
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.sizes()[d] <= 1) continue;  // adds nothing (its stride may be anything, even 0)
+    std::vector<int64_t> shape(static_cast<size_t>(self.dim()), 1);
+    shape[static_cast<size_t>(d)] = self.sizes()[d];
+    Tensor along = call_op1(OpId::arange, std::vector<Tensor>{},
+                            {Scalar(int64_t(0)), Scalar(self.sizes()[d] * self.strides()[d]),
+                             Scalar(self.strides()[d]), kInt64, base.device()});
+    pos = call_op1(OpId::add, {pos, call_op1(OpId::reshape, {along}, {shape})}, {Scalar(int64_t(1))});
+  }
   Tensor flat_pos = call_op1(OpId::reshape, {pos}, {std::vector<int64_t>{-1}});
   Tensor old = call_op1(OpId::reshape, {call_op1(OpId::clone, {base}, {})}, {std::vector<int64_t>{-1}});
   Tensor vals = call_op1(OpId::reshape, {call_op1(OpId::to, {r}, {self.dtype()})}, {std::vector<int64_t>{-1}});
