@@ -9,7 +9,7 @@
 namespace kiln::compiler {
 
 namespace {
-constexpr const char* kNames[] = {"graph", "aot", "guards", "recompiles", "breaks", "perf"};
+constexpr const char* kNames[] = {"graph", "aot", "guards", "recompiles", "breaks", "perf", "fusion", "code"};
 
 unsigned parse_logs() {
   const char* env = std::getenv("KILN_LOGS");
@@ -27,7 +27,7 @@ unsigned parse_logs() {
       }
     if (!known)
       std::cerr << "[kiln] KILN_LOGS: unknown entry '" << item
-                << "' (valid: graph, aot, guards, recompiles, breaks, perf, all)\n";
+                << "' (valid: graph, aot, guards, recompiles, breaks, perf, fusion, code, all)\n";
   }
   return mask;
 }

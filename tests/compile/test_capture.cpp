@@ -219,8 +219,6 @@ TEST(Capture, OptionsAreValidated) {
                               "unknown backend \"nope\"; valid backends: eager, aot_eager, inductor");
   kiln::testing::expect_error([] { compile([](const Tensor& x) { return x; }, {.mode = "fast"}); },
                               "unknown mode \"fast\"");
-  kiln::testing::expect_error([] { compile([](const Tensor& x) { return x; }, {.backend = "inductor"}); },
-                              "not supported yet: backend \"inductor\"");
   kiln::testing::expect_error(
       [] {
         compile([](const Tensor& x) { return x; }, {.options = {{"x", "1"}}});

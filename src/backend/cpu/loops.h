@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/convert.h"
 #include "core/parallel.h"
 #include "core/tensor_impl.h"
 #include "backend/cpu/dtype_dispatch.h"
@@ -164,20 +165,7 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& ins
   });
 }
 
-// Converts between element types the way a C cast (and torch's copy_) does,
-// going through float for Half/BFloat16 and mapping non-zero to true for bool.
-template <class To, class From>
-inline To convert(From v) {
-  constexpr bool from16 = std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>;
-  constexpr bool to16 = std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>;
-  if constexpr (std::is_same_v<To, From>) return v;
-  else if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (from16) return static_cast<float>(v) != 0.0f;
-    else return v != From(0);
-  } else if constexpr (from16) return static_cast<To>(static_cast<float>(v));
-  else if constexpr (to16) return To(static_cast<float>(v));
-  else return static_cast<To>(v);
-}
+using ::kiln::convert;  // core/convert.h: shared with generated code
 
 // dst = src (same shape after broadcasting, any dtypes, any strides).
 void copy_cpu(const Tensor& dst, const Tensor& src);

@@ -1,6 +1,7 @@
 // Compile backends: what turns a captured graph into something that runs.
 #pragma once
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,13 @@ std::vector<std::string> backend_names();
 // g.random_source (Note [Random state as input]).
 std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& inputs,
                                     const std::vector<int64_t>* random_state);
+
+// Runs one node with eager kernels, as run_interpreted does: a symbolic graph's attrs
+// evaluated with sym_values, a RANDOM node's (seed, offset) from random_state (random_index
+// counts the RANDOM nodes run so far, in graph order).
+std::vector<Tensor> run_node(const Graph& g, const Node& n, std::span<const Tensor> ins,
+                             const std::vector<int64_t>* random_state, size_t& random_index,
+                             const std::vector<int64_t>& sym_values);
 
 // Inputs handed over: run_interpreted on this very vector (one its caller discards) may move
 // from it, so that each input is freed after its last use in the graph.

@@ -18,6 +18,28 @@ RandomStateScope::RandomStateScope(const std::vector<int64_t>* state) : prev_(tl
 }
 RandomStateScope::~RandomStateScope() { tls_random_state = prev_; }
 
+std::vector<Tensor> run_node(const Graph& g, const Node& n, std::span<const Tensor> ins,
+                             const std::vector<int64_t>* random_state, size_t& random_index,
+                             const std::vector<int64_t>& sym_values) {
+  const OpInfo& info = op_info(n.op);
+  std::vector<Tensor> outs;
+  const bool evaluate = g.is_symbolic() && n.attrs.has_symbolic();
+  if (info.has(RANDOM) && random_state && !random_state->empty()) {
+    int src = g.random_source.empty() ? static_cast<int>(random_index) : g.random_source.at(random_index);
+    KILN_CHECK(2 * static_cast<size_t>(src) + 1 < random_state->size(), "internal: random state too short");
+    std::vector<AttrValue> a = evaluate ? evaluate_attrs(n.attrs, sym_values).values() : n.attrs.values();
+    a[a.size() - 2] = (*random_state)[2 * src];
+    a[a.size() - 1] = (*random_state)[2 * src + 1];
+    outs = backend_call(n.op, ins, Attrs(std::move(a)));
+  } else if (evaluate) {
+    outs = backend_call(n.op, ins, evaluate_attrs(n.attrs, sym_values));
+  } else {
+    outs = backend_call(n.op, ins, n.attrs);
+  }
+  if (info.has(RANDOM)) ++random_index;
+  return outs;
+}
+
 std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& inputs,
                                     const std::vector<int64_t>* random_state) {
   KILN_CHECK(inputs.size() == g.inputs.size(), "internal: graph takes ", g.inputs.size(), " inputs, got ",
@@ -46,21 +68,7 @@ std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& i
     ins.clear();
     for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[v]);
     const OpInfo& info = op_info(n.op);
-    std::vector<Tensor> outs;
-    const bool evaluate = g.is_symbolic() && n.attrs.has_symbolic();
-    if (info.has(RANDOM) && random_state && !random_state->empty()) {
-      int src = g.random_source.empty() ? static_cast<int>(random_index) : g.random_source.at(random_index);
-      KILN_CHECK(2 * static_cast<size_t>(src) + 1 < random_state->size(), "internal: random state too short");
-      std::vector<AttrValue> a = evaluate ? evaluate_attrs(n.attrs, sym_values).values() : n.attrs.values();
-      a[a.size() - 2] = (*random_state)[2 * src];
-      a[a.size() - 1] = (*random_state)[2 * src + 1];
-      outs = backend_call(n.op, ins, Attrs(std::move(a)));
-    } else if (evaluate) {
-      outs = backend_call(n.op, ins, evaluate_attrs(n.attrs, sym_values));
-    } else {
-      outs = backend_call(n.op, ins, n.attrs);
-    }
-    if (info.has(RANDOM)) ++random_index;
+    std::vector<Tensor> outs = run_node(g, n, ins, random_state, random_index, sym_values);
     KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", info.name, " returned ", outs.size(),
                " outputs, the graph has ", n.outputs.size());
     for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);

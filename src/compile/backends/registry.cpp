@@ -1,10 +1,12 @@
-// The backend registry: "eager", "aot_eager", "inductor" (not yet) and user backends.
+// The backend registry: "eager", "aot_eager", "inductor" (backends/inductor.cpp) and user backends.
 #include <mutex>
 
 #include "compile/backends/backend.h"
 #include "compile/ir/passes.h"
 
 namespace kiln::compiler {
+
+Runnable compile_inductor(const Graph& g, CompileContext& ctx);  // backends/inductor.cpp
 
 namespace {
 std::mutex& registry_mutex() {
@@ -39,12 +41,6 @@ Runnable compile_aot_eager(const Graph& g, CompileContext& ctx) {
     auto g = std::make_shared<const Graph>(lowered);
     return [g](const std::vector<Tensor>& inputs) { return run_interpreted(*g, inputs, current_random_state()); };
   });
-}
-
-Runnable compile_inductor(const Graph&, CompileContext&) {
-  KILN_FAIL(
-      "compile: not supported yet: backend \"inductor\" (code generation is the next compiler issue); "
-      "use \"aot_eager\" or \"eager\"");
 }
 
 std::vector<BackendEntry>& registry() {

@@ -79,9 +79,6 @@ CompiledFunction::CompiledFunction(CompileOptions options) : options_(std::move(
              options_.mode, "\"; valid modes: ", join(modes));
   backend_ = find_backend(options_.backend);
   KILN_CHECK(backend_, "compile: unknown backend \"", options_.backend, "\"; valid backends: ", join(backend_names()));
-  KILN_CHECK(options_.backend != "inductor",
-             "compile: not supported yet: backend \"inductor\" (code generation is the next compiler issue); use "
-             "\"aot_eager\" or \"eager\"");
   for (const auto& [k, v] : options_.options) {
     KILN_CHECK(k == "decompose" || k == "recompute", "compile: unknown option \"", k,
                "\"; valid options: decompose, recompute");

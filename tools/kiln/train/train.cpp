@@ -52,7 +52,6 @@ void validate(const Options& o) {
     for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
     KILN_CHECK(std::find(names.begin(), names.end(), o.backend) != names.end(), "--backend: unknown backend '",
                o.backend, "' (valid: ", valid, ")");
-    KILN_CHECK(o.backend != "inductor", "--backend inductor: not supported yet (use aot_eager or eager)");
   }
   Device d(o.device);  // throws on a malformed device string
   KILN_CHECK(d.is_cpu(), "--device ", o.device, ": not supported yet (kiln's CUDA backend is not built; use cpu)");

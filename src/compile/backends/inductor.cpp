@@ -1,0 +1,154 @@
+// Backend "inductor" on the CPU: the AOT pipeline's pure prim graphs, scheduled
+// into fused loop kernels (src/compile/lower/), generated as C++/OpenMP
+// (src/compile/codegen/), compiled and cached (src/compile/jit/); extern calls
+// (matmul, conv, views, indexing, ...) run their eager kernels in between.
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "compile/backends/backend.h"
+#include "compile/codegen/cpp_codegen.h"
+#include "compile/jit/cpp_jit.h"
+#include "compile/logs.h"
+#include "compile/lower/schedule.h"
+#include "core/parallel.h"
+#include "core/tensor_impl.h"
+#include "kiln/autograd.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+using KernelFn = void (*)(char* const* bufs, int threads);
+
+// One lowered graph, scheduled and compiled; runs steps in order.
+struct InductorGraph {
+  Graph g;
+  lower::Schedule schedule;
+  std::shared_ptr<const jit::Library> library;  // keeps the kernels loaded
+  std::vector<KernelFn> fns;
+  std::vector<std::vector<int>> frees;  // per step: values whose last use it is
+
+  explicit InductorGraph(const Graph& lowered) : g(lowered) {
+    schedule = lower::schedule(g);
+    log(Log::Fusion, schedule.str(g));
+    if (!schedule.kernels.empty()) {
+      const std::string source = codegen::generate_cpp(g, schedule);
+      log(Log::Code, source);
+      library = jit::compile_cpp(source);
+      for (size_t i = 0; i < schedule.kernels.size(); ++i)
+        fns.push_back(reinterpret_cast<KernelFn>(library->symbol(codegen::kernel_symbol(i))));
+    }
+    // The step after which each value is dead (graph outputs never are).
+    std::vector<int> last(g.values.size(), -1);
+    for (size_t s = 0; s < schedule.steps.size(); ++s) {
+      const lower::Step& st = schedule.steps[s];
+      auto use = [&](int v) {
+        if (v >= 0) last[static_cast<size_t>(v)] = static_cast<int>(s);
+      };
+      if (st.is_kernel) {
+        for (const lower::Operand& o : schedule.kernels[static_cast<size_t>(st.index)].loads) use(o.value);
+        for (const lower::Operand& o : schedule.kernels[static_cast<size_t>(st.index)].stores) use(o.value);
+      } else {
+        const Node& n = g.nodes[static_cast<size_t>(st.index)];
+        for (int v : n.inputs) use(v);
+        for (int v : n.outputs) use(v);
+      }
+    }
+    for (int v : g.outputs) last[static_cast<size_t>(v)] = -1;
+    for (int v : g.inputs) (void)v;
+    frees.resize(schedule.steps.size());
+    for (size_t v = 0; v < last.size(); ++v)
+      if (last[v] >= 0) frees[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+  }
+
+  // Whether t is the buffer kernel k was compiled for (dtype, device, sizes, strides).
+  static bool matches(const Tensor& t, const TensorMeta& m) {
+    if (!t.defined() || !t.has_storage()) return false;
+    const TensorImpl* i = t.unsafe_impl();
+    if (i->dtype != m.dtype || i->device.type != DeviceType::CPU) return false;
+    if (i->sizes.size() != m.sizes.size()) return false;
+    for (size_t d = 0; d < m.sizes.size(); ++d) {
+      if (i->sizes[d] != m.sizes[d]) return false;
+      if (m.sizes[d] != 1 && i->strides[d] != m.strides[d]) return false;
+    }
+    return true;
+  }
+
+  void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state,
+                  size_t& random_index) const {
+    const lower::Kernel& k = schedule.kernels[ki];
+    bool ok = true;
+    for (size_t l = 0; l < k.loads.size() && ok; ++l) ok = matches(vals[static_cast<size_t>(k.loads[l].value)], k.load_metas[l]);
+    if (!ok) {
+      // A buffer laid out otherwise than at compile time: the members with eager kernels.
+      std::vector<Tensor> ins;
+      for (int n : k.nodes) {
+        const Node& node = g.nodes[static_cast<size_t>(n)];
+        ins.clear();
+        for (int v : node.inputs) ins.push_back(vals[static_cast<size_t>(v)]);
+        std::vector<Tensor> outs = run_node(g, node, ins, random_state, random_index, {});
+        for (size_t o = 0; o < outs.size(); ++o) vals[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
+      }
+      return;
+    }
+    std::vector<char*> bufs;
+    bufs.reserve(k.loads.size() + k.stores.size());
+    for (const lower::Operand& o : k.loads) bufs.push_back(vals[static_cast<size_t>(o.value)].unsafe_impl()->data());
+    for (const lower::Operand& o : k.stores) {
+      const Value& v = g.values[static_cast<size_t>(o.value)];
+      Tensor t = make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
+      bufs.push_back(t.numel() ? t.unsafe_impl()->data() : nullptr);
+      vals[static_cast<size_t>(o.value)] = std::move(t);
+    }
+    const int threads = k.numel() >= codegen::kParallelGrain ? get_num_threads() : 1;
+    fns[ki](bufs.data(), threads);
+  }
+
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const {
+    KILN_CHECK(inputs.size() == g.inputs.size(), "internal: graph takes ", g.inputs.size(), " inputs, got ",
+               inputs.size());
+    PauseRecording pause;
+    NoGradGuard no_grad;
+    const std::vector<int64_t>* random_state = current_random_state();
+    std::vector<Tensor> vals(g.values.size());
+    for (size_t i = 0; i < inputs.size(); ++i) vals[static_cast<size_t>(g.inputs[i])] = inputs[i];
+    size_t random_index = 0;
+    std::vector<Tensor> ins;
+    for (size_t s = 0; s < schedule.steps.size(); ++s) {
+      const lower::Step& st = schedule.steps[s];
+      if (st.is_kernel) {
+        run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index);
+      } else {
+        const Node& n = g.nodes[static_cast<size_t>(st.index)];
+        ins.clear();
+        for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[static_cast<size_t>(v)]);
+        std::vector<Tensor> outs = run_node(g, n, ins, random_state, random_index, {});
+        KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", op_info(n.op).name, " returned ", outs.size(),
+                   " outputs, the graph has ", n.outputs.size());
+        for (size_t k = 0; k < outs.size(); ++k) vals[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
+      }
+      for (int v : frees[s]) vals[static_cast<size_t>(v)] = Tensor();
+    }
+    std::vector<Tensor> out;
+    out.reserve(g.outputs.size());
+    std::unordered_map<int, int> seen;
+    for (int v : g.outputs) {
+      bool dup = !seen.emplace(v, 1).second;  // each output its own buffer, as in eager
+      out.push_back(dup ? vals[static_cast<size_t>(v)].clone() : vals[static_cast<size_t>(v)]);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
+  return aot_compile(g, ctx, /*decompose=*/true, [](const Graph& lowered) -> GraphFn {
+    KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
+    auto ig = std::make_shared<const InductorGraph>(lowered);
+    return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
+  });
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,304 @@
+#include "compile/jit/cpp_jit.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/version.h"
+
+extern char** environ;
+
+namespace kiln::compiler::jit {
+
+// Note [JIT cache]
+// A library's key hashes its source, the compiler command, flags and version, kiln's version,
+// the embedded headers and the CPU (-march=native code is this CPU's). On disk it is
+// <cache>/cpp/<key>.so: the compiler writes a private temporary name, kiln appends a trailer
+// (magic + a checksum of the bytes before it) and renames it into place, so a reader sees a
+// whole file or none, and two processes compiling the same graph both succeed (the last rename
+// wins; both files are whole). A file whose trailer is missing or wrong (truncated, bit
+// flipped) is never loaded: it is rebuilt. KILN_CACHE=0 compiles into a private directory.
+
+namespace {
+
+const char* const kHeaders[][2] = {
+#include "jit_headers.inc"
+};
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'S', 'O', '0', '1'};
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) { return fnv1a(s.data(), s.size(), h); }
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::mutex& jit_mutex() {
+  static std::mutex m;
+  return m;
+}
+JitStats& stats() {
+  static JitStats s;
+  return s;
+}
+std::unordered_map<std::string, std::shared_ptr<const Library>>& memory_cache() {
+  static std::unordered_map<std::string, std::shared_ptr<const Library>> m;
+  return m;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+// Writes data to path through a temporary name and a rename.
+void write_atomic(const std::string& path, const std::string& data) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." +
+                    std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(f, "compile: cannot write '", tmp, "': ", std::strerror(errno));
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    f.flush();
+    KILN_CHECK(f, "compile: cannot write '", tmp, "': ", std::strerror(errno));
+  }
+  KILN_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "compile: cannot rename '", tmp, "' to '", path,
+             "': ", std::strerror(errno));
+}
+
+void make_dirs(const std::string& dir) {
+  std::string cur;
+  std::stringstream ss(dir);
+  std::string part;
+  if (!dir.empty() && dir[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      KILN_FAIL("compile: cannot create the cache directory '", cur, "': ", std::strerror(errno),
+                " (set KILN_CACHE_DIR to a writable directory)");
+  }
+}
+
+// Runs argv with stdout and stderr into `log`; returns the exit status, -1 when it could not start.
+int run_process(const std::vector<std::string>& argv, const std::string& log, int& spawn_errno) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  spawn_errno = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (spawn_errno != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string compiler_version(const std::string& cxx) {
+  static std::unordered_map<std::string, std::string> seen;
+  auto it = seen.find(cxx);
+  if (it != seen.end()) return it->second;
+  std::string log = "/tmp/kiln-cxx-version." + std::to_string(getpid());
+  int err = 0;
+  int rc = run_process({cxx, "--version"}, log, err);
+  std::string text;
+  read_file(log, text);
+  std::remove(log.c_str());
+  KILN_CHECK(rc >= 0, "compile: backend \"inductor\" needs a C++ compiler, and '", cxx, "' could not be run (",
+             std::strerror(err), "); install one (g++) or set KILN_CXX; backends \"eager\" and \"aot_eager\" need none");
+  KILN_CHECK(rc == 0, "compile: '", cxx, " --version' failed: ", text.substr(0, 200));
+  std::string first = text.substr(0, text.find('\n'));
+  seen[cxx] = first;
+  return first;
+}
+
+std::string cpu_id() {
+  static const std::string id = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line, model, flags;
+    while (std::getline(f, line)) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+      if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
+      if (!model.empty() && !flags.empty()) break;
+    }
+    return hex(fnv1a(model + "\n" + flags));
+  }();
+  return id;
+}
+
+// The embedded headers, written once under the cache (by content hash) for -I.
+std::string headers_dir(const std::string& root) {
+  static std::unordered_map<std::string, std::string> written;  // root -> dir, this process
+  if (auto it = written.find(root); it != written.end()) return it->second;
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& e : kHeaders) h = fnv1a(std::string(e[1]), fnv1a(std::string(e[0]), h));
+  const std::string dir = root + "/include-" + hex(h);
+  for (const auto& e : kHeaders) {
+    std::string path = dir + "/" + e[0], have;
+    if (read_file(path, have) && have == e[1]) continue;
+    make_dirs(path.substr(0, path.rfind('/')));
+    write_atomic(path, e[1]);
+  }
+  written[root] = dir;
+  return dir;
+}
+
+// The library at path, if it is whole (Note [JIT cache]); null otherwise.
+std::shared_ptr<const Library> load_verified(const std::string& path) {
+  std::string bytes;
+  if (!read_file(path, bytes) || bytes.size() < 16) return nullptr;
+  const size_t n = bytes.size() - 16;
+  uint64_t sum = 0;
+  std::memcpy(&sum, bytes.data() + n + 8, 8);
+  if (std::memcmp(bytes.data() + n, kMagic, 8) != 0 || sum != fnv1a(bytes.data(), n)) return nullptr;
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) return nullptr;
+  return std::make_shared<const Library>(h);
+}
+
+std::string private_dir() {
+  static const std::string dir = [] {
+    std::string t = (env("TMPDIR").empty() ? std::string("/tmp") : env("TMPDIR")) + "/kiln-jit-XXXXXX";
+    std::vector<char> buf(t.begin(), t.end());
+    buf.push_back('\0');
+    KILN_CHECK(mkdtemp(buf.data()) != nullptr, "compile: cannot create a temporary directory '", t,
+               "': ", std::strerror(errno));
+    return std::string(buf.data());
+  }();
+  return dir;
+}
+
+}  // namespace
+
+void* Library::symbol(const std::string& name) const {
+  void* p = dlsym(handle_, name.c_str());
+  KILN_CHECK(p, "internal: compiled library has no function '", name, "'");
+  return p;
+}
+
+std::string cache_dir() {
+  if (!env("KILN_CACHE_DIR").empty()) return env("KILN_CACHE_DIR");
+  if (!env("XDG_CACHE_HOME").empty()) return env("XDG_CACHE_HOME") + "/kiln";
+  if (!env("HOME").empty()) return env("HOME") + "/.cache/kiln";
+  return "/tmp/kiln-cache-" + std::to_string(getuid());
+}
+
+std::string compiler_command() {
+  if (!env("KILN_CXX").empty()) return env("KILN_CXX");
+  if (!env("CXX").empty()) return env("CXX");
+  return "c++";
+}
+
+std::string compiler_flags() {
+  // No -ffast-math and no FMA contraction: each functor rounds as eager's kernel does.
+  return "-O3 -march=native -fopenmp -fPIC -shared -std=c++20 -ffp-contract=off -fno-math-errno -w";
+}
+
+std::shared_ptr<const Library> compile_cpp(const std::string& source) {
+  std::lock_guard<std::mutex> lock(jit_mutex());
+  const std::string cxx = compiler_command(), flags = compiler_flags();
+  const bool use_disk = env("KILN_CACHE") != "0";
+  const std::string root = use_disk ? cache_dir() : private_dir();
+  uint64_t key_hash = fnv1a(source);
+  key_hash = fnv1a(cxx + "\n" + flags + "\n" + compiler_version(cxx) + "\n" + kVersion + "\n" + cpu_id(), key_hash);
+  const std::string hdr = headers_dir(root);
+  key_hash = fnv1a(hdr, key_hash);
+  const std::string key = hex(key_hash);
+  if (auto it = memory_cache().find(key); it != memory_cache().end()) {
+    ++stats().memory_hits;
+    return it->second;
+  }
+  const std::string dir = root + "/cpp";
+  make_dirs(dir);
+  const std::string so = dir + "/" + key + ".so";
+  if (use_disk)
+    if (auto lib = load_verified(so)) {
+      ++stats().disk_hits;
+      memory_cache()[key] = lib;
+      return lib;
+    }
+  const std::string tag = "." + std::to_string(getpid()) + ".tmp";
+  const std::string src = dir + "/" + key + ".cpp", tmp_so = so + tag, log = dir + "/" + key + tag + ".log";
+  write_atomic(src, source);
+  std::vector<std::string> argv{cxx};
+  std::stringstream fs(flags);
+  for (std::string f; fs >> f;) argv.push_back(f);
+  argv.insert(argv.end(), {"-I" + hdr, "-o", tmp_so, src});
+  const auto t0 = std::chrono::steady_clock::now();
+  int err = 0;
+  const int rc = run_process(argv, log, err);
+  stats().compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats().compiler_runs;
+  std::string out;
+  read_file(log, out);
+  std::remove(log.c_str());
+  if (rc != 0) {
+    std::remove(tmp_so.c_str());
+    KILN_CHECK(rc >= 0, "compile: backend \"inductor\" needs a C++ compiler, and '", cxx, "' could not be run (",
+               std::strerror(err), "); install one (g++) or set KILN_CXX");
+    KILN_FAIL("compile: the C++ compiler failed (exit ", rc, ") on generated source '", src, "':\n",
+              out.substr(0, 4000));
+  }
+  std::string bytes;
+  KILN_CHECK(read_file(tmp_so, bytes), "compile: the compiler wrote no library '", tmp_so, "'");
+  const uint64_t sum = fnv1a(bytes.data(), bytes.size());
+  bytes.append(kMagic, 8);
+  bytes.append(reinterpret_cast<const char*>(&sum), 8);
+  write_atomic(tmp_so, bytes);
+  KILN_CHECK(std::rename(tmp_so.c_str(), so.c_str()) == 0, "compile: cannot rename '", tmp_so, "' to '", so,
+             "': ", std::strerror(errno));
+  auto lib = load_verified(so);
+  KILN_CHECK(lib, "compile: cannot load the compiled library '", so, "': ", dlerror() ? dlerror() : "bad checksum");
+  memory_cache()[key] = lib;
+  return lib;
+}
+
+JitStats jit_stats() {
+  std::lock_guard<std::mutex> lock(jit_mutex());
+  return stats();
+}
+
+void reset_memory_cache() {
+  std::lock_guard<std::mutex> lock(jit_mutex());
+  memory_cache().clear();
+}
+
+}  // namespace kiln::compiler::jit

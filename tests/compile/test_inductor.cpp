@@ -1,0 +1,288 @@
+// Backend "inductor" on the CPU: generated loop kernels against eager, the
+// scheduler's fusion decisions, and the JIT's disk cache.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "compile/ir/graph.h"
+#include "compile/jit/cpp_jit.h"
+#include "compile/lower/schedule.h"
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+#include "tests/unit/expect_error.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each test compiles into a cache of its own (cold), removed afterwards.
+class Inductor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kiln-inductor-test-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    setenv("KILN_CACHE_DIR", dir_.c_str(), 1);
+    compiler::jit::reset_memory_cache();
+  }
+  void TearDown() override {
+    unsetenv("KILN_CACHE_DIR");
+    fs::remove_all(dir_);
+  }
+  fs::path dir_;
+};
+
+CompileOptions inductor() { return {.backend = "inductor"}; }
+
+// Same bits (NaNs equal), same dtype and shape.
+void expect_identical(const Tensor& got, const Tensor& want, const char* what) {
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i])))) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", eager " << w[i];
+      return;
+    }
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double tol, const char* what) {
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i])) || (std::isnan(g[i]) && std::isnan(w[i])))) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", eager " << w[i];
+      return;
+    }
+}
+
+// Pointwise kernels run eager's functors in eager's dtypes: identical results.
+TEST_F(Inductor, PointwiseChainsMatchEagerBitForBit) {
+  manual_seed(3);
+  auto chain = [](const Tensor& a, const Tensor& b) {
+    Tensor t = exp(a) * b + 2.5;
+    t = where(t > 1, sigmoid(t), tanh(t) - b);
+    return clamp(t, -0.75, 0.8) / (abs(b) + 1);
+  };
+  for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    auto f = compile(chain, inductor());
+    Tensor a = randn({33, 17}).to(dt), b = randn({17}).to(dt);
+    expect_identical(f(a, b), chain(a, b), "broadcast");
+    // Non-contiguous (transposed) and expanded inputs.
+    Tensor at = randn({17, 33}).to(dt).t(), bt = randn({1}).to(dt).expand({17});
+    expect_identical(f(at, bt), chain(at, bt), "strided");
+  }
+  auto f = compile(chain, inductor());
+  Tensor s = full({}, 0.3), e = empty({0, 5});
+  expect_identical(f(s, s), chain(s, s), "0-d");
+  expect_identical(f(e, randn({5})), chain(e, randn({5})), "empty");
+}
+
+TEST_F(Inductor, IntegerBoolAndMixedDtypes) {
+  auto fn = [](const Tensor& i, const Tensor& j, const Tensor& x) {
+    Tensor m = logical_and(i > j, x < 0.5);
+    Tensor k = bitwise_xor(i * 3 + j, j);
+    return std::vector<Tensor>{m, k, where(m, x, i.to(kFloat32)), i + x, minimum(i, j)};
+  };
+  auto f = compile(fn, inductor());
+  Tensor i = randint(-100, 100, {6, 7}), j = randint(-100, 100, {7}).to(kInt32), x = rand({6, 7});
+  auto got = f(i, j, x), want = fn(i, j, x);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) expect_identical(got[k], want[k], "output");
+  // Integer multiplication wraps as in eager.
+  Tensor big = full({4}, int64_t{1} << 62, kInt64);
+  auto g = compile([](const Tensor& a) { return a * 4 + 1; }, inductor());
+  expect_identical(g(big), big * 4 + 1, "wrap");
+}
+
+TEST_F(Inductor, ReductionsMatchEager) {
+  manual_seed(5);
+  auto fn = [](const Tensor& x) {
+    Tensor y = x * x + 1;
+    return std::vector<Tensor>{sum(y, {1}), sum(y, {0}, true), sum(x), amax(x, {1}), amin(y, {0, 2}),
+                               prod(x * 0.1 + 1, {2}), mean(x, {-1}, true)};
+  };
+  auto f = compile(fn, inductor());
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = randn({5, 6, 7}).to(dt);
+    auto got = f(x), want = fn(x);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], dt == kFloat32 ? 1e-5 : 1e-12, "reduction");
+    Tensor xt = randn({7, 6, 5}).to(dt).permute({2, 1, 0});
+    got = f(xt);
+    want = fn(xt);
+    for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], dt == kFloat32 ? 1e-5 : 1e-12, "permuted");
+  }
+  // max/min propagate NaN; integer sums wrap and give int64.
+  Tensor n = randn({3, 4});
+  n.select(0, 1).select(0, 2).fill_(std::numeric_limits<float>::quiet_NaN());
+  auto g = compile([](const Tensor& x) { return std::vector<Tensor>{amax(x, {1}), amin(x, {0})}; }, inductor());
+  auto gn = g(n);
+  expect_identical(gn[0], amax(n, {1}), "amax NaN");
+  expect_identical(gn[1], amin(n, {0}), "amin NaN");
+  Tensor ints = randint(0, 1000, {4, 9}).to(kInt32);
+  auto h = compile([](const Tensor& x) { return sum(x * 7, {1}); }, inductor());
+  expect_identical(h(ints), sum(ints * 7, {1}), "int sum");
+}
+
+TEST_F(Inductor, TrainingStepMatchesEager) {
+  manual_seed(7);
+  nn::Linear l1(12, 24), l2(24, 5);
+  auto step = [&](const Tensor& x, const Tensor& y) {
+    Tensor h = nn::functional::layer_norm(nn::functional::gelu(l1.forward(x)), {24});
+    Tensor loss = nn::functional::cross_entropy(l2.forward(h), y);
+    loss.backward();
+    return loss;
+  };
+  Tensor x = randn({9, 12}), y = randint(0, 5, {9});
+  Tensor want = step(x, y);
+  std::vector<Tensor> gw;
+  for (Tensor p : {l1.weight, l1.bias, l2.weight, l2.bias}) {
+    gw.push_back(p.grad().clone());
+    Tensor g = p.grad();
+    g.zero_();
+  }
+  auto f = compile(step, inductor());
+  Tensor got = f(x, y);
+  expect_close(got, want, 1e-6, "loss");
+  size_t k = 0;
+  for (Tensor p : {l1.weight, l1.bias, l2.weight, l2.bias}) expect_close(p.grad(), gw[k++], 1e-5, "gradient");
+  // And through the AOT backward of a compiled forward.
+  auto fwd = compile([&](const Tensor& x2) { return l2.forward(nn::functional::gelu(l1.forward(x2))); }, inductor());
+  Tensor xi = randn({9, 12}).requires_grad_(true), xe = xi.detach().clone().requires_grad_(true);
+  Tensor w = randn({9, 5});
+  (fwd(xi) * w).sum().backward();
+  (l2.forward(nn::functional::gelu(l1.forward(xe))) * w).sum().backward();
+  expect_close(xi.grad(), xe.grad(), 1e-5, "input gradient");
+}
+
+// Counts the kernels the scheduler makes of each graph a function lowers to.
+std::vector<compiler::lower::Schedule> schedules_of(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {
+  static std::vector<compiler::lower::Schedule> seen;
+  seen.clear();
+  register_backend(
+      "count_kernels",
+      [](compiler::GraphView gv, compiler::GraphFn eager) {
+        seen.push_back(compiler::lower::schedule(gv.graph()));
+        return eager;
+      },
+      true);
+  auto f = compile(fn, {.backend = "count_kernels"});
+  f(x);
+  return seen;
+}
+
+TEST_F(Inductor, FusionKinds) {
+  manual_seed(1);
+  Tensor w = randn({16, 8}), b = randn({8});
+  // gelu(x @ w + b): the matmul is an extern call, bias and gelu one loop after it.
+  auto s = schedules_of([&](const Tensor& x) { return nn::functional::gelu(matmul(x, w) + b); }, randn({4, 16}));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].kernels.size(), 1u) << s[0].extern_nodes;
+  // A pointwise chain of any length is one loop; siblings over the same shape share it.
+  s = schedules_of([](const Tensor& x) { return sin(x) * cos(x) + exp(x * 2) - log1p(abs(x)); }, randn({32}));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].kernels.size(), 1u);
+  EXPECT_EQ(s[0].extern_nodes, 0);
+  // A reduction with its prologue is one loop; sum(x) and sum(x*x) of one input share it.
+  s = schedules_of([](const Tensor& x) { return sum(exp(x), {1}) + sum(exp(x) * exp(x), {1}); }, randn({8, 32}));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].kernels.size(), 2u);  // the reductions' loop, then the add of their results
+  // softmax: max, then exp-and-sum, then the division: three loops (a max-sum-exp pass needs online softmax).
+  s = schedules_of([](const Tensor& x) { return softmax(x, 1); }, randn({8, 32}));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_LE(s[0].kernels.size(), 3u);
+}
+
+TEST_F(Inductor, DiskCacheServesASecondProcessAndRebuildsBadEntries) {
+  auto fn = [](const Tensor& x) { return tanh(x) * 3 + 0.25; };
+  Tensor x = randn({64});
+  auto runs = [] { return compiler::jit::jit_stats().compiler_runs; };
+  int before = runs();
+  expect_identical(compile(fn, inductor())(x), fn(x), "cold");
+  EXPECT_EQ(runs(), before + 1);
+  // A second process: nothing in memory, the library on disk.
+  compiler::jit::reset_memory_cache();
+  compiler::reset();
+  int hits = compiler::jit::jit_stats().disk_hits;
+  expect_identical(compile(fn, inductor())(x), fn(x), "warm");
+  EXPECT_EQ(runs(), before + 1);
+  EXPECT_EQ(compiler::jit::jit_stats().disk_hits, hits + 1);
+  // Truncated, then bit-flipped: detected and rebuilt, never loaded.
+  std::vector<fs::path> libs;
+  for (const auto& e : fs::directory_iterator(dir_ / "cpp"))
+    if (e.path().extension() == ".so") libs.push_back(e.path());
+  ASSERT_EQ(libs.size(), 1u);
+  // The damaged file replaces the entry by a rename: the library this process has loaded
+  // stays mapped (an in-place change would fault its pages, as it would any loaded library).
+  std::string bytes;
+  {
+    std::ifstream in(libs[0], std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto replace = [&](const std::string& data) {
+    fs::path tmp = libs[0].string() + ".damaged";
+    std::ofstream(tmp, std::ios::binary).write(data.data(), static_cast<std::streamsize>(data.size()));
+    fs::rename(tmp, libs[0]);
+  };
+  replace(bytes.substr(0, bytes.size() / 2));
+  compiler::jit::reset_memory_cache();
+  expect_identical(compile(fn, inductor())(x), fn(x), "after truncation");
+  EXPECT_EQ(runs(), before + 2);
+  std::string flipped = bytes;
+  flipped[flipped.size() / 3] = static_cast<char>(flipped[flipped.size() / 3] ^ 0x10);
+  replace(flipped);
+  compiler::jit::reset_memory_cache();
+  expect_identical(compile(fn, inductor())(x), fn(x), "after a bit flip");
+  EXPECT_EQ(runs(), before + 3);
+}
+
+TEST_F(Inductor, TwoProcessesCompilingAtOnceBothSucceed) {
+  auto fn = [](const Tensor& x) { return expm1(x) * x - 7; };
+  Tensor x = randn({100});
+  Tensor want = fn(x);
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 2; ++k) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        Tensor got = compile(fn, inductor())(x);
+        rc = got.to_vector<double>() == want.to_vector<double>() ? 0 : 2;
+      } catch (...) {
+        rc = 3;
+      }
+      _exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+}
+
+TEST_F(Inductor, MissingCompilerIsAClearError) {
+  setenv("KILN_CXX", "/nonexistent/c++", 1);
+  auto f = compile([](const Tensor& x) { return x * 5 + 1; }, inductor());
+  kiln::testing::expect_error([&] { f(randn({3})); }, "needs a C++ compiler");
+  unsetenv("KILN_CXX");
+  // eager and aot_eager need none.
+  setenv("KILN_CXX", "/nonexistent/c++", 1);
+  Tensor x = randn({3});
+  expect_identical(compile([](const Tensor& t) { return t * 5 + 1; })(x), x * 5 + 1, "aot_eager");
+  unsetenv("KILN_CXX");
+}
+
+}  // namespace
+}  // namespace kiln
