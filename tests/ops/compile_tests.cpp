@@ -1,10 +1,11 @@
 // The generated compile tests: every op's samples (Note [Op samples]) run
-// through kiln::compile with the "eager" and "aot_eager" backends and are
+// through kiln::compile with the "eager", "aot_eager" and "inductor" backends and are
 // compared with eager — outputs, and first-order gradients where the op is
 // differentiable. "eager" runs eager's kernels in eager's order, so it must
 // agree bit for bit; "aot_eager" (functionalized, its backward from the joint
 // graph's partition), as it runs by default and decomposed to prims (as a
-// code-generating backend receives the graph), within the op's tolerances.
+// code-generating backend receives the graph), within the op's tolerances;
+// "inductor" (generated loop kernels for the pointwise prims and reductions) likewise.
 // Random ops reseed before each run: a compiled graph draws eager's numbers.
 // An op whose samples are never captured into a graph (or, for a
 // data-dependent op, never end one) fails.
@@ -108,11 +109,11 @@ TEST_P(CompileTest, Samples) {
     } catch (const Error&) {
       continue;  // a sample about eager's own errors
     }
-    for (const char* backend : {"eager", "aot_eager", "aot_eager+decompose"}) {
+    for (const char* backend : {"eager", "aot_eager", "aot_eager+decompose", "inductor"}) {
       SCOPED_TRACE(backend);
       bool exact = std::string(backend) == "eager";
       CompileOptions o;
-      o.backend = exact ? "eager" : "aot_eager";
+      o.backend = exact ? "eager" : std::string(backend) == "inductor" ? "inductor" : "aot_eager";
       if (std::string(backend) == "aot_eager+decompose") o.options["decompose"] = "true";
       auto f = compile(s.fn, o);
       TensorList got;
