@@ -196,6 +196,11 @@ TEST_F(Inductor, FusionKinds) {
   s = schedules_of([](const Tensor& x) { return sum(exp(x), {1}) + sum(exp(x) * exp(x), {1}); }, randn({8, 32}));
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].kernels.size(), 2u);  // the reductions' loop, then the add of their results
+  // layer norm: the mean's pass, the variance's pass (the centred values), the normalizing pass; the
+  // per-row scale between them is recomputed in the loop that reads it (Note [Inlined producers]).
+  s = schedules_of([](const Tensor& x) { return nn::functional::layer_norm(x, {32}); }, randn({8, 32}));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].kernels.size(), 3u) << s[0].kernels.size();
   // softmax: max, then exp-and-sum, then the division: three loops (a max-sum-exp pass needs online softmax).
   s = schedules_of([](const Tensor& x) { return softmax(x, 1); }, randn({8, 32}));
   ASSERT_EQ(s.size(), 1u);

@@ -111,7 +111,22 @@ void emit_kernel(std::ostringstream& os, const Graph& g, const lower::Kernel& k,
                         g.values[static_cast<size_t>(node.outputs[0])].meta.dtype);
     os << indent << r.acc_type << " acc" << n << " = " << r.init << ";\n";
   }
-  for (size_t d = kept; d < rank; ++d) open_loop(d);
+  // Sums and products may be reassociated across the innermost reduced loop (OpenMP simd
+  // reduction): vector lanes of partial sums, as eager's reducers keep. max/min stay in order
+  // (their NaN rule is not an OpenMP reduction).
+  std::string simd;
+  for (int n : reductions) {
+    std::string_view op = op_info(g.nodes[static_cast<size_t>(n)].op).name;
+    if (op != "sum" && op != "prod") {
+      simd.clear();
+      break;
+    }
+    simd += std::string(" reduction(") + (op == "sum" ? "+" : "*") + ":acc" + std::to_string(n) + ")";
+  }
+  for (size_t d = kept; d < rank; ++d) {
+    if (d + 1 == rank && !simd.empty()) os << indent << "#pragma omp simd" << simd << "\n";
+    open_loop(d);
+  }
   // Loads at this point, then each member.
   for (size_t l = 0; l < k.loads.size(); ++l) {
     const int v = k.loads[l].value;

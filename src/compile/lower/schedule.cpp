@@ -1,6 +1,7 @@
 #include "compile/lower/schedule.h"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string_view>
 
@@ -91,7 +92,22 @@ std::vector<int64_t> reduced_strides(const Value& out, const std::vector<bool>& 
   return st;
 }
 
-Kernel build_kernel(const Graph& g, const Group& grp, const std::vector<int>& node_group, int gi,
+// Where each node runs: node_group[n] (-1: extern or inlined), and for an inlined node the
+// groups that recompute it.
+struct Placement {
+  std::vector<int> node_group;
+  std::vector<bool> inlined;
+  std::vector<std::vector<int>> inline_groups;
+  bool runs_outside(int consumer, int gi) const {
+    const auto c = static_cast<size_t>(consumer);
+    if (!inlined[c]) return node_group[c] != gi;
+    for (int other : inline_groups[c])
+      if (other != gi) return true;
+    return false;
+  }
+};
+
+Kernel build_kernel(const Graph& g, const Group& grp, const Placement& place, int gi,
                     const std::vector<std::vector<int>>& consumers, const std::vector<bool>& is_output) {
   Kernel k;
   k.nodes = grp.nodes;
@@ -118,8 +134,9 @@ Kernel build_kernel(const Graph& g, const Group& grp, const std::vector<int>& no
   for (int n : grp.nodes) {
     const Node& node = g.nodes[static_cast<size_t>(n)];
     const int v = node.outputs[0];
+    if (place.inlined[static_cast<size_t>(n)]) continue;  // recomputed where it is read, never stored
     bool used_outside = is_output[static_cast<size_t>(v)];
-    for (int c : consumers[static_cast<size_t>(v)]) used_outside = used_outside || node_group[static_cast<size_t>(c)] != gi;
+    for (int c : consumers[static_cast<size_t>(v)]) used_outside = used_outside || place.runs_outside(c, gi);
     if (!used_outside) continue;
     const bool red = reduction_group && is_reduction(g, node);
     k.stores.push_back({v, {}});
@@ -174,8 +191,56 @@ Schedule schedule(const Graph& g) {
   std::vector<bool> is_output(nv, false);
   for (int v : g.outputs) is_output[static_cast<size_t>(v)] = true;
 
+  // Note [Inlined producers]: a pointwise node whose every reader is a loop node over a larger
+  // iteration space (a normalization's per-row scale read by the whole row), directly or through
+  // such nodes of its own shape, is not a loop of its own: each reading kernel recomputes it at
+  // the broadcast index, as Inductor inlines cheap pointwise producers.
+  auto iteration_numel = [&](const Node& n) {
+    const bool red = is_reduction(g, n);
+    const Shape& sz = g.values[static_cast<size_t>(red ? n.inputs[0] : n.outputs[0])].meta.sizes;
+    int64_t k = 1;
+    for (int64_t d : sz) k *= d;
+    return k;
+  };
+  std::vector<bool> kernelizable(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    kernelizable[i] = codegen::is_codegen_pointwise(g, g.nodes[i]) || is_reduction(g, g.nodes[i]);
+  Placement place;
+  place.node_group.assign(g.nodes.size(), -1);
+  place.inlined.assign(g.nodes.size(), false);
+  place.inline_groups.resize(g.nodes.size());
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    if (!codegen::is_codegen_pointwise(g, n) || is_output[static_cast<size_t>(n.outputs[0])]) continue;
+    const auto& cs = consumers[static_cast<size_t>(n.outputs[0])];
+    bool ok = !cs.empty();
+    const int64_t mine = iteration_numel(n);
+    for (int c : cs) {
+      const Node& cn = g.nodes[static_cast<size_t>(c)];
+      ok = ok && kernelizable[static_cast<size_t>(c)] &&
+           ((place.inlined[static_cast<size_t>(c)] && iteration_numel(cn) == mine) || iteration_numel(cn) > mine);
+    }
+    place.inlined[i] = ok;
+  }
+  // The inlined nodes node n reads, transitively, inputs first.
+  auto closure = [&](int n) {
+    std::vector<int> out;
+    std::function<void(int)> visit = [&](int m) {
+      for (int v : g.nodes[static_cast<size_t>(m)].inputs) {
+        if (v < 0) continue;
+        const int p = g.values[static_cast<size_t>(v)].node;
+        if (p < 0 || !place.inlined[static_cast<size_t>(p)]) continue;
+        if (std::find(out.begin(), out.end(), p) != out.end()) continue;
+        visit(p);
+        if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+      }
+    };
+    visit(n);
+    return out;
+  };
+
   std::vector<Group> groups;
-  std::vector<int> node_group(g.nodes.size(), -1);
+  std::vector<int>& node_group = place.node_group;
   std::vector<int> value_group(nv, -1);
   std::vector<bool> reduction_value(nv, false);
   int open = -1;
@@ -190,26 +255,43 @@ Schedule schedule(const Graph& g) {
         return true;
     return false;
   };
-  auto join = [&](int gi, int n) {
-    groups[static_cast<size_t>(gi)].nodes.push_back(n);
+  // Whether node n, or a producer it inlines, reads a reduction of group gi (not complete inside its loop).
+  auto reads_reduction = [&](int n, const std::vector<int>& pulls, int gi) {
+    if (gi < 0) return false;
+    if (reads(g.nodes[static_cast<size_t>(n)], gi, true)) return true;
+    for (int p : pulls)
+      if (reads(g.nodes[static_cast<size_t>(p)], gi, true)) return true;
+    return false;
+  };
+  auto join = [&](int gi, int n, const std::vector<int>& pulls) {
+    Group& grp = groups[static_cast<size_t>(gi)];
+    for (int p : pulls) {
+      if (std::find(grp.nodes.begin(), grp.nodes.end(), p) != grp.nodes.end()) continue;
+      grp.nodes.push_back(p);
+      place.inline_groups[static_cast<size_t>(p)].push_back(gi);
+    }
+    grp.nodes.push_back(n);
     node_group[static_cast<size_t>(n)] = gi;
     for (int v : g.nodes[static_cast<size_t>(n)].outputs) value_group[static_cast<size_t>(v)] = gi;
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const int ni = static_cast<int>(i);
+    if (place.inlined[i]) continue;  // placed by its readers
     if (codegen::is_codegen_pointwise(g, n)) {
       const Shape& shape = g.values[static_cast<size_t>(n.outputs[0])].meta.sizes;
-      if (open < 0 || groups[static_cast<size_t>(open)].shape != shape || reads(n, open, true)) {
+      std::vector<int> pulls = closure(ni);
+      if (open < 0 || groups[static_cast<size_t>(open)].shape != shape || reads_reduction(ni, pulls, open)) {
         close();
         groups.push_back({shape, {}, false, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
-      join(open, ni);
+      join(open, ni, pulls);
     } else if (is_reduction(g, n)) {
       const Shape& shape = g.values[static_cast<size_t>(n.inputs[0])].meta.sizes;
       std::vector<bool> mask = reduce_mask(g, n);
-      bool fits = open >= 0 && groups[static_cast<size_t>(open)].shape == shape && !reads(n, open, true) &&
+      std::vector<int> pulls = closure(ni);
+      bool fits = open >= 0 && groups[static_cast<size_t>(open)].shape == shape && !reads_reduction(ni, pulls, open) &&
                   (groups[static_cast<size_t>(open)].mask.empty() || groups[static_cast<size_t>(open)].mask == mask);
       if (!fits) {
         close();
@@ -217,7 +299,7 @@ Schedule schedule(const Graph& g) {
         open = static_cast<int>(groups.size()) - 1;
       }
       groups[static_cast<size_t>(open)].mask = mask;
-      join(open, ni);
+      join(open, ni, pulls);
       reduction_value[static_cast<size_t>(n.outputs[0])] = true;
     } else {
       if (open >= 0 && (reads(n, open, false) || op_info(n.op).has(MUTATES))) close();
@@ -233,7 +315,7 @@ Schedule schedule(const Graph& g) {
       continue;
     }
     const Group& grp = groups[static_cast<size_t>(st.index)];
-    s.kernels.push_back(build_kernel(g, grp, node_group, st.index, consumers, is_output));
+    s.kernels.push_back(build_kernel(g, grp, place, st.index, consumers, is_output));
     s.fused_nodes += static_cast<int>(grp.nodes.size());
     s.steps.push_back({true, static_cast<int>(s.kernels.size()) - 1});
   }
