@@ -1,0 +1,349 @@
+// oneDNN convolutions (onednn_conv.h) and kiln::backends::onednn. Primitives are built once
+// per shape, pass, memory format and thread count and kept in a bounded LRU map: models call
+// the same convolutions every step, and building a primitive costs far more than a small conv.
+#include "backend/cpu/onednn_conv.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kiln/backends.h"
+
+#ifdef KILN_HAVE_ONEDNN
+#include <omp.h>
+
+#include <list>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/parallel.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#endif
+
+namespace kiln::backends::onednn {
+namespace {
+std::atomic<bool>& switch_flag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("KILN_ONEDNN");
+    return !(e && std::strcmp(e, "0") == 0);
+  }()};
+  return on;
+}
+}  // namespace
+
+#ifdef KILN_HAVE_ONEDNN
+bool is_available() { return true; }
+std::string version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+std::string isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "all";
+  }
+}
+#else
+bool is_available() { return false; }
+std::string version() { return ""; }
+std::string isa() { return ""; }
+#endif
+
+bool enabled() { return is_available() && switch_flag().load(std::memory_order_relaxed); }
+void set_enabled(bool on) { switch_flag().store(on, std::memory_order_relaxed); }
+
+}  // namespace kiln::backends::onednn
+
+namespace kiln::cpu::onednn {
+
+#ifndef KILN_HAVE_ONEDNN
+bool conv_forward(const ConvDesc&, const float*, const float*, const float*, float*) { return false; }
+bool conv_backward_data(const ConvDesc&, const float*, const float*, float*) { return false; }
+bool conv_backward_weights(const ConvDesc&, const float*, const float*, float*, float*) { return false; }
+#else
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr auto kF32 = memory::data_type::f32;
+
+enum class Pass { Forward, BackwardData, BackwardWeights };
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// The thread hook: oneDNN (OpenMP runtime) runs on omp_get_max_threads() threads, so this
+// sets it to kiln's budget around each build and call, and to 1 inside a kiln parallel
+// region so threads never multiply. The thread-budget work joins here.
+int onednn_threads() { return in_parallel_region() ? 1 : get_num_threads(); }
+struct OmpThreads {
+  int prev;
+  explicit OmpThreads(int n) : prev(omp_get_max_threads()) {
+    if (n != prev) omp_set_num_threads(n);
+  }
+  ~OmpThreads() {
+    if (omp_get_max_threads() != prev) omp_set_num_threads(prev);
+  }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+};
+
+// Blocked layouts ("any": oneDNN's nChw16c and friends, reordered from and to kiln's plain
+// NCHW on each call) or the plain layouts themselves. KILN_ONEDNN_FORMAT=plain|any overrides
+// the choice (for measuring); read once.
+enum class Format { Auto, Plain, Any };
+Format format_override() {
+  static const Format f = [] {
+    const char* e = std::getenv("KILN_ONEDNN_FORMAT");
+    if (e && std::strcmp(e, "plain") == 0) return Format::Plain;
+    if (e && std::strcmp(e, "any") == 0) return Format::Any;
+    return Format::Auto;
+  }();
+  return f;
+}
+bool use_blocked(const ConvDesc&) {
+  const Format f = format_override();
+  if (f != Format::Auto) return f == Format::Any;
+  return true;
+}
+
+memory::dims dims_of(int64_t a, int64_t b, const std::array<int64_t, 3>& sp, int nd) {
+  memory::dims d{a, b};
+  for (int i = 0; i < nd; ++i) d.push_back(sp[i]);
+  return d;
+}
+Tag act_tag(int nd) { return nd == 1 ? Tag::ncw : nd == 2 ? Tag::nchw : Tag::ncdhw; }
+
+memory::desc src_md(const ConvDesc& d) { return {dims_of(d.N, d.C_in, d.in, d.nd), kF32, act_tag(d.nd)}; }
+memory::desc dst_md(const ConvDesc& d) { return {dims_of(d.N, d.C_out, d.out, d.nd), kF32, act_tag(d.nd)}; }
+memory::desc weights_md(const ConvDesc& d) {
+  if (d.groups == 1) {
+    const Tag t = d.nd == 1 ? Tag::oiw : d.nd == 2 ? Tag::oihw : Tag::oidhw;
+    return {dims_of(d.C_out, d.C_in, d.k, d.nd), kF32, t};
+  }
+  memory::dims w{d.groups, d.C_out / d.groups, d.C_in / d.groups};
+  for (int i = 0; i < d.nd; ++i) w.push_back(d.k[i]);
+  const Tag t = d.nd == 1 ? Tag::goiw : d.nd == 2 ? Tag::goihw : Tag::goidhw;
+  return {w, kF32, t};
+}
+memory::desc bias_md(const ConvDesc& d) { return {{d.C_out}, kF32, Tag::x}; }
+memory::desc any_like(const memory::desc& m, bool blocked) {
+  return blocked ? memory::desc(m.dims(), kF32, Tag::any) : m;
+}
+
+// One memory argument of a primitive: kiln's plain layout and the primitive's, with the
+// reorder between them when they differ.
+struct Arg {
+  int id = 0;
+  memory::desc user, want;
+  dnnl::reorder to_want, to_user;
+  bool differs = false;
+};
+Arg make_arg(int id, const memory::desc& user, const memory::desc& want, bool is_output) {
+  Arg a{id, user, want, {}, {}, want != user};
+  if (a.differs) {
+    if (is_output)
+      a.to_user = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), want, engine(), user));
+    else
+      a.to_want = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), want));
+  }
+  return a;
+}
+
+struct Entry {
+  bool ok = false;  // false: oneDNN refused the case; kiln's kernels run it
+  dnnl::primitive prim;
+  Arg in0, in1, out, bias;  // bias.id == 0: none
+  memory::desc scratch;
+};
+
+struct Params {
+  memory::dims strides, dil, pad_l, pad_r;
+};
+Params params_of(const ConvDesc& d) {
+  Params p;
+  for (int i = 0; i < d.nd; ++i) {
+    p.strides.push_back(d.stride[i]);
+    p.dil.push_back(d.dil[i] - 1);  // oneDNN counts the gaps between taps
+    p.pad_l.push_back(d.pad[i]);
+    p.pad_r.push_back(d.pad[i]);
+  }
+  return p;
+}
+
+Entry build(const ConvDesc& d, Pass pass, bool with_bias, bool blocked) {
+  using namespace dnnl;
+  Entry e;
+  const Params p = params_of(d);
+  const memory::desc x = src_md(d), w = weights_md(d), y = dst_md(d), b = bias_md(d);
+  const memory::desc xa = any_like(x, blocked), wa = any_like(w, blocked), ya = any_like(y, blocked);
+  primitive_attr attr;
+  attr.set_scratchpad_mode(scratchpad_mode::user);
+  const bool fwd_bias = pass == Pass::Forward && with_bias;
+  auto fwd_desc = fwd_bias ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, xa,
+                                                       wa, b, ya, p.strides, p.dil, p.pad_l, p.pad_r)
+                           : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, xa,
+                                                       wa, ya, p.strides, p.dil, p.pad_l, p.pad_r);
+  convolution_forward::primitive_desc fwd(fwd_desc, attr, engine());
+  if (pass == Pass::Forward) {
+    e.prim = convolution_forward(fwd);
+    e.in0 = make_arg(DNNL_ARG_SRC, x, fwd.src_desc(), false);
+    e.in1 = make_arg(DNNL_ARG_WEIGHTS, w, fwd.weights_desc(), false);
+    e.out = make_arg(DNNL_ARG_DST, y, fwd.dst_desc(), true);
+    if (with_bias) e.bias = make_arg(DNNL_ARG_BIAS, b, b, false);
+    e.scratch = fwd.scratchpad_desc();
+  } else if (pass == Pass::BackwardData) {
+    convolution_backward_data::desc bd(algorithm::convolution_direct, xa, wa, ya, p.strides, p.dil, p.pad_l, p.pad_r);
+    convolution_backward_data::primitive_desc pd(bd, attr, engine(), fwd);
+    e.prim = convolution_backward_data(pd);
+    e.in0 = make_arg(DNNL_ARG_DIFF_DST, y, pd.diff_dst_desc(), false);
+    e.in1 = make_arg(DNNL_ARG_WEIGHTS, w, pd.weights_desc(), false);
+    e.out = make_arg(DNNL_ARG_DIFF_SRC, x, pd.diff_src_desc(), true);
+    e.scratch = pd.scratchpad_desc();
+  } else {
+    auto bd = with_bias ? convolution_backward_weights::desc(algorithm::convolution_direct, xa, wa, b, ya, p.strides,
+                                                             p.dil, p.pad_l, p.pad_r)
+                        : convolution_backward_weights::desc(algorithm::convolution_direct, xa, wa, ya, p.strides,
+                                                             p.dil, p.pad_l, p.pad_r);
+    convolution_backward_weights::primitive_desc pd(bd, attr, engine(), fwd);
+    e.prim = convolution_backward_weights(pd);
+    e.in0 = make_arg(DNNL_ARG_SRC, x, pd.src_desc(), false);
+    e.in1 = make_arg(DNNL_ARG_DIFF_DST, y, pd.diff_dst_desc(), false);
+    e.out = make_arg(DNNL_ARG_DIFF_WEIGHTS, w, pd.diff_weights_desc(), true);
+    if (with_bias) e.bias = make_arg(DNNL_ARG_DIFF_BIAS, b, pd.diff_bias_desc(), true);
+    e.scratch = pd.scratchpad_desc();
+  }
+  e.ok = true;
+  return e;
+}
+
+// Everything a primitive depends on: the shape, the pass, bias, layout and thread count
+// (oneDNN splits the work for the thread count it was built under).
+using Key = std::array<int64_t, 27>;
+Key key_of(const ConvDesc& d, Pass pass, bool with_bias, bool blocked, int threads) {
+  Key k{d.nd, d.N, d.C_in, d.C_out, d.groups, static_cast<int64_t>(pass), with_bias, blocked, threads};
+  size_t i = 9;
+  for (const auto* a : {&d.in, &d.out, &d.k, &d.stride, &d.pad, &d.dil})
+    for (int j = 0; j < 3; ++j) k[i++] = j < d.nd ? (*a)[j] : 0;
+  return k;
+}
+
+// A bounded LRU map of built primitives (most recently used at the front).
+class Cache {
+ public:
+  static constexpr size_t kCapacity = 512;
+  std::shared_ptr<const Entry> get(const Key& k, const ConvDesc& d, Pass pass, bool with_bias, bool blocked) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.find(k);
+      if (it != index_.end()) {
+        order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
+      }
+    }
+    auto e = std::make_shared<Entry>();
+    try {
+      *e = build(d, pass, with_bias, blocked);
+    } catch (const dnnl::error&) {
+      e->ok = false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(k);
+    if (it != index_.end()) return it->second->second;
+    order_.emplace_front(k, e);
+    index_[k] = order_.begin();
+    if (order_.size() > kCapacity) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return e;
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<Key, std::shared_ptr<const Entry> > > order_;
+  std::map<Key, std::list<std::pair<Key, std::shared_ptr<const Entry> > >::iterator> index_;
+};
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+// Runs `pass` on kiln's plain buffers, reordering to and from the primitive's layouts.
+bool run(const ConvDesc& d, Pass pass, const float* in0, const float* in1, float* out, float* bias_io) {
+  if (!backends::onednn::enabled()) return false;
+  const int nt = onednn_threads();
+  OmpThreads scope(nt);
+  const bool blocked = use_blocked(d);
+  const bool with_bias = bias_io != nullptr;
+  auto e = cache().get(key_of(d, pass, with_bias, blocked, nt), d, pass, with_bias, blocked);
+  if (!e->ok) return false;
+  try {
+    dnnl::engine& eng = engine();
+    dnnl::stream s(eng);
+    std::unordered_map<int, memory> args;
+    auto input = [&](const Arg& a, const float* p) {
+      memory user(a.user, eng, const_cast<float*>(p));
+      if (!a.differs) {
+        args.emplace(a.id, user);
+        return;
+      }
+      memory m(a.want, eng);
+      a.to_want.execute(s, user, m);
+      args.emplace(a.id, m);
+    };
+    input(e->in0, in0);
+    input(e->in1, in1);
+    memory out_user(e->out.user, eng, out);
+    memory out_mem = e->out.differs ? memory(e->out.want, eng) : out_user;
+    args.emplace(e->out.id, out_mem);
+    if (e->bias.id) args.emplace(e->bias.id, memory(e->bias.user, eng, bias_io));
+    memory scratch(e->scratch, eng);
+    args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+    e->prim.execute(s, args);
+    if (e->out.differs) e->out.to_user.execute(s, out_mem, out_user);
+    s.wait();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
+  return run(d, Pass::Forward, x, w, y, const_cast<float*>(b));
+}
+bool conv_backward_data(const ConvDesc& d, const float* gy, const float* w, float* gx) {
+  return run(d, Pass::BackwardData, gy, w, gx, nullptr);
+}
+bool conv_backward_weights(const ConvDesc& d, const float* x, const float* gy, float* gw, float* gb) {
+  return run(d, Pass::BackwardWeights, x, gy, gw, gb);
+}
+#endif
+
+}  // namespace kiln::cpu::onednn
