@@ -78,6 +78,11 @@ void set_enabled(bool on) { switch_flag().store(on, std::memory_order_relaxed); 
 
 namespace kiln::cpu::onednn {
 
+namespace {
+std::atomic<int64_t> g_executions{0};
+}  // namespace
+int64_t executions() { return g_executions.load(); }
+
 #ifndef KILN_HAVE_ONEDNN
 bool conv_forward(const ConvDesc&, const float*, const float*, const float*, float*) { return false; }
 bool conv_backward_data(const ConvDesc&, const float*, const float*, float*) { return false; }
@@ -330,6 +335,7 @@ bool run(const ConvDesc& d, Pass pass, const float* in0, const float* in1, float
   } catch (const dnnl::error&) {
     return false;
   }
+  g_executions.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

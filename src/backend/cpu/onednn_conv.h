@@ -24,4 +24,7 @@ bool conv_backward_data(const ConvDesc& d, const float* gy, const float* w, floa
 // gw (and gb when not null) from x and gy.
 bool conv_backward_weights(const ConvDesc& d, const float* x, const float* gy, float* gw, float* gb);
 
+// How many convolutions oneDNN has run (tests check that a path really went there).
+int64_t executions();
+
 }  // namespace kiln::cpu::onednn
