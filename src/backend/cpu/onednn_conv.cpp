@@ -13,10 +13,13 @@
 #ifdef KILN_HAVE_ONEDNN
 #include <omp.h>
 
+#include <algorithm>
+#include <array>
 #include <list>
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/parallel.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -117,23 +120,26 @@ struct OmpThreads {
   OmpThreads& operator=(const OmpThreads&) = delete;
 };
 
-// Blocked layouts ("any": oneDNN's nChw16c and friends, reordered from and to kiln's plain
-// NCHW on each call) or the plain layouts themselves. KILN_ONEDNN_FORMAT=plain|any overrides
-// the choice (for measuring); read once.
-enum class Format { Auto, Plain, Any };
-Format format_override() {
-  static const Format f = [] {
-    const char* e = std::getenv("KILN_ONEDNN_FORMAT");
-    if (e && std::strcmp(e, "plain") == 0) return Format::Plain;
-    if (e && std::strcmp(e, "any") == 0) return Format::Any;
-    return Format::Auto;
-  }();
-  return f;
-}
-bool use_blocked(const ConvDesc&) {
-  const Format f = format_override();
-  if (f != Format::Auto) return f == Format::Any;
-  return true;
+// Where a pass runs: oneDNN on its blocked layouts ("any": nChw16c and friends, reordered
+// from and to kiln's plain NCHW on each call), oneDNN on the plain layouts, or kiln's kernels.
+// Chosen from per-pass timings on an AVX-512 machine (the zoo's resnet18/mobilenet_v2 convs):
+// blocked wins for most shapes, 2-3x for depthwise, where plain layouts get oneDNN's slow
+// reference kernel; channel counts off the 16-lane blocks (the resnet stem's 3 input channels,
+// mobilenet's 24) pay for the padding in 1x1 convs and in backward-data, which run plain; the
+// backward passes of a depthwise conv over 4 or fewer output pixels are faster in kiln's loops.
+// KILN_ONEDNN_FORMAT=plain|any forces one layout (for measuring); read once.
+enum class Route { Kiln, Plain, Blocked };
+Route route(const ConvDesc& d, Pass pass) {
+  static const char* env = std::getenv("KILN_ONEDNN_FORMAT");
+  if (env && std::strcmp(env, "plain") == 0) return Route::Plain;
+  if (env && std::strcmp(env, "any") == 0) return Route::Blocked;
+  int64_t plane = 1;
+  bool one_by_one = true;
+  for (int i = 0; i < d.nd; ++i) plane *= d.out[i], one_by_one = one_by_one && d.k[i] == 1;
+  if (d.groups > 1 && d.groups == d.C_in) return pass != Pass::Forward && plane <= 4 ? Route::Kiln : Route::Blocked;
+  const bool off_block = (d.C_in / d.groups) % 16 != 0 || (d.C_out / d.groups) % 16 != 0;
+  if (off_block && (one_by_one || pass == Pass::BackwardData)) return Route::Plain;
+  return Route::Blocked;
 }
 
 memory::dims dims_of(int64_t a, int64_t b, const std::array<int64_t, 3>& sp, int nd) {
@@ -298,12 +304,35 @@ Cache& cache() {
   return c;
 }
 
+// The temporaries (blocked copies, scratchpad) in per-thread buffers that only grow: fresh
+// pages fault in one by one (kiln's allocator hands blocks under 1 MiB to malloc), which cost
+// more than the convolution at the zoo's sizes. Slots: 0, 1 inputs, 2 output, 3 scratchpad.
+memory scratch_memory(const memory::desc& md, int slot) {
+  struct Buffer {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local std::array<Buffer, 4> buffers;
+  Buffer& b = buffers[slot];
+  const size_t bytes = std::max<size_t>(md.get_size(), 64);
+  if (bytes > b.n) {
+    std::free(b.p);
+    b.n = (bytes + 4095) / 4096 * 4096;
+    b.p = std::aligned_alloc(4096, b.n);
+    if (!b.p) throw std::bad_alloc();
+  }
+  return memory(md, engine(), b.p);
+}
+
 // Runs `pass` on kiln's plain buffers, reordering to and from the primitive's layouts.
 bool run(const ConvDesc& d, Pass pass, const float* in0, const float* in1, float* out, float* bias_io) {
   if (!backends::onednn::enabled()) return false;
   const int nt = onednn_threads();
   OmpThreads scope(nt);
-  const bool blocked = use_blocked(d);
+  const Route r = route(d, pass);
+  if (r == Route::Kiln) return false;
+  const bool blocked = r == Route::Blocked;
   const bool with_bias = bias_io != nullptr;
   auto e = cache().get(key_of(d, pass, with_bias, blocked, nt), d, pass, with_bias, blocked);
   if (!e->ok) return false;
@@ -311,24 +340,23 @@ bool run(const ConvDesc& d, Pass pass, const float* in0, const float* in1, float
     dnnl::engine& eng = engine();
     dnnl::stream s(eng);
     std::unordered_map<int, memory> args;
-    auto input = [&](const Arg& a, const float* p) {
+    auto input = [&](const Arg& a, const float* p, int slot) {
       memory user(a.user, eng, const_cast<float*>(p));
       if (!a.differs) {
         args.emplace(a.id, user);
         return;
       }
-      memory m(a.want, eng);
+      memory m = scratch_memory(a.want, slot);
       a.to_want.execute(s, user, m);
       args.emplace(a.id, m);
     };
-    input(e->in0, in0);
-    input(e->in1, in1);
+    input(e->in0, in0, 0);
+    input(e->in1, in1, 1);
     memory out_user(e->out.user, eng, out);
-    memory out_mem = e->out.differs ? memory(e->out.want, eng) : out_user;
+    memory out_mem = e->out.differs ? scratch_memory(e->out.want, 2) : out_user;
     args.emplace(e->out.id, out_mem);
     if (e->bias.id) args.emplace(e->bias.id, memory(e->bias.user, eng, bias_io));
-    memory scratch(e->scratch, eng);
-    args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+    args.emplace(DNNL_ARG_SCRATCHPAD, scratch_memory(e->scratch, 3));
     e->prim.execute(s, args);
     if (e->out.differs) e->out.to_user.execute(s, out_mem, out_user);
     s.wait();
