@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/onednn_conv.h"
+#include "core/parallel.h"
 #include "kiln/backends.h"
 #include "kiln/kiln.h"
 
@@ -198,6 +199,22 @@ TEST(OneDnnConv, Float64StaysOnKilnKernels) {
   Tensor y = conv2d(randn({1, 2, 5, 5}, kFloat64), randn({3, 2, 3, 3}, kFloat64));
   EXPECT_EQ(y.dtype(), kFloat64);
   EXPECT_EQ(cpu::onednn::executions(), before);
+}
+
+// Called from inside a kiln parallel region (oneDNN then runs on one thread per caller, so
+// threads never multiply), each conv still gives the answer it gives outside.
+TEST(OneDnnConv, InsideKilnParallelRegion) {
+  OneDnnSwitch on(true);
+  manual_seed(3);
+  std::vector<Tensor> xs;
+  for (int i = 0; i < 4; ++i) xs.push_back(randn({2, 16, 9, 9}));
+  Tensor w = randn({16, 16, 3, 3});
+  std::vector<Tensor> outside, inside(xs.size());
+  for (const Tensor& x : xs) outside.push_back(conv2d(x, w, {}, 1, 1));
+  parallel_for(0, static_cast<int64_t>(xs.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) inside[i] = conv2d(xs[i], w, {}, 1, 1);
+  });
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_TRUE(allclose(inside[i], outside[i], 1e-5, 1e-5)) << i;
 }
 
 TEST(OneDnnConv, InfoStrings) {
