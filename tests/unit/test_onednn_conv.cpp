@@ -4,6 +4,7 @@
 // gradients of x, weight and bias.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -34,42 +35,47 @@ struct Case {
   bool non_contiguous = false;  // x is a transposed view of its storage
 };
 
-void expect_near(const Tensor& got, const Tensor& want, const std::string& what) {
+// float32: 1e-4 relative; bfloat16 (one rounding of a float32 sum, 2^-9): 1e-2 of the
+// largest magnitude, as sums that cancel lose their relative accuracy.
+void expect_near(const Tensor& got, const Tensor& want, DType dt, const std::string& what) {
   ASSERT_TRUE(got.defined()) << what;
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  EXPECT_EQ(got.dtype(), kFloat32) << what;
+  EXPECT_EQ(got.dtype(), dt) << what;
   const Tensor g = got.to(kFloat64).contiguous(), w = want.contiguous();
   const double* a = g.data_ptr<double>();
   const double* b = w.data_ptr<double>();
+  double scale = 1;
+  for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(b[i]));
   for (int64_t i = 0; i < g.numel(); ++i) {
-    if (!(std::abs(a[i] - b[i]) <= 1e-4 * (1 + std::abs(b[i])))) {
+    const double tol = dt == kFloat32 ? 1e-4 * (1 + std::abs(b[i])) : 1e-2 * scale;
+    if (!(std::abs(a[i] - b[i]) <= tol)) {
       ADD_FAILURE() << what << "[" << i << "] = " << a[i] << ", expected " << b[i];
       return;
     }
   }
 }
 
-// Forward and backward (loss = sum(y * gy)) in float32 on the chosen path and in float64.
-void check(const Case& c, bool onednn) {
-  SCOPED_TRACE(c.name + (onednn ? " (oneDNN)" : " (kiln kernels)"));
+// Forward and backward (loss = sum(y * gy)) in dt on the chosen path and in float64.
+void check(const Case& c, bool onednn, DType dt = kFloat32) {
+  SCOPED_TRACE(c.name + (onednn ? " (oneDNN)" : " (kiln kernels)") + (dt == kFloat32 ? "" : " bfloat16"));
   manual_seed(7);
-  Tensor x = randn(c.x);
+  Tensor x = randn(c.x).to(dt);
   if (c.non_contiguous) {
     // The same shape, laid out with the last two dims swapped.
     std::vector<int64_t> s = c.x;
     std::swap(s[s.size() - 1], s[s.size() - 2]);
     const int64_t r = static_cast<int64_t>(s.size());
-    x = randn(s).transpose(r - 1, r - 2);
+    x = randn(s).to(dt).transpose(r - 1, r - 2);
     ASSERT_FALSE(x.is_contiguous());
   }
-  Tensor w = randn(c.w), b;
+  Tensor w = randn(c.w).to(dt), b;
   Tensor x64 = x.to(kFloat64), w64 = w.to(kFloat64);
   x.requires_grad_(), w.requires_grad_(), x64.requires_grad_(), w64.requires_grad_();
   Tensor y64 = c.f(x64, w64, Tensor());  // only for the output's channel count
   const int64_t C_out = y64.sizes()[1];
   Tensor b64;
   if (c.bias) {
-    b = randn({C_out});
+    b = randn({C_out}).to(dt);
     b64 = b.to(kFloat64);
     b.requires_grad_(), b64.requires_grad_();
     y64 = c.f(x64, w64, b64);
@@ -79,15 +85,16 @@ void check(const Case& c, bool onednn) {
   {
     OneDnnSwitch on(onednn);
     y = c.f(x, w, b);
-    expect_near(y, y64, "y");
-    Tensor gy = randn(y.sizes());
+    expect_near(y, y64, dt, "y");
+    Tensor gy = randn(y.sizes()).to(dt);
     (y * gy).sum().backward();
     (y64 * gy.to(kFloat64)).sum().backward();
   }
-  expect_near(x.grad(), x64.grad(), "grad x");
-  expect_near(w.grad(), w64.grad(), "grad weight");
-  if (c.bias) expect_near(b.grad(), b64.grad(), "grad bias");
-  // Forward, grad x and grad weight each ran on the path asked for.
+  expect_near(x.grad(), x64.grad(), dt, "grad x");
+  expect_near(w.grad(), w64.grad(), dt, "grad weight");
+  if (c.bias) expect_near(b.grad(), b64.grad(), dt, "grad bias");
+  // Forward, grad x and grad weight each ran on the path asked for (bf16: natively where the
+  // CPU has bf16 dot products, else in float32, on oneDNN too).
   const int64_t ran = cpu::onednn::executions() - before;
   if (onednn && backends::onednn::is_available())
     EXPECT_GE(ran, 3);
@@ -190,6 +197,13 @@ TEST(OneDnnConv, OneDnnPathMatchesFloat64) {
 
 TEST(OneDnnConv, KilnKernelsMatchFloat64) {
   for (const Case& c : cases()) check(c, false);
+}
+
+TEST(OneDnnConv, BFloat16BothPathsMatchFloat64) {
+  for (const Case& c : cases()) {
+    check(c, true, kBFloat16);
+    check(c, false, kBFloat16);
+  }
 }
 
 // Float64 convolutions never go to oneDNN (it has no f64 convolution); the result is kiln's.

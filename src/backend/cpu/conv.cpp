@@ -103,6 +103,46 @@ bool onednn_case(const ConvShape& s, const Tensor& x, const Tensor& w) {
   return s.N > 0 && s.C_in > 0 && s.C_out > 0 && x.numel() > 0 && w.numel() > 0 && s.out_plane() > 0;
 }
 
+// BFloat16 natively on oneDNN (CPUs with bf16 dot products), false where it does not take the
+// case; kiln then computes it in float32 and rounds once, as before. A transposed conv's bias
+// (forward) and gradient (backward) are kiln's float loops, so those cases go that way too.
+bool convolution_bf16(const ConvShape& s, const OpCall& c, const Tensor& out) {
+  using B = BFloat16;
+  if (out.dtype() != DType::BFloat16 || !onednn::bf16_supported() || out.numel() == 0) return false;
+  Tensor x = dense(c.in(0), DType::BFloat16), w = dense(c.in(1), DType::BFloat16);
+  Tensor b = dense(c.in(2), DType::BFloat16);
+  if (!onednn_case(s, x, w) || (s.transposed && b.defined())) return false;
+  onednn::ConvDesc d = onednn_desc(s);
+  d.bf16 = true;
+  if (!s.transposed) return onednn::conv_forward(d, ptr<B>(x), ptr<B>(w), ptr<B>(b), mptr<B>(out));
+  return onednn::conv_backward_data(d, ptr<B>(x), ptr<B>(w), mptr<B>(out));
+}
+bool convolution_backward_bf16(const ConvShape& s, const OpCall& c, std::vector<Tensor>& outs) {
+  using B = BFloat16;
+  const auto& mask = c.attrs.ints(6);
+  if (c.in(1).dtype() != DType::BFloat16 || !onednn::bf16_supported()) return false;
+  if (mask[2] && (s.transposed || !mask[1])) return false;
+  for (int i = 0; i < 3; ++i)
+    if (mask[i] && outs[i].dtype() != DType::BFloat16) return false;
+  Tensor g = dense(c.in(0), DType::BFloat16), x = dense(c.in(1), DType::BFloat16);
+  Tensor w = dense(c.in(2), DType::BFloat16);
+  if (!onednn_case(s, x, w)) return false;
+  onednn::ConvDesc d = onednn_desc(s);
+  d.bf16 = true;
+  if (mask[0]) {
+    const bool ok = !s.transposed ? onednn::conv_backward_data(d, ptr<B>(g), ptr<B>(w), mptr<B>(outs[0]))
+                                  : onednn::conv_forward(d, ptr<B>(g), ptr<B>(w), nullptr, mptr<B>(outs[0]));
+    if (!ok) return false;
+  }
+  if (mask[1]) {
+    const bool ok = !s.transposed ? onednn::conv_backward_weights(d, ptr<B>(x), ptr<B>(g), mptr<B>(outs[1]),
+                                                                  mask[2] ? mptr<B>(outs[2]) : nullptr)
+                                  : onednn::conv_backward_weights(d, ptr<B>(g), ptr<B>(x), mptr<B>(outs[1]), nullptr);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 // Every dtype torch's CPU convolutions compute: integers through the N-d kernels.
 template <class F>
 void visit_conv_type(DType t, const char* op, F&& f) {
@@ -147,6 +187,7 @@ void add_bias(const T* b, int64_t N, int64_t C, int64_t plane, T* y) {
 // ---- convolution ----
 void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   ConvShape s = conv_shape(c.name(), c.in(0), c.in(1), c.in(2), c.attrs);
+  if (convolution_bf16(s, c, outs[0])) return;
   const DType t = compute_type(outs[0].dtype());
   Tensor x = dense(c.in(0), t), w = dense(c.in(1), t), b = dense(c.in(2), t);
   Tensor y = buffer_for(outs[0], t);
@@ -213,6 +254,8 @@ void channel_sum(const T* g, int64_t N, int64_t C, int64_t plane, T* out) {
 
 void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   ConvShape s = conv_shape(c.name(), c.in(1), c.in(2), Tensor(), c.attrs);
+  // All outputs at once or none: a case oneDNN refuses half-way is redone below in float32.
+  if (convolution_backward_bf16(s, c, outs)) return;
   const auto& mask = c.attrs.ints(6);
   const DType t = compute_type(c.in(1).dtype());
   Tensor g = dense(c.in(0), t), x = dense(c.in(1), t), w = dense(c.in(2), t);

@@ -83,26 +83,38 @@ namespace kiln::cpu::onednn {
 
 namespace {
 std::atomic<int64_t> g_executions{0};
+// The pass as an int, for run()'s one signature with and without oneDNN.
+enum Pass { Forward, BackwardData, BackwardWeights };
 }  // namespace
 int64_t executions() { return g_executions.load(); }
 
 #ifndef KILN_HAVE_ONEDNN
-bool conv_forward(const ConvDesc&, const float*, const float*, const float*, float*) { return false; }
-bool conv_backward_data(const ConvDesc&, const float*, const float*, float*) { return false; }
-bool conv_backward_weights(const ConvDesc&, const float*, const float*, float*, float*) { return false; }
+bool bf16_supported() { return false; }
+namespace {
+bool run(const ConvDesc&, int, const void*, const void*, void*, void*) { return false; }
+}  // namespace
 #else
 namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
-constexpr auto kF32 = memory::data_type::f32;
-
-enum class Pass { Forward, BackwardData, BackwardWeights };
 
 dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
+
+}  // namespace
+
+bool bf16_supported() {
+  static const bool ok = [] {
+    const auto isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return ok;
+}
+
+namespace {
 
 // The thread hook: oneDNN (OpenMP runtime) runs on omp_get_max_threads() threads, so this
 // sets it to kiln's budget around each build and call, and to 1 inside a kiln parallel
@@ -129,18 +141,20 @@ struct OmpThreads {
 // backward passes of a depthwise conv over 4 or fewer output pixels are faster in kiln's loops.
 // KILN_ONEDNN_FORMAT=plain|any forces one layout (for measuring); read once.
 enum class Route { Kiln, Plain, Blocked };
-Route route(const ConvDesc& d, Pass pass) {
+Route route(const ConvDesc& d, int pass) {
   static const char* env = std::getenv("KILN_ONEDNN_FORMAT");
   if (env && std::strcmp(env, "plain") == 0) return Route::Plain;
   if (env && std::strcmp(env, "any") == 0) return Route::Blocked;
   int64_t plane = 1;
   bool one_by_one = true;
   for (int i = 0; i < d.nd; ++i) plane *= d.out[i], one_by_one = one_by_one && d.k[i] == 1;
-  if (d.groups > 1 && d.groups == d.C_in) return pass != Pass::Forward && plane <= 4 ? Route::Kiln : Route::Blocked;
+  if (d.groups > 1 && d.groups == d.C_in) return pass != Forward && plane <= 4 ? Route::Kiln : Route::Blocked;
   const bool off_block = (d.C_in / d.groups) % 16 != 0 || (d.C_out / d.groups) % 16 != 0;
-  if (off_block && (one_by_one || pass == Pass::BackwardData)) return Route::Plain;
+  if (off_block && (one_by_one || pass == BackwardData)) return Route::Plain;
   return Route::Blocked;
 }
+
+memory::data_type dtype_of(const ConvDesc& d) { return d.bf16 ? memory::data_type::bf16 : memory::data_type::f32; }
 
 memory::dims dims_of(int64_t a, int64_t b, const std::array<int64_t, 3>& sp, int nd) {
   memory::dims d{a, b};
@@ -149,21 +163,21 @@ memory::dims dims_of(int64_t a, int64_t b, const std::array<int64_t, 3>& sp, int
 }
 Tag act_tag(int nd) { return nd == 1 ? Tag::ncw : nd == 2 ? Tag::nchw : Tag::ncdhw; }
 
-memory::desc src_md(const ConvDesc& d) { return {dims_of(d.N, d.C_in, d.in, d.nd), kF32, act_tag(d.nd)}; }
-memory::desc dst_md(const ConvDesc& d) { return {dims_of(d.N, d.C_out, d.out, d.nd), kF32, act_tag(d.nd)}; }
+memory::desc src_md(const ConvDesc& d) { return {dims_of(d.N, d.C_in, d.in, d.nd), dtype_of(d), act_tag(d.nd)}; }
+memory::desc dst_md(const ConvDesc& d) { return {dims_of(d.N, d.C_out, d.out, d.nd), dtype_of(d), act_tag(d.nd)}; }
 memory::desc weights_md(const ConvDesc& d) {
   if (d.groups == 1) {
     const Tag t = d.nd == 1 ? Tag::oiw : d.nd == 2 ? Tag::oihw : Tag::oidhw;
-    return {dims_of(d.C_out, d.C_in, d.k, d.nd), kF32, t};
+    return {dims_of(d.C_out, d.C_in, d.k, d.nd), dtype_of(d), t};
   }
   memory::dims w{d.groups, d.C_out / d.groups, d.C_in / d.groups};
   for (int i = 0; i < d.nd; ++i) w.push_back(d.k[i]);
   const Tag t = d.nd == 1 ? Tag::goiw : d.nd == 2 ? Tag::goihw : Tag::goidhw;
-  return {w, kF32, t};
+  return {w, dtype_of(d), t};
 }
-memory::desc bias_md(const ConvDesc& d) { return {{d.C_out}, kF32, Tag::x}; }
+memory::desc bias_md(const ConvDesc& d) { return {{d.C_out}, dtype_of(d), Tag::x}; }
 memory::desc any_like(const memory::desc& m, bool blocked) {
-  return blocked ? memory::desc(m.dims(), kF32, Tag::any) : m;
+  return blocked ? memory::desc(m.dims(), m.data_type(), Tag::any) : m;
 }
 
 // One memory argument of a primitive: kiln's plain layout and the primitive's, with the
@@ -206,7 +220,7 @@ Params params_of(const ConvDesc& d) {
   return p;
 }
 
-Entry build(const ConvDesc& d, Pass pass, bool with_bias, bool blocked) {
+Entry build(const ConvDesc& d, int pass, bool with_bias, bool blocked) {
   using namespace dnnl;
   Entry e;
   const Params p = params_of(d);
@@ -214,20 +228,20 @@ Entry build(const ConvDesc& d, Pass pass, bool with_bias, bool blocked) {
   const memory::desc xa = any_like(x, blocked), wa = any_like(w, blocked), ya = any_like(y, blocked);
   primitive_attr attr;
   attr.set_scratchpad_mode(scratchpad_mode::user);
-  const bool fwd_bias = pass == Pass::Forward && with_bias;
+  const bool fwd_bias = pass == Forward && with_bias;
   auto fwd_desc = fwd_bias ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, xa,
                                                        wa, b, ya, p.strides, p.dil, p.pad_l, p.pad_r)
                            : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, xa,
                                                        wa, ya, p.strides, p.dil, p.pad_l, p.pad_r);
   convolution_forward::primitive_desc fwd(fwd_desc, attr, engine());
-  if (pass == Pass::Forward) {
+  if (pass == Forward) {
     e.prim = convolution_forward(fwd);
     e.in0 = make_arg(DNNL_ARG_SRC, x, fwd.src_desc(), false);
     e.in1 = make_arg(DNNL_ARG_WEIGHTS, w, fwd.weights_desc(), false);
     e.out = make_arg(DNNL_ARG_DST, y, fwd.dst_desc(), true);
     if (with_bias) e.bias = make_arg(DNNL_ARG_BIAS, b, b, false);
     e.scratch = fwd.scratchpad_desc();
-  } else if (pass == Pass::BackwardData) {
+  } else if (pass == BackwardData) {
     convolution_backward_data::desc bd(algorithm::convolution_direct, xa, wa, ya, p.strides, p.dil, p.pad_l, p.pad_r);
     convolution_backward_data::primitive_desc pd(bd, attr, engine(), fwd);
     e.prim = convolution_backward_data(pd);
@@ -254,10 +268,10 @@ Entry build(const ConvDesc& d, Pass pass, bool with_bias, bool blocked) {
 
 // Everything a primitive depends on: the shape, the pass, bias, layout and thread count
 // (oneDNN splits the work for the thread count it was built under).
-using Key = std::array<int64_t, 27>;
-Key key_of(const ConvDesc& d, Pass pass, bool with_bias, bool blocked, int threads) {
-  Key k{d.nd, d.N, d.C_in, d.C_out, d.groups, static_cast<int64_t>(pass), with_bias, blocked, threads};
-  size_t i = 9;
+using Key = std::array<int64_t, 28>;
+Key key_of(const ConvDesc& d, int pass, bool with_bias, bool blocked, int threads) {
+  Key k{d.nd, d.N, d.C_in, d.C_out, d.groups, pass, with_bias, blocked, threads, d.bf16};
+  size_t i = 10;
   for (const auto* a : {&d.in, &d.out, &d.k, &d.stride, &d.pad, &d.dil})
     for (int j = 0; j < 3; ++j) k[i++] = j < d.nd ? (*a)[j] : 0;
   return k;
@@ -267,7 +281,7 @@ Key key_of(const ConvDesc& d, Pass pass, bool with_bias, bool blocked, int threa
 class Cache {
  public:
   static constexpr size_t kCapacity = 512;
-  std::shared_ptr<const Entry> get(const Key& k, const ConvDesc& d, Pass pass, bool with_bias, bool blocked) {
+  std::shared_ptr<const Entry> get(const Key& k, const ConvDesc& d, int pass, bool with_bias, bool blocked) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = index_.find(k);
@@ -326,8 +340,8 @@ memory scratch_memory(const memory::desc& md, int slot) {
 }
 
 // Runs `pass` on kiln's plain buffers, reordering to and from the primitive's layouts.
-bool run(const ConvDesc& d, Pass pass, const float* in0, const float* in1, float* out, float* bias_io) {
-  if (!backends::onednn::enabled()) return false;
+bool run(const ConvDesc& d, int pass, const void* in0, const void* in1, void* out, void* bias_io) {
+  if (!backends::onednn::enabled() || (d.bf16 && !bf16_supported())) return false;
   const int nt = onednn_threads();
   OmpThreads scope(nt);
   const Route r = route(d, pass);
@@ -340,8 +354,8 @@ bool run(const ConvDesc& d, Pass pass, const float* in0, const float* in1, float
     dnnl::engine& eng = engine();
     dnnl::stream s(eng);
     std::unordered_map<int, memory> args;
-    auto input = [&](const Arg& a, const float* p, int slot) {
-      memory user(a.user, eng, const_cast<float*>(p));
+    auto input = [&](const Arg& a, const void* p, int slot) {
+      memory user(a.user, eng, const_cast<void*>(p));
       if (!a.differs) {
         args.emplace(a.id, user);
         return;
@@ -369,15 +383,25 @@ bool run(const ConvDesc& d, Pass pass, const float* in0, const float* in1, float
 
 }  // namespace
 
+#endif
+
 bool conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
-  return run(d, Pass::Forward, x, w, y, const_cast<float*>(b));
+  return !d.bf16 && run(d, Forward, x, w, y, const_cast<float*>(b));
 }
 bool conv_backward_data(const ConvDesc& d, const float* gy, const float* w, float* gx) {
-  return run(d, Pass::BackwardData, gy, w, gx, nullptr);
+  return !d.bf16 && run(d, BackwardData, gy, w, gx, nullptr);
 }
 bool conv_backward_weights(const ConvDesc& d, const float* x, const float* gy, float* gw, float* gb) {
-  return run(d, Pass::BackwardWeights, x, gy, gw, gb);
+  return !d.bf16 && run(d, BackwardWeights, x, gy, gw, gb);
 }
-#endif
+bool conv_forward(const ConvDesc& d, const BFloat16* x, const BFloat16* w, const BFloat16* b, BFloat16* y) {
+  return d.bf16 && run(d, Forward, x, w, y, const_cast<BFloat16*>(b));
+}
+bool conv_backward_data(const ConvDesc& d, const BFloat16* gy, const BFloat16* w, BFloat16* gx) {
+  return d.bf16 && run(d, BackwardData, gy, w, gx, nullptr);
+}
+bool conv_backward_weights(const ConvDesc& d, const BFloat16* x, const BFloat16* gy, BFloat16* gw, BFloat16* gb) {
+  return d.bf16 && run(d, BackwardWeights, x, gy, gw, gb);
+}
 
 }  // namespace kiln::cpu::onednn
