@@ -97,7 +97,7 @@ onednn::ConvDesc onednn_desc(const ConvShape& s) {
   }
   return d;
 }
-// Whether oneDNN may take this float32 convolution: nothing empty (kiln's kernels write the
+// Whether oneDNN may take this convolution: nothing empty (kiln's kernels write the
 // zeros an empty reduction gives).
 bool onednn_case(const ConvShape& s, const Tensor& x, const Tensor& w) {
   return s.N > 0 && s.C_in > 0 && s.C_out > 0 && x.numel() > 0 && w.numel() > 0 && s.out_plane() > 0;
