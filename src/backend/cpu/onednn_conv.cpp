@@ -17,6 +17,7 @@
 #include <array>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -280,7 +281,7 @@ Key key_of(const ConvDesc& d, int pass, bool with_bias, bool blocked, int thread
 // A bounded LRU map of built primitives (most recently used at the front).
 class Cache {
  public:
-  static constexpr size_t kCapacity = 512;
+  static constexpr size_t kCapacity = 256;  // resnet18 training builds 32
   std::shared_ptr<const Entry> get(const Key& k, const ConvDesc& d, int pass, bool with_bias, bool blocked) {
     {
       std::lock_guard<std::mutex> lock(mu_);
