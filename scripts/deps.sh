@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs kiln's build dependencies from Debian when missing (idempotent).
 set -euo pipefail
-pkgs=(cmake ninja-build g++ ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev liblapacke-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-dev)
+pkgs=(cmake ninja-build g++ ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev liblapacke-dev libdnnl-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,6 +8,7 @@
 #include "backend/cpu/gemm.h"
 #include "core/parallel.h"
 #include "dispatch/dispatch.h"
+#include "kiln/backends.h"
 #include "kiln/kiln.h"
 #include "ops/registry.h"
 #include "tools/kiln/commands.h"
@@ -50,6 +51,11 @@ int cmd_info(bool json) {
       {"blas", cpu::blas_name()},
       {"cuda", cuda},
       {"threads", get_num_threads()},
+      {"onednn",
+       {{"available", backends::onednn::is_available()},
+        {"enabled", backends::onednn::enabled()},
+        {"version", backends::onednn::version()},
+        {"isa", backends::onednn::isa()}}},
       {"devices", cuda ? std::vector<std::string>{"cpu", "cuda"} : std::vector<std::string>{"cpu"}},
       {"ops", kNumOps},
   };
@@ -61,6 +67,11 @@ int cmd_info(bool json) {
   std::printf("  compiler : %s\n", KILN_COMPILER);
   std::printf("  blas     : %s\n", cpu::blas_name());
   std::printf("  threads  : %d (KILN_NUM_THREADS)\n", get_num_threads());
+  if (backends::onednn::is_available())
+    std::printf("  onednn   : %s, isa %s, %s\n", backends::onednn::version().c_str(), backends::onednn::isa().c_str(),
+                backends::onednn::enabled() ? "used for float convolutions" : "off (KILN_ONEDNN=0)");
+  else
+    std::printf("  onednn   : not built in (libdnnl-dev): kiln's conv kernels\n");
   std::printf("  devices  : cpu%s\n", cuda ? ", cuda" : " (built without CUDA)");
   std::printf("  ops      : %d in the op table\n", kNumOps);
   return 0;

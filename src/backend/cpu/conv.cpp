@@ -7,6 +7,7 @@
 #include "backend/cpu/convnd_kernels.h"
 #include "backend/cpu/dtype_dispatch.h"
 #include "backend/cpu/loops.h"
+#include "backend/cpu/onednn_conv.h"
 #include "core/parallel.h"
 #include "ops/conv_util.h"
 
@@ -85,6 +86,63 @@ ConvNdParams direct_nd_params(const ConvShape& s) {
   return p;
 }
 
+// The direct convolution in oneDNN's terms (spatial dims left-aligned, nd of them).
+onednn::ConvDesc onednn_desc(const ConvShape& s) {
+  onednn::ConvDesc d{
+      s.nd, s.N, s.transposed ? s.C_out : s.C_in, s.transposed ? s.C_in : s.C_out, s.groups, {}, {}, {}, {}, {}, {}};
+  for (int i = 0; i < s.nd; ++i) {
+    d.in[i] = s.transposed ? s.out[i] : s.in[i];
+    d.out[i] = s.transposed ? s.in[i] : s.out[i];
+    d.k[i] = s.k[i], d.stride[i] = s.stride[i], d.pad[i] = s.pad[i], d.dil[i] = s.dil[i];
+  }
+  return d;
+}
+// Whether oneDNN may take this convolution: nothing empty (kiln's kernels write the
+// zeros an empty reduction gives).
+bool onednn_case(const ConvShape& s, const Tensor& x, const Tensor& w) {
+  return s.N > 0 && s.C_in > 0 && s.C_out > 0 && x.numel() > 0 && w.numel() > 0 && s.out_plane() > 0;
+}
+
+// BFloat16 natively on oneDNN (CPUs with bf16 dot products), false where it does not take the
+// case; kiln then computes it in float32 and rounds once, as before. A transposed conv's bias
+// (forward) and gradient (backward) are kiln's float loops, so those cases go that way too.
+bool convolution_bf16(const ConvShape& s, const OpCall& c, const Tensor& out) {
+  using B = BFloat16;
+  if (out.dtype() != DType::BFloat16 || !onednn::bf16_supported() || out.numel() == 0) return false;
+  Tensor x = dense(c.in(0), DType::BFloat16), w = dense(c.in(1), DType::BFloat16);
+  Tensor b = dense(c.in(2), DType::BFloat16);
+  if (!onednn_case(s, x, w) || (s.transposed && b.defined())) return false;
+  onednn::ConvDesc d = onednn_desc(s);
+  d.bf16 = true;
+  if (!s.transposed) return onednn::conv_forward(d, ptr<B>(x), ptr<B>(w), ptr<B>(b), mptr<B>(out));
+  return onednn::conv_backward_data(d, ptr<B>(x), ptr<B>(w), mptr<B>(out));
+}
+bool convolution_backward_bf16(const ConvShape& s, const OpCall& c, std::vector<Tensor>& outs) {
+  using B = BFloat16;
+  const auto& mask = c.attrs.ints(6);
+  if (c.in(1).dtype() != DType::BFloat16 || !onednn::bf16_supported()) return false;
+  if (mask[2] && (s.transposed || !mask[1])) return false;
+  for (int i = 0; i < 3; ++i)
+    if (mask[i] && outs[i].dtype() != DType::BFloat16) return false;
+  Tensor g = dense(c.in(0), DType::BFloat16), x = dense(c.in(1), DType::BFloat16);
+  Tensor w = dense(c.in(2), DType::BFloat16);
+  if (!onednn_case(s, x, w)) return false;
+  onednn::ConvDesc d = onednn_desc(s);
+  d.bf16 = true;
+  if (mask[0]) {
+    const bool ok = !s.transposed ? onednn::conv_backward_data(d, ptr<B>(g), ptr<B>(w), mptr<B>(outs[0]))
+                                  : onednn::conv_forward(d, ptr<B>(g), ptr<B>(w), nullptr, mptr<B>(outs[0]));
+    if (!ok) return false;
+  }
+  if (mask[1]) {
+    const bool ok = !s.transposed ? onednn::conv_backward_weights(d, ptr<B>(x), ptr<B>(g), mptr<B>(outs[1]),
+                                                                  mask[2] ? mptr<B>(outs[2]) : nullptr)
+                                  : onednn::conv_backward_weights(d, ptr<B>(g), ptr<B>(x), mptr<B>(outs[1]), nullptr);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 // Every dtype torch's CPU convolutions compute: integers through the N-d kernels.
 template <class F>
 void visit_conv_type(DType t, const char* op, F&& f) {
@@ -129,11 +187,26 @@ void add_bias(const T* b, int64_t N, int64_t C, int64_t plane, T* y) {
 // ---- convolution ----
 void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   ConvShape s = conv_shape(c.name(), c.in(0), c.in(1), c.in(2), c.attrs);
+  if (convolution_bf16(s, c, outs[0])) return;
   const DType t = compute_type(outs[0].dtype());
   Tensor x = dense(c.in(0), t), w = dense(c.in(1), t), b = dense(c.in(2), t);
   Tensor y = buffer_for(outs[0], t);
   // 1-D and 2-D floating convolutions take the tuned 2-D kernels; 3-D and integers the N-d ones.
   const bool fast = s.nd <= 2 && is_floating_point(t);
+  if (t == DType::Float32 && y.numel() > 0 && onednn_case(s, x, w)) {
+    const onednn::ConvDesc d = onednn_desc(s);
+    bool done = false;
+    if (!s.transposed) {
+      done = onednn::conv_forward(d, ptr<float>(x), ptr<float>(w), ptr<float>(b), mptr<float>(y));
+    } else if (onednn::conv_backward_data(d, ptr<float>(x), ptr<float>(w), mptr<float>(y))) {
+      if (b.defined()) add_bias<float>(ptr<float>(b), s.N, s.C_out, s.out_plane(), mptr<float>(y));
+      done = true;
+    }
+    if (done) {
+      finish(outs[0], y);
+      return;
+    }
+  }
   if (y.numel() > 0) {
     visit_conv_type(t, c.name(), [&]<class T>() {
       if constexpr (std::is_floating_point_v<T>) {
@@ -181,29 +254,42 @@ void channel_sum(const T* g, int64_t N, int64_t C, int64_t plane, T* out) {
 
 void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   ConvShape s = conv_shape(c.name(), c.in(1), c.in(2), Tensor(), c.attrs);
+  // All outputs at once or none: a case oneDNN refuses half-way is redone below in float32.
+  if (convolution_backward_bf16(s, c, outs)) return;
   const auto& mask = c.attrs.ints(6);
   const DType t = compute_type(c.in(1).dtype());
   Tensor g = dense(c.in(0), t), x = dense(c.in(1), t), w = dense(c.in(2), t);
   visit_compute(t, c.name(), [&]<class T>() {
     // d/dx of a direct conv is its transposed conv and the other way round;
     // the weight gradient swaps input and grad_output for transposed convs.
+    // float32 goes to oneDNN when it takes the case (onednn_conv.h), else kiln's kernels.
+    const bool dnn = std::is_same_v<T, float> && onednn_case(s, x, w);
+    const onednn::ConvDesc d = onednn_desc(s);
     auto conv = [&](const T* in, const T* wt, T* out) {
+      if constexpr (std::is_same_v<T, float>)
+        if (dnn && onednn::conv_forward(d, in, wt, nullptr, out)) return;
       if (s.nd <= 2)
         conv2d_forward<T>(direct_params(s), in, wt, nullptr, out);
       else
         convnd_forward<T>(direct_nd_params(s), in, wt, nullptr, out);
     };
     auto conv_t = [&](const T* gy, const T* wt, T* gx) {
+      if constexpr (std::is_same_v<T, float>)
+        if (dnn && onednn::conv_backward_data(d, gy, wt, gx)) return;
       if (s.nd <= 2)
         conv2d_backward_input<T>(direct_params(s), gy, wt, gx);
       else
         convnd_backward_input<T>(direct_nd_params(s), gy, wt, gx);
     };
-    auto conv_w = [&](const T* gy, const T* in, T* gw) {
+    // gb: the bias gradient from the same oneDNN pass (direct convs); false: not computed.
+    auto conv_w = [&](const T* gy, const T* in, T* gw, T* gb) {
+      if constexpr (std::is_same_v<T, float>)
+        if (dnn && onednn::conv_backward_weights(d, in, gy, gw, gb)) return true;
       if (s.nd <= 2)
         conv2d_backward_weight<T>(direct_params(s), gy, in, gw);
       else
         convnd_backward_weight<T>(direct_nd_params(s), gy, in, gw);
+      return false;
     };
     if (mask[0]) {
       Tensor gx = buffer_for(outs[0], t);
@@ -215,21 +301,22 @@ void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       }
       finish(outs[0], gx);
     }
+    bool bias_done = false;
+    Tensor gb = mask[2] ? buffer_for(outs[2], t) : Tensor();
     if (mask[1]) {
       Tensor gw = buffer_for(outs[1], t);
       if (gw.numel() > 0) {
         if (s.N == 0 || s.C_in == 0)
           std::fill(mptr<T>(gw), mptr<T>(gw) + gw.numel(), T(0));
         else if (!s.transposed)
-          conv_w(ptr<T>(g), ptr<T>(x), mptr<T>(gw));
+          bias_done = conv_w(ptr<T>(g), ptr<T>(x), mptr<T>(gw), mask[2] ? mptr<T>(gb) : nullptr) && mask[2];
         else
-          conv_w(ptr<T>(x), ptr<T>(g), mptr<T>(gw));
+          conv_w(ptr<T>(x), ptr<T>(g), mptr<T>(gw), nullptr);
       }
       finish(outs[1], gw);
     }
     if (mask[2]) {
-      Tensor gb = buffer_for(outs[2], t);
-      channel_sum<T>(ptr<T>(g), s.N, s.C_out, s.out_plane(), mptr<T>(gb));
+      if (!bias_done) channel_sum<T>(ptr<T>(g), s.N, s.C_out, s.out_plane(), mptr<T>(gb));
       finish(outs[2], gb);
     }
   });
