@@ -4,6 +4,7 @@
 // (matmul, conv, views, indexing, ...) run their eager kernels in between.
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <unordered_map>
 
 #include "compile/backends/backend.h"
@@ -25,7 +26,7 @@ using KernelFn = void (*)(char* const* bufs, int threads);
 struct InductorGraph {
   Graph g;
   lower::Schedule schedule;
-  std::shared_ptr<const jit::Library> library;  // keeps the kernels loaded
+  std::vector<std::shared_ptr<const jit::Library>> libraries;  // keep the kernels loaded
   std::vector<KernelFn> fns;
   std::vector<std::vector<int>> frees;  // per step: values whose last use it is
 
@@ -33,11 +34,22 @@ struct InductorGraph {
     schedule = lower::schedule(g);
     log(Log::Fusion, schedule.str(g));
     if (!schedule.kernels.empty()) {
-      const std::string source = codegen::generate_cpp(g, schedule);
-      log(Log::Code, source);
-      library = jit::compile_cpp(source);
-      for (size_t i = 0; i < schedule.kernels.size(); ++i)
-        fns.push_back(reinterpret_cast<KernelFn>(library->symbol(codegen::kernel_symbol(i))));
+      // Parts of at least kKernelsPerPart kernels, one per core at most, compiled side by side.
+      constexpr size_t kKernelsPerPart = 12;
+      const size_t nk = schedule.kernels.size();
+      const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+      const size_t parts = std::max<size_t>(1, std::min(cores, nk / kKernelsPerPart));
+      std::vector<std::string> sources;
+      std::vector<size_t> bounds;
+      for (size_t p = 0; p <= parts; ++p) bounds.push_back(nk * p / parts);
+      for (size_t p = 0; p < parts; ++p) {
+        sources.push_back(codegen::generate_cpp(g, schedule, bounds[p], bounds[p + 1]));
+        log(Log::Code, sources.back());
+      }
+      libraries = jit::compile_cpp(sources);
+      for (size_t p = 0; p < parts; ++p)
+        for (size_t i = bounds[p]; i < bounds[p + 1]; ++i)
+          fns.push_back(reinterpret_cast<KernelFn>(libraries[p]->symbol(codegen::kernel_symbol(i))));
     }
     // The step after which each value is dead (graph outputs never are).
     std::vector<int> last(g.values.size(), -1);

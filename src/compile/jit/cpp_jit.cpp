@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -269,64 +270,141 @@ std::string compiler_flags() {
   return "-O3 -march=native -fopenmp -fPIC -shared -std=c++20 -ffp-contract=off -fno-math-errno -w";
 }
 
-std::shared_ptr<const Library> compile_cpp(const std::string& source) {
+namespace {
+
+// Starts argv with stdout and stderr into `log`; returns the pid, or -1 with spawn_errno set.
+pid_t start_process(const std::vector<std::string>& argv, const std::string& log, int& spawn_errno) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  spawn_errno = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return spawn_errno == 0 ? pid : -1;
+}
+
+int wait_process(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+struct Job {
+  std::string key, so, src, tmp_so, log;
+  pid_t pid = -1;
+  int spawn_errno = 0;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<const Library>> compile_cpp(const std::vector<std::string>& sources) {
   std::lock_guard<std::mutex> lock(jit_mutex());
   const std::string cxx = compiler_command(), flags = compiler_flags();
   const bool use_disk = env("KILN_CACHE") != "0";
   const std::string root = use_disk ? cache_dir() : private_dir();
-  uint64_t key_hash = fnv1a(source);
-  key_hash = fnv1a(cxx + "\n" + flags + "\n" + compiler_version(cxx) + "\n" + kVersion + "\n" + cpu_id(), key_hash);
+  const std::string version = compiler_version(cxx);
   const std::string hdr = headers_dir(root);
-  key_hash = fnv1a(hdr, key_hash);
-  const std::string key = hex(key_hash);
-  if (auto it = memory_cache().find(key); it != memory_cache().end()) {
-    ++stats().memory_hits;
-    return it->second;
-  }
   const std::string dir = root + "/cpp";
   make_dirs(dir);
-  const std::string so = dir + "/" + key + ".so";
-  if (use_disk)
-    if (auto lib = load_verified(so)) {
-      ++stats().disk_hits;
-      memory_cache()[key] = lib;
-      return lib;
+  std::vector<std::shared_ptr<const Library>> libs(sources.size());
+  std::vector<std::pair<size_t, Job>> jobs;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    uint64_t key_hash = fnv1a(sources[i]);
+    key_hash = fnv1a(cxx + "\n" + flags + "\n" + version + "\n" + kVersion + "\n" + cpu_id() + "\n" + hdr, key_hash);
+    Job job;
+    job.key = hex(key_hash);
+    if (auto it = memory_cache().find(job.key); it != memory_cache().end()) {
+      ++stats().memory_hits;
+      libs[i] = it->second;
+      continue;
     }
-  const std::string tag = "." + std::to_string(getpid()) + ".tmp";
-  const std::string src = dir + "/" + key + ".cpp", tmp_so = so + tag, log = dir + "/" + key + tag + ".log";
-  write_atomic(src, source);
-  std::vector<std::string> argv{cxx};
-  std::stringstream fs(flags);
-  for (std::string f; fs >> f;) argv.push_back(f);
-  argv.insert(argv.end(), {"-I" + pch_dir(hdr, cxx, compiler_version(cxx), flags), "-I" + hdr, "-o", tmp_so, src});
-  const auto t0 = std::chrono::steady_clock::now();
-  int err = 0;
-  const int rc = run_process(argv, log, err);
-  stats().compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ++stats().compiler_runs;
-  std::string out;
-  read_file(log, out);
-  std::remove(log.c_str());
-  if (rc != 0) {
-    std::remove(tmp_so.c_str());
-    KILN_CHECK(rc >= 0, "compile: backend \"inductor\" needs a C++ compiler, and '", cxx, "' could not be run (",
-               std::strerror(err), "); install one (g++) or set KILN_CXX");
-    KILN_FAIL("compile: the C++ compiler failed (exit ", rc, ") on generated source '", src, "':\n",
-              out.substr(0, 4000));
+    job.so = dir + "/" + job.key + ".so";
+    if (use_disk)
+      if (auto lib = load_verified(job.so)) {
+        ++stats().disk_hits;
+        memory_cache()[job.key] = lib;
+        libs[i] = lib;
+        continue;
+      }
+    bool dup = false;  // the same source twice in one batch compiles once
+    for (auto& [k, j] : jobs) dup = dup || j.key == job.key;
+    if (!dup) jobs.emplace_back(i, std::move(job));
   }
-  std::string bytes;
-  KILN_CHECK(read_file(tmp_so, bytes), "compile: the compiler wrote no library '", tmp_so, "'");
-  const uint64_t sum = fnv1a(bytes.data(), bytes.size());
-  bytes.append(kMagic, 8);
-  bytes.append(reinterpret_cast<const char*>(&sum), 8);
-  write_atomic(tmp_so, bytes);
-  KILN_CHECK(std::rename(tmp_so.c_str(), so.c_str()) == 0, "compile: cannot rename '", tmp_so, "' to '", so,
-             "': ", std::strerror(errno));
-  auto lib = load_verified(so);
-  KILN_CHECK(lib, "compile: cannot load the compiled library '", so, "': ", dlerror() ? dlerror() : "bad checksum");
-  memory_cache()[key] = lib;
-  return lib;
+  if (!jobs.empty()) {
+    const std::string pch = pch_dir(hdr, cxx, version, flags);
+    const std::string tag = "." + std::to_string(getpid()) + ".tmp";
+    // Compilers run side by side, as many as the machine has cores.
+    const size_t width = std::max(1u, std::thread::hardware_concurrency());
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t next = 0, done = 0;
+    std::vector<int> rcs(jobs.size(), -1);
+    while (done < jobs.size()) {
+      while (next < jobs.size() && next - done < width) {
+        Job& j = jobs[next].second;
+        j.src = dir + "/" + j.key + ".cpp";
+        j.tmp_so = j.so + tag;
+        j.log = dir + "/" + j.key + tag + ".log";
+        write_atomic(j.src, sources[jobs[next].first]);
+        std::vector<std::string> argv{cxx};
+        std::stringstream fs(flags);
+        for (std::string f; fs >> f;) argv.push_back(f);
+        argv.insert(argv.end(), {"-I" + pch, "-I" + hdr, "-o", j.tmp_so, j.src});
+        j.pid = start_process(argv, j.log, j.spawn_errno);
+        ++stats().compiler_runs;
+        ++next;
+      }
+      Job& j = jobs[done].second;
+      rcs[done] = j.pid < 0 ? -1 : wait_process(j.pid);
+      ++done;
+    }
+    stats().compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string failure;
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      Job& j = jobs[k].second;
+      std::string out;
+      read_file(j.log, out);
+      std::remove(j.log.c_str());
+      if (rcs[k] != 0) {
+        std::remove(j.tmp_so.c_str());
+        if (failure.empty()) {
+          if (j.pid < 0)
+            failure = "compile: backend \"inductor\" needs a C++ compiler, and '" + cxx + "' could not be run (" +
+                      std::strerror(j.spawn_errno) + "); install one (g++) or set KILN_CXX";
+          else
+            failure = "compile: the C++ compiler failed (exit " + std::to_string(rcs[k]) + ") on generated source '" +
+                      j.src + "':\n" + out.substr(0, 4000);
+        }
+        continue;
+      }
+      std::string bytes;
+      KILN_CHECK(read_file(j.tmp_so, bytes), "compile: the compiler wrote no library '", j.tmp_so, "'");
+      const uint64_t sum = fnv1a(bytes.data(), bytes.size());
+      bytes.append(kMagic, 8);
+      bytes.append(reinterpret_cast<const char*>(&sum), 8);
+      write_atomic(j.tmp_so, bytes);
+      KILN_CHECK(std::rename(j.tmp_so.c_str(), j.so.c_str()) == 0, "compile: cannot rename '", j.tmp_so, "' to '",
+                 j.so, "': ", std::strerror(errno));
+      auto lib = load_verified(j.so);
+      KILN_CHECK(lib, "compile: cannot load the compiled library '", j.so, "': ", dlerror() ? dlerror() : "bad checksum");
+      memory_cache()[j.key] = lib;
+    }
+    if (!failure.empty()) KILN_FAIL(failure);
+  }
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (!libs[i]) {
+      uint64_t key_hash = fnv1a(sources[i]);
+      key_hash = fnv1a(cxx + "\n" + flags + "\n" + version + "\n" + kVersion + "\n" + cpu_id() + "\n" + hdr, key_hash);
+      libs[i] = memory_cache().at(hex(key_hash));
+    }
+  return libs;
 }
+
+std::shared_ptr<const Library> compile_cpp(const std::string& source) { return compile_cpp(std::vector{source})[0]; }
 
 JitStats jit_stats() {
   std::lock_guard<std::mutex> lock(jit_mutex());

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::compiler::jit {
 
@@ -18,6 +19,8 @@ class Library {
 
 // Source → library, from the in-memory cache, the disk cache, or the compiler.
 std::shared_ptr<const Library> compile_cpp(const std::string& source);
+// Several at once: the compilers run side by side (one per core).
+std::vector<std::shared_ptr<const Library>> compile_cpp(const std::vector<std::string>& sources);
 
 struct JitStats {
   int compiler_runs = 0;  // processes of the C++ compiler started
