@@ -3,12 +3,9 @@
 #pragma once
 #include <cstdint>
 
-namespace kiln {
+#include "kiln/parallel.h"
 
-int get_num_threads();
-void set_num_threads(int n);
-// True while running inside a parallel region (nested parallel_for runs serially).
-bool in_parallel_region();
+namespace kiln {
 
 // Calls f(begin, end) over chunks of [begin, end), in parallel when the range is
 // longer than grain. f must be safe to call concurrently on disjoint chunks.

@@ -6,6 +6,7 @@
 #include <new>
 #include <unordered_map>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "dispatch/dispatch.h"
 
@@ -115,6 +116,7 @@ class CpuAllocator : public Allocator {
 struct CpuBackend : Backend {
   const char* name() const override { return "cpu"; }
   void copy(const Tensor& dst, const Tensor& src) override { copy_cpu(dst, src); }
+  std::vector<std::pair<std::string, std::string>> info() const override { return {{"blas", blas_name()}}; }
 };
 
 // Never destroyed: tensors held in other statics may be freed after this file's statics.
