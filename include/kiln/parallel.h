@@ -3,10 +3,10 @@
 
 namespace kiln {
 
-// The thread count for kiln's CPU kernels: KILN_NUM_THREADS, else the number of cores.
+// The CPU thread budget (KILN_NUM_THREADS, else the cores) of kiln's pool, OpenMP and the BLAS.
 int get_num_threads();
 void set_num_threads(int n);
-// True while running inside a parallel region (a nested parallel_for runs serially).
+// Inside a parallel region (nested parallel_for runs serially). set_num_threads(n < 1) throws.
 bool in_parallel_region();
 
 }  // namespace kiln

@@ -81,12 +81,10 @@ int cmd_bench_ops(const BenchOptions& o) {
     const float* pb = b.data_ptr<float>();
     float* pc = c.data_ptr<float>();
 #ifdef KILN_HAVE_OPENBLAS
-    // OpenBLAS with its own threads, as a user calling it directly would run it
-    // (kiln runs it single-threaded inside its own blocks: Note [OpenBLAS threading]).
+    // OpenBLAS with its own threads (kiln gives it the budget outside parallel regions), as a
+    // user calling it directly would run it (kiln runs it single-threaded in its own blocks).
     auto direct = [&] {
-      openblas_set_num_threads(get_num_threads());
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n);
-      openblas_set_num_threads(1);
     };
     // Not interleaved: OpenBLAS's and OpenMP's worker threads keep spinning for a
     // while after a call and would slow whichever side runs next.

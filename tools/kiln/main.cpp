@@ -66,7 +66,8 @@ int cmd_info(bool json) {
   std::printf("kiln %s\n", version());
   std::printf("  compiler : %s\n", KILN_COMPILER);
   std::printf("  blas     : %s\n", cpu_info("blas").c_str());
-  std::printf("  threads  : %d (KILN_NUM_THREADS)\n", get_num_threads());
+  std::printf("  threads  : %d (KILN_NUM_THREADS; BLAS threads outside parallel regions: %s)\n", get_num_threads(),
+              cpu_info("blas_threads").c_str());
   std::printf("  devices  : cpu%s\n", cuda ? ", cuda" : " (built without CUDA)");
   std::printf("  ops      : %d in the op table\n", kNumOps);
   return 0;
