@@ -4,13 +4,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/tensor_impl.h"
 #include "kiln/tensor.h"
 
 namespace kiln::autograd {
 
 struct Node;
 
-struct AutogradMeta {
+struct AutogradMeta final : AutogradMetaInterface {
   bool requires_grad = false;  // leaves only; non-leaves require grad through grad_fn
   Tensor grad;
   std::shared_ptr<Node> grad_fn;  // null for leaves

@@ -18,9 +18,12 @@ Node::Node() : sequence_nr(g_sequence_nr.fetch_add(1, std::memory_order_relaxed)
 AutogradMeta& autograd_meta(const Tensor& t) {
   TensorImpl* impl = t.unsafe_impl();
   if (!impl->autograd) impl->autograd = std::make_unique<AutogradMeta>();
-  return *impl->autograd;
+  // The only AutogradMetaInterface there is: these two functions make every one.
+  return static_cast<AutogradMeta&>(*impl->autograd);
 }
-AutogradMeta* autograd_meta_or_null(const Tensor& t) { return t.defined() ? t.unsafe_impl()->autograd.get() : nullptr; }
+AutogradMeta* autograd_meta_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<AutogradMeta*>(t.unsafe_impl()->autograd.get()) : nullptr;
+}
 
 // Note [Version counter]
 // Every in-place write bumps the counter shared by a tensor and its views.

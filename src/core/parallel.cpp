@@ -1,7 +1,12 @@
 #include "core/parallel.h"
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
+
+#include "kiln/error.h"
 
 namespace kiln {
 namespace {
@@ -13,14 +18,50 @@ int initial_threads() {
   unsigned hc = std::thread::hardware_concurrency();
   return hc ? static_cast<int>(hc) : 1;
 }
-int& thread_count() {
-  static int n = initial_threads();
+std::atomic<int>& thread_count() {
+  static std::atomic<int> n{initial_threads()};
   return n;
 }
+
+// Guards the hooks' state: the list, and how many outermost regions run (user threads may
+// each run one), so a hook never sees the budget while a region still runs.
+std::mutex& budget_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+constexpr int kMaxHooks = 8;
+std::array<std::atomic<void (*)(int)>, kMaxHooks> g_hooks{};
+std::atomic<int> g_num_hooks{0};
+int g_active_regions = 0;  // under budget_mutex
+
+void call_hooks(int n) {
+  for (int i = 0, e = g_num_hooks.load(std::memory_order_acquire); i < e; ++i) g_hooks[i].load()(n);
+}
+
+// omp_set_num_threads is per thread: the value this thread last set, to set it only on change.
+thread_local int t_omp_threads = 0;
+void set_omp_threads(int n) {
+#ifdef _OPENMP
+  if (t_omp_threads != n) omp_set_num_threads(n);
+#endif
+  t_omp_threads = n;
+}
+
+// At load time, on the loading thread: OpenMP code that runs without kiln's num_threads
+// clause (compiled kernels, oneDNN) starts with the budget, not one thread per core.
+[[maybe_unused]] const bool omp_initialized = (set_omp_threads(thread_count().load()), true);
 }  // namespace
 
-int get_num_threads() { return thread_count(); }
-void set_num_threads(int n) { thread_count() = n > 0 ? n : 1; }
+int get_num_threads() { return thread_count().load(std::memory_order_relaxed); }
+
+void set_num_threads(int n) {
+  KILN_CHECK(n > 0, "set_num_threads: expected a positive number of threads, got ", n);
+  std::lock_guard<std::mutex> lock(budget_mutex());
+  thread_count().store(n, std::memory_order_relaxed);
+  set_omp_threads(n);
+  if (g_active_regions == 0) call_hooks(n);
+}
+
 bool in_parallel_region() {
 #ifdef _OPENMP
   return omp_in_parallel();
@@ -28,5 +69,35 @@ bool in_parallel_region() {
   return false;
 #endif
 }
+
+void add_thread_budget_hook(void (*set_threads)(int n)) {
+  KILN_CHECK(set_threads != nullptr, "add_thread_budget_hook: the hook is null");
+  std::lock_guard<std::mutex> lock(budget_mutex());
+  const int i = g_num_hooks.load();
+  KILN_CHECK(i < kMaxHooks, "add_thread_budget_hook: at most ", kMaxHooks, " hooks");
+  g_hooks[i].store(set_threads);
+  g_num_hooks.store(i + 1, std::memory_order_release);
+  set_threads(g_active_regions ? 1 : get_num_threads());
+}
+
+int apply_thread_budget() {
+  if (in_parallel_region()) return 1;
+  const int n = get_num_threads();
+  set_omp_threads(n);
+  return n;
+}
+
+namespace detail {
+ParallelRegionGuard::ParallelRegionGuard() : counted_(g_num_hooks.load(std::memory_order_acquire) > 0) {
+  if (!counted_) return;
+  std::lock_guard<std::mutex> lock(budget_mutex());
+  if (g_active_regions++ == 0) call_hooks(1);
+}
+ParallelRegionGuard::~ParallelRegionGuard() {
+  if (!counted_) return;
+  std::lock_guard<std::mutex> lock(budget_mutex());
+  if (--g_active_regions == 0) call_hooks(get_num_threads());
+}
+}  // namespace detail
 
 }  // namespace kiln

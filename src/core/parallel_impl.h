@@ -18,6 +18,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   }
 #ifdef _OPENMP
   int64_t chunks = std::min<int64_t>(nt, (n + grain - 1) / grain);
+  detail::ParallelRegionGuard region;  // libraries with pools of their own run on 1 thread inside
 #pragma omp parallel num_threads(static_cast<int>(chunks))
   {
     int64_t tid = omp_get_thread_num();

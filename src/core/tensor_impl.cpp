@@ -5,8 +5,6 @@
 #include <cstring>
 #include <sstream>
 
-#include "autograd/autograd_meta.h"
-
 namespace kiln {
 
 TensorImpl::TensorImpl() = default;

@@ -11,10 +11,11 @@
 
 namespace kiln {
 
-namespace autograd {
-struct Node;
-struct AutogradMeta;
-}  // namespace autograd
+// Autograd's per-tensor state (autograd::AutogradMeta) lives above core: a tensor only owns and
+// destroys it, through this base (PyTorch's c10::AutogradMetaInterface), so core never includes autograd.
+struct AutogradMetaInterface {
+  virtual ~AutogradMetaInterface() = default;
+};
 
 // Sizes and strides: inline up to 6 dims, so making a tensor or a meta result
 // allocates no shape buffers (Note [Cheap dispatch]).
@@ -54,7 +55,7 @@ struct TensorImpl {
   // A 0-d tensor made from a C++ number: promotes like a Python scalar.
   bool is_wrapped_number = false;
   std::shared_ptr<VersionCounter> version = std::make_shared<VersionCounter>();
-  std::unique_ptr<autograd::AutogradMeta> autograd;  // null until autograd touches it
+  std::unique_ptr<AutogradMetaInterface> autograd;  // null until autograd touches it
   // For views: the tensor whose storage this one aliases (for Tensor::_base()).
   std::shared_ptr<TensorImpl> view_base;
   // A tracer (while compiling): the recording it belongs to and its value

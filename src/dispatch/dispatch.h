@@ -5,6 +5,8 @@
 #pragma once
 #include <initializer_list>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/registry.h"
@@ -112,6 +114,9 @@ struct Backend {
   // dst and src have the same sizes; either may live on this device, the other on the CPU.
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   virtual void synchronize() {}
+  // What `kiln info` and the benchmarks print about this backend (its BLAS, ...) as key/value
+  // pairs, so tools learn it without including the backend (docs/layers.md).
+  virtual std::vector<std::pair<std::string, std::string>> info() const { return {}; }
 };
 void register_backend(DeviceType type, Backend* backend);
 Backend* get_backend(DeviceType type);  // null when the device has none

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/cpu/dtype_dispatch.h"
+#include "core/dtype_dispatch.h"
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"

@@ -1,10 +1,9 @@
-// kiln::linalg's decompositions and solvers (torch.linalg): LAPACK kernels (backend/cpu/lapack.h)
+// kiln::linalg's decompositions and solvers (torch.linalg): LAPACK kernels (ops/lapack_kernels.h)
 // wrapped as custom autograd functions. Each backward is torch's formula written with kiln ops and
 // kiln::linalg functions, so it is itself differentiable (create_graph, double backward).
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/lapack.h"
 #include "kiln/autograd.h"
 #include "kiln/linalg.h"
 #include "kiln/ops/creation.h"
@@ -12,10 +11,10 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
+#include "ops/lapack_kernels.h"
 #include "ops/meta_util.h"
 
 namespace kiln::linalg {
-namespace lp = cpu::lapack;
 using Outs = std::vector<Tensor>;
 using Ints = std::vector<int64_t>;
 
@@ -74,7 +73,7 @@ void check_info(const char* op, const std::vector<int64_t>& info, bool batched, 
 // gesdd's info as torch reports it.
 void check_svd_info(const std::vector<int64_t>& info, bool batched) {
   for (int64_t i : info)
-    KILN_CHECK(i != lp::kNonFinite,
+    KILN_CHECK(i != kLapackNonFinite,
                "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values.");
   check_info("linalg.svd", info, batched, [](int64_t i) {
     return "The algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated "
@@ -113,7 +112,7 @@ Tensor solve_matrix(const Tensor& A, const Tensor& B) {
       "LinalgSolveBackward", {A, B},
       [](autograd::AutogradContext* ctx, const Outs& in) {
         Tensor a = colmajor(in[0]), b = colmajor(in[1]);
-        auto info = lp::gesv("solve", a, b);
+        auto info = lapack_kernels("solve").gesv("solve", a, b);
         check_info("torch.linalg.solve", info, false,
                    [](int64_t) { return "The solver failed because the input matrix is singular."; });
         Tensor X = from_colmajor(b, batch_of(in[1]));
@@ -155,7 +154,7 @@ std::pair<Tensor, Tensor> lu_sign_diag(const char* op, const Tensor& A) {
   Tensor a = colmajor(A);
   const int64_t B = a.sizes()[0], n = cols(A);
   Tensor sign = empty({B}, A.dtype()), diag = empty({B, n}, A.dtype());
-  lp::lu_diag(op, a, sign, diag);
+  lapack_kernels(op).lu_diag(op, a, sign, diag);
   Ints b = batch_of(A);
   return {sign.view(b), diag.view(with(b, {n}))};
 }
@@ -224,7 +223,20 @@ Tensor qr_backward_tall(const Tensor& gQ, const Tensor& gR, const Tensor& Q, con
 
 }  // namespace
 
-bool has_lapack() { return lp::available(); }
+namespace {
+const LapackKernels*& lapack_table() {
+  static const LapackKernels* k = nullptr;
+  return k;
+}
+}  // namespace
+
+void register_lapack_kernels(const LapackKernels* k) { lapack_table() = k; }
+const LapackKernels& lapack_kernels(const char* op) {
+  KILN_CHECK(lapack_table() != nullptr, "linalg.", op, ": not supported: kiln was built without LAPACK");
+  return *lapack_table();
+}
+
+bool has_lapack() { return lapack_table() != nullptr; }
 
 std::tuple<Tensor, Tensor> slogdet(const Tensor& A) {
   check_matrix("slogdet", A, true);
@@ -272,7 +284,7 @@ Tensor inv(const Tensor& A) {
         Tensor a = colmajor(in[0]);
         const int64_t n = cols(in[0]);
         Tensor b = eye_like(n, in[0]).expand({a.sizes()[0], n, n}).contiguous();
-        auto info = lp::gesv("inv", a, b);
+        auto info = lapack_kernels("inv").gesv("inv", a, b);
         check_info("linalg.inv", info, in[0].dim() > 2, [](int64_t i) {
           return "The diagonal element " + std::to_string(i) +
                  " is zero, the inversion could not be completed because the input matrix is singular.";
@@ -308,7 +320,7 @@ Tensor cholesky(const Tensor& A, bool upper) {
       "LinalgCholeskyBackward", {A},
       [upper](autograd::AutogradContext* ctx, const Outs& in) {
         Tensor a = colmajor(in[0]);
-        auto info = lp::potrf("cholesky", a, upper);
+        auto info = lapack_kernels("cholesky").potrf("cholesky", a, upper);
         check_info("linalg.cholesky", info, in[0].dim() > 2, [](int64_t i) {
           return "The factorization could not be completed because the input is not positive-definite (the leading "
                  "minor of order " +
@@ -344,7 +356,7 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, const std::string& mode) {
         Tensor a = colmajor(X);
         const int64_t B = a.sizes()[0];
         Tensor tau = empty({B, k}, X.dtype());
-        lp::geqrf("qr", a, tau);
+        lapack_kernels("qr").geqrf("qr", a, tau);
         const bool complete = mode == "complete";
         Tensor R = from_colmajor(a, b).narrow(-2, 0, complete ? m : k).triu();
         Tensor Q;
@@ -355,7 +367,7 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, const std::string& mode) {
           Tensor q = zeros({B, qcols, m}, X.dtype());
           const int64_t copy = std::min(qcols, n);
           q.narrow(1, 0, copy).copy_(a.narrow(1, 0, copy));
-          lp::orgqr("qr", q, tau, k);
+          lapack_kernels("qr").orgqr("qr", q, tau, k);
           Q = from_colmajor(q, b);
         }
         R = R.contiguous();
@@ -400,7 +412,7 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
           if (ucols > 0) u.copy_(eye_like(m, X).expand({B, m, m}));
           if (vtrows > 0) vt.copy_(eye_like(n, X).expand({B, n, n}));
         }
-        auto info = lp::gesdd("svd", a, s, u, vt, true, full_matrices);
+        auto info = lapack_kernels("svd").gesdd("svd", a, s, u, vt, true, full_matrices);
         check_svd_info(info, X.dim() > 2);
         Tensor U = from_colmajor(u, b), S = s.view(with(b, {k})), Vh = from_colmajor(vt, b);
         ctx->save_for_backward({U, S, Vh});
@@ -426,7 +438,7 @@ Tensor svdvals(const Tensor& A) {
   const int64_t m = rows(A), n = cols(A), k = std::min(m, n);
   Tensor a = colmajor(A);
   Tensor s = empty({a.sizes()[0], k}, A.dtype());
-  auto info = lp::gesdd("svdvals", a, s, Tensor(), Tensor(), false, false);
+  auto info = lapack_kernels("svdvals").gesdd("svdvals", a, s, Tensor(), Tensor(), false, false);
   check_svd_info(info, A.dim() > 2);
   return s.view(with(batch_of(A), {k}));
 }
@@ -441,7 +453,7 @@ std::pair<Tensor, Tensor> syevd(const char* op, const Tensor& A, bool vectors, b
   Tensor a = colmajor(A);
   const int64_t n = cols(A);
   Tensor w = empty({a.sizes()[0], n}, A.dtype());
-  auto info = lp::syevd(op, a, w, vectors, upper);
+  auto info = lapack_kernels(op).syevd(op, a, w, vectors, upper);
   check_info("linalg.eigh", info, A.dim() > 2, [](int64_t i) {
     return "The algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated "
            "eigenvalues (error code: " +
@@ -517,7 +529,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& 
         Tensor rank = zeros({Bn}, kInt64);
         const bool has_s = drv == "gelsd" || drv == "gelss";
         Tensor sv = has_s ? empty({Bn, std::min(m, n)}, in[0].dtype()) : empty({0}, in[0].dtype());
-        auto info = lp::gels("lstsq", drv, a, b, rc, rank, sv);
+        auto info = lapack_kernels("lstsq").gels("lstsq", drv, a, b, rc, rank, sv);
         check_info("torch.linalg.lstsq", info, in[0].dim() > 2, [](int64_t i) {
           return "The least squares solution could not be computed because the input matrix does not have full rank "
                  "(error code: " +

@@ -5,7 +5,7 @@
 // are exercised.
 //
 // Both BLAS configurations can be built without CMake, e.g.
-//   g++ -std=c++20 -O2 -fopenmp -Isrc src/core/parallel.cpp src/backend/cpu/gemm.cpp
+//   g++ -std=c++20 -O2 -fopenmp -Iinclude -Isrc src/core/parallel.cpp src/core/error.cpp src/backend/cpu/gemm.cpp
 //       src/backend/cpu/conv_kernels.cpp tests/unit/test_gemm.cpp
 //       tests/unit/test_conv_kernels.cpp -lgtest -lgtest_main -lpthread
 //       [-DKILN_HAVE_OPENBLAS -lopenblas]

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "core/parallel.h"
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
+#include "kiln/parallel.h"
 #include "models/zoo.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/model_table.h"

@@ -7,10 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend/cpu/gemm.h"
-#include "core/parallel.h"
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
+#include "kiln/parallel.h"
 #include "models/zoo.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/model_table.h"
@@ -92,7 +91,7 @@ int cmd_bench_zoo(const ZooOptions& o) {
   const std::vector<std::string> names = validate_zoo(o);
   // As torch_zoo: a header, one JSON line per model with --json, and the table at the end
   // (without --json the table's rows come as each model finishes).
-  std::printf("kiln %s cpu threads=%d blas=%s\n", version(), get_num_threads(), cpu::blas_name());
+  std::printf("kiln %s cpu threads=%d blas=%s\n", version(), get_num_threads(), cpu_info("blas").c_str());
   auto table_header = [] {
     std::printf("\n%-13s %-5s %-6s %9s %8s %9s %9s\n", "model", "prec", "mode", "step_ms", "first_s", "loss0",
                 "params_m");

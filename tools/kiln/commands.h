@@ -17,6 +17,9 @@ struct ZooOptions {
   std::string device = "cpu";
 };
 
+// The CPU backend's answer for `key` in Backend::info() ("blas": "openblas" or "kiln"), "?" when it has none.
+std::string cpu_info(const std::string& key);
+
 int cmd_info(bool json);
 int cmd_ops(bool json);
 int cmd_bench_ops(const BenchOptions& opts);

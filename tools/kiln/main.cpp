@@ -5,11 +5,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/gemm.h"
-#include "core/parallel.h"
 #include "dispatch/dispatch.h"
 #include "kiln/backends.h"
 #include "kiln/kiln.h"
+#include "kiln/parallel.h"
 #include "ops/registry.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/train/train.h"
@@ -43,12 +42,19 @@ std::string flags_str(const OpInfo& info) {
 }
 }  // namespace
 
+std::string cpu_info(const std::string& key) {
+  if (const Backend* b = get_backend(DeviceType::CPU))
+    for (const auto& [k, v] : b->info())
+      if (k == key) return v;
+  return "?";
+}
+
 int cmd_info(bool json) {
   bool cuda = get_backend(DeviceType::CUDA) != nullptr;
   nlohmann::json j = {
       {"version", version()},
       {"compiler", KILN_COMPILER},
-      {"blas", cpu::blas_name()},
+      {"blas", cpu_info("blas")},
       {"cuda", cuda},
       {"threads", get_num_threads()},
       {"onednn",
@@ -65,8 +71,9 @@ int cmd_info(bool json) {
   }
   std::printf("kiln %s\n", version());
   std::printf("  compiler : %s\n", KILN_COMPILER);
-  std::printf("  blas     : %s\n", cpu::blas_name());
-  std::printf("  threads  : %d (KILN_NUM_THREADS)\n", get_num_threads());
+  std::printf("  blas     : %s\n", cpu_info("blas").c_str());
+  std::printf("  threads  : %d (KILN_NUM_THREADS; BLAS threads outside parallel regions: %s)\n", get_num_threads(),
+              cpu_info("blas_threads").c_str());
   if (backends::onednn::is_available())
     std::printf("  onednn   : %s, isa %s, %s\n", backends::onednn::version().c_str(), backends::onednn::isa().c_str(),
                 backends::onednn::enabled() ? "used for float convolutions" : "off (KILN_ONEDNN=0)");

@@ -4,8 +4,11 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 #include <unordered_map>
 
+#include "backend/cpu/blas_threads.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "dispatch/dispatch.h"
 
@@ -115,6 +118,9 @@ class CpuAllocator : public Allocator {
 struct CpuBackend : Backend {
   const char* name() const override { return "cpu"; }
   void copy(const Tensor& dst, const Tensor& src) override { copy_cpu(dst, src); }
+  std::vector<std::pair<std::string, std::string>> info() const override {
+    return {{"blas", blas_name()}, {"blas_threads", std::to_string(blas_threads())}};
+  }
 };
 
 // Never destroyed: tensors held in other statics may be freed after this file's statics.

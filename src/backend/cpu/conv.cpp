@@ -5,7 +5,7 @@
 
 #include "backend/cpu/conv_kernels.h"
 #include "backend/cpu/convnd_kernels.h"
-#include "backend/cpu/dtype_dispatch.h"
+#include "core/dtype_dispatch.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn_conv.h"
 #include "core/parallel.h"

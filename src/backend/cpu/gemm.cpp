@@ -481,14 +481,10 @@ void gemm_integer(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
 // Note [OpenBLAS threading]
 // Debian's default OpenBLAS runs its own pthread pool. Alternating with kiln's
 // OpenMP regions (im2col, elementwise ops), the two pools' spinning threads
-// fight over the cores: a 2-thread conv measured 3x slower. So OpenBLAS is
-// kept single-threaded and kiln splits C into one block per OpenMP thread,
-// one cblas call each. That also makes gemm() safe inside parallel regions.
-void blas_single_threaded() {
-  static const bool done = (openblas_set_num_threads(1), true);
-  (void)done;
-}
-
+// fight over the cores: a 2-thread conv measured 3x slower. So kiln splits C
+// into one block per OpenMP thread, one cblas call each, and OpenBLAS runs on
+// one thread inside that region (Note [Thread budget]: kiln's parallel regions
+// set it to 1); outside regions OpenBLAS has the budget, for LAPACK's calls.
 void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -525,7 +521,6 @@ bool blas_accepts(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t& ld
 template <class T>
 void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  blas_single_threaded();
   const int64_t nt = gemm_threads(M, N, K);
   if (nt <= 1) {
     blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

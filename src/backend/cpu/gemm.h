@@ -14,8 +14,8 @@ namespace kiln::cpu {
 // cblas with CblasRowMajor: A is stored [M,K] (or [K,M] when trans_a).
 // beta == 0 means C is not read (it may hold NaN); K == 0 or alpha == 0 gives
 // C = beta * C without reading A or B. Threaded with kiln::parallel_for
-// (OpenBLAS itself is kept single-threaded); inside a kiln parallel region it
-// runs single-threaded, so it never oversubscribes the cores.
+// (OpenBLAS runs single-threaded in each block); inside a kiln parallel region
+// it runs single-threaded, so it never oversubscribes the cores.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);

@@ -1,6 +1,7 @@
-// LAPACK kernels for kiln::linalg (see lapack.h): LAPACKE's column-major interface, one call
-// per matrix of the batch. Without LAPACK every kernel throws a "not supported" error.
-#include "backend/cpu/lapack.h"
+// LAPACK kernels for kiln::linalg (ops/lapack_kernels.h): LAPACKE's column-major interface, one
+// call per matrix of the batch, registered with ops at load time. Without LAPACK nothing is
+// registered and ops throws its "not supported" error.
+#include "ops/lapack_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -103,8 +104,6 @@ void check_arg(const char* op, const char* routine, Int info) {
 
 }  // namespace
 
-bool available() { return true; }
-
 std::vector<int64_t> lu_diag(const char* op, const Tensor& a, const Tensor& sign, const Tensor& diag) {
   const int64_t B = batch(a), n = a.sizes()[2];
   std::vector<int64_t> info(B);
@@ -192,7 +191,7 @@ std::vector<int64_t> gesdd(const char* op, const Tensor& a, const Tensor& s, con
       T* pvt = vectors ? vt.data_ptr<T>() + i * vtrows * n : nullptr;
       info[i] = gesdd(jobz, Int(m), Int(n), a.data_ptr<T>() + i * m * n, ld(m), s.data_ptr<T>() + i * k, pu, ld(m), pvt,
                       ld(vtrows));
-      if (info[i] != kNonFinite) check_arg(op, "gesdd", Int(info[i]));
+      if (info[i] != linalg::kLapackNonFinite) check_arg(op, "gesdd", Int(info[i]));
     }
   });
   return info;
@@ -242,28 +241,9 @@ std::vector<int64_t> gels(const char* op, const std::string& driver, const Tenso
   return info;
 }
 
-#else  // !KILN_HAVE_LAPACK
-
-namespace {
-[[noreturn]] void unsupported(const char* op) {
-  KILN_FAIL("linalg.", op, ": not supported: kiln was built without LAPACK");
-}
-}  // namespace
-
-bool available() { return false; }
-std::vector<int64_t> lu_diag(const char* op, const Tensor&, const Tensor&, const Tensor&) { unsupported(op); }
-std::vector<int64_t> gesv(const char* op, const Tensor&, const Tensor&) { unsupported(op); }
-std::vector<int64_t> potrf(const char* op, const Tensor&, bool) { unsupported(op); }
-void geqrf(const char* op, const Tensor&, const Tensor&) { unsupported(op); }
-void orgqr(const char* op, const Tensor&, const Tensor&, int64_t) { unsupported(op); }
-std::vector<int64_t> gesdd(const char* op, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, bool) {
-  unsupported(op);
-}
-std::vector<int64_t> syevd(const char* op, const Tensor&, const Tensor&, bool, bool) { unsupported(op); }
-std::vector<int64_t> gels(const char* op, const std::string&, const Tensor&, const Tensor&, double, const Tensor&,
-                          const Tensor&) {
-  unsupported(op);
-}
+// Internal linkage (const); the overloads above are LAPACKE's, these the table's.
+const linalg::LapackKernels kKernels{&lu_diag, &gesv, &potrf, &geqrf, &orgqr, &gesdd, &syevd, &gels};
+[[maybe_unused]] const bool registered = (linalg::register_lapack_kernels(&kKernels), true);
 
 #endif
 

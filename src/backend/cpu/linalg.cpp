@@ -2,7 +2,7 @@
 // kiln's blocked GEMM). Float16/BFloat16 are computed in float32.
 #include <type_traits>
 
-#include "backend/cpu/dtype_dispatch.h"
+#include "core/dtype_dispatch.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "core/parallel.h"

@@ -10,7 +10,7 @@
 #include "core/convert.h"
 #include "core/parallel.h"
 #include "core/tensor_impl.h"
-#include "backend/cpu/dtype_dispatch.h"
+#include "core/dtype_dispatch.h"
 
 namespace kiln::cpu {
 

@@ -167,7 +167,7 @@ TensorMeta meta_of(const Tensor& t) {
   return TensorMeta{Shape(t.sizes()), t.dtype(), t.device(), Shape(t.strides()), t.storage_offset()};
 }
 bool requires_grad_inline(const TensorImpl* i) {
-  const autograd::AutogradMeta* m = i->autograd.get();
+  const auto* m = static_cast<const autograd::AutogradMeta*>(i->autograd.get());
   return m && (m->requires_grad || m->grad_fn);
 }
 }  // namespace
