@@ -89,6 +89,7 @@ std::vector<std::string> validate_zoo(const ZooOptions& o) {
 
 int cmd_bench_zoo(const ZooOptions& o) {
   const std::vector<std::string> names = validate_zoo(o);
+  if (o.compiled) return cmd_bench_zoo_compiled(o, names);
   // As torch_zoo: a header, one JSON line per model with --json, and the table at the end
   // (without --json the table's rows come as each model finishes).
   std::printf("kiln %s cpu threads=%d blas=%s\n", version(), get_num_threads(), cpu_info("blas").c_str());

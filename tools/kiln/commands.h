@@ -15,6 +15,8 @@ struct ZooOptions {
   int iters = 20;
   bool json = false;
   std::string device = "cpu";
+  bool compiled = false;             // also kiln::compile: eager vs compiled, train and inference
+  std::string backend = "inductor";  // with --compiled
 };
 
 // The CPU backend's answer for `key` in Backend::info() ("blas": "openblas" or "kiln"), "?" when it has none.
@@ -28,6 +30,7 @@ int cmd_bench_ops(const BenchOptions& opts);
 std::vector<std::string> validate_zoo(const ZooOptions& opts);
 // Exit code 1 when a model failed (the others still ran and were reported).
 int cmd_bench_zoo(const ZooOptions& opts);
+int cmd_bench_zoo_compiled(const ZooOptions& opts, const std::vector<std::string>& names);
 // kiln bench compile: capture and AOT autograd per zoo model (same options as bench zoo).
 int cmd_bench_compile(const ZooOptions& opts);
 

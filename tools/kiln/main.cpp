@@ -193,6 +193,8 @@ int run(int argc, char** argv) {
       ->check(whole_number(INT32_MAX));
   bench_zoo->add_option("--device", zo.device, "cpu (cuda: not supported yet)")->capture_default_str();
   bench_zoo->add_flag("--json", zo.json, "one JSON line per model (keys as torch_zoo.py's)");
+  bench_zoo->add_flag("--compiled", zo.compiled, "eager against kiln::compile, train step and inference");
+  bench_zoo->add_option("--backend", zo.backend, "compile backend with --compiled")->capture_default_str();
   auto* bench_compile = bench->add_subcommand("compile", "capture and AOT autograd (aot_eager) on each zoo model");
   kiln::cli::ZooOptions co;
   co.iters = 5;

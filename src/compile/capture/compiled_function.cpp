@@ -1,4 +1,5 @@
 #include "compile/capture/compiled_function.h"
+#include "compile/jit/cpp_jit.h"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -503,6 +504,7 @@ bool is_compiling() { return active_recording() != nullptr || current_record_lay
 void reset() {
   std::lock_guard<std::mutex> lock(all_mutex());
   for (CompiledFunction* f : all_functions()) f->clear_cache();
+  jit::reset_memory_cache();  // the next compile loads generated code from disk, as a new process would
 }
 
 std::string CompileStats::str() const {

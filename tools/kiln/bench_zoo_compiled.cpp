@@ -1,0 +1,155 @@
+// kiln bench zoo --compiled: each BENCHMARKS.md workload eager and through kiln::compile, in
+// one run (steps alternate, so both see the same machine), for the training step and for
+// inference (a forward under no_grad).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+#include "kiln/optim.h"
+#include "kiln/parallel.h"
+#include "models/zoo.h"
+#include "tools/kiln/commands.h"
+#include "tools/kiln/model_table.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+double round_to(double x, int digits) {
+  const double s = std::pow(10.0, digits);
+  return std::nearbyint(x * s) / s;
+}
+
+nlohmann::json run_phase(const std::string& name, bool train, int iters, const std::string& backend) {
+  // Two copies with the same initial parameters: eager and compiled each train their own.
+  models::Workload we = models::make_workload(name, kCPU, /*cpu_sizes=*/true, 0);
+  models::Workload wc = models::make_workload(name, kCPU, /*cpu_sizes=*/true, 0);
+  optim::AdamW oe(we.module->parameters(), {.lr = 1e-4}), oc(wc.module->parameters(), {.lr = 1e-4});
+  auto fwd = compile([&] { return wc.step_loss(); }, {.backend = backend});
+  auto eager_step = [&] {
+    if (!train) {
+      NoGradGuard no_grad;
+      return we.step_loss();
+    }
+    Tensor loss = we.step_loss();
+    loss.backward();
+    oe.step();
+    oe.zero_grad(true);
+    return loss;
+  };
+  auto compiled_step = [&] {
+    if (!train) {
+      NoGradGuard no_grad;
+      return fwd();
+    }
+    Tensor loss = fwd();
+    loss.backward();
+    oc.step();
+    oc.zero_grad(true);
+    return loss;
+  };
+  // First steps: the same parameters and random numbers, so the losses must agree (accuracy rule).
+  manual_seed(1);
+  auto t0 = Clock::now();
+  Tensor lc = compiled_step();
+  const double first_s = ms_since(t0) / 1000;
+  const double cold_s = fwd.stats().compile_ms / 1000;
+  manual_seed(1);
+  Tensor le = eager_step();
+  const double a = lc.item<double>(), b = le.item<double>();
+  const bool accurate = std::abs(a - b) <= 1e-4 * (1 + std::abs(b));
+  for (int i = 0; i < 2; ++i) {
+    eager_step();
+    compiled_step();
+  }
+  std::vector<double> te, tc;
+  for (int i = 0; i < iters; ++i) {
+    auto t = Clock::now();
+    eager_step();
+    te.push_back(ms_since(t));
+    t = Clock::now();
+    compiled_step();
+    tc.push_back(ms_since(t));
+  }
+  // Warm: a fresh compiled function after reset() finds the generated code on disk.
+  const int graphs = fwd.stats().graphs_compiled;
+  const size_t breaks = fwd.stats().breaks.size();
+  compiler::reset();
+  auto fresh = compile([&] { return wc.step_loss(); }, {.backend = backend});
+  if (train) {
+    Tensor l = fresh();
+    l.backward();
+    oc.zero_grad(true);
+  } else {
+    NoGradGuard no_grad;
+    (void)fresh();
+  }
+  const double warm_s = fresh.stats().compile_ms / 1000;
+  const double eager_ms = median(te), compiled_ms = median(tc);
+  return {{"model", name},
+          {"phase", train ? "train" : "infer"},
+          {"backend", backend},
+          {"eager_ms", round_to(eager_ms, 3)},
+          {"compiled_ms", round_to(compiled_ms, 3)},
+          {"reduce_overhead_ms", nullptr},
+          {"speedup", round_to(eager_ms / compiled_ms, 3)},
+          {"compile_cold_s", round_to(cold_s, 3)},
+          {"compile_warm_s", round_to(warm_s, 3)},
+          {"first_step_s", round_to(first_s, 3)},
+          {"peak_mb_eager", nullptr},
+          {"peak_mb_compiled", nullptr},
+          {"accuracy_pass", accurate},
+          {"graphs", graphs},
+          {"breaks", breaks}};
+}
+
+}  // namespace
+
+int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& names) {
+  std::printf("kiln %s cpu threads=%d backend=%s (eager and compiled steps alternate; medians of %d)\n", version(),
+              get_num_threads(), o.backend.c_str(), o.iters);
+  std::vector<std::string> rows;
+  for (const std::string& n : names) {
+    rows.push_back(n + ":train");
+    rows.push_back(n + ":infer");
+  }
+  auto header = [] {
+    std::printf("\n%-13s %-6s %10s %11s %8s %8s %8s %8s %5s %6s %6s\n", "model", "phase", "eager_ms", "compiled_ms",
+                "speedup", "cold_s", "warm_s", "first_s", "acc", "graphs", "breaks");
+  };
+  auto row = [](const nlohmann::json& r) {
+    const std::string name = r["model"], phase = r.value("phase", "?");
+    if (r.contains("error")) {
+      std::printf("%-13s %-6s error: %s\n", name.c_str(), phase.c_str(), r["error"].get<std::string>().c_str());
+      return;
+    }
+    std::printf("%-13s %-6s %10.2f %11.2f %8.3f %8.2f %8.2f %8.2f %5s %6d %6d\n", name.c_str(), phase.c_str(),
+                r["eager_ms"].get<double>(), r["compiled_ms"].get<double>(), r["speedup"].get<double>(),
+                r["compile_cold_s"].get<double>(), r["compile_warm_s"].get<double>(), r["first_step_s"].get<double>(),
+                r["accuracy_pass"].get<bool>() ? "ok" : "FAIL", r["graphs"].get<int>(), r["breaks"].get<int>());
+  };
+  return run_model_table(
+      rows, o.json,
+      [&](const std::string& key) {
+        const size_t c = key.find(':');
+        return run_phase(key.substr(0, c), key.substr(c + 1) == "train", o.iters, o.backend);
+      },
+      [](const std::string& key, const std::string& err) {
+        const size_t c = key.find(':');
+        return nlohmann::json{{"model", key.substr(0, c)}, {"phase", key.substr(c + 1)}, {"error", err}};
+      },
+      header, row);
+}
+
+}  // namespace kiln::cli
