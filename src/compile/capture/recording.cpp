@@ -69,7 +69,14 @@ void Recording::declare_inputs(const std::vector<Tensor>& args) {
 
 void Recording::reset() {
   clear_symbolic_reals();
+  // A fresh graph that keeps the buffers of the last one (the next graph is usually as big).
+  std::vector<Value> values = std::move(graph_.values);
+  std::vector<Node> nodes = std::move(graph_.nodes);
   graph_ = Graph();
+  values.clear();
+  nodes.clear();
+  graph_.values = std::move(values);
+  graph_.nodes = std::move(nodes);
   hash_ = Hasher();
   inputs_.clear();
   input_of_.clear();
@@ -96,6 +103,10 @@ void Recording::start_replay() {
   if (!sink_ || decompose_ || functionalize_) return;
   expect_ = sink_->expected_graph(graph_index_);
   replaying_ = expect_ && !expect_->is_symbolic();
+  if (expect_) {
+    graph_.values.reserve(expect_->values.size());
+    tracked_.reserve(expect_->values.size());
+  }
 }
 
 void Recording::stop_replay() {
@@ -166,8 +177,7 @@ int Recording::value_of(const Tensor& t) {
     if (functionalize_ && i->view_base) refresh_view(i);
     return static_cast<int>(i->tracer_value);
   }
-  auto it = input_of_.find(i);
-  if (it != input_of_.end()) return it->second;
+  if (const int* v = input_of_.find(i)) return *v;
   TensorMeta m{Shape(t.sizes()), t.dtype(), t.device(), Shape(t.strides()), t.storage_offset()};
   const int slot = static_cast<int>(graph_.inputs.size());
   // Dynamic dims become symbols (Note [Dynamic shapes]); 0 and 1 stay numbers, as in PyTorch.
@@ -226,7 +236,7 @@ int Recording::value_of(const Tensor& t) {
   }
   hash_.mix((t.requires_grad() ? 1u : 0u) | (i->is_wrapped_number ? 2u : 0u));
   auto [cls, fresh] = storage_class_.emplace(storage_key(i), static_cast<int>(inputs_.size()) - 1);
-  hash_.mix(fresh ? ~0ull : static_cast<uint64_t>(cls->second));
+  hash_.mix(fresh ? ~0ull : static_cast<uint64_t>(cls));
   return v;
 }
 

@@ -1,10 +1,12 @@
 // A recording: the record layer that turns a run of user code into graphs
 // (Note [Capture semantics], Note [Record layer]).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "compile/ir/graph.h"
@@ -14,7 +16,7 @@
 namespace kiln::autograd {
 struct Node;
 class DeferredGraph;
-}
+}  // namespace kiln::autograd
 
 namespace kiln::compiler {
 
@@ -89,6 +91,54 @@ struct GraphSink {
 // The hash is mixed exactly as recording would, so a change the nodes do not show (live
 // outputs, aliasing between inputs, requires_grad) still selects another graph.
 
+// Pointer → int, open addressing, no allocation per entry: a recording looks up every real
+// tensor it meets (parameters, wrapped numbers) and clears both maps after every graph, so
+// node-based maps cost a malloc and a free per graph input per call (Note [Cheap dispatch]).
+class PtrIntMap {
+ public:
+  // The value for `key`, or nullptr.
+  const int* find(const void* key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t k = slot(key);; k = (k + 1) & (slots_.size() - 1)) {
+      if (slots_[k].key == key) return &slots_[k].value;
+      if (!slots_[k].key) return nullptr;
+    }
+  }
+  // Inserts (key, value) unless key is there; returns the stored value and whether it is new.
+  std::pair<int, bool> emplace(const void* key, int value) {
+    if ((used_.size() + 1) * 2 > slots_.size()) grow();
+    size_t k = slot(key);
+    for (; slots_[k].key; k = (k + 1) & (slots_.size() - 1))
+      if (slots_[k].key == key) return {slots_[k].value, false};
+    slots_[k] = Slot{key, value};
+    used_.push_back(static_cast<uint32_t>(k));
+    return {value, true};
+  }
+  void clear() {  // keeps the table for the next graph
+    for (uint32_t k : used_) slots_[k] = Slot{};
+    used_.clear();
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    int value = 0;
+  };
+  size_t slot(const void* key) const {
+    return (reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull >> 20) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.empty() ? 256 : old.size() * 2, Slot{});
+    used_.clear();
+    for (const Slot& s : old)
+      if (s.key) emplace(s.key, s.value);
+  }
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> used_;
+};
+
 class Recording final : public RecordLayer {
  public:
   // sink == null: a retrace (a pass replaying a graph on placeholders); the
@@ -155,11 +205,11 @@ class Recording final : public RecordLayer {
   int graph_index_ = 0;
   Graph graph_;
   Hasher hash_;
-  std::vector<Tensor> inputs_;                           // real graph inputs, in order
-  std::unordered_map<const TensorImpl*, int> input_of_;  // real impl → value id
-  std::unordered_map<const void*, int> storage_class_;   // storage → first input using it
-  std::unordered_set<const void*> written_;              // storages of real inputs the graph writes
-  std::vector<std::weak_ptr<TensorImpl>> tracked_;       // every tracer impl and alias made
+  std::vector<Tensor> inputs_;                      // real graph inputs, in order
+  PtrIntMap input_of_;                              // real impl → value id
+  PtrIntMap storage_class_;                         // storage → first input using it
+  std::unordered_set<const void*> written_;         // storages of real inputs the graph writes
+  std::vector<std::weak_ptr<TensorImpl>> tracked_;  // every tracer impl and alias made
   uint64_t backward_runs_at_start_ = 0;
   bool keep_eager_autograd_ = false;  // this graph: not differentiable by the sink
   Recording* prev_ = nullptr;
