@@ -68,9 +68,9 @@ struct GraphSink {
     (void)graph_index;
     return nullptr;
   }
-  // A graph whose trace matched `expected` node for node: `values` holds this call's values,
-  // inputs and outputs, and `random` the (seed, offset) of its random nodes. Runs the compiled
-  // graph with this hash and returns true, or returns false (then run_graph gets the graph).
+  // A graph whose trace matched `expected` node for node: `values` holds this call's inputs
+  // and outputs (its values and nodes are `expected`'s), and `random` the (seed, offset) of its random nodes. Runs the
+  // compiled graph with this hash and returns true, or returns false (then run_graph gets the graph).
   virtual bool run_replayed(int graph_index, const Graph& expected, const Graph& values, uint64_t hash,
                             const std::vector<Tensor>& inputs, const std::vector<int64_t>& random,
                             GraphResult& result) {
@@ -85,7 +85,7 @@ struct GraphSink {
 // instead of building the graph again: same op, same input values (by id, the inputs'
 // metadata compared as they are met), equal attrs (Philox state aside). While that holds,
 // an op skips its meta function (the expected node's outputs are what it would return: its
-// inputs and attrs are the same) and no node is built; at the first difference the nodes
+// inputs and attrs are the same) and neither a node nor a value is built; at the first difference the nodes
 // matched so far are copied from the expected graph and recording goes on as usual. A
 // graph that matched to its end runs the compiled entry with its hash without being copied.
 // The hash is mixed exactly as recording would, so a change the nodes do not show (live
@@ -228,6 +228,7 @@ class Recording final : public RecordLayer {
   std::shared_ptr<const Graph> expect_;
   bool replaying_ = false;
   size_t matched_ = 0;
+  size_t replay_values_ = 0;  // values matched so far: graph_.values is empty while replaying
   std::vector<std::pair<size_t, Attrs>> random_attrs_;
   bool premixed_ = false;  // replay() mixed this op and its inputs into the hash, then differed
   void start_replay();
