@@ -5,9 +5,18 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/pool.h"
+
 namespace kiln {
 
-TensorImpl::TensorImpl() = default;
+namespace {
+template <class... A>
+std::shared_ptr<TensorImpl> new_impl(A&&... a) {
+  return std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), std::forward<A>(a)...);
+}
+}  // namespace
+
+TensorImpl::TensorImpl() : version(std::allocate_shared<VersionCounter>(PoolAllocator<VersionCounter>())) {}
 TensorImpl::TensorImpl(std::shared_ptr<VersionCounter> shared_version) : version(std::move(shared_version)) {}
 TensorImpl::~TensorImpl() = default;
 
@@ -91,7 +100,7 @@ Allocator* get_allocator(DeviceType type) {
 }
 
 Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = new_impl();
   impl->sizes.assign(sizes.begin(), sizes.end());
   impl->strides.assign(strides.begin(), strides.end());
   impl->dtype = dtype;
@@ -108,7 +117,7 @@ Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device) {
 
 Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device,
                         std::shared_ptr<VersionCounter> version) {
-  auto impl = version ? std::make_shared<TensorImpl>(std::move(version)) : std::make_shared<TensorImpl>();
+  auto impl = version ? new_impl(std::move(version)) : new_impl();
   impl->sizes.assign(sizes.begin(), sizes.end());
   impl->strides.assign(strides.begin(), strides.end());
   impl->dtype = dtype;
@@ -132,7 +141,7 @@ void notify_value_read(const Tensor& t, const char* what) {
 
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset) {
   const TensorImpl* b = base.unsafe_impl();
-  auto impl = std::make_shared<TensorImpl>(b->version);
+  auto impl = new_impl(b->version);
   impl->storage = b->storage;
   impl->sizes.assign(sizes.begin(), sizes.end());
   impl->strides.assign(strides.begin(), strides.end());

@@ -207,10 +207,22 @@ void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
   }
   e.bump = last_.bump;
   e.run = last_.run;
-  for (const Tensor& t : e.captured) {
+  // Note [Unreachable captures]: a captured tensor that, with this call's results alive, only
+  // e.captured and last_.inputs hold, and that the entry never returns, was made by the code
+  // for this graph alone (a number it wrapped: batch norm's momentum and eps, a loss's
+  // reduction factor). Nothing else can reach it, so its metadata cannot change and a guard
+  // on it always holds: it gets none, and the replay's guards read only what can change.
+  std::vector<bool> returned_input(e.captured.size(), false);
+  for (int from : e.output_from)
+    if (from < 0 && e.input_from[static_cast<size_t>(-1 - from)] < 0)
+      returned_input[static_cast<size_t>(-1 - e.input_from[static_cast<size_t>(-1 - from)])] = true;
+  for (size_t k = 0; k < e.captured.size(); ++k) {
+    const Tensor& t = e.captured[k];
+    if (!returned_input[k] && t.impl_ptr().use_count() == 2) continue;
     const TensorImpl* i = t.unsafe_impl();
     e.guards.push_back(PureEntry::Guard{i, i->dtype, i->device, requires_grad_inline(i),
-                                        static_cast<uint32_t>(i->sizes.size()), i->storage_offset, e.dims.size()});
+                                        static_cast<uint32_t>(i->sizes.size()), i->storage_offset, e.dims.size(),
+                                        i->autograd.get()});
     e.dims.insert(e.dims.end(), i->sizes.begin(), i->sizes.end());
     e.dims.insert(e.dims.end(), i->strides.begin(), i->strides.end());
   }
@@ -233,15 +245,21 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
       ok = same_meta(call.args[k], e.arg_meta[k]) &&
            requires_grad_inline(call.args[k].unsafe_impl()) == e.arg_requires_grad[k];
     // The captured tensors are held by identity: only their metadata can have changed. After
-    // a training step they are out of cache, one miss per line read: ask for every line first
-    // (the misses overlap), then for the autograd metas they point to, then compare.
+    // a training step they are out of cache, one miss per line read: ask for every line the
+    // guards read first, so that the misses overlap, then compare. The autograd metas are asked
+    // for where they were when the entry was made (a hint: the comparison reads the impl's).
     if (ok) {
       for (const PureEntry::Guard& g : e.guards) {
-        const char* p = reinterpret_cast<const char*>(g.impl);
-        for (size_t off = 0; off < sizeof(TensorImpl); off += 64) __builtin_prefetch(p + off);
+        const char* p = reinterpret_cast<const char*>(&g.impl->sizes);
+        const char* end = reinterpret_cast<const char*>(&g.impl->autograd + 1);
+        for (; p < end; p += 64) __builtin_prefetch(p);
+        __builtin_prefetch(end - 1);
+        __builtin_prefetch(g.autograd_hint);
       }
-      for (const PureEntry::Guard& g : e.guards)
-        if (const void* m = g.impl->autograd.get()) __builtin_prefetch(m);
+      // The written inputs' version counters, bumped below with atomics (each one a full
+      // fence on x86, so cold lines would be fetched one at a time).
+      for (int i : e.bump)
+        if (e.input_from[i] < 0) __builtin_prefetch(e.inputs[i].unsafe_impl()->version.get(), 1);
     }
     for (size_t k = 0; k < e.guards.size() && ok; ++k) {
       const PureEntry::Guard& g = e.guards[k];

@@ -27,7 +27,8 @@ class CompiledFunction final : public GraphSink {
   uint64_t dynamic_dims(int graph_index, int slot, const Tensor& t) override;
   std::shared_ptr<const Graph> expected_graph(int graph_index) override;
   bool run_replayed(int graph_index, const Graph& expected, const Graph& values, uint64_t hash,
-                    const std::vector<Tensor>& inputs, const std::vector<int64_t>& random, GraphResult& result) override;
+                    const std::vector<Tensor>& inputs, const std::vector<int64_t>& random,
+                    GraphResult& result) override;
 
   CompileStats stats_;
   const CompileOptions options_;
@@ -78,7 +79,8 @@ class CompiledFunction final : public GraphSink {
       bool requires_grad;
       uint32_t rank;
       int64_t storage_offset;
-      size_t at;  // sizes then strides in `dims`
+      size_t at;                  // sizes then strides in `dims`
+      const void* autograd_hint;  // impl->autograd when the entry was made: prefetched, never read
     };
     std::vector<Guard> guards;
     std::vector<int64_t> dims;

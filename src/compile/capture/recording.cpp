@@ -69,7 +69,14 @@ void Recording::declare_inputs(const std::vector<Tensor>& args) {
 
 void Recording::reset() {
   clear_symbolic_reals();
+  // A fresh graph that keeps the buffers of the last one (the next graph is usually as big).
+  std::vector<Value> values = std::move(graph_.values);
+  std::vector<Node> nodes = std::move(graph_.nodes);
   graph_ = Graph();
+  values.clear();
+  nodes.clear();
+  graph_.values = std::move(values);
+  graph_.nodes = std::move(nodes);
   hash_ = Hasher();
   inputs_.clear();
   input_of_.clear();
@@ -92,15 +99,22 @@ void Recording::start_replay() {
   expect_.reset();
   replaying_ = false;
   matched_ = 0;
+  replay_values_ = 0;
   random_attrs_.clear();
   if (!sink_ || decompose_ || functionalize_) return;
   expect_ = sink_->expected_graph(graph_index_);
   replaying_ = expect_ && !expect_->is_symbolic();
+  if (expect_) tracked_.reserve(expect_->values.size());
 }
 
 void Recording::stop_replay() {
   if (!replaying_) return;
   replaying_ = false;
+  // The values matched so far are the expected graph's: its inputs' metadata was compared as
+  // they were met, and its nodes' outputs start without requires_grad, as record() makes them.
+  graph_.values.assign(expect_->values.begin(), expect_->values.begin() + static_cast<std::ptrdiff_t>(replay_values_));
+  for (Value& v : graph_.values)
+    if (v.node >= 0) v.requires_grad = false;
   graph_.nodes.assign(expect_->nodes.begin(), expect_->nodes.begin() + static_cast<std::ptrdiff_t>(matched_));
   for (auto& [n, attrs] : random_attrs_) graph_.nodes[n].attrs = std::move(attrs);
   random_attrs_.clear();
@@ -147,9 +161,9 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
   outs.clear();
   outs.reserve(n.outputs.size());
   for (int v : n.outputs) {
-    KILN_CHECK(static_cast<size_t>(v) == graph_.values.size(), "internal: a replayed trace lost count of its values");
+    KILN_CHECK(static_cast<size_t>(v) == replay_values_, "internal: a replayed trace lost count of its values");
+    ++replay_values_;
     const Value& e = expect_->values[static_cast<size_t>(v)];
-    graph_.values.push_back(Value{e.meta, e.node, e.index, false, false, {}});
     outs.push_back(info.has(VIEW) ? make_tracer_view(inputs[0], e.meta, v) : make_tracer(e.meta, v));
   }
   if (info.has(RANDOM)) random_attrs_.emplace_back(matched_, attrs);
@@ -166,8 +180,7 @@ int Recording::value_of(const Tensor& t) {
     if (functionalize_ && i->view_base) refresh_view(i);
     return static_cast<int>(i->tracer_value);
   }
-  auto it = input_of_.find(i);
-  if (it != input_of_.end()) return it->second;
+  if (const int* v = input_of_.find(i)) return *v;
   TensorMeta m{Shape(t.sizes()), t.dtype(), t.device(), Shape(t.strides()), t.storage_offset()};
   const int slot = static_cast<int>(graph_.inputs.size());
   // Dynamic dims become symbols (Note [Dynamic shapes]); 0 and 1 stay numbers, as in PyTorch.
@@ -190,15 +203,21 @@ int Recording::value_of(const Tensor& t) {
         sym[d] = syms_.symbol(m.sizes[d]);
         graph_.sym_sources.push_back(SymSource{static_cast<int>(syms_.node(sym[d]).a), slot, static_cast<int>(d)});
       }
-  int v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
+  int v = -1;
   if (replaying_) {  // Note [Trace replay]: the input the expected graph met here, or the replay ends
-    const auto k = static_cast<size_t>(v);
+    const size_t k = replay_values_;
     const bool same = sym.empty() && k < expect_->values.size() && expect_->values[k].node == -1 &&
                       expect_->values[k].index == slot && expect_->values[k].requires_grad == t.requires_grad() &&
                       expect_->values[k].wrapped_number == i->is_wrapped_number &&
                       same_meta(expect_->values[k].meta, m);
-    if (!same) stop_replay();
+    if (same) {
+      v = static_cast<int>(replay_values_++);
+      graph_.inputs.push_back(v);
+    } else {
+      stop_replay();
+    }
   }
+  if (v < 0) v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
   input_of_.emplace(i, v);
   inputs_.push_back(t);
   // Structure, not identity: which slot, what metadata, which earlier input it aliases.
@@ -226,7 +245,7 @@ int Recording::value_of(const Tensor& t) {
   }
   hash_.mix((t.requires_grad() ? 1u : 0u) | (i->is_wrapped_number ? 2u : 0u));
   auto [cls, fresh] = storage_class_.emplace(storage_key(i), static_cast<int>(inputs_.size()) - 1);
-  hash_.mix(fresh ? ~0ull : static_cast<uint64_t>(cls->second));
+  hash_.mix(fresh ? ~0ull : static_cast<uint64_t>(cls));
   return v;
 }
 
@@ -482,7 +501,8 @@ void Recording::flush() {
   const bool replayed = replaying_;  // every node matched: graph_ has the values, expect_ the nodes
   bool ran_backward = autograd::backward_runs() != backward_runs_at_start_;
   bool differentiable = !ran_backward && !keep_eager_autograd_ && sink_->owns_autograd();
-  std::vector<bool> requires_grad(graph_.values.size(), false);
+  const size_t num_values = replayed ? replay_values_ : graph_.values.size();
+  std::vector<bool> requires_grad(num_values, false);
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
     // that what it saved does not count as alive; remember who required grad.
@@ -508,7 +528,7 @@ void Recording::flush() {
   // what was deferred now, before the saved tensors decide which tracers are alive.
   if (!differentiable && deferred_) deferred_->materialize();
   std::vector<std::shared_ptr<TensorImpl>> live;
-  std::vector<int> out_index(graph_.values.size(), -1);
+  std::vector<int> out_index(num_values, -1);
   for (const auto& w : tracked_)
     if (auto p = w.lock(); p && p->tracer_recording == id_) {
       out_index[p->tracer_value] = 0;
@@ -520,9 +540,10 @@ void Recording::flush() {
     if (out_index[v] == 0) {
       out_index[v] = static_cast<int>(graph_.outputs.size());
       graph_.outputs.push_back(static_cast<int>(v));
-      graph_.values[v].requires_grad = differentiable && requires_grad[v];
+      const bool rg = differentiable && requires_grad[v];
+      if (!replayed) graph_.values[v].requires_grad = rg;
       hash_.mix(v);
-      hash_.mix(graph_.values[v].requires_grad);
+      hash_.mix(rg);
     }
   hash_.mix(differentiable);
   if (graph_has_symbols_) graph_.sym_nodes = syms_.nodes();
@@ -536,6 +557,8 @@ void Recording::flush() {
     }
     if (!replayed || !sink_->run_replayed(graph_index_, *expect_, graph_, hash_.h, inputs_, random, result)) {
       stop_replay();
+      if (replayed)  // the values were the expected graph's until now: mark the outputs as above
+        for (int v : graph_.outputs) graph_.values[v].requires_grad = differentiable && requires_grad[v];
       result = sink_->run_graph(graph_index_, graph_, hash_.h, inputs_, differentiable);
     }
   }

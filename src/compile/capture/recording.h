@@ -1,10 +1,12 @@
 // A recording: the record layer that turns a run of user code into graphs
 // (Note [Capture semantics], Note [Record layer]).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "compile/ir/graph.h"
@@ -14,7 +16,7 @@
 namespace kiln::autograd {
 struct Node;
 class DeferredGraph;
-}
+}  // namespace kiln::autograd
 
 namespace kiln::compiler {
 
@@ -66,9 +68,9 @@ struct GraphSink {
     (void)graph_index;
     return nullptr;
   }
-  // A graph whose trace matched `expected` node for node: `values` holds this call's values,
-  // inputs and outputs, and `random` the (seed, offset) of its random nodes. Runs the compiled
-  // graph with this hash and returns true, or returns false (then run_graph gets the graph).
+  // A graph whose trace matched `expected` node for node: `values` holds this call's inputs
+  // and outputs (its values and nodes are `expected`'s), and `random` the (seed, offset) of its random nodes. Runs the
+  // compiled graph with this hash and returns true, or returns false (then run_graph gets the graph).
   virtual bool run_replayed(int graph_index, const Graph& expected, const Graph& values, uint64_t hash,
                             const std::vector<Tensor>& inputs, const std::vector<int64_t>& random,
                             GraphResult& result) {
@@ -83,11 +85,59 @@ struct GraphSink {
 // instead of building the graph again: same op, same input values (by id, the inputs'
 // metadata compared as they are met), equal attrs (Philox state aside). While that holds,
 // an op skips its meta function (the expected node's outputs are what it would return: its
-// inputs and attrs are the same) and no node is built; at the first difference the nodes
+// inputs and attrs are the same) and neither a node nor a value is built; at the first difference the nodes
 // matched so far are copied from the expected graph and recording goes on as usual. A
 // graph that matched to its end runs the compiled entry with its hash without being copied.
 // The hash is mixed exactly as recording would, so a change the nodes do not show (live
 // outputs, aliasing between inputs, requires_grad) still selects another graph.
+
+// Pointer → int, open addressing, no allocation per entry: a recording looks up every real
+// tensor it meets (parameters, wrapped numbers) and clears both maps after every graph, so
+// node-based maps cost a malloc and a free per graph input per call (Note [Cheap dispatch]).
+class PtrIntMap {
+ public:
+  // The value for `key`, or nullptr.
+  const int* find(const void* key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t k = slot(key);; k = (k + 1) & (slots_.size() - 1)) {
+      if (slots_[k].key == key) return &slots_[k].value;
+      if (!slots_[k].key) return nullptr;
+    }
+  }
+  // Inserts (key, value) unless key is there; returns the stored value and whether it is new.
+  std::pair<int, bool> emplace(const void* key, int value) {
+    if ((used_.size() + 1) * 2 > slots_.size()) grow();
+    size_t k = slot(key);
+    for (; slots_[k].key; k = (k + 1) & (slots_.size() - 1))
+      if (slots_[k].key == key) return {slots_[k].value, false};
+    slots_[k] = Slot{key, value};
+    used_.push_back(static_cast<uint32_t>(k));
+    return {value, true};
+  }
+  void clear() {  // keeps the table for the next graph
+    for (uint32_t k : used_) slots_[k] = Slot{};
+    used_.clear();
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    int value = 0;
+  };
+  size_t slot(const void* key) const {
+    return (reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull >> 20) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.empty() ? 256 : old.size() * 2, Slot{});
+    used_.clear();
+    for (const Slot& s : old)
+      if (s.key) emplace(s.key, s.value);
+  }
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> used_;
+};
 
 class Recording final : public RecordLayer {
  public:
@@ -155,11 +205,11 @@ class Recording final : public RecordLayer {
   int graph_index_ = 0;
   Graph graph_;
   Hasher hash_;
-  std::vector<Tensor> inputs_;                           // real graph inputs, in order
-  std::unordered_map<const TensorImpl*, int> input_of_;  // real impl → value id
-  std::unordered_map<const void*, int> storage_class_;   // storage → first input using it
-  std::unordered_set<const void*> written_;              // storages of real inputs the graph writes
-  std::vector<std::weak_ptr<TensorImpl>> tracked_;       // every tracer impl and alias made
+  std::vector<Tensor> inputs_;                      // real graph inputs, in order
+  PtrIntMap input_of_;                              // real impl → value id
+  PtrIntMap storage_class_;                         // storage → first input using it
+  std::unordered_set<const void*> written_;         // storages of real inputs the graph writes
+  std::vector<std::weak_ptr<TensorImpl>> tracked_;  // every tracer impl and alias made
   uint64_t backward_runs_at_start_ = 0;
   bool keep_eager_autograd_ = false;  // this graph: not differentiable by the sink
   Recording* prev_ = nullptr;
@@ -178,6 +228,7 @@ class Recording final : public RecordLayer {
   std::shared_ptr<const Graph> expect_;
   bool replaying_ = false;
   size_t matched_ = 0;
+  size_t replay_values_ = 0;  // values matched so far: graph_.values is empty while replaying
   std::vector<std::pair<size_t, Attrs>> random_attrs_;
   bool premixed_ = false;  // replay() mixed this op and its inputs into the hash, then differed
   void start_replay();
