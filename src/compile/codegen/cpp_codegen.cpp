@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <string_view>
+#include <unordered_map>
 
 #include "compile/codegen/pointwise_ops.h"
 
@@ -82,12 +83,15 @@ void emit_kernel(std::ostringstream& os, const Graph& g, const lower::Kernel& k,
        << b + s << "]);\n";
   }
   const size_t rank = k.sizes.size(), kept = rank - static_cast<size_t>(k.num_reduced);
+  // The kernel's reductions (its non-pointwise members) and their accumulators, by node.
   std::vector<int> reductions;
+  std::unordered_map<int, Reducer> reducers;
   for (int n : k.nodes) {
-    std::string_view op = op_info(g.nodes[static_cast<size_t>(n)].op).name;
-    if (!is_codegen_pointwise(g, g.nodes[static_cast<size_t>(n)]) &&
-        (op == "sum" || op == "prod" || op == "amax" || op == "amin"))
-      reductions.push_back(n);
+    const Node& node = g.nodes[static_cast<size_t>(n)];
+    if (is_codegen_pointwise(g, node)) continue;
+    reductions.push_back(n);
+    reducers[n] = reducer(op_info(node.op).name, g.values[static_cast<size_t>(node.inputs[0])].meta.dtype,
+                          g.values[static_cast<size_t>(node.outputs[0])].meta.dtype);
   }
   std::string indent = "  ";
   auto open_loop = [&](size_t d) {
@@ -105,12 +109,7 @@ void emit_kernel(std::ostringstream& os, const Graph& g, const lower::Kernel& k,
        << (collapse > 1 ? " collapse(" + std::to_string(collapse) + ")" : "") << "\n";
   }
   for (size_t d = 0; d < kept; ++d) open_loop(d);
-  for (int n : reductions) {
-    const Node& node = g.nodes[static_cast<size_t>(n)];
-    Reducer r = reducer(op_info(node.op).name, g.values[static_cast<size_t>(node.inputs[0])].meta.dtype,
-                        g.values[static_cast<size_t>(node.outputs[0])].meta.dtype);
-    os << indent << r.acc_type << " acc" << n << " = " << r.init << ";\n";
-  }
+  for (int n : reductions) os << indent << reducers[n].acc_type << " acc" << n << " = " << reducers[n].init << ";\n";
   // Sums and products may be reassociated across the innermost reduced loop (OpenMP simd
   // reduction): vector lanes of partial sums, as eager's reducers keep. max/min stay in order
   // (their NaN rule is not an OpenMP reduction).
@@ -137,12 +136,9 @@ void emit_kernel(std::ostringstream& os, const Graph& g, const lower::Kernel& k,
   for (int n : k.nodes) {
     const Node& node = g.nodes[static_cast<size_t>(n)];
     const int v = node.outputs[0];
-    if (std::find(reductions.begin(), reductions.end(), n) != reductions.end()) {
-      Reducer r = reducer(op_info(node.op).name, g.values[static_cast<size_t>(node.inputs[0])].meta.dtype,
-                          g.values[static_cast<size_t>(v)].meta.dtype);
-      std::string step = r.step;
+    if (reducers.count(n)) {
       os << indent << "{ auto& a = acc" << n << "; const auto& x = " << name[static_cast<size_t>(node.inputs[0])]
-         << "; " << step << " }\n";
+         << "; " << reducers[n].step << " }\n";
       continue;
     }
     std::vector<std::string> args;
@@ -150,30 +146,24 @@ void emit_kernel(std::ostringstream& os, const Graph& g, const lower::Kernel& k,
     name[static_cast<size_t>(v)] = "v" + std::to_string(v);
     os << indent << emit_pointwise(g, node, args, name[static_cast<size_t>(v)]) << "\n";
   }
-  auto is_reduction_value = [&](int v) {
+  // The node whose accumulator a store writes, -1 for a pointwise value.
+  auto reduction_of = [&](int v) {
     for (int n : reductions)
-      if (g.nodes[static_cast<size_t>(n)].outputs[0] == v) return true;
-    return false;
+      if (g.nodes[static_cast<size_t>(n)].outputs[0] == v) return n;
+    return -1;
   };
   for (size_t s = 0; s < k.stores.size(); ++s) {
     const int v = k.stores[s].value;
-    if (is_reduction_value(v)) continue;
-    os << indent << "out" << s << "[" << index_expr(k.stores[s].strides) << "] = v" << v << ";\n";
+    if (reduction_of(v) < 0) os << indent << "out" << s << "[" << index_expr(k.stores[s].strides) << "] = v" << v << ";\n";
   }
   for (size_t d = kept; d < rank; ++d) close_loop();
   for (size_t s = 0; s < k.stores.size(); ++s) {
-    const int v = k.stores[s].value;
-    if (!is_reduction_value(v)) continue;
-    for (int n : reductions) {
-      const Node& node = g.nodes[static_cast<size_t>(n)];
-      if (node.outputs[0] != v) continue;
-      Reducer r = reducer(op_info(node.op).name, g.values[static_cast<size_t>(node.inputs[0])].meta.dtype,
-                          g.values[static_cast<size_t>(v)].meta.dtype);
-      std::vector<int64_t> st = k.stores[s].strides;
-      st.resize(kept);
-      os << indent << "{ const auto& a = acc" << n << "; out" << s << "[" << index_expr(st) << "] = " << r.result
-         << "; }\n";
-    }
+    const int n = reduction_of(k.stores[s].value);
+    if (n < 0) continue;
+    std::vector<int64_t> st = k.stores[s].strides;
+    st.resize(kept);  // reduced dims have stride 0 in the output
+    os << indent << "{ const auto& a = acc" << n << "; out" << s << "[" << index_expr(st) << "] = " << reducers[n].result
+       << "; }\n";
   }
   for (size_t d = 0; d < kept; ++d) close_loop();
   os << "}\n\n";

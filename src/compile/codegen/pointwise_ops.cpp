@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/convert.h"
+#include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "ops/meta_util.h"
 
@@ -167,24 +168,6 @@ std::string value_literal(T v, DType t) {
   }
 }
 
-// f.template operator()<T>() for dtype t's C++ type (the compiler sits above the backends,
-// so it does not use theirs).
-template <class F>
-void with_type(DType t, const F& f) {
-  switch (t) {
-    case DType::Bool: return f.template operator()<bool>();
-    case DType::UInt8: return f.template operator()<uint8_t>();
-    case DType::Int8: return f.template operator()<int8_t>();
-    case DType::Int16: return f.template operator()<int16_t>();
-    case DType::Int32: return f.template operator()<int32_t>();
-    case DType::Int64: return f.template operator()<int64_t>();
-    case DType::Float16: return f.template operator()<Half>();
-    case DType::BFloat16: return f.template operator()<BFloat16>();
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-  }
-}
-
 }  // namespace
 
 const char* cpp_type(DType t) {
@@ -205,13 +188,13 @@ const char* cpp_type(DType t) {
 
 std::string literal(const Scalar& v, DType t) {
   std::string s;
-  with_type(t, [&]<class T>() { s = value_literal<T>(v.to<T>(), t); });
+  visit_dtype(t, [&]<class T>() { s = value_literal<T>(v.to<T>(), t); });
   return s;
 }
 
 std::string literal_double(double v, DType t) {
   std::string s;
-  with_type(t, [&]<class T>() { s = value_literal<T>(kiln::convert<T>(v), t); });
+  visit_dtype(t, [&]<class T>() { s = value_literal<T>(kiln::convert<T>(v), t); });
   return s;
 }
 

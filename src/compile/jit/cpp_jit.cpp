@@ -114,8 +114,8 @@ void make_dirs(const std::string& dir) {
   }
 }
 
-// Runs argv with stdout and stderr into `log`; returns the exit status, -1 when it could not start.
-int run_process(const std::vector<std::string>& argv, const std::string& log, int& spawn_errno) {
+// Starts argv with stdout and stderr into `log`; returns the pid, or -1 with spawn_errno set.
+pid_t start_process(const std::vector<std::string>& argv, const std::string& log, int& spawn_errno) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -126,11 +126,20 @@ int run_process(const std::vector<std::string>& argv, const std::string& log, in
   pid_t pid = 0;
   spawn_errno = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (spawn_errno != 0) return -1;
+  return spawn_errno == 0 ? pid : -1;
+}
+
+int wait_process(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// Runs argv to completion; returns the exit status, -1 when it could not start.
+int run_process(const std::vector<std::string>& argv, const std::string& log, int& spawn_errno) {
+  const pid_t pid = start_process(argv, log, spawn_errno);
+  return pid < 0 ? -1 : wait_process(pid);
 }
 
 std::string compiler_version(const std::string& cxx) {
@@ -272,28 +281,6 @@ std::string compiler_flags() {
 
 namespace {
 
-// Starts argv with stdout and stderr into `log`; returns the pid, or -1 with spawn_errno set.
-pid_t start_process(const std::vector<std::string>& argv, const std::string& log, int& spawn_errno) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = 0;
-  spawn_errno = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return spawn_errno == 0 ? pid : -1;
-}
-
-int wait_process(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
 struct Job {
   std::string key, so, src, tmp_so, log;
   pid_t pid = -1;
@@ -311,13 +298,13 @@ std::vector<std::shared_ptr<const Library>> compile_cpp(const std::vector<std::s
   const std::string hdr = headers_dir(root);
   const std::string dir = root + "/cpp";
   make_dirs(dir);
+  const std::string salt = cxx + "\n" + flags + "\n" + version + "\n" + kVersion + "\n" + cpu_id() + "\n" + hdr;
+  auto key_of = [&](const std::string& source) { return hex(fnv1a(salt, fnv1a(source))); };
   std::vector<std::shared_ptr<const Library>> libs(sources.size());
   std::vector<std::pair<size_t, Job>> jobs;
   for (size_t i = 0; i < sources.size(); ++i) {
-    uint64_t key_hash = fnv1a(sources[i]);
-    key_hash = fnv1a(cxx + "\n" + flags + "\n" + version + "\n" + kVersion + "\n" + cpu_id() + "\n" + hdr, key_hash);
     Job job;
-    job.key = hex(key_hash);
+    job.key = key_of(sources[i]);
     if (auto it = memory_cache().find(job.key); it != memory_cache().end()) {
       ++stats().memory_hits;
       libs[i] = it->second;
@@ -396,11 +383,7 @@ std::vector<std::shared_ptr<const Library>> compile_cpp(const std::vector<std::s
     if (!failure.empty()) KILN_FAIL(failure);
   }
   for (size_t i = 0; i < sources.size(); ++i)
-    if (!libs[i]) {
-      uint64_t key_hash = fnv1a(sources[i]);
-      key_hash = fnv1a(cxx + "\n" + flags + "\n" + version + "\n" + kVersion + "\n" + cpu_id() + "\n" + hdr, key_hash);
-      libs[i] = memory_cache().at(hex(key_hash));
-    }
+    if (!libs[i]) libs[i] = memory_cache().at(key_of(sources[i]));
   return libs;
 }
 
