@@ -6,7 +6,10 @@ namespace kiln {
 // The CPU thread budget (KILN_NUM_THREADS, else the cores) of kiln's pool, OpenMP and the BLAS.
 int get_num_threads();
 void set_num_threads(int n);
-// Inside a parallel region (nested parallel_for runs serially). set_num_threads(n < 1) throws.
+// The most set_num_threads accepts: 4 per hardware thread. Beyond it
+// (or below 1) set_num_threads throws; KILN_NUM_THREADS beyond it is clamped with a warning.
+int max_num_threads();
+// Inside a parallel region (nested parallel_for runs serially).
 bool in_parallel_region();
 
 }  // namespace kiln

@@ -30,6 +30,7 @@
 #include "core/tensor_impl.h"
 #include "io/file_util.h"
 #include "kiln/io.h"
+#include "kiln/version.h"
 
 namespace kiln {
 
@@ -90,8 +91,18 @@ Checkpoint read_info(const std::string& where, const std::map<std::string, std::
   auto it = meta.find("kiln.format");
   KILN_CHECK(it != meta.end(), where, ": not a kiln checkpoint (no kiln.format metadata)");
   const std::string& format = it->second;
-  KILN_CHECK(format == kFormat || format == kFormatV1, where, ": metadata kiln.format is '", format, "', expected '",
-             kFormat, "' (a checkpoint of another kiln version?)");
+  if (format != kFormat && format != kFormatV1) {
+    // A later kiln's checkpoint names a version this one has never seen: say which, and what
+    // this kiln reads, rather than guess at a layout.
+    constexpr std::string_view prefix = "kiln.checkpoint.";
+    const std::string version = starts_with(format, prefix) ? format.substr(prefix.size()) : "";
+    KILN_CHECK(version.empty() || version.find_first_not_of("0123456789") != std::string::npos, where,
+               ": the checkpoint has format version ", version, " (metadata kiln.format '", format,
+               "'), but this kiln (", kiln::version(), ") reads versions 1 and 2 only: load it with the kiln that wrote it "
+               "or a newer one");
+    KILN_FAIL(where, ": metadata kiln.format is '", format, "', expected '", kFormat,
+              "' (versions 1 and 2 are read): not a kiln checkpoint");
+  }
   it = meta.find("kiln.step");
   KILN_CHECK(it != meta.end(), where, ": metadata kiln.step is missing");
   const std::string& step = it->second;

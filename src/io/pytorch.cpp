@@ -46,6 +46,23 @@ StateDict load_archive(const std::shared_ptr<io::ByteSource>& src, const std::st
     std::string order(b.begin(), b.end());
     KILN_CHECK(order == "little", where, ": byteorder is '", order, "'; kiln reads only little-endian archives");
   }
+  // Version records (PyTorch's caffe2/serialize/versions.h and torch.serialization): a later
+  // torch may lay out its records differently, so a version beyond what kiln knows is refused.
+  auto check_version = [&](const std::string& record, int64_t newest) {
+    const auto* v = zip.find(prefix + record);
+    if (!v) return;
+    KILN_CHECK(v->size <= 20, where, ": the ", record, " record is ", v->size, " bytes");
+    std::vector<uint8_t> b = zip.read(*v);
+    std::string text(b.begin(), b.end());
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos && text.size() < 10;
+    KILN_CHECK(digits, where, ": the ", record, " record is '", text, "', expected a number");
+    const int64_t found_version = std::stoll(text);
+    KILN_CHECK(found_version >= 1 && found_version <= newest, where, ": the archive's ", record, " is ", found_version,
+               ", but kiln reads versions 1 to ", newest, " (written by a newer torch?)");
+  };
+  check_version("version", 10);
+  check_version(".format_version", 1);
   const auto* pkl = zip.find(prefix + "data.pkl");
   KILN_CHECK(pkl->size <= kMaxPickleBytes, where, ": data.pkl is ", pkl->size, " bytes, more than the ",
              kMaxPickleBytes, " a state_dict needs");

@@ -266,3 +266,34 @@ TEST(Checkpoint, LockMakesASecondTrainerFailAtOnce) {
 }
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+// A checkpoint of a later format (or of no kiln format at all) is refused before anything is
+// read into the model, naming the version found and the versions this kiln reads.
+TEST(Checkpoint, NewerFormatVersionIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("c.safetensors");
+  manual_seed(1);
+  auto a = small_net();
+  save(path, *a);
+  manual_seed(2);
+  auto b = small_net();
+  const StateDict before = b->state_dict();
+  for (const char* format : {"kiln.checkpoint.3", "kiln.checkpoint.10"}) {
+    const std::string newer = dir.file(std::string(format) + ".safetensors");
+    fs::copy_file(path, newer);
+    rewrite_v1(newer, [&](StateDict&, auto& meta) { meta["kiln.format"] = format; });
+    const std::string version = std::string(format).substr(16);
+    expect_error([&] { load(newer, *b); },
+                 {"format version " + version, "reads versions 1 and 2 only", std::string(format)});
+  }
+  const std::string other = dir.file("other.safetensors");
+  fs::copy_file(path, other);
+  rewrite_v1(other, [](StateDict&, auto& meta) { meta["kiln.format"] = "something.else"; });
+  expect_error([&] { load(other, *b); }, {"'something.else'", "not a kiln checkpoint"});
+  const StateDict now = b->state_dict();
+  for (const auto& [k, t] : before) EXPECT_TRUE(t.eq(now.at(k)).all().item<bool>()) << "refused, yet changed " << k;
+}
+}  // namespace
+}  // namespace kiln

@@ -80,6 +80,21 @@ TEST(ThreadBudget, SetNumThreadsSetsPoolOpenMPAndBlas) {
   EXPECT_EQ(kiln::get_num_threads(), 2);
 }
 
+TEST(ThreadBudget, CountsBeyondTheMachineAreRefused) {
+  SavedBudget saved;
+  const int before = kiln::get_num_threads();
+  EXPECT_GE(kiln::max_num_threads(), 4);
+  try {
+    kiln::set_num_threads(100000);
+    FAIL() << "set_num_threads(100000) was accepted";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("100000 threads is more than kiln runs"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(kiln::set_num_threads(kiln::max_num_threads() + 1), kiln::Error);
+  EXPECT_THROW(kiln::set_num_threads(0), kiln::Error);
+  EXPECT_EQ(kiln::get_num_threads(), before) << "a refused count must leave the budget as it was";
+}
+
 TEST(ThreadBudget, OneThenBackRestores) {
   SavedBudget saved;
   const int n = saved.n;

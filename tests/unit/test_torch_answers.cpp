@@ -450,3 +450,20 @@ TEST(TorchAnswers, AllocationThatFailsNamesTheBytes) {
 }
 
 }  // namespace
+
+// torch.pow's meta function: an integer tensor to a negative integer Scalar power raises (NumPy's
+// rule), in every integer dtype and through the method; a float exponent promotes instead, and a
+// tensor exponent follows the integer kernel (1, ±1, else 0), as PyTorch's CPU kernel does.
+TEST(TorchAnswers, IntegerToNegativeIntegerPower) {
+  for (DType dt : {kInt64, kInt32, kInt16, kInt8, kUInt8}) {
+    Tensor x = tensor<int64_t>({2, 3}, dt);
+    expect_error([&] { (void)kiln::pow(x, -2); }, {"pow", "integers to negative integer powers are not allowed"});
+    expect_error([&] { (void)x.pow(Scalar(int64_t(-1))); }, {"negative integer powers"});
+    expect_error([&] { (void)kiln::pow(x.narrow(0, 0, 0), -1); }, {"negative integer powers"});
+  }
+  Tensor x = tensor<int64_t>({2, 1, -1}, kInt64);
+  Tensor f = kiln::pow(x, -1.0);
+  EXPECT_EQ(f.dtype(), kFloat32);
+  EXPECT_EQ(vals(f), (std::vector<double>{0.5, 1.0, -1.0}));
+  EXPECT_EQ(ivals(kiln::pow(x, tensor<int64_t>({-1, -2, -3}, kInt64))), (std::vector<int64_t>{0, 1, -1}));
+}
