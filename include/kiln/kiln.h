@@ -1,5 +1,6 @@
 // The umbrella header: #include <kiln/kiln.h>
 #pragma once
+#include "kiln/autocast.h"
 #include "kiln/autograd.h"
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"

@@ -4,6 +4,7 @@
 #include "kiln/optim/adagrad.h"
 #include "kiln/optim/adam.h"
 #include "kiln/optim/adamw.h"
+#include "kiln/optim/grad_scaler.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/optim/rmsprop.h"

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd_meta.h"
 #include "autograd/engine.h"
+#include "dispatch/autocast.h"
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 
@@ -31,6 +32,9 @@ uint64_t backward_runs() { return tls_backward_runs; }
 std::vector<Tensor> run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool keep_graph,
                                  bool create_graph, const std::vector<Edge>& captures) {
   ++tls_backward_runs;
+  // Each VJP runs in the dtypes its forward op chose, even when backward() is called inside an
+  // autocast region (Note [Autocast]).
+  ::kiln::detail::AutocastExcludeGuard no_autocast;
   // 1. Reachable nodes and how many edges lead into each.
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> order;

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "dispatch/autocast.h"
 #include "kiln/autograd.h"
 
 namespace kiln {
@@ -88,6 +89,10 @@ void register_backend(DeviceType type, Backend* backend) { backends()[static_cas
 Backend* get_backend(DeviceType type) { return backends()[static_cast<int>(type)]; }
 
 std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
+  if (detail::tls_autocast_on && detail::autocast_inputs(op, inputs)) {  // Note [Autocast]
+    detail::AutocastExcludeGuard body;
+    return call_op(op, std::move(inputs), std::move(attrs));
+  }
   if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
   if (tls_active_modes > 0) {
     DispatchMode* mode = tls_modes[tls_active_modes - 1];
@@ -114,7 +119,7 @@ Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
 // (attrs, metas, input lists) is moved rather than copied.
 std::vector<Tensor> call_op(OpId op, std::initializer_list<Tensor> inputs, Attrs attrs) {
   std::span<const Tensor> ins(inputs.begin(), inputs.size());
-  if (tls_active_modes > 0 || (g_needs_autograd && g_needs_autograd(ins)))
+  if (tls_active_modes > 0 || detail::tls_autocast_on || (g_needs_autograd && g_needs_autograd(ins)))
     return call_op(op, std::vector<Tensor>(inputs), std::move(attrs));
   if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
   return backend_call(op, ins, attrs);
@@ -322,6 +327,10 @@ Tensor& inplace_on_view(Tensor& self, const Tensor& r, const char* name) {
 }  // namespace
 
 Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs attrs) {
+  if (detail::tls_autocast_on) {  // in-place ops keep self's dtype: never autocast (Note [Autocast])
+    detail::AutocastExcludeGuard no_autocast;
+    return call_op_inplace(self, op, std::move(inputs), std::move(attrs));
+  }
   if (tls_op_counts) ++(*tls_op_counts)[static_cast<size_t>(op)];
   const OpInfo& info = op_info(op);
   const char* name = info.name;

@@ -22,7 +22,13 @@ enum OpFlags : uint32_t {
   NONDIFF = 1u << 6,
   MUTATES = 1u << 7,  // writes input 0 (or the first tensor list)
   METHOD = 1u << 8,   // also a Tensor method (Note [Tensor methods]); nothing below the API reads it
+  // Note [Autocast]: what kiln::autocast does to the op's floating inputs on its device.
+  AUTOCAST_LOW = 1u << 9,         // cast to the autocast dtype (matmuls, convolutions, attention)
+  AUTOCAST_FP32 = 1u << 10,       // cast to float32 (losses, ...) on every device
+  AUTOCAST_FP32_CUDA = 1u << 11,  // cast to float32 on CUDA only (PyTorch's CPU list keeps them low)
+  AUTOCAST_PROMOTE = 1u << 12,    // cast to the widest floating type among them
 };
+inline constexpr uint32_t kAutocastFlags = AUTOCAST_LOW | AUTOCAST_FP32 | AUTOCAST_FP32_CUDA | AUTOCAST_PROMOTE;
 enum class SaveMask : uint8_t { SaveNone = 0, SaveIn = 1, SaveOut = 2, SaveAll = 3 };
 
 // What a meta function reports about one output.
