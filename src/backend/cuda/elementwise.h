@@ -1,0 +1,39 @@
+// The strided elementwise launcher's plain description of a launch (TensorIterator-like), shared
+// by the host code that builds it from tensors and the kernels in elementwise.cu, which see no
+// Tensor (keeping nvcc's translation units small and free of kiln's heavier headers).
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kiln/dtype.h"
+
+namespace kiln::cuda {
+
+inline constexpr int kMaxDims = 16;
+inline constexpr int kMaxOperands = 4;  // output + up to three inputs
+
+struct Operand {
+  char* data = nullptr;  // at the tensor's first element
+  DType dtype = DType::Float32;
+  int64_t strides[kMaxDims] = {};  // in bytes; 0 for a broadcast dim
+};
+
+// Operand 0 is the output. Dims are collapsed where all operands allow (fewer index
+// divisions); `contiguous` means every operand is dense in the same order.
+struct ElementwiseArgs {
+  int ndim = 0;
+  int nops = 0;
+  int64_t numel = 0;
+  int64_t sizes[kMaxDims] = {};
+  Operand ops[kMaxOperands];
+  bool contiguous = false;
+  bool index32 = false;  // every byte offset fits in 32 bits
+};
+
+// out = convert<out dtype>(in): copy and cast between any two dtypes.
+void launch_copy(const ElementwiseArgs& a, cudaStream_t stream);
+// out = value (stored as double or int64 bits as out's dtype needs).
+void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool value_is_int, cudaStream_t stream);
+
+}  // namespace kiln::cuda
