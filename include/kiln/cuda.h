@@ -105,3 +105,11 @@ void empty_cache();  // returns unused cached segments to the driver
 void record_stream(const Tensor& t, const Stream& s);
 
 }  // namespace kiln::cuda
+
+namespace kiln::backends {
+// TF32 tensor cores for float32 matmuls on CUDA (torch.backends.cuda.matmul.allow_tf32): off by
+// default, so float32 matmuls give float32 accuracy. (Declared here, not in backends.h, to keep
+// the CUDA API in one header.)
+void allow_tf32(bool on);
+bool allow_tf32();
+}  // namespace kiln::backends

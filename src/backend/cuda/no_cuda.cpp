@@ -61,3 +61,12 @@ void empty_cache() {}  // nothing cached
 void record_stream(const Tensor&, const Stream&) { fail(); }
 
 }  // namespace kiln::cuda
+
+namespace kiln::backends {
+// Remembered, so code written for GPUs runs unchanged; nothing reads it without CUDA.
+namespace {
+bool g_allow_tf32 = false;
+}
+void allow_tf32(bool on) { g_allow_tf32 = on; }
+bool allow_tf32() { return g_allow_tf32; }
+}  // namespace kiln::backends
