@@ -105,5 +105,12 @@ TEST(CudaComposite, SoftmaxAndLayerNormThroughDecompositions) {
   expect_close(layer_norm(x.cuda(), {33}), layer_norm(x, {33}), 1e-4, 1e-5);
 }
 
+TEST(CudaShape, CatIntoSlotsOfTheOutput) {
+  KILN_REQUIRE_CUDA();
+  Tensor a = sample({3, 4}, DType::Float32, 13), b = sample({3, 2}, DType::Float32, 14);
+  expect_close(cat({a.cuda(), b.cuda()}, 1), cat({a, b}, 1), 0, 0);
+  expect_close(cat({a.cuda().t(), b.cuda().t()}, 0), cat({a.t(), b.t()}, 0), 0, 0);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -62,9 +62,9 @@ TEST(CudaRuntime, NonContiguousAndConvertingCopies) {
   // Converting host-to-device, device-to-device and device-to-host copies.
   expect_close(x.to(Device("cuda"), DType::Float64), x.to(DType::Float64), 0, 0);
   expect_close(x.cuda().to(DType::Float16), x.to(DType::Float16), 0, 0);
-  Tensor back = empty({3, 5, 7}, TensorOptions(DType::BFloat16));
+  Tensor back = empty({3, 7, 5}, TensorOptions(DType::BFloat16));
   back.copy_(g);  // strided device source, dtype change on the way
-  expect_close(back, xt.to(DType::BFloat16), 0, 0);
+  expect_close(back, x.transpose(0, 2).to(DType::BFloat16), 0, 0);
   // A strided destination on the device, with broadcasting.
   Tensor dst = zeros({4, 6}, TensorOptions().device(Device("cuda"))).transpose(0, 1);
   dst.copy_(arange(4, TensorOptions(DType::Int64)));
@@ -77,6 +77,15 @@ TEST(CudaRuntime, FactoriesOnTheDevice) {
   expect_close(full({3, 4}, 2.5, cu), full({3, 4}, 2.5), 0, 0);
   expect_close(zeros({5}, cu.dtype(DType::Int32)), zeros({5}, TensorOptions(DType::Int32)), 0, 0);
   expect_close(arange(2, 11, 3, cu), arange(2, 11, 3), 0, 0);
+  // Random factories give the CPU generator's numbers for the same seed.
+  manual_seed(7);
+  Tensor g = randn({100}, cu);
+  manual_seed(7);
+  expect_close(g, randn({100}), 0, 0);
+  manual_seed(8);
+  Tensor d = dropout(ones({1000}, cu), 0.5, true);
+  manual_seed(8);
+  expect_close(d, dropout(ones({1000}), 0.5, true), 0, 0);
 }
 
 TEST(CudaRuntime, StreamsAndEvents) {

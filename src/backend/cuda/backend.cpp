@@ -211,8 +211,9 @@ void full_kernel(const OpCall& c, std::vector<Tensor>& outs) {
               current_cuda_stream(out.device().index));
 }
 
-// arange/linspace/eye: computed by the CPU kernel and uploaded. They build small index
-// tensors once; a device kernel would save one copy. (Exact same values as CPU.)
+// arange/linspace/eye and the random factories: computed by the CPU kernel and uploaded, so
+// the values are the CPU's exactly (random ones too: seed and offset are attributes, so the
+// Philox stream is the same). A device Philox kernel would save the copy (issue 11).
 void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   KernelFn cpu = op_info(c.op).kernels[static_cast<int>(DeviceType::CPU)];
   KILN_CHECK(cpu, c.name(), ": not supported yet on cuda (no CPU kernel to stage through)");
@@ -226,6 +227,10 @@ KILN_REGISTER_KERNEL(full, CUDA, full_kernel);
 KILN_REGISTER_KERNEL(arange, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(linspace, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(eye, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(uniform, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(normal, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
 
 }  // namespace
 }  // namespace kiln::cuda

@@ -2,6 +2,7 @@
 // (backend/cpu/pointwise*.cpp) do them, then one launch of pointwise.cu's strided kernel.
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
@@ -22,7 +23,24 @@ using P = PointwiseOp;
 // kernels' cast_to), broadcast to out's sizes (a view with stride 0).
 Tensor operand(const Tensor& x, DType t, const Tensor& out) {
   Tensor y = x;
-  if (y.device() != out.device() || y.dtype() != t) {
+  if (y.is_cpu() && y.dim() == 0) {
+    // A wrapped number: filled on the device by a one-element kernel, not copied (a copy
+    // from pageable memory would wait for the stream).
+    Tensor d = make_tensor({}, t, out.device());
+    visit_dtype(y.dtype(), [&]<class T>() {
+      T v = *static_cast<const T*>(y.data_ptr());
+      if constexpr (std::is_integral_v<T>)
+        launch_fill(make_elementwise_args({&d}), 0.0, static_cast<int64_t>(v), true,
+                    current_cuda_stream(out.device().index));
+      else if constexpr (is_reduced_float_v<T>)
+        launch_fill(make_elementwise_args({&d}), static_cast<double>(static_cast<float>(v)), 0, false,
+                    current_cuda_stream(out.device().index));
+      else
+        launch_fill(make_elementwise_args({&d}), static_cast<double>(v), 0, false,
+                    current_cuda_stream(out.device().index));
+    });
+    y = d;
+  } else if (y.device() != out.device() || y.dtype() != t) {
     Tensor d = make_tensor(y.sizes(), t, out.device());
     get_backend(DeviceType::CUDA)->copy(d, y);
     y = d;

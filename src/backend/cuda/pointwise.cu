@@ -65,6 +65,10 @@ template <class T, int Arity, class F>
 void run(const ElementwiseArgs& a, const F& f, cudaStream_t s) {
   [&]<size_t... I>(std::index_sequence<I...>) {
     using R = decltype(f((void(I), T{})...));
+    // The host picked the output's dtype from pointwise_ops.h; a functor returning another
+    // type would write out of bounds.
+    KILN_CHECK(a.ops[0].dtype == dtype_of<R>(), "internal: CUDA pointwise output dtype ", a.ops[0].dtype,
+               " but the functor returns ", dtype_of<R>());
     launch_elementwise<R, decltype((void(I), T{}))...>(a, f, s);
   }
   (std::make_index_sequence<Arity>{});
