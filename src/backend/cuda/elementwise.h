@@ -36,4 +36,16 @@ void launch_copy(const ElementwiseArgs& a, cudaStream_t stream);
 // out = value (stored as double or int64 bits as out's dtype needs).
 void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool value_is_int, cudaStream_t stream);
 
+// gather / scatter_add along one dim (Note [CUDA gather]): operand 0 is written, operand 1 is
+// the int64 index, operand 2 the other tensor, all viewed with the index's sizes. The operand
+// addressed by index values (gather: 2, scatter_add: 0) has stride 0 along the dim; its real
+// stride there is `indexed_stride` (bytes) and its size `indexed_size`. The first index out of
+// [0, indexed_size) is stored in bad[1] with bad[0] = 1 (bad: two device int64, zeroed).
+void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
+                   cudaStream_t stream);
+// Atomic adds: float32/float64/int32/int64 only (the order of additions, and so float
+// rounding, may differ run to run, as PyTorch's CUDA scatter_add).
+void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
+                        cudaStream_t stream);
+
 }  // namespace kiln::cuda

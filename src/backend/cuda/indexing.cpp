@@ -1,0 +1,82 @@
+// CUDA kernels for gather and scatter_add (elementwise.cu's launch_gather/launch_scatter_add).
+//
+// Note [CUDA gather]
+// Both walk the index tensor's elements. The tensor addressed by index values is viewed with
+// the index's sizes and a zero stride along `dim`; the kernel adds value * its real stride.
+// An index out of range is flagged on the device and raised here after the launch (one
+// synchronization per call, as the CPU kernels raise the same error; a device-side assert
+// would avoid it but would poison the context).
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.h"
+#include "ops/registry.h"
+
+namespace kiln::cuda {
+namespace {
+
+// A 0-d tensor as a 1-d tensor of one element (the CPU kernels' sizes_1d).
+Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? make_view(t, {1}, {1}, t.storage_offset()) : t; }
+
+Tensor index_int64(const Tensor& index) {
+  if (index.dtype() == DType::Int64) return as_1d(index);
+  Tensor i = make_tensor(index.sizes(), DType::Int64, index.device());
+  copy_same_device(i, index);
+  return as_1d(i);
+}
+
+// `t` seen with the index's sizes, its own strides, and stride 0 along dim if `indexed`.
+Tensor with_index_sizes(const Tensor& t, const Tensor& index, int64_t dim, bool indexed) {
+  Shape strides(t.strides().begin(), t.strides().end());
+  if (indexed) strides[static_cast<size_t>(dim)] = 0;
+  return make_view(t, index.sizes(), strides, t.storage_offset());
+}
+
+// Runs `launch` with a zeroed two-int64 flag and raises the first bad index it reports.
+template <class F>
+void with_bad_index_check(const char* op, int64_t dim, int64_t size, const Device& dev, const F& launch) {
+  cudaStream_t s = current_cuda_stream(dev.index);
+  Tensor bad = make_tensor({2}, DType::Int64, dev);
+  launch_fill(make_elementwise_args({&bad}), 0.0, 0, true, s);
+  launch(reinterpret_cast<int64_t*>(bad.unsafe_impl()->data()), s);
+  int64_t host[2] = {0, 0};
+  KILN_CUDA_CHECK(cudaMemcpyAsync(host, bad.unsafe_impl()->data(), sizeof host, cudaMemcpyDeviceToHost, s),
+                  "cudaMemcpyAsync (device to host)");
+  KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  KILN_CHECK(host[0] == 0, op, ": index ", host[1], " is out of bounds for dimension ", dim, " with size ", size);
+}
+
+void gather_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  if (outs[0].numel() == 0) return;
+  Tensor x = as_1d(c.in(0)), out = as_1d(outs[0]);
+  DeviceGuard g(out.device().index);
+  int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), c.name());
+  Tensor idx = index_int64(c.in(1));
+  Tensor xv = with_index_sizes(x, idx, dim, true);
+  ElementwiseArgs a = make_elementwise_args({&out, &idx, &xv});
+  int64_t stride = x.stride(dim) * static_cast<int64_t>(itemsize(x.dtype())), size = x.size(dim);
+  with_bad_index_check(c.name(), dim, size, out.device(),
+                       [&](int64_t* bad, cudaStream_t s) { launch_gather(a, stride, size, bad, s); });
+}
+KILN_REGISTER_KERNEL(gather, CUDA, gather_kernel);
+
+void scatter_add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  copy_same_device(outs[0], c.in(0));
+  if (c.in(1).numel() == 0) return;
+  Tensor out = as_1d(outs[0]), src = as_1d(c.in(2));
+  DeviceGuard g(out.device().index);
+  int64_t dim = wrap_dim(c.attrs.i(0), out.dim(), c.name());
+  Tensor idx = index_int64(c.in(1));
+  Tensor ov = with_index_sizes(out, idx, dim, true), sv = with_index_sizes(src, idx, dim, false);
+  if (sv.dtype() != ov.dtype()) {
+    Tensor conv = make_tensor(sv.sizes(), ov.dtype(), ov.device());
+    copy_same_device(conv, sv);
+    sv = conv;
+  }
+  ElementwiseArgs a = make_elementwise_args({&ov, &idx, &sv});
+  int64_t stride = out.stride(dim) * static_cast<int64_t>(itemsize(out.dtype())), size = out.size(dim);
+  with_bad_index_check(c.name(), dim, size, out.device(),
+                       [&](int64_t* bad, cudaStream_t s) { launch_scatter_add(a, stride, size, bad, s); });
+}
+KILN_REGISTER_KERNEL(scatter_add, CUDA, scatter_add_kernel);
+
+}  // namespace
+}  // namespace kiln::cuda
