@@ -53,6 +53,10 @@ TEST(CudaIndexing, EmbeddingIndexSelectCrossEntropy) {
   expect_close(embedding(w.cuda(), ids.cuda()), embedding(w, ids), 0, 0);
   expect_close(index_select(w.cuda(), 0, ids.reshape({-1}).cuda()), index_select(w, 0, ids.reshape({-1})), 0, 0);
   expect_close(cross_entropy(logits.cuda(), target.cuda()), cross_entropy(logits, target), 1e-5, 1e-6);
+  // Along an inner dim, and x[idx] with negative indices (which wrap).
+  expect_close(index_select(w.cuda(), 1, remainder(target, 4).cuda()), index_select(w, 1, remainder(target, 4)), 0, 0);
+  Tensor neg = target - 10;
+  expect_close(w.cuda()[neg.cuda()], w[neg], 0, 0);
 }
 
 }  // namespace

@@ -45,11 +45,12 @@ __device__ inline void report_bad(int64_t* bad, int64_t v) {
 }
 
 template <class T>
-__global__ void gather_kernel(ElementwiseArgs a, int64_t stride, int64_t size, int64_t* bad) {
+__global__ void gather_kernel(ElementwiseArgs a, int64_t stride, int64_t size, int64_t* bad, bool wrap) {
   int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {
     Offsets<3, int64_t> o = offsets_of<3, int64_t>(a, i);
     int64_t v = *reinterpret_cast<const int64_t*>(a.ops[1].data + o.off[1]);
+    if (wrap && v < 0 && v >= -size) v += size;
     if (v < 0 || v >= size) {
       report_bad(bad, v);
       continue;
@@ -85,11 +86,11 @@ __global__ void scatter_add_kernel(ElementwiseArgs a, int64_t stride, int64_t si
 }  // namespace
 
 void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, bool wrap_negative) {
   if (a.numel == 0) return;
   // Elements are moved as raw bytes of their size: one instantiation per width.
   auto run = [&]<class T>() {
-    gather_kernel<T><<<grid_for(a.numel), kThreads, 0, stream>>>(a, indexed_stride, indexed_size, bad);
+    gather_kernel<T><<<grid_for(a.numel), kThreads, 0, stream>>>(a, indexed_stride, indexed_size, bad, wrap_negative);
   };
   switch (itemsize(a.ops[0].dtype)) {
     case 1:

@@ -41,8 +41,9 @@ void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool v
 // addressed by index values (gather: 2, scatter_add: 0) has stride 0 along the dim; its real
 // stride there is `indexed_stride` (bytes) and its size `indexed_size`. The first index out of
 // [0, indexed_size) is stored in bad[1] with bad[0] = 1 (bad: two device int64, zeroed).
+// wrap_negative: -size <= v < 0 means v + size (advanced indexing, x[-1]).
 void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
-                   cudaStream_t stream);
+                   cudaStream_t stream, bool wrap_negative = false);
 // Atomic adds: float32/float64/int32/int64 only (the order of additions, and so float
 // rounding, may differ run to run, as PyTorch's CUDA scatter_add).
 void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,

@@ -78,5 +78,40 @@ void scatter_add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(scatter_add, CUDA, scatter_add_kernel);
 
+// index (x[..., idx, ...]) with one integer index tensor: out is x's dims before it, the
+// index's dims, then x's dims after it, which is a gather with x's stride along that dim.
+void index_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& x = c.in(0);
+  int64_t pos = -1;
+  for (size_t i = 1; i < c.inputs.size(); ++i) {
+    if (!c.in(i).defined()) continue;
+    KILN_CHECK(pos < 0, "index: not supported yet on cuda with more than one index tensor");
+    pos = static_cast<int64_t>(i) - 1;
+  }
+  KILN_CHECK(pos >= 0, "index: no index tensor");
+  const Tensor& index = c.in(static_cast<size_t>(pos) + 1);
+  KILN_CHECK(is_integral(index.dtype()), "index: not supported yet on cuda with a ", index.dtype(),
+             " index (boolean masks)");
+  if (outs[0].numel() == 0) return;
+  DeviceGuard g(outs[0].device().index);
+  Tensor idx = index_int64(index);
+  if (index.dim() == 0) idx = make_view(idx, {}, {}, idx.storage_offset());  // keep 0-d: drops the dim
+  int64_t ni = idx.dim();
+  const Tensor& out = outs[0];
+  // x and the index, both seen with out's sizes.
+  Shape xs, is;
+  for (int64_t d = 0; d < pos; ++d) xs.push_back(x.stride(d)), is.push_back(0);
+  for (int64_t d = 0; d < ni; ++d) xs.push_back(0), is.push_back(idx.stride(d));
+  for (int64_t d = pos + 1; d < x.dim(); ++d) xs.push_back(x.stride(d)), is.push_back(0);
+  Tensor xv = make_view(x, out.sizes(), xs, x.storage_offset());
+  Tensor iv = make_view(idx, out.sizes(), is, idx.storage_offset());
+  ElementwiseArgs a = make_elementwise_args({&out, &iv, &xv});
+  int64_t stride = x.stride(pos) * static_cast<int64_t>(itemsize(x.dtype())), size = x.size(pos);
+  with_bad_index_check(c.name(), pos, size, out.device(), [&](int64_t* bad, cudaStream_t s) {
+    launch_gather(a, stride, size, bad, s, /*wrap_negative=*/true);
+  });
+}
+KILN_REGISTER_KERNEL(index, CUDA, index_kernel);
+
 }  // namespace
 }  // namespace kiln::cuda
