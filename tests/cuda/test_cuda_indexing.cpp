@@ -59,5 +59,22 @@ TEST(CudaIndexing, EmbeddingIndexSelectCrossEntropy) {
   expect_close(w.cuda()[neg.cuda()], w[neg], 0, 0);
 }
 
+TEST(CudaIndexing, IndexPutAndEmbeddingBackward) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(6);
+  Tensor w = randn({10, 4});
+  Tensor ids = indices({3, 5}, 10, 7);  // duplicates: the backward accumulates
+  Tensor gw = w.cuda().detach().requires_grad_(true), cw = w.clone().requires_grad_(true);
+  (embedding(gw, ids.cuda()) * 2).sum().backward();
+  (embedding(cw, ids) * 2).sum().backward();
+  expect_close(gw.grad(), cw.grad(), 1e-6, 1e-6);
+  // Plain stores with distinct indices; a broadcast value.
+  Tensor x = zeros({6, 3}), idx = arange(0, 6, 2, TensorOptions(DType::Int64));
+  Tensor g = x.cuda();
+  g.index_put_({idx.cuda()}, full({3}, 4.0).cuda());
+  x.index_put_({idx}, full({3}, 4.0));
+  expect_close(g, x, 0, 0);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -68,18 +68,23 @@ __device__ inline void atomic_add(T* p, T v) {
     atomicAdd(p, v);
 }
 
-template <class T>
-__global__ void scatter_add_kernel(ElementwiseArgs a, int64_t stride, int64_t size, int64_t* bad) {
+template <class T, bool Accumulate>
+__global__ void scatter_kernel(ElementwiseArgs a, int64_t stride, int64_t size, int64_t* bad, bool wrap) {
   int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {
     Offsets<3, int64_t> o = offsets_of<3, int64_t>(a, i);
     int64_t v = *reinterpret_cast<const int64_t*>(a.ops[1].data + o.off[1]);
+    if (wrap && v < 0 && v >= -size) v += size;
     if (v < 0 || v >= size) {
       report_bad(bad, v);
       continue;
     }
-    atomic_add(reinterpret_cast<T*>(a.ops[0].data + o.off[0] + v * stride),
-               *reinterpret_cast<const T*>(a.ops[2].data + o.off[2]));
+    T* dst = reinterpret_cast<T*>(a.ops[0].data + o.off[0] + v * stride);
+    T val = *reinterpret_cast<const T*>(a.ops[2].data + o.off[2]);
+    if constexpr (Accumulate)
+      atomic_add(dst, val);
+    else
+      *dst = val;
   }
 }
 
@@ -110,26 +115,44 @@ void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t ind
 }
 
 void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool accumulate, bool wrap_negative) {
   if (a.numel == 0) return;
-  auto run = [&]<class T>() {
-    scatter_add_kernel<T><<<grid_for(a.numel), kThreads, 0, stream>>>(a, indexed_stride, indexed_size, bad);
+  auto run = [&]<class T, bool Acc>() {
+    scatter_kernel<T, Acc>
+        <<<grid_for(a.numel), kThreads, 0, stream>>>(a, indexed_stride, indexed_size, bad, wrap_negative);
   };
-  switch (a.ops[0].dtype) {
-    case DType::Float32:
-      run.template operator()<float>();
-      break;
-    case DType::Float64:
-      run.template operator()<double>();
-      break;
-    case DType::Int32:
-      run.template operator()<int32_t>();
-      break;
-    case DType::Int64:
-      run.template operator()<int64_t>();
-      break;
-    default:
-      KILN_FAIL("scatter_add: not supported yet on cuda for dtype ", a.ops[0].dtype);
+  if (!accumulate) {
+    switch (itemsize(a.ops[0].dtype)) {  // stores move raw bytes: one instantiation per width
+      case 1:
+        run.template operator()<uint8_t, false>();
+        break;
+      case 2:
+        run.template operator()<uint16_t, false>();
+        break;
+      case 4:
+        run.template operator()<uint32_t, false>();
+        break;
+      default:
+        run.template operator()<uint64_t, false>();
+        break;
+    }
+  } else {
+    switch (a.ops[0].dtype) {
+      case DType::Float32:
+        run.template operator()<float, true>();
+        break;
+      case DType::Float64:
+        run.template operator()<double, true>();
+        break;
+      case DType::Int32:
+        run.template operator()<int32_t, true>();
+        break;
+      case DType::Int64:
+        run.template operator()<int64_t, true>();
+        break;
+      default:
+        KILN_FAIL("scatter_add: not supported yet on cuda for dtype ", a.ops[0].dtype);
+    }
   }
   check_launch();
 }

@@ -6,8 +6,11 @@
 // An index out of range is flagged on the device and raised here after the launch (one
 // synchronization per call, as the CPU kernels raise the same error; a device-side assert
 // would avoid it but would poison the context).
+#include <utility>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
+#include "dispatch/dispatch.h"
 #include "ops/registry.h"
 
 namespace kiln::cuda {
@@ -78,33 +81,43 @@ void scatter_add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(scatter_add, CUDA, scatter_add_kernel);
 
-// index (x[..., idx, ...]) with one integer index tensor: out is x's dims before it, the
-// index's dims, then x's dims after it, which is a gather with x's stride along that dim.
-void index_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  const Tensor& x = c.in(0);
+// The one integer index tensor of index/index_put (inputs from `first`): its position among
+// x's dims, or an error naming what is not supported yet.
+int64_t single_index(const OpCall& c, size_t first) {
   int64_t pos = -1;
-  for (size_t i = 1; i < c.inputs.size(); ++i) {
+  for (size_t i = first; i < c.inputs.size(); ++i) {
     if (!c.in(i).defined()) continue;
-    KILN_CHECK(pos < 0, "index: not supported yet on cuda with more than one index tensor");
-    pos = static_cast<int64_t>(i) - 1;
+    KILN_CHECK(pos < 0, c.name(), ": not supported yet on cuda with more than one index tensor");
+    pos = static_cast<int64_t>(i - first);
   }
-  KILN_CHECK(pos >= 0, "index: no index tensor");
-  const Tensor& index = c.in(static_cast<size_t>(pos) + 1);
-  KILN_CHECK(is_integral(index.dtype()), "index: not supported yet on cuda with a ", index.dtype(),
+  KILN_CHECK(pos >= 0, c.name(), ": no index tensor");
+  const Tensor& index = c.in(first + static_cast<size_t>(pos));
+  KILN_CHECK(is_integral(index.dtype()), c.name(), ": not supported yet on cuda with a ", index.dtype(),
              " index (boolean masks)");
-  if (outs[0].numel() == 0) return;
-  DeviceGuard g(outs[0].device().index);
+  return pos;
+}
+
+// x[..., idx, ...] and the index, seen with the indexing result's sizes `r` (x's dims before
+// pos, the index's dims, x's dims after pos): x with stride 0 over the index's dims, the index
+// with stride 0 over x's.
+std::pair<Tensor, Tensor> index_views(const Tensor& x, const Tensor& index, int64_t pos, IntArrayRef r) {
   Tensor idx = index_int64(index);
-  if (index.dim() == 0) idx = make_view(idx, {}, {}, idx.storage_offset());  // keep 0-d: drops the dim
-  int64_t ni = idx.dim();
-  const Tensor& out = outs[0];
-  // x and the index, both seen with out's sizes.
+  if (index.dim() == 0) idx = make_view(idx, {}, {}, idx.storage_offset());  // a 0-d index drops the dim
   Shape xs, is;
   for (int64_t d = 0; d < pos; ++d) xs.push_back(x.stride(d)), is.push_back(0);
-  for (int64_t d = 0; d < ni; ++d) xs.push_back(0), is.push_back(idx.stride(d));
+  for (int64_t d = 0; d < idx.dim(); ++d) xs.push_back(0), is.push_back(idx.stride(d));
   for (int64_t d = pos + 1; d < x.dim(); ++d) xs.push_back(x.stride(d)), is.push_back(0);
-  Tensor xv = make_view(x, out.sizes(), xs, x.storage_offset());
-  Tensor iv = make_view(idx, out.sizes(), is, idx.storage_offset());
+  return {make_view(x, r, xs, x.storage_offset()), make_view(idx, r, is, idx.storage_offset())};
+}
+
+// index (x[idx], embedding, index_select) with one integer index tensor: a gather with x's
+// stride along the indexed dim; negative indices wrap.
+void index_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor &x = c.in(0), &out = outs[0];
+  int64_t pos = single_index(c, 1);
+  if (out.numel() == 0) return;
+  DeviceGuard g(out.device().index);
+  auto [xv, iv] = index_views(x, c.in(1 + static_cast<size_t>(pos)), pos, out.sizes());
   ElementwiseArgs a = make_elementwise_args({&out, &iv, &xv});
   int64_t stride = x.stride(pos) * static_cast<int64_t>(itemsize(x.dtype())), size = x.size(pos);
   with_bad_index_check(c.name(), pos, size, out.device(), [&](int64_t* bad, cudaStream_t s) {
@@ -112,6 +125,42 @@ void index_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   });
 }
 KILN_REGISTER_KERNEL(index, CUDA, index_kernel);
+
+// index_put (x, values, indices...; accumulate): out = x with out[idx] = values (or += with
+// accumulate, the backward of index), for one integer index tensor.
+void index_put_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  copy_same_device(out, c.in(0));
+  int64_t pos = single_index(c, 2);
+  const Tensor& index = c.in(2 + static_cast<size_t>(pos));
+  if (index.numel() == 0 || out.numel() == 0) return;
+  DeviceGuard g(out.device().index);
+  Shape r;
+  for (int64_t d = 0; d < pos; ++d) r.push_back(out.size(d));
+  for (int64_t d = 0; d < index.dim(); ++d) r.push_back(index.size(d));
+  for (int64_t d = pos + 1; d < out.dim(); ++d) r.push_back(out.size(d));
+  auto [ov, iv] = index_views(out, index, pos, r);
+  // values broadcast to r, in out's dtype.
+  Tensor vals = c.in(1);
+  if (vals.dtype() != out.dtype() || vals.device() != out.device()) {
+    Tensor v = make_tensor(vals.sizes(), out.dtype(), out.device());
+    get_backend(DeviceType::CUDA)->copy(v, vals);
+    vals = v;
+  }
+  Shape vs(r.size(), 0);
+  for (int64_t i = 0; i < vals.dim(); ++i) {
+    size_t di = r.size() - static_cast<size_t>(vals.dim()) + static_cast<size_t>(i);
+    if (vals.size(i) != 1) vs[di] = vals.stride(i);
+  }
+  Tensor vv = make_view(vals, r, vs, vals.storage_offset());
+  ElementwiseArgs a = make_elementwise_args({&ov, &iv, &vv});
+  int64_t stride = out.stride(pos) * static_cast<int64_t>(itemsize(out.dtype())), size = out.size(pos);
+  bool acc = c.attrs.b(0);
+  with_bad_index_check(c.name(), pos, size, out.device(), [&](int64_t* bad, cudaStream_t s) {
+    launch_scatter_add(a, stride, size, bad, s, acc, /*wrap_negative=*/true);
+  });
+}
+KILN_REGISTER_KERNEL(index_put, CUDA, index_put_kernel);
 
 }  // namespace
 }  // namespace kiln::cuda
