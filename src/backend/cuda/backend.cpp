@@ -211,7 +211,7 @@ void full_kernel(const OpCall& c, std::vector<Tensor>& outs) {
               current_cuda_stream(out.device().index));
 }
 
-// arange/linspace/eye and the random factories: computed by the CPU kernel and uploaded, so
+// arange/linspace/eye, tril/triu_indices and the random factories: computed by the CPU kernel and uploaded, so
 // the values are the CPU's exactly (random ones too: seed and offset are attributes, so the
 // Philox stream is the same). A device Philox kernel would save the copy (issue 11).
 void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
@@ -231,6 +231,8 @@ KILN_REGISTER_KERNEL(uniform, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(normal, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
 
 }  // namespace
 }  // namespace kiln::cuda
