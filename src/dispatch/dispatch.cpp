@@ -237,6 +237,9 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
     SymAttrScope sizes_at_hand(attrs);
     return info.decomp(call);
   }
+  // A device without a backend was left out of the build (the CUDA backend's no_cuda.cpp).
+  KILN_CHECK(get_backend(dev.type) || dev.type == DeviceType::Meta, info.name, ": ", dev, " is not available: ",
+             dev.type == DeviceType::CUDA ? "CUDA: kiln was built without CUDA (-DKILN_CUDA=ON)" : "no backend");
   KILN_FAIL(info.name, ": not supported yet on ", dev, " (no kernel and no decomposition)");
 }
 

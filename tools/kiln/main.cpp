@@ -49,8 +49,26 @@ std::string cpu_info(const std::string& key) {
   return "?";
 }
 
+// The CUDA backend's info() (src/backend/cuda/backend.cpp): "devices" (a count), "status" when
+// there are none, one "cuda:N" line per device, "runtime". Empty in a build without CUDA.
+std::vector<std::pair<std::string, std::string>> cuda_info() {
+  const Backend* b = get_backend(DeviceType::CUDA);
+  return b ? b->info() : std::vector<std::pair<std::string, std::string>>{};
+}
+
 int cmd_info(bool json) {
   bool cuda = get_backend(DeviceType::CUDA) != nullptr;
+  auto cinfo = cuda_info();
+  nlohmann::json cuda_devices = nlohmann::json::array();
+  std::string cuda_status, cuda_runtime;
+  for (const auto& [k, v] : cinfo) {
+    if (k.rfind("cuda:", 0) == 0)
+      cuda_devices.push_back({{"device", k}, {"properties", v}});
+    else if (k == "status")
+      cuda_status = v;
+    else if (k == "runtime")
+      cuda_runtime = v;
+  }
   nlohmann::json j = {
       {"version", version()},
       {"compiler", KILN_COMPILER},
@@ -63,6 +81,7 @@ int cmd_info(bool json) {
         {"version", backends::onednn::version()},
         {"isa", backends::onednn::isa()}}},
       {"devices", cuda ? std::vector<std::string>{"cpu", "cuda"} : std::vector<std::string>{"cpu"}},
+      {"cuda_devices", cuda_devices},
       {"ops", kNumOps},
   };
   if (json) {
@@ -80,6 +99,12 @@ int cmd_info(bool json) {
   else
     std::printf("  onednn   : not built in (libdnnl-dev): kiln's conv kernels\n");
   std::printf("  devices  : cpu%s\n", cuda ? ", cuda" : " (built without CUDA)");
+  if (cuda) {
+    std::printf("  cuda     : runtime %s, %zu device%s%s%s\n", cuda_runtime.c_str(), cuda_devices.size(),
+                cuda_devices.size() == 1 ? "" : "s", cuda_status.empty() ? "" : ": ", cuda_status.c_str());
+    for (const auto& d : cuda_devices)
+      std::printf("    %s : %s\n", d["device"].get<std::string>().c_str(), d["properties"].get<std::string>().c_str());
+  }
   std::printf("  ops      : %d in the op table\n", kNumOps);
   return 0;
 }

@@ -54,7 +54,8 @@ void validate(const Options& o) {
                o.backend, "' (valid: ", valid, ")");
   }
   Device d(o.device);  // throws on a malformed device string
-  KILN_CHECK(d.is_cpu(), "--device ", o.device, ": not supported yet (kiln's CUDA backend is not built; use cpu)");
+  KILN_CHECK(d.is_cpu(), "--device ", o.device,
+             ": not supported yet by kiln train (CUDA eager kernels are in progress: docs/cuda.md); use cpu");
 }
 
 std::string find_data_dir(const std::string& requested, const std::string& file) {

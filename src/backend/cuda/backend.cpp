@@ -1,0 +1,238 @@
+// The CUDA backend: copies between host and device (Backend::copy), synchronize, what
+// `kiln info` prints, and the factory kernels.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/launch.h"
+#include "dispatch/dispatch.h"
+#include "kiln/cuda.h"
+
+namespace kiln::cuda {
+
+ElementwiseArgs make_elementwise_args(std::initializer_list<const Tensor*> ops) {
+  ElementwiseArgs a;
+  const Tensor& out = **ops.begin();
+  a.nops = static_cast<int>(ops.size());
+  a.numel = out.numel();
+  KILN_CHECK(out.dim() <= kMaxDims, "CUDA: at most ", kMaxDims, " dims are supported, got ", out.dim());
+  // Collapse dims: an outer dim merges with the next inner one when, for every operand,
+  // stepping the outer dim equals stepping the inner one size times (fewer index divisions).
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(ops.size());
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    if (out.size(d) == 1) continue;  // contributes nothing to any offset
+    bool merge = !sizes.empty();
+    size_t k = 0;
+    for (const Tensor* t : ops) {
+      int64_t st = t->stride(d) * static_cast<int64_t>(itemsize(t->dtype()));
+      if (merge && strides[k].back() != st * out.size(d)) merge = false;
+      ++k;
+    }
+    k = 0;
+    for (const Tensor* t : ops) {
+      int64_t st = t->stride(d) * static_cast<int64_t>(itemsize(t->dtype()));
+      if (merge)
+        strides[k].back() = st;
+      else
+        strides[k].push_back(st);
+      ++k;
+    }
+    if (merge)
+      sizes.back() *= out.size(d);
+    else
+      sizes.push_back(out.size(d));
+  }
+  a.ndim = static_cast<int>(sizes.size());
+  std::copy(sizes.begin(), sizes.end(), a.sizes);
+  size_t k = 0;
+  int64_t max_offset = a.numel;
+  a.contiguous = a.ndim <= 1;
+  for (const Tensor* t : ops) {
+    KILN_CHECK(t->has_storage(), "CUDA: a kernel got a tensor without storage");
+    a.ops[k].data = static_cast<char*>(t->unsafe_impl()->data());
+    a.ops[k].dtype = t->dtype();
+    int64_t span = 0;
+    for (int d = 0; d < a.ndim; ++d) {
+      a.ops[k].strides[d] = strides[k][static_cast<size_t>(d)];
+      span += (a.sizes[d] - 1) * std::abs(a.ops[k].strides[d]);
+    }
+    max_offset = std::max(max_offset, span + 1);
+    if (a.ndim == 1 && a.ops[k].strides[0] != static_cast<int64_t>(itemsize(t->dtype()))) a.contiguous = false;
+    ++k;
+  }
+  if (a.ndim == 0) a.contiguous = true;
+  a.index32 = max_offset < (int64_t(1) << 31);
+  // Signed strides (flip) need the signed path.
+  for (int i = 0; i < a.nops; ++i)
+    for (int d = 0; d < a.ndim; ++d)
+      if (a.ops[i].strides[d] < 0) a.index32 = false;
+  return a;
+}
+
+void copy_same_device(const Tensor& dst, const Tensor& src) {
+  DeviceGuard g(dst.device().index);
+  cudaStream_t s = current_cuda_stream(dst.device().index);
+  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.unsafe_impl()->data(), src.unsafe_impl()->data(), dst.nbytes(),
+                                    cudaMemcpyDeviceToDevice, s),
+                    "cudaMemcpyAsync (device to device)");
+    return;
+  }
+  launch_copy(make_elementwise_args({&dst, &src}), s);
+}
+
+namespace {
+
+Tensor contiguous_like(const Tensor& t, DType dtype, Device device) { return make_tensor(t.sizes(), dtype, device); }
+
+// Note [CUDA copies]: the DMA engines move dense bytes; strides and dtype conversions are done
+// by a kernel on the device side, or by the CPU copy on the host side, through a contiguous
+// staging tensor. Copies to the host wait for the stream (the caller reads the values next);
+// copies from pageable host memory return once the source has been staged by the driver.
+void copy_h2d(const Tensor& dst, const Tensor& src) {
+  Tensor host = src;
+  if (!src.is_contiguous() || src.dtype() != dst.dtype()) {
+    host = contiguous_like(dst, dst.dtype(), kCPU);
+    get_backend(DeviceType::CPU)->copy(host, src);
+  }
+  int d = dst.device().index;
+  DeviceGuard g(d);
+  Tensor dev = dst.is_contiguous() ? dst : contiguous_like(dst, dst.dtype(), dst.device());
+  KILN_CUDA_CHECK(cudaMemcpyAsync(dev.unsafe_impl()->data(), host.unsafe_impl()->data(), dev.nbytes(),
+                                  cudaMemcpyHostToDevice, current_cuda_stream(d)),
+                  "cudaMemcpyAsync (host to device)");
+  if (!dst.is_contiguous()) copy_same_device(dst, dev);
+}
+
+void copy_d2h(const Tensor& dst, const Tensor& src) {
+  int d = src.device().index;
+  DeviceGuard g(d);
+  Tensor dev = src;
+  if (!src.is_contiguous() || src.dtype() != dst.dtype()) {
+    dev = contiguous_like(src, dst.dtype(), src.device());
+    copy_same_device(dev, src);
+  }
+  Tensor host = dst.is_contiguous() ? dst : contiguous_like(dst, dst.dtype(), kCPU);
+  cudaStream_t s = current_cuda_stream(d);
+  KILN_CUDA_CHECK(
+      cudaMemcpyAsync(host.unsafe_impl()->data(), dev.unsafe_impl()->data(), host.nbytes(), cudaMemcpyDeviceToHost, s),
+      "cudaMemcpyAsync (device to host)");
+  KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  if (!dst.is_contiguous()) get_backend(DeviceType::CPU)->copy(dst, host);
+}
+
+// Between two GPUs: dense bytes with cudaMemcpyPeerAsync, converted on the destination.
+void copy_d2d_peer(const Tensor& dst, const Tensor& src) {
+  Tensor from = src;
+  if (!src.is_contiguous()) {
+    from = contiguous_like(src, src.dtype(), src.device());
+    copy_same_device(from, src);
+  }
+  Tensor to =
+      (dst.is_contiguous() && dst.dtype() == src.dtype()) ? dst : contiguous_like(dst, src.dtype(), dst.device());
+  int dd = dst.device().index, sd = src.device().index;
+  {
+    // The destination stream waits for the source's work: order through a synchronize of
+    // the source stream (simple and correct; cross-device copies are rare).
+    DeviceGuard g(sd);
+    KILN_CUDA_CHECK(cudaStreamSynchronize(current_cuda_stream(sd)), "cudaStreamSynchronize");
+  }
+  DeviceGuard g(dd);
+  KILN_CUDA_CHECK(cudaMemcpyPeerAsync(to.unsafe_impl()->data(), dd, from.unsafe_impl()->data(), sd, to.nbytes(),
+                                      current_cuda_stream(dd)),
+                  "cudaMemcpyPeerAsync");
+  if (!to.is_same(dst)) copy_same_device(dst, to);
+}
+
+struct CudaBackend : Backend {
+  const char* name() const override { return "cuda"; }
+  void copy(const Tensor& dst, const Tensor& src) override {
+    if (dst.numel() == 0) return;
+    if (dst.is_cpu())
+      copy_d2h(dst, src);
+    else if (src.is_cpu())
+      copy_h2d(dst, src);
+    else if (dst.device() == src.device())
+      copy_same_device(dst, src);
+    else
+      copy_d2d_peer(dst, src);
+  }
+  void synchronize() override {
+    for (int d = 0; d < device_count(); ++d) kiln::cuda::synchronize(d);
+  }
+  std::vector<std::pair<std::string, std::string>> info() const override {
+    std::vector<std::pair<std::string, std::string>> r;
+    int n = device_count();
+    r.emplace_back("devices", std::to_string(n));
+    if (n == 0) {
+      try {
+        check_device();
+      } catch (const Error& e) {
+        r.emplace_back("status", e.what());
+      }
+    }
+    for (int d = 0; d < n; ++d) {
+      DeviceProperties p = get_device_properties(d);
+      char mem[32];
+      std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(p.total_memory) / (1 << 30));
+      r.emplace_back("cuda:" + std::to_string(d), p.name + ", " + mem + ", compute capability " +
+                                                      std::to_string(p.major) + "." + std::to_string(p.minor) + ", " +
+                                                      std::to_string(p.multi_processor_count) + " SMs");
+    }
+    int rt = 0;
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
+      r.emplace_back("runtime", std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10));
+    return r;
+  }
+};
+
+CudaBackend g_backend;
+[[maybe_unused]] const bool registered = [] {
+  register_backend(DeviceType::CUDA, &g_backend);
+  return true;
+}();
+
+// ----- factory kernels
+
+void empty_kernel(const OpCall&, std::vector<Tensor>&) {}
+
+void full_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const Scalar& v = c.attrs.s(1);
+  DeviceGuard g(out.device().index);
+  bool is_int = !v.is_floating_point();
+  launch_fill(make_elementwise_args({&out}), is_int ? 0.0 : v.to_double(), is_int ? v.to_long() : 0, is_int,
+              current_cuda_stream(out.device().index));
+}
+
+// arange/linspace/eye, tril/triu_indices and the random factories: computed by the CPU kernel and uploaded, so
+// the values are the CPU's exactly (random ones too: seed and offset are attributes, so the
+// Philox stream is the same). A device Philox kernel would save the copy (issue 11).
+void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  KernelFn cpu = op_info(c.op).kernels[static_cast<int>(DeviceType::CPU)];
+  KILN_CHECK(cpu, c.name(), ": not supported yet on cuda (no CPU kernel to stage through)");
+  std::vector<Tensor> host{make_tensor(outs[0].sizes(), outs[0].dtype(), kCPU)};
+  cpu(c, host);
+  g_backend.copy(outs[0], host[0]);
+}
+
+KILN_REGISTER_KERNEL(empty, CUDA, empty_kernel);
+KILN_REGISTER_KERNEL(full, CUDA, full_kernel);
+KILN_REGISTER_KERNEL(arange, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(linspace, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(eye, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(uniform, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(normal, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
+
+}  // namespace
+}  // namespace kiln::cuda

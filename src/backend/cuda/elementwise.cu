@@ -1,0 +1,186 @@
+// Copies, casts and fills through the strided elementwise kernel (elementwise_kernel.cuh).
+#include <type_traits>
+
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/elementwise_kernel.cuh"
+#include "core/dtype_dispatch.h"
+#include "core/half.h"
+
+namespace kiln::cuda {
+namespace {
+
+// kiln::convert (core/convert.h) for device code: the same rules (through float for
+// Half/BFloat16, non-zero is true). TODO: mark convert.h KILN_HD and use it directly (that
+// rebuilds every CPU kernel, so it waits for a quiet moment).
+template <class To>
+struct Convert {
+  template <class From>
+  KILN_HD To operator()(From v) const {
+    constexpr bool from16 = is_reduced_float_v<From>;
+    constexpr bool to16 = is_reduced_float_v<To>;
+    if constexpr (std::is_same_v<To, From>)
+      return v;
+    else if constexpr (std::is_same_v<To, bool>) {
+      if constexpr (from16)
+        return static_cast<float>(v) != 0.0f;
+      else
+        return v != From(0);
+    } else if constexpr (from16)
+      return static_cast<To>(static_cast<float>(v));
+    else if constexpr (to16)
+      return To(static_cast<float>(v));
+    else
+      return static_cast<To>(v);
+  }
+};
+
+template <class T>
+struct Constant {
+  T value;
+  KILN_HD T operator()() const { return value; }
+};
+
+__device__ inline void report_bad(int64_t* bad, int64_t v) {
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(bad), 0ull, 1ull) == 0ull) bad[1] = v;
+}
+
+template <class T>
+__global__ void gather_kernel(ElementwiseArgs a, int64_t stride, int64_t size, int64_t* bad, bool wrap) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {
+    Offsets<3, int64_t> o = offsets_of<3, int64_t>(a, i);
+    int64_t v = *reinterpret_cast<const int64_t*>(a.ops[1].data + o.off[1]);
+    if (wrap && v < 0 && v >= -size) v += size;
+    if (v < 0 || v >= size) {
+      report_bad(bad, v);
+      continue;
+    }
+    *reinterpret_cast<T*>(a.ops[0].data + o.off[0]) =
+        *reinterpret_cast<const T*>(a.ops[2].data + o.off[2] + v * stride);
+  }
+}
+
+template <class T>
+__device__ inline void atomic_add(T* p, T v) {
+  if constexpr (std::is_same_v<T, int64_t>)
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));  // two's complement
+  else
+    atomicAdd(p, v);
+}
+
+template <class T, bool Accumulate>
+__global__ void scatter_kernel(ElementwiseArgs a, int64_t stride, int64_t size, int64_t* bad, bool wrap) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {
+    Offsets<3, int64_t> o = offsets_of<3, int64_t>(a, i);
+    int64_t v = *reinterpret_cast<const int64_t*>(a.ops[1].data + o.off[1]);
+    if (wrap && v < 0 && v >= -size) v += size;
+    if (v < 0 || v >= size) {
+      report_bad(bad, v);
+      continue;
+    }
+    T* dst = reinterpret_cast<T*>(a.ops[0].data + o.off[0] + v * stride);
+    T val = *reinterpret_cast<const T*>(a.ops[2].data + o.off[2]);
+    if constexpr (Accumulate)
+      atomic_add(dst, val);
+    else
+      *dst = val;
+  }
+}
+
+}  // namespace
+
+void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
+                   cudaStream_t stream, bool wrap_negative) {
+  if (a.numel == 0) return;
+  // Elements are moved as raw bytes of their size: one instantiation per width.
+  auto run = [&]<class T>() {
+    gather_kernel<T><<<grid_for(a.numel), kThreads, 0, stream>>>(a, indexed_stride, indexed_size, bad, wrap_negative);
+  };
+  switch (itemsize(a.ops[0].dtype)) {
+    case 1:
+      run.template operator()<uint8_t>();
+      break;
+    case 2:
+      run.template operator()<uint16_t>();
+      break;
+    case 4:
+      run.template operator()<uint32_t>();
+      break;
+    default:
+      run.template operator()<uint64_t>();
+      break;
+  }
+  check_launch();
+}
+
+void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
+                        cudaStream_t stream, bool accumulate, bool wrap_negative) {
+  if (a.numel == 0) return;
+  auto run = [&]<class T, bool Acc>() {
+    scatter_kernel<T, Acc>
+        <<<grid_for(a.numel), kThreads, 0, stream>>>(a, indexed_stride, indexed_size, bad, wrap_negative);
+  };
+  if (!accumulate) {
+    switch (itemsize(a.ops[0].dtype)) {  // stores move raw bytes: one instantiation per width
+      case 1:
+        run.template operator()<uint8_t, false>();
+        break;
+      case 2:
+        run.template operator()<uint16_t, false>();
+        break;
+      case 4:
+        run.template operator()<uint32_t, false>();
+        break;
+      default:
+        run.template operator()<uint64_t, false>();
+        break;
+    }
+  } else {
+    switch (a.ops[0].dtype) {
+      case DType::Float32:
+        run.template operator()<float, true>();
+        break;
+      case DType::Float64:
+        run.template operator()<double, true>();
+        break;
+      case DType::Int32:
+        run.template operator()<int32_t, true>();
+        break;
+      case DType::Int64:
+        run.template operator()<int64_t, true>();
+        break;
+      default:
+        KILN_FAIL("scatter_add: not supported yet on cuda for dtype ", a.ops[0].dtype);
+    }
+  }
+  check_launch();
+}
+
+void launch_copy(const ElementwiseArgs& a, cudaStream_t stream) {
+  if (a.numel == 0) return;
+  visit_dtype(a.ops[0].dtype, [&]<class To>() {
+    visit_dtype(a.ops[1].dtype, [&]<class From>() { launch_elementwise<To, From>(a, Convert<To>{}, stream); });
+  });
+}
+
+void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool value_is_int, cudaStream_t stream) {
+  if (a.numel == 0) return;
+  visit_dtype(a.ops[0].dtype, [&]<class T>() {
+    // As the CPU fill: bool from truthiness, integers from the integer value, Half/BFloat16
+    // through float, float and double from the double.
+    T v;
+    double d = value_is_int ? static_cast<double>(ivalue) : fvalue;
+    if constexpr (std::is_same_v<T, bool>)
+      v = value_is_int ? ivalue != 0 : fvalue != 0.0;
+    else if constexpr (is_reduced_float_v<T>)
+      v = T(static_cast<float>(d));
+    else if constexpr (std::is_integral_v<T>)
+      v = value_is_int ? static_cast<T>(ivalue) : static_cast<T>(fvalue);
+    else
+      v = static_cast<T>(d);
+    launch_elementwise<T>(a, Constant<T>{v}, stream);
+  });
+}
+
+}  // namespace kiln::cuda

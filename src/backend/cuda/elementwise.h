@@ -1,0 +1,54 @@
+// The strided elementwise launcher's plain description of a launch (TensorIterator-like), shared
+// by the host code that builds it from tensors and the kernels in elementwise.cu, which see no
+// Tensor (keeping nvcc's translation units small and free of kiln's heavier headers).
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kiln/dtype.h"
+
+namespace kiln::cuda {
+
+inline constexpr int kMaxDims = 16;
+inline constexpr int kMaxOperands = 4;  // output + up to three inputs
+
+struct Operand {
+  char* data = nullptr;  // at the tensor's first element
+  DType dtype = DType::Float32;
+  int64_t strides[kMaxDims] = {};  // in bytes; 0 for a broadcast dim
+};
+
+// Operand 0 is the output. Dims are collapsed where all operands allow (fewer index
+// divisions); `contiguous` means every operand is dense in the same order.
+struct ElementwiseArgs {
+  int ndim = 0;
+  int nops = 0;
+  int64_t numel = 0;
+  int64_t sizes[kMaxDims] = {};
+  Operand ops[kMaxOperands];
+  bool contiguous = false;
+  bool index32 = false;  // every byte offset fits in 32 bits
+};
+
+// out = convert<out dtype>(in): copy and cast between any two dtypes.
+void launch_copy(const ElementwiseArgs& a, cudaStream_t stream);
+// out = value (stored as double or int64 bits as out's dtype needs).
+void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool value_is_int, cudaStream_t stream);
+
+// gather / scatter_add along one dim (Note [CUDA gather]): operand 0 is written, operand 1 is
+// the int64 index, operand 2 the other tensor, all viewed with the index's sizes. The operand
+// addressed by index values (gather: 2, scatter_add: 0) has stride 0 along the dim; its real
+// stride there is `indexed_stride` (bytes) and its size `indexed_size`. The first index out of
+// [0, indexed_size) is stored in bad[1] with bad[0] = 1 (bad: two device int64, zeroed).
+// wrap_negative: -size <= v < 0 means v + size (advanced indexing, x[-1]).
+void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
+                   cudaStream_t stream, bool wrap_negative = false);
+// scatter_add (accumulate) or a plain scatter of operand 2 into operand 0. Accumulation uses
+// atomic adds, float32/float64/int32/int64 only (the order of additions, and so float rounding,
+// may differ run to run, as PyTorch's CUDA scatter_add); stores with duplicate indices keep
+// one of the values, as PyTorch's.
+void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
+                        cudaStream_t stream, bool accumulate = true, bool wrap_negative = false);
+
+}  // namespace kiln::cuda

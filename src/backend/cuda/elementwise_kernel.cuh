@@ -1,0 +1,77 @@
+// The one strided elementwise kernel template (device code only: included by the .cu files).
+#pragma once
+#include <type_traits>
+#include <utility>
+
+#include "backend/cuda/elementwise.h"
+#include "kiln/error.h"
+
+namespace kiln::cuda {
+
+template <int N, class Index>
+struct Offsets {
+  Index off[N];
+};
+
+// Byte offsets of linear element `i` in each operand (row-major over a.sizes).
+template <int N, class Index>
+__device__ inline Offsets<N, Index> offsets_of(const ElementwiseArgs& a, Index i) {
+  Offsets<N, Index> o{};
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    Index size = static_cast<Index>(a.sizes[d]);
+    Index idx = i % size;
+    i /= size;
+#pragma unroll
+    for (int k = 0; k < N; ++k) o.off[k] += idx * static_cast<Index>(a.ops[k].strides[d]);
+  }
+  return o;
+}
+
+// out[i] = f(in1[i], ...): R is the output's element type, In... the inputs'. Dense operands
+// index the arrays directly; others go through the offsets (32-bit when they fit: integer
+// division is several times cheaper).
+template <class Index, class R, class F, class... In>
+__global__ void elementwise_kernel(ElementwiseArgs a, F f) {
+  constexpr int N = 1 + static_cast<int>(sizeof...(In));
+  Index n = static_cast<Index>(a.numel);
+  Index step = static_cast<Index>(blockDim.x) * gridDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if (a.contiguous) {
+      [&]<int... K>(std::integer_sequence<int, K...>) {
+        reinterpret_cast<R*>(a.ops[0].data)[i] = f(reinterpret_cast<const In*>(a.ops[K + 1].data)[i]...);
+      }
+      (std::make_integer_sequence<int, N - 1>{});
+    } else {
+      Offsets<N, Index> o = offsets_of<N, Index>(a, i);
+      [&]<int... K>(std::integer_sequence<int, K...>) {
+        *reinterpret_cast<R*>(a.ops[0].data + o.off[0]) =
+            f(*reinterpret_cast<const In*>(a.ops[K + 1].data + o.off[K + 1])...);
+      }
+      (std::make_integer_sequence<int, N - 1>{});
+    }
+  }
+}
+
+inline constexpr int kThreads = 256;
+// Enough blocks to fill an H100 several times over; the grid-stride loop covers the rest.
+inline unsigned grid_for(int64_t numel) {
+  int64_t blocks = (numel + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
+}
+
+inline void check_launch() {
+  cudaError_t err = cudaGetLastError();
+  KILN_CHECK(err == cudaSuccess, "CUDA: kernel launch failed: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+}
+
+template <class R, class... In, class F>
+void launch_elementwise(const ElementwiseArgs& a, const F& f, cudaStream_t s) {
+  if (a.numel == 0) return;
+  if (a.index32)
+    elementwise_kernel<uint32_t, R, F, In...><<<grid_for(a.numel), kThreads, 0, s>>>(a, f);
+  else
+    elementwise_kernel<int64_t, R, F, In...><<<grid_for(a.numel), kThreads, 0, s>>>(a, f);
+  check_launch();
+}
+
+}  // namespace kiln::cuda

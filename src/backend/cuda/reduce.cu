@@ -1,0 +1,240 @@
+// The one block-reduction kernel template (reduce.h): a block per row (grid-stride over
+// rows); each thread folds a strided slice of the row, then the block combines the threads'
+// partial results in a fixed tree, so the answer does not depend on timing.
+#include <limits>
+#include <type_traits>
+
+#include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/cuda/reduce.h"
+#include "core/dtype_dispatch.h"
+#include "core/scalar_math.h"
+
+namespace kiln::cuda {
+namespace {
+
+template <class T>
+KILN_HD bool is_nan(T x) {
+  if constexpr (math::is_floating_v<T>)
+    return static_cast<float>(x) != static_cast<float>(x);
+  else
+    return false;
+}
+
+template <class T>
+using sum_acc_t = std::conditional_t<math::is_floating_v<T>, double, int64_t>;
+template <class T>
+using prod_acc_t =
+    std::conditional_t<math::is_floating_v<T>, std::conditional_t<math::is_reduced_float_v<T>, float, double>, int64_t>;
+
+// Each op: A (accumulator), init(), step(a, x, index), combine(a, b). Index-carrying ops keep
+// (value, index) pairs.
+template <class T>
+struct SumR {
+  using A = sum_acc_t<T>;
+  KILN_HD A init() const { return A(0); }
+  KILN_HD A lift(T x) const {
+    if constexpr (math::is_reduced_float_v<T>)
+      return A(static_cast<float>(x));
+    else
+      return static_cast<A>(x);
+  }
+  KILN_HD A combine(A a, A b) const {
+    if constexpr (std::is_same_v<A, int64_t>)
+      return math::detail::wrap_add<int64_t>(a, b);
+    else
+      return a + b;
+  }
+};
+template <class T>
+struct ProdR {
+  using A = prod_acc_t<T>;
+  KILN_HD A init() const { return A(1); }
+  KILN_HD A lift(T x) const {
+    if constexpr (math::is_reduced_float_v<T>)
+      return A(static_cast<float>(x));
+    else
+      return static_cast<A>(x);
+  }
+  KILN_HD A combine(A a, A b) const {
+    if constexpr (std::is_same_v<A, int64_t>)
+      return math::detail::wrap_mul<int64_t>(a, b);
+    else
+      return a * b;
+  }
+};
+template <class T, bool IsMax>
+struct MinMaxR {
+  using A = math::opmath_t<T>;
+  KILN_HD A init() const {
+    if constexpr (std::is_same_v<T, bool>)
+      return !IsMax;
+    else if constexpr (math::is_floating_v<T>)
+      return IsMax ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+    else
+      return IsMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  }
+  KILN_HD A lift(T x) const { return A(x); }
+  // NaN propagates (the CPU's fold).
+  KILN_HD A combine(A a, A x) const {
+    if constexpr (math::is_floating_v<T>) {
+      if (a != a) return a;
+      if constexpr (IsMax)
+        return !(x <= a) ? x : a;
+      else
+        return !(x >= a) ? x : a;
+    } else {
+      if constexpr (IsMax)
+        return x > a ? x : a;
+      else
+        return x < a ? x : a;
+    }
+  }
+};
+template <class T, bool IsAll>
+struct LogicalR {
+  using A = bool;
+  KILN_HD A init() const { return IsAll; }
+  KILN_HD A lift(T x) const {
+    if constexpr (math::is_reduced_float_v<T>)
+      return static_cast<float>(x) != 0.0f;
+    else
+      return x != T(0);
+  }
+  KILN_HD A combine(A a, A b) const { return IsAll ? (a && b) : (a || b); }
+};
+
+constexpr int kReduceThreads = 256;
+
+template <class T, class Op>
+__global__ void reduce_kernel(const T* x, int64_t rows, int64_t n, typename Op::A* out, double scale, Op op) {
+  using A = typename Op::A;
+  __shared__ A part[kReduceThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + r * n;
+    A a = op.init();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) a = op.combine(a, op.lift(row[i]));
+    part[threadIdx.x] = a;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (static_cast<int>(threadIdx.x) < s) part[threadIdx.x] = op.combine(part[threadIdx.x], part[threadIdx.x + s]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      A v = part[0];
+      if constexpr (std::is_floating_point_v<A>) {
+        if (scale != 1.0) v = static_cast<A>(v * scale);
+      }
+      out[r] = v;
+    }
+    __syncthreads();
+  }
+}
+
+// argmax/argmin: (value, index) pairs; the first of equal values wins, the first NaN wins.
+template <class V, bool IsMax>
+KILN_HD bool better(V x, int64_t xi, V best, int64_t bi) {
+  bool xn = is_nan(x), bn = is_nan(best);
+  if (xn || bn) return xn && (!bn || xi < bi);
+  if (x == best) return xi < bi;
+  return IsMax ? x > best : x < best;
+}
+
+template <class T, bool IsMax>
+__global__ void arg_reduce_kernel(const T* x, int64_t rows, int64_t n, math::opmath_t<T>* values, int64_t* index) {
+  using V = math::opmath_t<T>;
+  __shared__ V pv[kReduceThreads];
+  __shared__ int64_t pi[kReduceThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + r * n;
+    V best = V(row[0]);
+    int64_t bi = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      V v = V(row[i]);
+      if (better<V, IsMax>(v, i, best, bi)) best = v, bi = i;
+    }
+    pv[threadIdx.x] = best;
+    pi[threadIdx.x] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (static_cast<int>(threadIdx.x) < s &&
+          better<V, IsMax>(pv[threadIdx.x + s], pi[threadIdx.x + s], pv[threadIdx.x], pi[threadIdx.x])) {
+        pv[threadIdx.x] = pv[threadIdx.x + s];
+        pi[threadIdx.x] = pi[threadIdx.x + s];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      if (values) values[r] = pv[0];
+      index[r] = pi[0];
+    }
+    __syncthreads();
+  }
+}
+
+unsigned grid_rows(int64_t rows) { return static_cast<unsigned>(rows < 65536 ? rows : 65536); }
+
+template <class T, class Op>
+void run(const void* x, int64_t rows, int64_t n, void* out, double scale, cudaStream_t s, Op op) {
+  reduce_kernel<T, Op><<<grid_rows(rows), kReduceThreads, 0, s>>>(static_cast<const T*>(x), rows, n,
+                                                                  static_cast<typename Op::A*>(out), scale, op);
+}
+
+}  // namespace
+
+DType reduce_result_dtype(ReduceOp op, DType in) {
+  return visit_dtype(in, [&]<class T>() {
+    switch (op) {
+      case ReduceOp::Sum:
+        return dtype_of<sum_acc_t<T>>();
+      case ReduceOp::Prod:
+        return dtype_of<prod_acc_t<T>>();
+      case ReduceOp::All:
+      case ReduceOp::Any:
+        return DType::Bool;
+      default:
+        return dtype_of<math::opmath_t<T>>();
+    }
+  });
+}
+
+void launch_reduce(ReduceOp op, const void* x, DType in, int64_t rows, int64_t n, void* values, int64_t* index,
+                   double scale, cudaStream_t s) {
+  if (rows == 0) return;
+  visit_dtype(in, [&]<class T>() {
+    switch (op) {
+      case ReduceOp::Sum:
+        run<T>(x, rows, n, values, scale, s, SumR<T>{});
+        break;
+      case ReduceOp::Prod:
+        run<T>(x, rows, n, values, scale, s, ProdR<T>{});
+        break;
+      case ReduceOp::Max:
+        run<T>(x, rows, n, values, scale, s, MinMaxR<T, true>{});
+        break;
+      case ReduceOp::Min:
+        run<T>(x, rows, n, values, scale, s, MinMaxR<T, false>{});
+        break;
+      case ReduceOp::All:
+        run<T>(x, rows, n, values, scale, s, LogicalR<T, true>{});
+        break;
+      case ReduceOp::Any:
+        run<T>(x, rows, n, values, scale, s, LogicalR<T, false>{});
+        break;
+      case ReduceOp::ArgMax:
+      case ReduceOp::ArgMin: {
+        using V = math::opmath_t<T>;
+        KILN_CHECK(n > 0, "argmax: cannot reduce over an empty dimension");
+        auto* v = static_cast<V*>(values);
+        const T* xs = static_cast<const T*>(x);
+        if (op == ReduceOp::ArgMax)
+          arg_reduce_kernel<T, true><<<grid_rows(rows), kReduceThreads, 0, s>>>(xs, rows, n, v, index);
+        else
+          arg_reduce_kernel<T, false><<<grid_rows(rows), kReduceThreads, 0, s>>>(xs, rows, n, v, index);
+        break;
+      }
+    }
+  });
+  check_launch();
+}
+
+}  // namespace kiln::cuda

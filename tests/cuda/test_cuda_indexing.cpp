@@ -1,0 +1,80 @@
+// CUDA gather/scatter_add against the CPU, the ops built on them, and the out-of-range error.
+#include <string>
+#include <vector>
+
+#include "tests/cuda/cuda_test.h"
+#include "tests/unit/expect_error.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_close;
+
+Tensor indices(std::vector<int64_t> sizes, int64_t high, uint64_t seed) {
+  manual_seed(seed);
+  return randint(0, high, sizes);
+}
+
+TEST(CudaIndexing, GatherAndScatterAddAlongEachDim) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(1);
+  Tensor x = randn({5, 6, 7});
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    std::vector<int64_t> isz = {4, 5, 6};
+    Tensor idx = indices(isz, x.size(dim), 2 + dim);
+    expect_close(gather(x.cuda(), dim, idx.cuda()), gather(x, dim, idx), 0, 0);
+    Tensor src = randn({4, 5, 6});
+    expect_close(scatter_add(x.cuda(), dim, idx.cuda(), src.cuda()), scatter_add(x, dim, idx, src), 1e-5, 1e-5);
+  }
+  // Non-contiguous source and index; int64 scatter_add is exact.
+  Tensor xt = x.transpose(0, 2);
+  Tensor it = indices({3, 2, 4}, 7, 9).transpose(0, 1);
+  expect_close(gather(xt.cuda(), 1, it.cuda()), gather(xt, 1, it), 0, 0);
+  Tensor xi = x.round().to(DType::Int64);
+  Tensor i2 = indices({5, 6, 7}, 5, 10);
+  expect_close(scatter_add(xi.cuda(), 0, i2.cuda(), xi.cuda()), scatter_add(xi, 0, i2, xi), 0, 0);
+}
+
+TEST(CudaIndexing, OutOfRangeIndexIsAnError) {
+  KILN_REQUIRE_CUDA();
+  Tensor x = ones({3, 4}).cuda();
+  Tensor bad = full({3, 1}, 9, TensorOptions(DType::Int64)).cuda();
+  testing::expect_error([&] { (void)gather(x, 1, bad); },
+                        {"gather: index 9 is out of bounds for dimension 1 with size 4"});
+  expect_close(x.sum(), full({}, 12.0), 0, 0);  // the device is still usable
+}
+
+TEST(CudaIndexing, EmbeddingIndexSelectCrossEntropy) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(3);
+  Tensor w = randn({10, 4}), logits = randn({6, 10});
+  Tensor ids = indices({2, 3}, 10, 4), target = indices({6}, 10, 5);
+  expect_close(embedding(w.cuda(), ids.cuda()), embedding(w, ids), 0, 0);
+  expect_close(index_select(w.cuda(), 0, ids.reshape({-1}).cuda()), index_select(w, 0, ids.reshape({-1})), 0, 0);
+  expect_close(cross_entropy(logits.cuda(), target.cuda()), cross_entropy(logits, target), 1e-5, 1e-6);
+  // Along an inner dim, and x[idx] with negative indices (which wrap).
+  expect_close(index_select(w.cuda(), 1, remainder(target, 4).cuda()), index_select(w, 1, remainder(target, 4)), 0, 0);
+  Tensor neg = target - 10;
+  expect_close(w.cuda()[neg.cuda()], w[neg], 0, 0);
+}
+
+TEST(CudaIndexing, IndexPutAndEmbeddingBackward) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(6);
+  Tensor w = randn({10, 4});
+  Tensor ids = indices({3, 5}, 10, 7);  // duplicates: the backward accumulates
+  Tensor gw = w.cuda().detach().requires_grad_(true), cw = w.clone().requires_grad_(true);
+  (embedding(gw, ids.cuda()) * 2).sum().backward();
+  (embedding(cw, ids) * 2).sum().backward();
+  expect_close(gw.grad(), cw.grad(), 1e-6, 1e-6);
+  // Plain stores with distinct indices; a broadcast value.
+  Tensor x = zeros({6, 3}), idx = arange(0, 6, 2, TensorOptions(DType::Int64));
+  Tensor g = x.cuda();
+  g.index_put_({idx.cuda()}, full({3}, 4.0).cuda());
+  x.index_put_({idx}, full({3}, 4.0));
+  expect_close(g, x, 0, 0);
+}
+
+}  // namespace
+}  // namespace kiln

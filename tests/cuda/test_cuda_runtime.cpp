@@ -1,0 +1,151 @@
+// The CUDA runtime: devices, copies, streams, events and the allocator's statistics on a real
+// device (skipped without one), and clear errors without one.
+#include <string>
+
+#include "tests/cuda/cuda_test.h"
+#include "tests/unit/expect_error.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_close;
+
+TEST(CudaNoDevice, UsingCudaWithoutADeviceIsAClearError) {
+  if (cuda::is_available()) GTEST_SKIP() << "skipped: a CUDA device is present";
+  EXPECT_EQ(cuda::device_count(), 0);
+  Tensor x = ones({2, 3});
+  std::string why = cuda::is_built() ? "no CUDA device is available" : "kiln was built without CUDA";
+  testing::expect_error([&] { (void)x.cuda(); }, {"CUDA: ", why});
+  testing::expect_error([&] { (void)x.to(Device("cuda:0")); }, {why});
+  testing::expect_error([] { cuda::synchronize(); }, {why});
+  testing::expect_error([] { (void)cuda::memory_allocated(); }, {why});
+  testing::expect_error([] { (void)cuda::current_stream(); }, {why});
+  // The CPU keeps working after the failures.
+  EXPECT_EQ((x + x).sum().item<float>(), 12.0f);
+}
+
+TEST(CudaRuntime, DeviceProperties) {
+  KILN_REQUIRE_CUDA();
+  EXPECT_GT(cuda::device_count(), 0);
+  cuda::DeviceProperties p = cuda::get_device_properties(0);
+  EXPECT_FALSE(p.name.empty());
+  EXPECT_GT(p.total_memory, size_t(1) << 30);
+  EXPECT_GE(p.major, 7);
+  EXPECT_EQ(cuda::current_device(), 0);
+}
+
+TEST(CudaRuntime, CopiesRoundTrip) {
+  KILN_REQUIRE_CUDA();
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
+                  DType::UInt8, DType::Bool}) {
+    Tensor x = arange(24, TensorOptions(DType::Float32)).reshape({2, 3, 4}).to(t);
+    Tensor g = x.cuda();
+    EXPECT_TRUE(g.is_cuda());
+    EXPECT_EQ(g.device(), Device("cuda:0"));
+    expect_close(g, x, 0, 0);
+    // Device to device, then back.
+    Tensor g2 = empty({2, 3, 4}, TensorOptions(t).device(Device("cuda")));
+    g2.copy_(g);
+    expect_close(g2, x, 0, 0);
+    EXPECT_TRUE(g2.cpu().is_cpu());
+  }
+}
+
+TEST(CudaRuntime, NonContiguousAndConvertingCopies) {
+  KILN_REQUIRE_CUDA();
+  Tensor x = randn({5, 7, 3});
+  Tensor xt = x.permute({2, 0, 1});  // non-contiguous source
+  expect_close(xt.cuda(), xt.contiguous(), 0, 0);
+  // Non-contiguous on the device, copied back.
+  Tensor g = x.cuda().transpose(0, 2);
+  expect_close(g, x.transpose(0, 2).contiguous(), 0, 0);
+  // Converting host-to-device, device-to-device and device-to-host copies.
+  expect_close(x.to(Device("cuda"), DType::Float64), x.to(DType::Float64), 0, 0);
+  expect_close(x.cuda().to(DType::Float16), x.to(DType::Float16), 0, 0);
+  Tensor back = empty({3, 7, 5}, TensorOptions(DType::BFloat16));
+  back.copy_(g);  // strided device source, dtype change on the way
+  expect_close(back, x.transpose(0, 2).to(DType::BFloat16), 0, 0);
+  // A strided destination on the device, with broadcasting.
+  Tensor dst = zeros({4, 6}, TensorOptions().device(Device("cuda"))).transpose(0, 1);
+  dst.copy_(arange(4, TensorOptions(DType::Int64)));
+  expect_close(dst, arange(4, TensorOptions(DType::Float32)).expand({6, 4}).contiguous(), 0, 0);
+}
+
+TEST(CudaRuntime, FactoriesOnTheDevice) {
+  KILN_REQUIRE_CUDA();
+  TensorOptions cu = TensorOptions().device(Device("cuda"));
+  expect_close(full({3, 4}, 2.5, cu), full({3, 4}, 2.5), 0, 0);
+  expect_close(zeros({5}, cu.dtype(DType::Int32)), zeros({5}, TensorOptions(DType::Int32)), 0, 0);
+  expect_close(arange(2, 11, 3, cu), arange(2, 11, 3), 0, 0);
+  // Random factories give the CPU generator's numbers for the same seed.
+  manual_seed(7);
+  Tensor g = randn({100}, cu);
+  manual_seed(7);
+  expect_close(g, randn({100}), 0, 0);
+  manual_seed(8);
+  Tensor d = dropout(ones({1000}, cu), 0.5, true);
+  manual_seed(8);
+  expect_close(d, dropout(ones({1000}), 0.5, true), 0, 0);
+}
+
+TEST(CudaRuntime, StreamsAndEvents) {
+  KILN_REQUIRE_CUDA();
+  cuda::Stream s = cuda::Stream::create();
+  EXPECT_NE(s, cuda::default_stream());
+  EXPECT_EQ(cuda::current_stream(), cuda::default_stream());
+  cuda::Event start(true), end(true);
+  {
+    cuda::StreamGuard guard(s);
+    EXPECT_EQ(cuda::current_stream(), s);
+    start.record();
+    Tensor big = ones({1 << 20}).cuda();
+    end.record();
+    cuda::record_stream(big, cuda::default_stream());
+  }
+  EXPECT_EQ(cuda::current_stream(), cuda::default_stream());
+  end.synchronize();
+  EXPECT_TRUE(end.query());
+  EXPECT_GE(start.elapsed_time(end), 0.0f);
+  s.synchronize();
+  EXPECT_TRUE(s.query());
+  cuda::synchronize();
+}
+
+TEST(CudaAllocator, StatsFollowAllocAndFree) {
+  KILN_REQUIRE_CUDA();
+  cuda::synchronize();
+  size_t before = cuda::memory_allocated();
+  cuda::reset_peak_memory_stats();
+  {
+    Tensor a = empty({1 << 20}, TensorOptions().device(Device("cuda")));  // 4 MiB
+    EXPECT_EQ(cuda::memory_allocated(), before + (4u << 20));
+    EXPECT_GE(cuda::memory_reserved(), cuda::memory_allocated());
+  }
+  EXPECT_EQ(cuda::memory_allocated(), before);
+  EXPECT_EQ(cuda::max_memory_allocated(), before + (4u << 20));
+  // Freed memory is cached; a same-size tensor reuses it without growing the reservation.
+  size_t reserved = cuda::memory_reserved();
+  { Tensor b = empty({1 << 20}, TensorOptions().device(Device("cuda"))); }
+  EXPECT_EQ(cuda::memory_reserved(), reserved);
+  cuda::empty_cache();
+  EXPECT_LE(cuda::memory_reserved(), reserved);
+}
+
+TEST(CudaAllocator, OutOfMemorySaysHowMuch) {
+  KILN_REQUIRE_CUDA();
+  int64_t huge = int64_t(1) << 50;  // 4 PiB of float
+  testing::expect_error([&] { (void)empty({huge}, TensorOptions().device(Device("cuda"))); },
+                        {"CUDA out of memory on cuda:0", "tried to allocate 4194304.00 GiB", "allocated", "reserved"});
+  // The device is still usable.
+  expect_close(ones({3}).cuda(), ones({3}), 0, 0);
+}
+
+TEST(CudaDispatch, AnOpWithoutACudaKernelNamesTheOpAndDevice) {
+  KILN_REQUIRE_CUDA();
+  Tensor x = ones({4}).cuda();
+  // sort has no CUDA kernel yet and no decomposition.
+  testing::expect_error([&] { (void)sort(x); }, {"not supported yet on cuda"});
+}
+
+}  // namespace
+}  // namespace kiln
