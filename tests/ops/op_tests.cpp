@@ -12,25 +12,29 @@
 namespace kiln::test {
 
 namespace {
-// An op may register samples from several files (sum: reductions and views):
-// all of them run.
-struct Registered {
-  std::vector<SampleFn> samples;
-  std::vector<ErrorFn> errors;
-};
-std::map<OpId, Registered>& registry() {
-  static std::map<OpId, Registered> r;
-  return r;
-}
-
 // Tolerances like torch.testing.assert_close, by dtype.
 void default_tol(DType t, double& atol, double& rtol) {
   switch (t) {
-    case DType::Float16: atol = 1e-5; rtol = 1e-3; break;
-    case DType::BFloat16: atol = 1e-5; rtol = 1.6e-2; break;
-    case DType::Float32: atol = 1e-5; rtol = 1.3e-6; break;
-    case DType::Float64: atol = 1e-7; rtol = 1e-7; break;
-    default: atol = 0; rtol = 0; break;
+    case DType::Float16:
+      atol = 1e-5;
+      rtol = 1e-3;
+      break;
+    case DType::BFloat16:
+      atol = 1e-5;
+      rtol = 1.6e-2;
+      break;
+    case DType::Float32:
+      atol = 1e-5;
+      rtol = 1.3e-6;
+      break;
+    case DType::Float64:
+      atol = 1e-7;
+      rtol = 1e-7;
+      break;
+    default:
+      atol = 0;
+      rtol = 0;
+      break;
   }
 }
 
@@ -49,8 +53,8 @@ void expect_close(const Tensor& got, const Tensor& want, const OpSample& s, size
   auto w = want.to_vector<double>();
   int bad = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
-              std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
+    bool ok =
+        (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] || std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
     if (!ok && bad++ < 5)
       ADD_FAILURE() << what << " output " << k << " element " << i << ": got " << g[i] << ", expected " << w[i]
                     << " (atol " << atol << ", rtol " << rtol << ")";
@@ -134,9 +138,9 @@ TEST_P(OpTest, Samples) {
       bool any = false;
       for (size_t i = 0; i < s.inputs.size(); ++i) {
         const Tensor& t = s.inputs[i];
-        bool want_grad = t.defined() && is_floating_point(t.dtype()) &&
-                         (s.grad_inputs.empty() ||
-                          std::find(s.grad_inputs.begin(), s.grad_inputs.end(), i) != s.grad_inputs.end());
+        bool want_grad =
+            t.defined() && is_floating_point(t.dtype()) &&
+            (s.grad_inputs.empty() || std::find(s.grad_inputs.begin(), s.grad_inputs.end(), i) != s.grad_inputs.end());
         if (want_grad) {
           in.push_back(t.detach().to(kFloat64, true).requires_grad_(true));
           any = true;
@@ -155,18 +159,16 @@ TEST_P(OpTest, Samples) {
       }
     }
   }
-  for (ErrorFn errors : registry()[op].errors) {
-    for (const ErrorSample& e : errors()) {
-      SCOPED_TRACE(std::string(info.name) + " bad input: " + e.name);
-      try {
-        e.call();
-        ADD_FAILURE() << "expected kiln::Error containing '" << e.expect << "'";
-      } catch (const kiln::Error& err) {
-        EXPECT_NE(std::string(err.what()).find(e.expect), std::string::npos)
-            << "message '" << err.what() << "' lacks '" << e.expect << "'";
-      } catch (const std::exception& err) {
-        ADD_FAILURE() << "threw a non-kiln exception: " << err.what();
-      }
+  for (const ErrorSample& e : op_error_samples(op)) {
+    SCOPED_TRACE(std::string(info.name) + " bad input: " + e.name);
+    try {
+      e.call();
+      ADD_FAILURE() << "expected kiln::Error containing '" << e.expect << "'";
+    } catch (const kiln::Error& err) {
+      EXPECT_NE(std::string(err.what()).find(e.expect), std::string::npos)
+          << "message '" << err.what() << "' lacks '" << e.expect << "'";
+    } catch (const std::exception& err) {
+      ADD_FAILURE() << "threw a non-kiln exception: " << err.what();
     }
   }
 }
@@ -175,33 +177,4 @@ std::string op_test_name(const ::testing::TestParamInfo<int>& p) { return op_nam
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range(0, kNumOps), op_test_name);
 
 }  // namespace
-
-std::vector<OpSample> op_samples(OpId op) {
-  std::vector<OpSample> samples;
-  auto it = registry().find(op);
-  if (it == registry().end()) return samples;
-  for (SampleFn f : it->second.samples) {
-    std::vector<OpSample> part = f();
-    if (part.empty()) ADD_FAILURE() << "op '" << op_name(op) << "' registered an empty sample list";
-    for (OpSample& s : part) samples.push_back(std::move(s));
-  }
-  return samples;
-}
-
-std::vector<ErrorSample> op_error_samples(OpId op) {
-  std::vector<ErrorSample> all;
-  auto it = registry().find(op);
-  if (it == registry().end()) return all;
-  for (ErrorFn f : it->second.errors)
-    for (ErrorSample& e : f()) all.push_back(std::move(e));
-  return all;
-}
-
-bool register_samples(OpId op, SampleFn samples, ErrorFn errors) {
-  auto& r = registry()[op];
-  if (samples) r.samples.push_back(samples);
-  if (errors) r.errors.push_back(errors);
-  return true;
-}
-
 }  // namespace kiln::test
