@@ -15,26 +15,11 @@ namespace {
 // Tolerances like torch.testing.assert_close, by dtype.
 void default_tol(DType t, double& atol, double& rtol) {
   switch (t) {
-    case DType::Float16:
-      atol = 1e-5;
-      rtol = 1e-3;
-      break;
-    case DType::BFloat16:
-      atol = 1e-5;
-      rtol = 1.6e-2;
-      break;
-    case DType::Float32:
-      atol = 1e-5;
-      rtol = 1.3e-6;
-      break;
-    case DType::Float64:
-      atol = 1e-7;
-      rtol = 1e-7;
-      break;
-    default:
-      atol = 0;
-      rtol = 0;
-      break;
+    case DType::Float16: atol = 1e-5; rtol = 1e-3; break;
+    case DType::BFloat16: atol = 1e-5; rtol = 1.6e-2; break;
+    case DType::Float32: atol = 1e-5; rtol = 1.3e-6; break;
+    case DType::Float64: atol = 1e-7; rtol = 1e-7; break;
+    default: atol = 0; rtol = 0; break;
   }
 }
 
@@ -53,8 +38,8 @@ void expect_close(const Tensor& got, const Tensor& want, const OpSample& s, size
   auto w = want.to_vector<double>();
   int bad = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    bool ok =
-        (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] || std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
+    bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
+              std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
     if (!ok && bad++ < 5)
       ADD_FAILURE() << what << " output " << k << " element " << i << ": got " << g[i] << ", expected " << w[i]
                     << " (atol " << atol << ", rtol " << rtol << ")";
@@ -138,9 +123,9 @@ TEST_P(OpTest, Samples) {
       bool any = false;
       for (size_t i = 0; i < s.inputs.size(); ++i) {
         const Tensor& t = s.inputs[i];
-        bool want_grad =
-            t.defined() && is_floating_point(t.dtype()) &&
-            (s.grad_inputs.empty() || std::find(s.grad_inputs.begin(), s.grad_inputs.end(), i) != s.grad_inputs.end());
+        bool want_grad = t.defined() && is_floating_point(t.dtype()) &&
+                         (s.grad_inputs.empty() ||
+                          std::find(s.grad_inputs.begin(), s.grad_inputs.end(), i) != s.grad_inputs.end());
         if (want_grad) {
           in.push_back(t.detach().to(kFloat64, true).requires_grad_(true));
           any = true;
@@ -177,4 +162,5 @@ std::string op_test_name(const ::testing::TestParamInfo<int>& p) { return op_nam
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range(0, kNumOps), op_test_name);
 
 }  // namespace
+
 }  // namespace kiln::test
