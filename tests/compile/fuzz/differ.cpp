@@ -121,7 +121,7 @@ std::string compare(const TensorList& got, const TensorList& want, bool exact, b
 std::optional<Mismatch> compare(const Outcome& got, const Outcome& want, bool exact, const std::string& variant,
                                 const char* call) {
   auto mm = [&](const char* kind, const std::string& d) {
-    return Mismatch{variant, kind, std::string(call) + ": " + d};
+    return Mismatch{variant, kind, std::string(call) + ": " + d, std::string(call) != "first call"};
   };
   if (got.threw != want.threw)
     return mm("error", got.threw ? "compiled threw '" + got.error + "'; eager did not"
@@ -150,6 +150,29 @@ std::vector<Variant> all_variants() {
   };
   return {make("eager", "eager", false, true), make("aot_eager", "aot_eager", false, false),
           make("aot_eager+pure", "aot_eager", true, false), make("inductor", "inductor", false, false)};
+}
+
+std::string known_class(const Program& p, const Mismatch& m, const Switches& s) {
+  auto has = [&](const char* text) { return m.detail.find(text) != std::string::npos; };
+  bool breaks = false;  // a value read or a data-dependent op: more than one graph
+  for (const Step& st : p.steps)
+    breaks = breaks ||
+             (st.enabled && (st.kind == StepKind::BranchValue ||
+                             (st.kind == StepKind::Op && op_info(sample_pool()[st.sample].op).has(DATA_DEPENDENT))));
+  if (!s.saved_tensor_versions && m.kind == "backward error" && has("eager backward threw") &&
+      has("modified by an in-place operation"))
+    return "saved_tensor_versions";
+  if (!s.view_strides && m.kind == "error" && has("compiled threw") && has("is not compatible with input tensor"))
+    return "view_strides";
+  if (!s.reads_after_break && m.kind == "error" && has("compiled threw") && has("without storage"))
+    return "reads_after_break";
+  if (!s.pure_replay_aliases && m.variant == "aot_eager+pure" && m.second_call) return "pure_replay_aliases";
+  if (!s.zero_vs_undefined_grads && m.kind == "gradient" && has("defined, eager's is not"))
+    return "zero_vs_undefined_grads";
+  if (!s.grads_across_breaks && m.kind == "gradient" && breaks) return "grads_across_breaks";
+  if (!s.as_strided_overlap && m.kind == "error" && has("compiled threw") && has("as_strided: not supported yet"))
+    return "as_strided_overlap";
+  return "";
 }
 
 std::optional<Mismatch> check(const Program& p, const std::vector<Variant>& variants) {

@@ -25,7 +25,12 @@ struct Mismatch {
   std::string variant;
   std::string kind;    // "error", "output", "input", "backward error", "gradient": what the shrinker keeps
   std::string detail;  // the first differences, readable
+  bool second_call = false;
 };
+
+// The name of the switch (Switches in program.h) of the known bug class `m` belongs to, when that
+// switch is off; else "" (a new mismatch: a failure).
+std::string known_class(const Program& p, const Mismatch& m, const Switches& s);
 
 // Each variant's compiled function is called twice: with the inputs eager saw, then with other
 // values of the same metadata (guards, trace replay and assume_pure's replay must notice).

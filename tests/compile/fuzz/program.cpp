@@ -1,6 +1,7 @@
 // Building, running and printing the fuzzer's programs (program.h).
 #include "tests/compile/fuzz/program.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -18,10 +19,22 @@ Switches switches_from_env() {
   Switches s;
   const char* e = std::getenv("KILN_FUZZ_ENABLE");
   std::string on = e ? e : "";
-  auto has = [&](const char* n) { return on.find(n) != std::string::npos || on == "all"; };
+  auto has = [&](const char* n) {
+    return on == "all" || ("," + on + ",").find(std::string(",") + n + ",") != std::string::npos;
+  };
   s.aliasing_args = has("aliasing_args");
-  s.inplace_on_read_values = has("inplace_on_read_values");
-  s.views_of_op_results = has("views_of_op_results");
+  s.saved_tensor_versions = has("saved_tensor_versions");
+  s.view_strides = has("view_strides");
+  s.detach_outputs = has("detach_outputs");
+  s.reads_after_break = has("reads_after_break");
+  s.nograd_inplace = has("nograd_inplace");
+  s.pure_replay_aliases = has("pure_replay_aliases");
+  s.grads_across_breaks = has("grads_across_breaks");
+  s.zero_vs_undefined_grads = has("zero_vs_undefined_grads");
+  s.as_strided_overlap = has("as_strided_overlap");
+  s.view_rebase = has("view_rebase");
+  s.overlapping_writes = has("overlapping_writes");
+  s.unchecked_grads = has("unchecked_grads");
   return s;
 }
 
@@ -34,6 +47,9 @@ const std::vector<PoolEntry>& sample_pool() {
         int64_t n = 0;
         for (const Tensor& t : s.inputs) n += t.defined() ? t.numel() : 0;
         if (n > kMaxSampleNumel || s.inputs.empty()) continue;
+        // Values that are not comparable (uninitialized memory, a nondeterministic order) would
+        // flow into every later step; random ops are compared (each run reseeds).
+        if (!s.compare_values && !op_info(op).has(RANDOM)) continue;
         p.push_back({op, std::move(s), n});
       }
     }
@@ -114,6 +130,27 @@ Tensor fresh(const Tensor& base, const Arg& a, double scale) {
 
 bool same_meta(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.dtype() == b.dtype() && a.sizes().vec() == b.sizes().vec();
+}
+
+// Whether two elements of `t` share one memory location (a dim of stride 0, sliding windows).
+bool overlaps_itself(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with size > 1
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (t.sizes()[i] > 1) dims.emplace_back(t.strides()[i], t.sizes()[i]);
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the largest offset the smaller-stride dims reach
+  for (auto [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += stride * (size - 1);
+  }
+  return false;
+}
+
+// Whether `t` shares storage with another tensor in `others`.
+bool shares_storage(const Tensor& t, const std::vector<Tensor>& others) {
+  for (const Tensor& o : others)
+    if (o.defined() && !o.is_same(t) && o.has_storage() && t.has_storage() && o.is_alias_of(t)) return true;
+  return false;
 }
 
 Tensor apply_view(const Tensor& v, int variant) {
@@ -415,17 +452,7 @@ Program generate(uint64_t seed, const GenOptions& opt) {
   for (int i = 0; i < kNumOps; ++i)
     if (!samples_of(static_cast<OpId>(i)).empty()) ops.push_back(static_cast<OpId>(i));
   const size_t want = 1 + pick(opt.max_steps);
-  std::map<int, Tensor> vals;   // the values so far (dry run), with fresh inputs as ids <= -2
-  std::map<int, bool> op_made;  // value id -> made by an op (not a view of an input)
-  auto was_read = [&](int id) {
-    for (const Step& s : p.steps) {
-      if (!s.enabled) continue;
-      if (s.src == id || s.src2 == id) return true;
-      for (const Arg& a : s.args)
-        if (a.value == id) return true;
-    }
-    return false;
-  };
+  std::map<int, Tensor> vals;  // the values so far (dry run), with fresh inputs as ids <= -2
   for (int attempt = 0; attempt < static_cast<int>(want) * 4 && p.steps.size() < want; ++attempt) {
     TensorList in = make_inputs(p);
     std::vector<int> ids;
@@ -452,13 +479,11 @@ Program generate(uint64_t seed, const GenOptions& opt) {
                      : lr < 0.75 ? Layout::Transposed
                      : lr < 0.9  ? Layout::Strided
                                  : Layout::Expanded;
-          a.requires_grad = t.is_floating_point() && chance(0.7);
-          bool writes = i == 0 && op_info(op).has(MUTATES);
+          a.requires_grad = t.is_floating_point() && chance(0.7) && (sample.check_grad || opt.switches.unchecked_grads);
           if (chance(0.5)) {
             std::vector<int> match;
             for (int id : ids)
-              if (same_meta(value_of(id), t) && (opt.switches.inplace_on_read_values || !writes || !was_read(id)))
-                match.push_back(id);
+              if (same_meta(value_of(id), t)) match.push_back(id);
             if (!match.empty()) a.value = match[pick(match.size())];
           }
           if (opt.switches.aliasing_args && a.value == -1 && chance(0.2))
@@ -477,12 +502,29 @@ Program generate(uint64_t seed, const GenOptions& opt) {
                : k < 0.9 ? StepKind::BranchValue
                          : StepKind::Random;
       s.variant = static_cast<int>(pick(16));
-      if (s.kind == StepKind::View && !opt.switches.views_of_op_results && s.variant % kViewVariants == 4 &&
-          s.src >= 0 && op_made[s.src])
-        s.variant = 3;  // reshape instead of view (case 6 of issue 27)
+      if (s.kind == StepKind::Detach && !opt.switches.detach_outputs) continue;
+      if (s.kind == StepKind::Inplace) s.src2 = ids[pick(ids.size())];
+    }
+    // A write under NoGradGuard (an in-place step, or an op that mutates its input).
+    const bool writes =
+        s.kind == StepKind::Inplace || (s.kind == StepKind::Op && op_info(pool[s.sample].op).has(MUTATES));
+    if (writes && !opt.switches.nograd_inplace) s.no_grad = false;
+    if (writes && (!opt.switches.view_rebase || !opt.switches.overlapping_writes)) {
+      // The tensor written: the in-place step's source, or the mutating op's first input.
+      Tensor target;
       if (s.kind == StepKind::Inplace) {
-        if (!opt.switches.inplace_on_read_values && was_read(s.src)) continue;
-        s.src2 = ids[pick(ids.size())];
+        target = value_of(s.src);
+      } else if (!s.args.empty()) {
+        const Tensor& own = pool[s.sample].sample.inputs[0];
+        target = s.args[0].value != -1 && same_meta(value_of(s.args[0].value), own) ? value_of(s.args[0].value)
+                 : s.args[0].layout == Layout::Expanded                             ? lay_out(own, Layout::Expanded)
+                                                                                    : Tensor();
+      }
+      if (target.defined()) {
+        std::vector<Tensor> live(in.begin(), in.end());
+        for (auto& [id, t] : vals) live.push_back(t);
+        if (!opt.switches.overlapping_writes && overlaps_itself(target)) continue;
+        if (!opt.switches.view_rebase && shares_storage(target, live)) continue;
       }
     }
     p.steps.push_back(s);
@@ -496,14 +538,6 @@ Program generate(uint64_t seed, const GenOptions& opt) {
         continue;
       }
       break;
-    }
-    if (s.kind == StepKind::Op) {
-      const int id = static_cast<int>(p.steps.size() - 1) * kMaxOutputs;
-      for (int j = 0; j < kMaxOutputs; ++j) op_made[id + j] = true;
-    } else if (s.kind != StepKind::View && s.kind != StepKind::Detach && s.kind != StepKind::Inplace) {
-      op_made[static_cast<int>(p.steps.size() - 1) * kMaxOutputs] = true;
-    } else if (s.kind != StepKind::Inplace) {
-      op_made[static_cast<int>(p.steps.size() - 1) * kMaxOutputs] = s.src >= 0 && op_made[s.src];
     }
   }
   return p;

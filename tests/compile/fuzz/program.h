@@ -19,17 +19,54 @@ namespace kiln::fuzz {
 using test::OpSample;
 using test::TensorList;
 
-// Bug classes of issue 27 that the fuzzer can generate but leaves out until they are fixed, so
-// that the CI test passes; each is a named switch (env KILN_FUZZ_ENABLE=name,name turns it on).
+// Bug classes the fuzzer finds but leaves out until they are fixed, so that the CI test passes:
+// issue 27's known cases, and the classes this fuzzer found (listed in the issue). Each is a
+// named switch; env KILN_FUZZ_ENABLE=name,name (or "all") turns it on. Some keep the generator
+// from writing such programs; the others let a mismatch of that class pass as "known"
+// (counted and printed once, differ.h: known_class).
 struct Switches {
-  // Case 2: two arguments of one call sharing storage (the same tensor passed twice).
+  // Issue 27 case 2 (generator): two arguments of one call sharing storage.
   bool aliasing_args = false;
-  // Case 1 (and 7's div): an in-place write to a value an earlier step already read, so that a
-  // tensor saved for backward may be overwritten inside the compiled call.
-  bool inplace_on_read_values = false;
-  // Case 6: view()/reshape-as-view on a value that an op produced (the compiled graph may give it
-  // other strides than eager; fresh or chained views of inputs stay on).
-  bool views_of_op_results = false;
+  // Issue 27 case 1 (and 7's div): eager's backward raises "modified by an in-place operation",
+  // compiled's does not (the saved tensor's version is taken after the write).
+  bool saved_tensor_versions = false;
+  // Issue 27 case 6: compiled raises "view size ... is not compatible with input tensor's size"
+  // (a view sees other strides than eager's).
+  bool view_strides = false;
+  // Found by the fuzzer (generator): `y.detach()` returned from an aot_eager graph requires grad,
+  // so a backward through both outputs counts the gradient twice.
+  bool detach_outputs = false;
+  // Found by the fuzzer: reading values (item()) of a tensor made after a graph break raises
+  // "cannot read the values of a tensor without storage" under aot_eager.
+  bool reads_after_break = false;
+  // Found by the fuzzer (generator): an in-place write under NoGradGuard into a tensor whose view
+  // (or itself) is an output: the compiled backward differentiates the write (eager does not).
+  bool nograd_inplace = false;
+  // Found by the fuzzer: assume_pure's guard-only replay (second call, other values) returns the
+  // first call's tensors for outputs that alias inputs (views, detach, in-place updated buffers).
+  bool pure_replay_aliases = false;
+  // Found by the fuzzer: gradients of outputs of graphs on both sides of a graph break (and a
+  // view of one) taken together with autograd::grad lose one output's share under aot_eager.
+  bool grads_across_breaks = false;
+  // Found by the fuzzer: a leaf used only under NoGradGuard inside a compiled call gets a
+  // defined (zero) gradient where eager's autograd::grad(allow_unused) gives an undefined one.
+  bool zero_vs_undefined_grads = false;
+  // Found by the fuzzer: as_strided of an expanded input requiring grad raises "not supported
+  // yet" under aot_eager; eager runs it.
+  bool as_strided_overlap = false;
+  // Found by the fuzzer, an eager bug (generator): after an in-place write to a tensor, eager's
+  // autograd does not rebase its views (`v = a.unsqueeze(0); a.mul_(2)`: v's gradient uses the
+  // old a; PyTorch and aot_eager rebase it). Off: no in-place write to a tensor sharing storage
+  // with another value.
+  bool view_rebase = false;
+  // Found by the fuzzer, an eager bug (generator): an in-place write to internally overlapping
+  // memory (an expanded input, as_strided windows) runs, with an order-dependent result, where
+  // PyTorch raises; compiled code gives other values. Off: no such writes.
+  bool overlapping_writes = false;
+  // Samples that opt out of gradcheck (saturated or special values: inf, nan) keep their
+  // inputs' requires_grad off; on, they are differentiated too (aot_eager's prim VJPs then
+  // differ from eager's at those points, e.g. softplus(inf), binary_cross_entropy at 0 and 1).
+  bool unchecked_grads = false;
 };
 Switches switches_from_env();
 
