@@ -166,7 +166,7 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s) 
     return "view_strides";
   if (!s.reads_after_break && m.kind == "error" && has("compiled threw") && has("without storage"))
     return "reads_after_break";
-  if (!s.pure_replay_aliases && m.variant == "aot_eager+pure" && m.second_call) return "pure_replay_aliases";
+  if (!s.pure_detach_constant && m.variant == "aot_eager+pure" && m.second_call) return "pure_detach_constant";
   if (!s.zero_vs_undefined_grads && m.kind == "gradient" && has("defined, eager's is not"))
     return "zero_vs_undefined_grads";
   if (!s.grads_across_breaks && m.kind == "gradient" && breaks) return "grads_across_breaks";

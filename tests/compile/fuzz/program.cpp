@@ -28,7 +28,7 @@ Switches switches_from_env() {
   s.detach_outputs = has("detach_outputs");
   s.reads_after_break = has("reads_after_break");
   s.nograd_inplace = has("nograd_inplace");
-  s.pure_replay_aliases = has("pure_replay_aliases");
+  s.pure_detach_constant = has("pure_detach_constant");
   s.grads_across_breaks = has("grads_across_breaks");
   s.zero_vs_undefined_grads = has("zero_vs_undefined_grads");
   s.as_strided_overlap = has("as_strided_overlap");

@@ -42,9 +42,10 @@ struct Switches {
   // Found by the fuzzer (generator): an in-place write under NoGradGuard into a tensor whose view
   // (or itself) is an output: the compiled backward differentiates the write (eager does not).
   bool nograd_inplace = false;
-  // Found by the fuzzer: assume_pure's guard-only replay (second call, other values) returns the
-  // first call's tensors for outputs that alias inputs (views, detach, in-place updated buffers).
-  bool pure_replay_aliases = false;
+  // Found by the fuzzer: under assume_pure, `arg.detach()` of a tensor argument is captured as
+  // a constant, so the guard-only replay (second call, other values) computes with the first
+  // call's values (`return in[0].detach() * 2;` returns 2 for ones, then 2 again for fives).
+  bool pure_detach_constant = false;
   // Found by the fuzzer: gradients of outputs of graphs on both sides of a graph break (and a
   // view of one) taken together with autograd::grad lose one output's share under aot_eager.
   bool grads_across_breaks = false;
