@@ -154,11 +154,15 @@ std::vector<Variant> all_variants() {
 
 std::string known_class(const Program& p, const Mismatch& m, const Switches& s) {
   auto has = [&](const char* text) { return m.detail.find(text) != std::string::npos; };
-  bool breaks = false;  // a value read or a data-dependent op: more than one graph
-  for (const Step& st : p.steps)
-    breaks = breaks ||
-             (st.enabled && (st.kind == StepKind::BranchValue ||
-                             (st.kind == StepKind::Op && op_info(sample_pool()[st.sample].op).has(DATA_DEPENDENT))));
+  bool breaks = false, data_dependent = false, copies = false;
+  for (const Step& st : p.steps) {
+    if (!st.enabled) continue;
+    OpId op = st.kind == StepKind::Op ? sample_pool()[st.sample].op : OpId::copy_;
+    data_dependent = data_dependent || (st.kind == StepKind::Op && op_info(op).has(DATA_DEPENDENT));
+    breaks = breaks || data_dependent || st.kind == StepKind::BranchValue;  // more than one graph
+    copies = copies || (st.kind == StepKind::Op && op == OpId::copy_) ||
+             (st.kind == StepKind::Inplace && st.variant % 5 == 3);  // apply_inplace's copy_
+  }
   if (!s.saved_tensor_versions && m.kind == "backward error" && has("eager backward threw") &&
       has("modified by an in-place operation"))
     return "saved_tensor_versions";
@@ -167,6 +171,11 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s) 
   if (!s.reads_after_break && m.kind == "error" && has("compiled threw") && has("without storage"))
     return "reads_after_break";
   if (!s.pure_detach_constant && m.variant == "aot_eager+pure" && m.second_call) return "pure_detach_constant";
+  if (!s.symbols_after_data_dependent && m.kind == "error" && m.second_call && has("compiled threw") && data_dependent)
+    return "symbols_after_data_dependent";
+  if (!s.copy_aliases_source && (m.kind == "output" || m.kind == "input") && copies) return "copy_aliases_source";
+  if (!s.empty_reduction_grad && m.kind == "gradient" && has("gradient of input: 0 tensors"))
+    return "empty_reduction_grad";
   if (!s.zero_vs_undefined_grads && m.kind == "gradient" && has("defined, eager's is not"))
     return "zero_vs_undefined_grads";
   if (!s.grads_across_breaks && m.kind == "gradient" && breaks) return "grads_across_breaks";

@@ -32,9 +32,12 @@ Switches switches_from_env() {
   s.grads_across_breaks = has("grads_across_breaks");
   s.zero_vs_undefined_grads = has("zero_vs_undefined_grads");
   s.as_strided_overlap = has("as_strided_overlap");
-  s.view_rebase = has("view_rebase");
+  s.writes_to_viewed_tensors = has("writes_to_viewed_tensors");
   s.overlapping_writes = has("overlapping_writes");
   s.unchecked_grads = has("unchecked_grads");
+  s.symbols_after_data_dependent = has("symbols_after_data_dependent");
+  s.copy_aliases_source = has("copy_aliases_source");
+  s.empty_reduction_grad = has("empty_reduction_grad");
   return s;
 }
 
@@ -91,8 +94,11 @@ int Program::num_inputs() const {
 
 namespace {
 
-// `v`'s values laid out as `l` asks (Expanded repeats the first slice along a dim of size > 1).
-Tensor lay_out(const Tensor& v, Layout l) {
+// `v`'s values laid out as `l` asks (Expanded repeats the first slice along a dim of size > 1),
+// in new memory: contiguous() may return its argument, and programs write into their inputs
+// (the pool's samples must never change).
+Tensor lay_out(const Tensor& src, Layout l) {
+  const Tensor v = src.clone();
   const int64_t d = v.dim();
   switch (l) {
     case Layout::Contiguous:
@@ -453,8 +459,9 @@ Program generate(uint64_t seed, const GenOptions& opt) {
     if (!samples_of(static_cast<OpId>(i)).empty()) ops.push_back(static_cast<OpId>(i));
   const size_t want = 1 + pick(opt.max_steps);
   std::map<int, Tensor> vals;  // the values so far (dry run), with fresh inputs as ids <= -2
+  TensorList ran;              // the dry run's inputs (what `vals` may alias)
   for (int attempt = 0; attempt < static_cast<int>(want) * 4 && p.steps.size() < want; ++attempt) {
-    TensorList in = make_inputs(p);
+    const TensorList& in = ran;
     std::vector<int> ids;
     for (auto& [id, t] : vals) ids.push_back(id);
     for (size_t i = 0; i < in.size(); ++i)
@@ -509,7 +516,7 @@ Program generate(uint64_t seed, const GenOptions& opt) {
     const bool writes =
         s.kind == StepKind::Inplace || (s.kind == StepKind::Op && op_info(pool[s.sample].op).has(MUTATES));
     if (writes && !opt.switches.nograd_inplace) s.no_grad = false;
-    if (writes && (!opt.switches.view_rebase || !opt.switches.overlapping_writes)) {
+    if (writes && (!opt.switches.writes_to_viewed_tensors || !opt.switches.overlapping_writes)) {
       // The tensor written: the in-place step's source, or the mutating op's first input.
       Tensor target;
       if (s.kind == StepKind::Inplace) {
@@ -524,13 +531,14 @@ Program generate(uint64_t seed, const GenOptions& opt) {
         std::vector<Tensor> live(in.begin(), in.end());
         for (auto& [id, t] : vals) live.push_back(t);
         if (!opt.switches.overlapping_writes && overlaps_itself(target)) continue;
-        if (!opt.switches.view_rebase && shares_storage(target, live)) continue;
+        if (!opt.switches.writes_to_viewed_tensors && shares_storage(target, live)) continue;
       }
     }
     p.steps.push_back(s);
     try {
       TensorList fin = make_inputs(p);
       vals = run_values(p, fin);
+      ran = std::move(fin);
     } catch (const std::exception&) {
       // Mostly drop a step that fails eagerly; keep a few, as tests of error against error.
       if (chance(0.9)) {

@@ -55,15 +55,27 @@ struct Switches {
   // Found by the fuzzer: as_strided of an expanded input requiring grad raises "not supported
   // yet" under aot_eager; eager runs it.
   bool as_strided_overlap = false;
-  // Found by the fuzzer, an eager bug (generator): after an in-place write to a tensor, eager's
-  // autograd does not rebase its views (`v = a.unsqueeze(0); a.mul_(2)`: v's gradient uses the
-  // old a; PyTorch and aot_eager rebase it). Off: no in-place write to a tensor sharing storage
-  // with another value.
-  bool view_rebase = false;
-  // Found by the fuzzer, an eager bug (generator): an in-place write to internally overlapping
-  // memory (an expanded input, as_strided windows) runs, with an order-dependent result, where
-  // PyTorch raises; compiled code gives other values. Off: no such writes.
+  // Found by the fuzzer (generator), two bugs: eager's autograd does not rebase views after an
+  // in-place write to their base (`v = a.unsqueeze(0); a.mul_(2)`: v's gradient uses the old a;
+  // PyTorch and aot_eager rebase it), and under aot_eager a view of an argument taken before a
+  // graph break does not see a write to the argument after the break. Off: no in-place write
+  // to a tensor sharing storage with another live value.
+  bool writes_to_viewed_tensors = false;
+  // (generator) In-place writes into internally overlapping memory (an expanded input,
+  // as_strided windows): PyTorch raises, kiln's eager writes with an order-dependent result.
   bool overlapping_writes = false;
+  // Found by the fuzzer: after a data-dependent op (masked_select, nonzero, unique_consecutive,
+  // index with a mask), the second call (same sizes) raises under every backend: a size of the
+  // data-dependent output is matched to another tensor's size ("sub: the size of tensor a (0)
+  // must match the size of tensor b (4)", "compiled graph output 2 has shape [0] where the
+  // trace said [2]"), e.g. masked_select(bool[3,4], mask) then median(float64[4,5]).
+  bool symbols_after_data_dependent = false;
+  // Found by the fuzzer: `a.copy_(b); b.zero_(); return a;` returns zeros under aot_eager (the
+  // functionalized copy_ makes a an alias of b).
+  bool copy_aliases_source = false;
+  // Found by the fuzzer: the gradient of nanmedian over all elements of an empty tensor
+  // ([2, 0, 3]): eager's output requires grad, aot_eager's does not.
+  bool empty_reduction_grad = false;
   // Samples that opt out of gradcheck (saturated or special values: inf, nan) keep their
   // inputs' requires_grad off; on, they are differentiated too (aot_eager's prim VJPs then
   // differ from eager's at those points, e.g. softplus(inf), binary_cross_entropy at 0 and 1).
