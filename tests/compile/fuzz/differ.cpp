@@ -34,6 +34,12 @@ Outcome execute(const Fn& f, const Program& p, double scale, bool random) {
     o.error = e.what();
     return o;
   }
+  for (size_t k = 0; k < o.outs.size(); ++k)
+    if (o.outs[k].defined() && !o.outs[k].has_storage()) {
+      o.threw = true;  // a tracer escaped the compiled call: the user cannot read it
+      o.error = "output " + std::to_string(k) + " was never made real (no storage)";
+      return o;
+    }
   {
     NoGradGuard g;
     for (const Tensor& t : in) o.inputs_after.push_back(t.defined() ? t.detach().clone() : t);
@@ -158,7 +164,11 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s) 
   for (const Step& st : p.steps) {
     if (!st.enabled) continue;
     OpId op = st.kind == StepKind::Op ? sample_pool()[st.sample].op : OpId::copy_;
-    data_dependent = data_dependent || (st.kind == StepKind::Op && op_info(op).has(DATA_DEPENDENT));
+    // Indexing with a bool mask is data-dependent too, though the op (index) is not marked so.
+    bool mask = false;
+    if (st.kind == StepKind::Op && !op_info(op).has(POINTWISE))
+      for (const Tensor& t : sample_pool()[st.sample].sample.inputs) mask = mask || (t.defined() && t.dtype() == kBool);
+    data_dependent = data_dependent || (st.kind == StepKind::Op && (op_info(op).has(DATA_DEPENDENT) || mask));
     breaks = breaks || data_dependent || st.kind == StepKind::BranchValue;  // more than one graph
     copies = copies || (st.kind == StepKind::Op && op == OpId::copy_) ||
              (st.kind == StepKind::Inplace && st.variant % 5 == 3);  // apply_inplace's copy_

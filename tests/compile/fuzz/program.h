@@ -33,8 +33,10 @@ struct Switches {
   // Issue 27 case 6: compiled raises "view size ... is not compatible with input tensor's size"
   // (a view sees other strides than eager's).
   bool view_strides = false;
-  // Found by the fuzzer (generator): `y.detach()` returned from an aot_eager graph requires grad,
-  // so a backward through both outputs counts the gradient twice.
+  // Found by the fuzzer (generator): `detach()` inside an aot_eager graph is not eager's alias
+  // without grad: `y.detach()` returned beside y requires grad (a backward through both counts
+  // the gradient twice), may be returned without storage ("never made real", after quantile),
+  // and does not see later in-place writes to y. Off: no detach steps.
   bool detach_outputs = false;
   // Found by the fuzzer: reading values (item()) of a tensor made after a graph break raises
   // "cannot read the values of a tensor without storage" under aot_eager.
