@@ -4,9 +4,10 @@
 // graph); outputs, writes into inputs, gradients and errors must agree (fuzz/differ.h). A
 // mismatch is shrunk and printed as a reproducer.
 //
-// ctest runs seeds 1, 2, ... for KILN_FUZZ_SECONDS (default 20). By hand:
+// ctest runs seeds 1, 2, ... (at most 2800) for KILN_FUZZ_SECONDS (default 20; 60 in
+// scripts/test). By hand, scripts/fuzz-compile SECONDS SEED, or (one command line):
 //   KILN_FUZZ_SECONDS=600 KILN_FUZZ_SEED=1000000 KILN_FUZZ_KEEP_GOING=1
-//     build/bin/kiln_fuzz_compile --gtest_filter=FuzzCompile.*   (one command line)
+//     build/tests/kiln_fuzz_compile --gtest_filter=FuzzCompile.*
 // Other knobs: KILN_FUZZ_PROGRAMS (stop after N), KILN_FUZZ_INDUCTOR_EVERY (default 8, 0: never),
 // KILN_FUZZ_VARIANTS=eager,aot_eager,aot_eager+pure,inductor, KILN_FUZZ_STEPS (default 6),
 // KILN_FUZZ_ENABLE=aliasing_args,... (known bug classes, Switches in fuzz/program.h),
