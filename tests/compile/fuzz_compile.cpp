@@ -120,7 +120,10 @@ TEST(FuzzCompile, FixedSeeds) {
     Variant v;
     for (const Variant& c : all_variants())
       if (c.name == m->variant) v = c;
-    Program small = v.name.empty() ? p : shrink(p, v, m->kind, v.name == "inductor" ? 40 : 300);
+    auto same = [&](const Program& q, const Mismatch& mq) {
+      return mq.kind == m->kind && known_class(q, mq, gen.switches) == cls;
+    };
+    Program small = v.name.empty() ? p : shrink(p, v, same, v.name == "inductor" ? 40 : 300);
     std::optional<Mismatch> ms = v.name.empty() ? m : check(small, {v});
     if (!ms) ms = m;
     const std::string sig = signature(small, *ms);

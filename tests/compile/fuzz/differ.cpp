@@ -160,7 +160,7 @@ std::vector<Variant> all_variants() {
 
 std::string known_class(const Program& p, const Mismatch& m, const Switches& s) {
   auto has = [&](const char* text) { return m.detail.find(text) != std::string::npos; };
-  bool breaks = false, data_dependent = false, copies = false;
+  bool breaks = false, data_dependent = false, copies = false, ties = false;
   for (const Step& st : p.steps) {
     if (!st.enabled) continue;
     OpId op = st.kind == StepKind::Op ? sample_pool()[st.sample].op : OpId::copy_;
@@ -170,6 +170,7 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s) 
       for (const Tensor& t : sample_pool()[st.sample].sample.inputs) mask = mask || (t.defined() && t.dtype() == kBool);
     data_dependent = data_dependent || (st.kind == StepKind::Op && (op_info(op).has(DATA_DEPENDENT) || mask));
     breaks = breaks || data_dependent || st.kind == StepKind::BranchValue;  // more than one graph
+    ties = ties || (st.kind == StepKind::Op && (op == OpId::median || op == OpId::nanmedian));
     copies = copies || (st.kind == StepKind::Op && op == OpId::copy_) ||
              (st.kind == StepKind::Inplace && st.variant % 5 == 3);  // apply_inplace's copy_
   }
@@ -186,6 +187,7 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s) 
   if (!s.copy_aliases_source && (m.kind == "output" || m.kind == "input") && copies) return "copy_aliases_source";
   if (!s.empty_reduction_grad && m.kind == "gradient" && has("gradient of input: 0 tensors"))
     return "empty_reduction_grad";
+  if (!s.ties_in_full_reductions && m.kind == "gradient" && ties) return "ties_in_full_reductions";
   if (!s.zero_vs_undefined_grads && m.kind == "gradient" && has("defined, eager's is not"))
     return "zero_vs_undefined_grads";
   if (!s.grads_across_breaks && m.kind == "gradient" && breaks) return "grads_across_breaks";
@@ -207,7 +209,8 @@ std::optional<Mismatch> check(const Program& p, const std::vector<Variant>& vari
   return std::nullopt;
 }
 
-Program shrink(Program p, const Variant& variant, const std::string& kind, int budget) {
+Program shrink(Program p, const Variant& variant, const std::function<bool(const Program&, const Mismatch&)>& same,
+               int budget) {
   auto still = [&](const Program& q) {
     if (budget-- <= 0) return false;
     std::optional<Mismatch> m;
@@ -216,7 +219,7 @@ Program shrink(Program p, const Variant& variant, const std::string& kind, int b
     } catch (const std::exception&) {
       return false;  // eager itself failed outside the compared calls (a bad shrink)
     }
-    return m && m->kind == kind;
+    return m && same(q, *m);
   };
   auto attempt = [&](const std::function<bool(Program&)>& edit) {
     Program q = p;

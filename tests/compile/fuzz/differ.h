@@ -2,6 +2,7 @@
 // outputs, the inputs after the call (writes), every gradient, and error against no error.
 // Tolerances: BENCHMARKS.md's accuracy rule (fp32: 1e-4 forward, 1e-3 gradients).
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,7 +38,9 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s);
 std::optional<Mismatch> check(const Program& p, const std::vector<Variant>& variants);
 
 // Drops steps, chains, layouts, grad flags and no_grad regions, and swaps samples for smaller
-// ones, while `variant` still mismatches the same way; at most `budget` checks.
-Program shrink(Program p, const Variant& variant, const std::string& kind, int budget);
+// ones, while `variant` still mismatches the same way (`same`: the kind of mismatch and its
+// known class, so that shrinking does not drift into another bug); at most `budget` checks.
+Program shrink(Program p, const Variant& variant, const std::function<bool(const Program&, const Mismatch&)>& same,
+               int budget);
 
 }  // namespace kiln::fuzz

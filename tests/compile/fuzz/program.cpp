@@ -38,6 +38,7 @@ Switches switches_from_env() {
   s.symbols_after_data_dependent = has("symbols_after_data_dependent");
   s.copy_aliases_source = has("copy_aliases_source");
   s.empty_reduction_grad = has("empty_reduction_grad");
+  s.ties_in_full_reductions = has("ties_in_full_reductions");
   return s;
 }
 

@@ -78,6 +78,10 @@ struct Switches {
   // Found by the fuzzer: the gradient of nanmedian over all elements of an empty tensor
   // ([2, 0, 3]): eager's output requires grad, aot_eager's does not.
   bool empty_reduction_grad = false;
+  // Found by the fuzzer: the gradient of median/nanmedian over all elements with ties (an
+  // expanded input): eager (as PyTorch) spreads it evenly over the tied elements, aot_eager gives
+  // it all to one element.
+  bool ties_in_full_reductions = false;
   // Samples that opt out of gradcheck (saturated or special values: inf, nan) keep their
   // inputs' requires_grad off; on, they are differentiated too (aot_eager's prim VJPs then
   // differ from eager's at those points, e.g. softplus(inf), binary_cross_entropy at 0 and 1).
