@@ -12,17 +12,6 @@
 namespace kiln::test {
 
 namespace {
-// An op may register samples from several files (sum: reductions and views):
-// all of them run.
-struct Registered {
-  std::vector<SampleFn> samples;
-  std::vector<ErrorFn> errors;
-};
-std::map<OpId, Registered>& registry() {
-  static std::map<OpId, Registered> r;
-  return r;
-}
-
 // Tolerances like torch.testing.assert_close, by dtype.
 void default_tol(DType t, double& atol, double& rtol) {
   switch (t) {
@@ -155,18 +144,16 @@ TEST_P(OpTest, Samples) {
       }
     }
   }
-  for (ErrorFn errors : registry()[op].errors) {
-    for (const ErrorSample& e : errors()) {
-      SCOPED_TRACE(std::string(info.name) + " bad input: " + e.name);
-      try {
-        e.call();
-        ADD_FAILURE() << "expected kiln::Error containing '" << e.expect << "'";
-      } catch (const kiln::Error& err) {
-        EXPECT_NE(std::string(err.what()).find(e.expect), std::string::npos)
-            << "message '" << err.what() << "' lacks '" << e.expect << "'";
-      } catch (const std::exception& err) {
-        ADD_FAILURE() << "threw a non-kiln exception: " << err.what();
-      }
+  for (const ErrorSample& e : op_error_samples(op)) {
+    SCOPED_TRACE(std::string(info.name) + " bad input: " + e.name);
+    try {
+      e.call();
+      ADD_FAILURE() << "expected kiln::Error containing '" << e.expect << "'";
+    } catch (const kiln::Error& err) {
+      EXPECT_NE(std::string(err.what()).find(e.expect), std::string::npos)
+          << "message '" << err.what() << "' lacks '" << e.expect << "'";
+    } catch (const std::exception& err) {
+      ADD_FAILURE() << "threw a non-kiln exception: " << err.what();
     }
   }
 }
@@ -175,33 +162,5 @@ std::string op_test_name(const ::testing::TestParamInfo<int>& p) { return op_nam
 INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::Range(0, kNumOps), op_test_name);
 
 }  // namespace
-
-std::vector<OpSample> op_samples(OpId op) {
-  std::vector<OpSample> samples;
-  auto it = registry().find(op);
-  if (it == registry().end()) return samples;
-  for (SampleFn f : it->second.samples) {
-    std::vector<OpSample> part = f();
-    if (part.empty()) ADD_FAILURE() << "op '" << op_name(op) << "' registered an empty sample list";
-    for (OpSample& s : part) samples.push_back(std::move(s));
-  }
-  return samples;
-}
-
-std::vector<ErrorSample> op_error_samples(OpId op) {
-  std::vector<ErrorSample> all;
-  auto it = registry().find(op);
-  if (it == registry().end()) return all;
-  for (ErrorFn f : it->second.errors)
-    for (ErrorSample& e : f()) all.push_back(std::move(e));
-  return all;
-}
-
-bool register_samples(OpId op, SampleFn samples, ErrorFn errors) {
-  auto& r = registry()[op];
-  if (samples) r.samples.push_back(samples);
-  if (errors) r.errors.push_back(errors);
-  return true;
-}
 
 }  // namespace kiln::test
