@@ -95,6 +95,11 @@ struct CompileStats {
   double last_call_us = 0, last_run_us = 0;
   double last_guard_us = 0;  // the latest assume_pure replay: checking its guards
   double compile_ms = 0;     // every graph's compilation (AOT, partition, backend), all calls
+  // Backend "inductor": runs of generated loop kernels, and runs of a kernel's nodes with eager
+  // kernels instead because a buffer's layout was not the one compiled for (both counted as the
+  // graphs run, backward included).
+  int64_t generated_kernel_runs = 0;
+  int64_t kernel_fallbacks = 0;
   std::string str() const;
 };
 
@@ -264,7 +269,8 @@ class CompiledModule : public nn::Module {
           compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
         for (const Tensor& t : mod_->buffers())
           compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
-        compiler::detail::mix(call.key, mod_->is_training());
+        // Every module's train/eval flag: a child set back to train() runs its training graph.
+        for (const auto& [name, m] : mod_->named_modules()) compiler::detail::mix(call.key, m->is_training());
         std::vector<Tensor> outs;
         if (state_->replay(call, outs)) return outs.at(0);
         call.returned = [&] { return std::vector<Tensor>{r}; };

@@ -153,8 +153,17 @@ std::vector<Tensor> meta_outputs(const std::vector<TensorMeta>& metas) {
 // op is to run as usual: by decomposition, or eagerly after a graph break.
 bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::vector<Tensor>& outs) {
   if (info.kind == OpKind::Composite && info.decomp && rec->decompose(call.op)) {
-    if (info.meta && !info.has(DATA_DEPENDENT)) (void)info.meta(call);  // the composite's own errors first
+    std::vector<TensorMeta> metas;
+    if (info.meta && !info.has(DATA_DEPENDENT)) metas = info.meta(call);  // the composite's own errors first
     outs = info.decomp(call);
+    // Note [Decomposed layouts]: an op that is not a view gives a fresh contiguous tensor
+    // eagerly (its meta reports no strides); a decomposition that ends in a view (repeat:
+    // reshape of an expand) must give the same layout, or a later view that eager allows fails.
+    if (!info.has(VIEW))
+      for (size_t k = 0; k < outs.size() && k < metas.size(); ++k) {
+        const bool strided = metas[k].strides.size() == metas[k].sizes.size() && !metas[k].sizes.empty();
+        if (!strided && outs[k].defined() && !outs[k].is_contiguous()) outs[k] = call_op1(OpId::clone, {outs[k]}, {});
+      }
     return true;
   }
   if ((info.has(VIEW) || call.op == OpId::copy_) && info.meta) {

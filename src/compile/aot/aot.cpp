@@ -1,6 +1,7 @@
 // The AOT pipeline (the AOTAutograd role): functionalize the captured graph,
 // build the joint forward+backward graph by running the op table's VJP rules
 // on tracers, split it with a min-cut partitioner, and decompose to prims.
+#include <algorithm>
 #include <optional>
 #include <sstream>
 
@@ -38,26 +39,74 @@ std::vector<Tensor> placeholders(Recording& rec, const Graph& g, size_t count, b
   return ph;
 }
 
+// Note [Aliased inputs]
+// Inputs that share one storage (a tensor and its view, two overlapping views, a parameter
+// passed as an argument) are one buffer in eager: a write through one is read through the
+// other. When the graph writes any of them, functionalization traces over a synthetic base
+// instead, as AOTAutograd does: one extra input spanning the storage they view, each of them
+// an as_strided view of it, so writes scatter into the base and later reads are remade from
+// it; the base is written back. The pattern is part of the graph's hash, so a call with other
+// aliasing compiles its own graph. Aliased inputs that require grad and are written are
+// refused with an error (never a wrong gradient).
+struct SyntheticBase {
+  int input;     // the group's first input: the base views its storage
+  int64_t span;  // elements from storage offset 0 to the end of the furthest member
+};
+
 // The captured graph without writes: outputs are the captured outputs, then
 // the final value of every written input (Note [Functionalization]).
 struct Functional {
   Graph graph;
-  std::vector<Tensor> constants;  // graph inputs after the captured graph's own
+  std::vector<Tensor> constants;  // graph inputs after the captured graph's own (and the bases)
   size_t num_outputs = 0;         // the captured outputs; write-backs follow
-  std::vector<int> writeback;     // per write-back output: the input it updates
+  std::vector<int> writeback;     // per write-back output: the input it updates (bases after the inputs)
+  std::vector<SyntheticBase> bases;
 };
 
-Functional functionalize(const Graph& g) {
+Functional functionalize_once(const Graph& g, const std::vector<int>& alias, bool with_bases) {
   Functional f;
   Recording rec(nullptr, /*decompose=*/false, /*functionalize=*/true);
   NoGradGuard no_grad;
   std::vector<Tensor> ph = placeholders(rec, g, g.inputs.size(), false);
-  std::vector<Tensor> vals = replay(g, ph, false);
+  std::vector<Tensor> in = ph;
+  std::vector<Tensor> all_ph = ph;  // the inputs' placeholders, then the bases'
+  for (size_t r = 0; with_bases && r < alias.size(); ++r) {
+    std::vector<size_t> members;
+    for (size_t i = r; i < alias.size(); ++i)
+      if (alias[i] == static_cast<int>(r)) members.push_back(i);
+    if (members.size() < 2) continue;
+    const TensorMeta& first = g.values[g.inputs[r]].meta;
+    int64_t span = 0;
+    for (size_t i : members) {
+      const TensorMeta& m = g.values[g.inputs[i]].meta;
+      KILN_CHECK(m.dtype == first.dtype, "compile: not supported yet: inputs of different dtypes (", first.dtype, ", ",
+                 m.dtype, ") that share one storage, where the graph writes one of them");
+      int64_t end = m.storage_offset + 1;
+      for (size_t d = 0; d < m.sizes.size(); ++d) {
+        KILN_CHECK(m.strides[d] >= 0,
+                   "compile: not supported yet: an input with negative strides that shares its "
+                   "storage with another input the graph writes");
+        end += m.sizes[d] == 0 ? 0 : (m.sizes[d] - 1) * m.strides[d];
+      }
+      span = std::max(span, end);
+    }
+    TensorMeta bm{Shape{span}, first.dtype, first.device, Shape{1}, 0};
+    Tensor base = rec.placeholder(bm, false);
+    all_ph.push_back(base);
+    f.bases.push_back(SyntheticBase{static_cast<int>(r), span});
+    for (size_t i : members) {
+      const TensorMeta& m = g.values[g.inputs[i]].meta;
+      in[i] = backend_call(OpId::as_strided, std::vector<Tensor>{base},
+                           Attrs{std::vector<int64_t>(m.sizes.begin(), m.sizes.end()),
+                                 std::vector<int64_t>(m.strides.begin(), m.strides.end()), m.storage_offset})[0];
+    }
+  }
+  std::vector<Tensor> vals = replay(g, in, false);
   std::vector<Tensor> outs;
   for (int v : g.outputs) outs.push_back(vals[v]);
   f.num_outputs = outs.size();
   for (int i : rec.written_placeholders()) {
-    outs.push_back(ph[i]);
+    outs.push_back(all_ph[static_cast<size_t>(i)]);  // rebound to its final value by the writes
     f.writeback.push_back(i);
   }
   f.graph = rec.take(outs, &f.constants);
@@ -67,6 +116,32 @@ Functional functionalize(const Graph& g) {
     f.graph.values[f.graph.outputs[k]].requires_grad = g.values[g.outputs[k]].requires_grad;
   map_random_source(f.graph, g);
   return f;
+}
+
+Functional functionalize(const Graph& g, const std::vector<int>& alias) {
+  Functional f = functionalize_once(g, alias, false);
+  bool aliased_write = false;
+  for (int i : f.writeback)
+    for (size_t j = 0; j < alias.size(); ++j)
+      if (static_cast<int>(j) != i && alias[j] == alias[static_cast<size_t>(i)]) aliased_write = true;
+  if (!aliased_write) return f;
+  for (size_t j = 0; j < alias.size(); ++j)
+    for (size_t i = 0; i < alias.size(); ++i)
+      KILN_CHECK(i == j || alias[i] != alias[j] || !g.values[g.inputs[j]].requires_grad,
+                 "compile: not supported yet: an input that requires grad shares its storage with another input, "
+                 "and the graph writes one of them (Note [Aliased inputs]); pass a clone, or use backend \"eager\"");
+  return functionalize_once(g, alias, true);
+}
+
+// The real tensors a graph's synthetic bases stand for: 1-d views of their group's storage.
+std::vector<Tensor> make_bases(const std::vector<Tensor>& inputs, const std::vector<SyntheticBase>& bases) {
+  std::vector<Tensor> r;
+  PauseRecording pause;
+  NoGradGuard no_grad;
+  for (const SyntheticBase& b : bases)
+    r.push_back(backend_call(OpId::as_strided, std::vector<Tensor>{inputs[static_cast<size_t>(b.input)]},
+                             Attrs{std::vector<int64_t>{b.span}, std::vector<int64_t>{1}, int64_t{0}})[0]);
+  return r;
 }
 
 // Lowers every composite of a pure graph to prims (a retrace with the op table's decompositions).
@@ -170,7 +245,7 @@ struct CompiledBackward : autograd::Node {
 }  // namespace
 
 Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
-  Functional f = functionalize(captured);
+  Functional f = functionalize(captured, ctx.input_alias);
   tidy(f.graph);
   std::string text = f.graph.str("functional");
   log(Log::Aot, "functionalized:\n" + text);
@@ -191,16 +266,18 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     if (ctx.stats.aot_graphs.size() < 64) ctx.stats.aot_graphs.push_back(text);
     GraphFn run = lower(g);
     std::vector<int> writeback = f.writeback;
+    std::vector<SyntheticBase> bases = f.bases;
     return shared_runnable(
-        [run, constants, writeback, n_out](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
+        [run, constants, writeback, bases, n_out](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
           std::vector<Tensor> in = inputs;
+          for (Tensor& b : make_bases(inputs, bases)) in.push_back(std::move(b));
           in.insert(in.end(), constants.begin(), constants.end());
           std::vector<Tensor> outs;
           {
             RandomStateScope scope(&rs);
             outs = run(in);
           }
-          write_back(inputs, writeback, outs, n_out);
+          write_back(in, writeback, outs, n_out);
           outs.resize(n_out);
           return GraphResult{std::move(outs), nullptr, {}};
         });
@@ -255,7 +332,10 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   // Inputs of the joint graph: primals (captured inputs, then f's constants), tangents, new constants.
   const size_t n_primals = f.graph.inputs.size();
   const size_t n_tangents = tangents.size();
-  Partition p = min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size(), ctx.recompute);
+  std::vector<bool> written_primals(n_primals, false);
+  for (int w : f.writeback) written_primals[static_cast<size_t>(w)] = true;
+  Partition p =
+      min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size(), ctx.recompute, written_primals);
   tidy(p.forward);
   tidy(p.backward);
   ctx.stats.prim_ops_per_graph.push_back(decompose ? p.forward.num_ops() + p.backward.num_ops()
@@ -276,6 +356,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   GraphFn run_bwd = shared_graph_fn(lower(p.backward));
   std::vector<Tensor> f_constants = f.constants;
   std::vector<int> writeback = f.writeback;
+  std::vector<SyntheticBase> bases = f.bases;
   std::vector<TensorMeta> diff_meta;
   for (int k : diff) {
     const Value& v = f.graph.values[f.graph.outputs[k]];
@@ -288,6 +369,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
         if (p.backward_outputs[j] == grad_slot[i]) grad_out[i] = static_cast<int>(j);
   return shared_runnable([=](const std::vector<Tensor>& inputs, const std::vector<int64_t>& rs) {
     std::vector<Tensor> in = inputs;
+    for (Tensor& b : make_bases(inputs, bases)) in.push_back(std::move(b));
     in.insert(in.end(), f_constants.begin(), f_constants.end());
     std::vector<Tensor> in_all = in;
     in_all.insert(in_all.end(), joint_constants.begin(), joint_constants.end());
@@ -299,15 +381,26 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
       outs = run_fwd(fin);
     }
     // outs: the joint's forward outputs (captured, then write-backs), then the saved intermediates.
-    write_back(inputs, writeback, outs, n_out);
     auto node = std::make_shared<CompiledBackward>();
     node->backward = run_bwd;
     node->random_state = rs;
+    // Note [Saved versions]: a saved tensor is saved at its version before the graph's writes.
+    // The recording bumped the written inputs' versions already, and the write-back below
+    // overwrites their storage; a saved tensor in that storage (the input itself, or a view
+    // of it) holds the value from before the write, as eager's saved tensor would, and its
+    // expected version is one behind, so backward raises eager's error. (The partition never
+    // saves a written input in place of a value computed from it: written_primals.)
+    std::vector<const void*> written;
+    for (int w : writeback) written.push_back(in[static_cast<size_t>(w)].unsafe_impl()->storage.get());
     for (const SavedSource& s : p.saved) {
       Tensor t = s.from_input ? in_all[s.index] : outs[s.index];
+      uint32_t version = t._version();
+      const void* st = t.unsafe_impl()->storage.get();
+      if (st && std::find(written.begin(), written.end(), st) != written.end()) version -= 1;
       node->saved.push_back(t);
-      node->saved_version.push_back(t._version());
+      node->saved_version.push_back(version);
     }
+    write_back(in, writeback, outs, n_out);
     for (int j : p.backward_constants) node->constants.push_back(in_all[j]);
     for (size_t i = 0; i < rg_primals.size(); ++i) {
       node->next_edges.push_back(autograd::gradient_edge(in[rg_primals[i]]));

@@ -143,7 +143,7 @@ Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<
 }
 
 Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tangents, size_t n_forward_nodes,
-                            size_t n_forward_outputs, bool recompute) {
+                            size_t n_forward_outputs, bool recompute, const std::vector<bool>& written_primals) {
   const int V = static_cast<int>(joint.values.size());
   const size_t n_inputs = joint.inputs.size();
   // Each joint input: 0 primal, 1 tangent, 2 constant.
@@ -171,7 +171,9 @@ Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tange
     int n = joint.values[v].node;
     if (n < 0) {
       flow.add(S, 2 * v, kInf);  // a primal: the caller holds it, saving it is free
-      flow.add(2 * v, 2 * v + 1, 0);
+      const size_t i = static_cast<size_t>(joint.values[v].index);
+      const bool written = i < written_primals.size() && written_primals[i];
+      flow.add(2 * v, 2 * v + 1, written ? kInf / 1024 : 0);  // unless the forward overwrites it
     } else {
       if (!recompute || !recomputable(joint.nodes[n].op)) flow.add(S, 2 * v, kInf);
       flow.add(2 * v, 2 * v + 1, static_cast<int64_t>(bytes_of(joint.values[v].meta)) + 1);

@@ -1,6 +1,8 @@
 // Compile backends: what turns a captured graph into something that runs.
 #pragma once
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,12 +29,26 @@ inline GraphFn shared_graph_fn(GraphFn f) {
   return [p](const std::vector<Tensor>& inputs) { return (*p)(inputs); };
 }
 
+// Counted while compiled graphs run (CompileStats::generated_kernel_runs, kernel_fallbacks):
+// shared with the runnables, which may outlive their compiled function (a pending backward).
+struct KernelCounts {
+  std::atomic<int64_t> generated{0};
+  std::atomic<int64_t> fallbacks{0};
+};
+
 struct CompileContext {
   bool differentiable;  // build the backward of the outputs that require grad
   const CompileOptions& options;
   CompileStats& stats;
   bool recompute = true;  // the partition recomputes cheap forward values in the backward (backend's choice)
+  // Per graph input: the first input that shares its storage (itself when none does), from the
+  // call that compiles; the graph's hash holds the same pattern (Note [Aliased inputs]).
+  std::vector<int> input_alias = {};
+  std::shared_ptr<KernelCounts> kernel_counts = {};
 };
+
+// The aliasing pattern of a graph's real inputs (CompileContext::input_alias).
+std::vector<int> input_alias_pattern(const std::vector<Tensor>& inputs);
 
 struct BackendEntry {
   std::string name;

@@ -28,7 +28,8 @@ struct InductorGraph {
   lower::Schedule schedule;
   std::vector<std::shared_ptr<const jit::Library>> libraries;  // keep the kernels loaded
   std::vector<KernelFn> fns;
-  std::vector<std::vector<int>> frees;  // per step: values whose last use it is
+  std::vector<std::vector<int>> frees;   // per step: values whose last use it is
+  std::shared_ptr<KernelCounts> counts;  // CompileStats::generated_kernel_runs, kernel_fallbacks
 
   explicit InductorGraph(const Graph& lowered) : g(lowered) {
     schedule = lower::schedule(g);
@@ -91,7 +92,9 @@ struct InductorGraph {
                   size_t& random_index) const {
     const lower::Kernel& k = schedule.kernels[ki];
     bool ok = true;
-    for (size_t l = 0; l < k.loads.size() && ok; ++l) ok = matches(vals[static_cast<size_t>(k.loads[l].value)], k.load_metas[l]);
+    for (size_t l = 0; l < k.loads.size() && ok; ++l)
+      ok = matches(vals[static_cast<size_t>(k.loads[l].value)], k.load_metas[l]);
+    if (counts) (ok ? counts->generated : counts->fallbacks).fetch_add(1, std::memory_order_relaxed);
     if (!ok) {
       // A buffer laid out otherwise than at compile time: the members with eager kernels.
       std::vector<Tensor> ins;
@@ -156,9 +159,11 @@ struct InductorGraph {
 }  // namespace
 
 Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
-  return aot_compile(g, ctx, /*decompose=*/true, [](const Graph& lowered) -> GraphFn {
+  std::shared_ptr<KernelCounts> counts = ctx.kernel_counts;
+  return aot_compile(g, ctx, /*decompose=*/true, [counts](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
-    auto ig = std::make_shared<const InductorGraph>(lowered);
+    auto ig = std::make_shared<InductorGraph>(lowered);
+    ig->counts = counts;
     return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
   });
 }

@@ -46,6 +46,25 @@ std::string guard_str(size_t i, const TensorMeta& m, bool requires_grad, const S
 }
 }  // namespace
 
+std::vector<int> input_alias_pattern(const std::vector<Tensor>& inputs) {
+  // Sorted by storage (then index), so each storage's first input heads its run: n log n, as a
+  // replayed call checks this for every graph input.
+  std::vector<std::pair<const void*, int>> keyed;
+  keyed.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorImpl* t = inputs[i].unsafe_impl();
+    keyed.emplace_back(t && t->storage ? static_cast<const void*>(t->storage.get()) : nullptr, static_cast<int>(i));
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<int> alias(inputs.size());
+  for (size_t k = 0; k < keyed.size(); ++k) {
+    const bool first = k == 0 || !keyed[k].first || keyed[k].first != keyed[k - 1].first;
+    alias[static_cast<size_t>(keyed[k].second)] =
+        first ? keyed[k].second : alias[static_cast<size_t>(keyed[k - 1].second)];
+  }
+  return alias;
+}
+
 std::string user_call_site() {
   void* frames[48];
   int n = backtrace(frames, 48);
@@ -97,11 +116,27 @@ CompiledFunction::~CompiledFunction() {
   v.erase(std::remove(v.begin(), v.end(), this), v.end());
 }
 
+// Note [Compile threads]
+// One compiled function runs one call at a time: mu_ is held across the user's code, so two
+// threads calling it serialize, each getting eager's answer (the recording, the caches and the
+// stats are per function). compiler::reset() never waits for mu_: a call in progress (its own
+// body included, where waiting would deadlock) clears the caches when it ends.
 void CompiledFunction::clear_cache() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    clear_pending_ = true;
+    return;
+  }
+  clear_locked();
+}
+
+void CompiledFunction::clear_locked() {
+  clear_pending_ = false;
   cache_.clear();
   latest_.clear();
   seen_.clear();
+  pure_.clear();  // assume_pure entries hold compiled graphs too
+  last_ = LastGraph{};
   fallback_ = false;
 }
 
@@ -121,6 +156,7 @@ void CompiledFunction::run_impl(const std::function<void()>& body, const Compile
     return;
   }
   std::unique_lock<std::mutex> lock(mu_);
+  if (clear_pending_) clear_locked();
   if (fallback_) {
     lock.unlock();
     body();
@@ -154,10 +190,76 @@ void CompiledFunction::run_impl(const std::function<void()>& body, const Compile
     if (pure && rec.graphs_run() == 1 && breaks_total_ == breaks_before && !last_.random && last_.run)
       remember_pure(*pure, returned);
   }
+  if (clear_pending_) clear_locked();  // Note [Compile threads]
   stats_.last_call_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 namespace {
+// Note [Confirmed hits]
+// The 64-bit hash only proposes an entry; a graph built this call is compared with the
+// entry's captured graph node for node (op, inputs, outputs, attrs but the Philox state),
+// input for input (metadata, symbols, requires_grad, wrapped numbers) and by its live outputs,
+// so a collision compiles a new graph instead of running another. A replayed trace matched the
+// expected graph node for node already: its entry must be the one whose graph that is.
+// A raw SymInt carries its table's generation: symbols compare by their expression.
+int64_t sym_key(int64_t raw, const Graph& g) {
+  if (!SymInt::raw_is_symbolic(raw)) return raw;
+  const size_t i = static_cast<size_t>(SymTable::index_of(raw));
+  return i < g.sym_nodes.size() ? static_cast<int64_t>(g.sym_nodes[i].hash | (1ull << 63)) : raw;
+}
+bool same_ints(IntArrayRef x, const Graph& ga, IntArrayRef y, const Graph& gb) {
+  if (x.size() != y.size()) return false;
+  for (size_t k = 0; k < x.size(); ++k)
+    if (sym_key(x[k], ga) != sym_key(y[k], gb)) return false;
+  return true;
+}
+bool same_attr(const AttrValue& x, const Graph& ga, const AttrValue& y, const Graph& gb) {
+  if (ga.sym_nodes.empty() && gb.sym_nodes.empty()) return attr_equal(x, y);
+  if (const auto* p = std::get_if<int64_t>(&x)) {
+    const auto* q = std::get_if<int64_t>(&y);
+    return q && sym_key(*p, ga) == sym_key(*q, gb);
+  }
+  if (const auto* p = std::get_if<std::vector<int64_t>>(&x)) {
+    const auto* q = std::get_if<std::vector<int64_t>>(&y);
+    return q && same_ints(*p, ga, *q, gb);
+  }
+  if (const auto* p = std::get_if<Scalar>(&x)) {  // arange's end: a size
+    const auto* q = std::get_if<Scalar>(&y);
+    if (q && p->is_integral() && q->is_integral()) return sym_key(p->to_long(), ga) == sym_key(q->to_long(), gb);
+  }
+  return attr_equal(x, y);
+}
+bool same_value(const Value& a, const Graph& ga, const Value& b, const Graph& gb) {
+  if (a.node != b.node || a.index != b.index || a.requires_grad != b.requires_grad ||
+      a.wrapped_number != b.wrapped_number || !same_ints(a.sym, ga, b.sym, gb) || a.meta.dtype != b.meta.dtype ||
+      a.meta.device != b.meta.device || a.meta.storage_offset != b.meta.storage_offset)
+    return false;
+  if (a.sym.empty()) return a.meta.sizes == b.meta.sizes && a.meta.strides == b.meta.strides;
+  // A symbolic input's sizes are this call's; as in its hash, contiguity or the strides count.
+  const bool ca = a.meta.strides == contiguous_strides(a.meta.sizes);
+  const bool cb = b.meta.strides == contiguous_strides(b.meta.sizes);
+  return ca == cb && (ca || a.meta.strides == b.meta.strides);
+}
+bool same_structure(const Graph& a, const Graph& b) {
+  if (a.values.size() != b.values.size() || a.nodes.size() != b.nodes.size() || a.inputs != b.inputs ||
+      a.outputs != b.outputs || a.sym_sources.size() != b.sym_sources.size())
+    return false;
+  for (int v : a.inputs)
+    if (!same_value(a.values[v], a, b.values[v], b)) return false;
+  for (int v : a.outputs)
+    if (a.values[v].requires_grad != b.values[v].requires_grad) return false;
+  for (size_t n = 0; n < a.nodes.size(); ++n) {
+    const Node &x = a.nodes[n], &y = b.nodes[n];
+    if (x.op != y.op || x.inputs != y.inputs || x.outputs != y.outputs) return false;
+    const auto &xa = x.attrs.symbolic_values(), &ya = y.attrs.symbolic_values();
+    if (xa.size() != ya.size()) return false;
+    const OpInfo& info = op_info(x.op);
+    for (size_t k = 0; k < xa.size(); ++k)
+      if (!is_random_attr(info, k, xa.size()) && !same_attr(xa[k], a, ya[k], b)) return false;
+  }
+  return true;
+}
+
 // Guards run per captured tensor on every replay: read the impl's fields directly (inline).
 bool same_meta(const Tensor& t, const TensorMeta& m) {
   const TensorImpl* i = t.unsafe_impl();
@@ -207,6 +309,7 @@ void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
   }
   e.bump = last_.bump;
   e.run = last_.run;
+  e.alias = input_alias_pattern(last_.inputs);
   // Note [Unreachable captures]: a captured tensor that, with this call's results alive, only
   // e.captured and last_.inputs hold, and that the entry never returns, was made by the code
   // for this graph alone (a number it wrapped: batch norm's momentum and eps, a loss's
@@ -236,6 +339,7 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
   if (!call.supported || active_recording() || current_record_layer()) return false;
   auto t0 = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  if (clear_pending_) clear_locked();
   if (fallback_) return false;
   const bool grad_mode = is_grad_enabled();
   for (PureEntry& e : pure_) {
@@ -273,6 +377,19 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
     std::vector<Tensor>& inputs = e.inputs;
     for (size_t k = 0; k < e.input_from.size(); ++k)
       if (e.input_from[k] >= 0) inputs[k] = call.args[static_cast<size_t>(e.input_from[k])];
+    // The graph was compiled for one aliasing among its inputs (Note [Aliased inputs]): only the
+    // arguments can have changed it.
+    for (size_t k = 0; k < inputs.size() && ok; ++k) {
+      if (e.input_from[k] < 0) continue;
+      const Storage* s = inputs[k].unsafe_impl()->storage.get();
+      for (size_t j = 0; j < inputs.size() && ok; ++j)
+        ok = j == k || (s && inputs[j].unsafe_impl()->storage.get() == s) == (e.alias[j] == e.alias[k]);
+    }
+    if (!ok) {
+      for (size_t k = 0; k < e.input_from.size(); ++k)
+        if (e.input_from[k] >= 0) inputs[k] = Tensor();
+      continue;
+    }
     for (int i : e.bump) inputs[i].unsafe_impl()->bump_version();
     stats_.last_guard_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     GraphResult r;
@@ -355,8 +472,11 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
     }
   }
   CompileContext ctx{differentiable, options_, stats_};
+  ctx.input_alias = input_alias_pattern(inputs);
+  ctx.kernel_counts = kernel_counts_;
   for (Entry& e : entries)
-    if (e.hash == hash) {
+    if (e.hash == hash && e.differentiable == differentiable && e.alias == ctx.input_alias &&
+        same_structure(*e.structure, graph)) {
       ++stats_.cache_hits;
       latest_[graph_index] = e.graph;  // null for a symbolic graph
       if (!specialize) {
@@ -402,9 +522,10 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
     stats_.graphs.push_back(text);
     stats_.ops_per_graph.push_back(graph.num_ops());
   }
-  auto captured = graph.is_symbolic() ? nullptr : std::make_shared<const Graph>(graph);
+  auto structure = std::make_shared<const Graph>(graph);
+  auto captured = graph.is_symbolic() ? nullptr : structure;
   auto tc = std::chrono::steady_clock::now();
-  Entry e{hash, backend_->compile(graph, ctx), {}, {}, false, captured, {}};
+  Entry e{hash, backend_->compile(graph, ctx), {}, {}, false, captured, structure, ctx.input_alias, differentiable, {}};
   e.symbolic = graph.is_symbolic();
   latest_[graph_index] = captured;
   if (specialize) e.specs.emplace_back(binding, e.run);
@@ -432,7 +553,9 @@ bool CompiledFunction::run_replayed(int graph_index, const Graph& expected, cons
   auto it = cache_.find(graph_index);
   if (it == cache_.end()) return false;
   for (Entry& e : it->second) {
-    if (e.hash != hash || !e.graph || e.graph->outputs != values.outputs) continue;
+    if (e.hash != hash || e.graph.get() != &expected || e.graph->outputs != values.outputs ||
+        e.alias != input_alias_pattern(inputs))
+      continue;  // Note [Confirmed hits]
     ++stats_.cache_hits;
     ++stats_.trace_replays;
     stats_.last_call_ops += expected.num_ops();
@@ -514,7 +637,13 @@ CompiledState::~CompiledState() = default;
 void CompiledState::run(const std::function<void()>& body, const std::vector<Tensor>& args) { impl_->run(body, args); }
 bool CompiledState::replay(const PureCall& call, std::vector<Tensor>& outs) { return impl_->replay(call, outs); }
 void CompiledState::run_pure(const std::function<void()>& body, const PureCall& call) { impl_->run_pure(body, call); }
-const CompileStats& CompiledState::stats() const { return impl_->stats_; }
+const CompileStats& CompiledState::stats() const { return impl_->stats(); }
+
+const CompileStats& CompiledFunction::stats() {
+  stats_.generated_kernel_runs = kernel_counts_->generated.load(std::memory_order_relaxed);
+  stats_.kernel_fallbacks = kernel_counts_->fallbacks.load(std::memory_order_relaxed);
+  return stats_;
+}
 const CompileOptions& CompiledState::options() const { return impl_->options_; }
 
 bool is_compiling() { return active_recording() != nullptr || current_record_layer() != nullptr; }

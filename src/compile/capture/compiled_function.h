@@ -1,6 +1,7 @@
 // The state behind one compiled function or module: options, the cache of
 // compiled graphs per call site, statistics (Note [Capture semantics]).
 #pragma once
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -18,6 +19,8 @@ class CompiledFunction final : public GraphSink {
   void run(const std::function<void()>& body, const std::vector<Tensor>& args);
   bool replay(const CompiledState::PureCall& call, std::vector<Tensor>& outs);
   void run_pure(const std::function<void()>& body, const CompiledState::PureCall& call);
+  // Drops every compiled graph; during a call of this function (from its own body, or another
+  // thread) the drop happens when that call ends (Note [Compile threads]).
   void clear_cache();
 
   bool owns_autograd() const override { return backend_->aot; }
@@ -31,6 +34,8 @@ class CompiledFunction final : public GraphSink {
                     GraphResult& result) override;
 
   CompileStats stats_;
+  std::shared_ptr<KernelCounts> kernel_counts_ = std::make_shared<KernelCounts>();
+  const CompileStats& stats();  // stats_ with the kernel counts of the graphs run so far
   const CompileOptions options_;
 
  private:
@@ -41,6 +46,11 @@ class CompiledFunction final : public GraphSink {
     std::vector<OpId> ops;
     bool symbolic = false;
     std::shared_ptr<const Graph> graph;  // as captured: what the next call's trace is checked against
+    // Note [Confirmed hits]: the graph as captured (symbolic ones too), its inputs' aliasing and
+    // whether it was compiled differentiable: a hash hit runs the entry only if these agree.
+    std::shared_ptr<const Graph> structure;
+    std::vector<int> alias;
+    bool differentiable = false;
     // A symbolic graph on a backend that takes numbers: one compile per binding of the
     // symbols, the latest kSpecializations kept (Note [Dynamic shapes]).
     std::vector<std::pair<std::vector<int64_t>, Runnable>> specs;
@@ -69,6 +79,7 @@ class CompiledFunction final : public GraphSink {
     std::vector<Tensor> captured;  // tensors the code reached, held by identity
     std::vector<int> bump;         // graph inputs the graph writes (their versions move on)
     std::vector<int> output_from;  // per returned tensor: its graph output
+    std::vector<int> alias;        // the inputs' aliasing when compiled (Note [Aliased inputs])
     Runnable run;
     // The guards of the captured tensors in one flat block (read on every replay), and the
     // graph's inputs with the captured ones in place (the arguments' slots filled per call).
@@ -98,7 +109,9 @@ class CompiledFunction final : public GraphSink {
   std::vector<PureEntry> pure_;
   LastGraph last_;
   int breaks_total_ = 0;
-  std::mutex mu_;                            // one call at a time
+  std::mutex mu_;  // one call at a time (Note [Compile threads])
+  std::atomic<bool> clear_pending_{false};
+  void clear_locked();
   std::map<int, std::vector<Entry>> cache_;  // graph index within a call → compiled graphs
   // Per graph index: the entry the latest call ran (Note [Trace replay]).
   std::map<int, std::shared_ptr<const Graph>> latest_;
