@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
 #include "kiln/parallel.h"
@@ -35,35 +36,70 @@ double median(std::vector<double> v) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// One model, as torch_zoo.run(name, "fp32", "eager", "cpu", iters).
-nlohmann::json run_one(const std::string& name, int iters) {
-  models::Workload w = models::make_workload(name, kCPU, /*cpu_sizes=*/true);
+// BENCHMARKS.md's measured H200 peaks: dense bf16 matrix rate, and float32 without TF32.
+constexpr double kPeakBf16Flops = 790e12;
+constexpr double kPeakFp32Flops = 60e12;
+
+void sync(Device d) {
+  if (d.is_cuda()) cuda::synchronize();
+}
+
+// One model, as torch_zoo.run(name, prec, "eager", device, iters): on the CPU at BENCHMARKS.md's
+// CPU sizes, on CUDA at the GPU sizes; bf16 is autocast around forward and loss, as torch_zoo's.
+nlohmann::json run_one(const std::string& name, Device dev, const std::string& prec, int iters) {
+  models::Workload w = models::make_workload(name, dev, /*cpu_sizes=*/dev.is_cpu());
   optim::AdamW opt(w.module->parameters(), {.lr = 1e-4});
+  const bool bf16 = prec == "bf16";
   auto step = [&] {
-    Tensor loss = w.step_loss();
+    Tensor loss;
+    {
+      autocast ac(dev, kBFloat16, /*enabled=*/bf16);
+      loss = w.step_loss();
+    }
     loss.backward();
     opt.step();
     opt.zero_grad(/*set_to_none=*/true);
     return loss;
   };
+  sync(dev);
+  if (dev.is_cuda()) cuda::reset_peak_memory_stats();
   // The first step includes the optimizer's state allocation and every cache warming up.
   auto t0 = Clock::now();
   const double l0 = step().item<float>();
+  sync(dev);
   const double first = seconds_since(t0);
   for (int i = 0; i < 3; ++i) step();
+  sync(dev);
   std::vector<double> times;
   for (int i = 0; i < iters; ++i) {
     auto t = Clock::now();
     step();
+    sync(dev);
     times.push_back(seconds_since(t) * 1000);
   }
-  return {{"model", name},
-          {"prec", "fp32"},
-          {"mode", "eager"},
-          {"step_ms", round_to(median(times), 3)},
-          {"first_s", round_to(first, 2)},
-          {"loss0", round_to(l0, 4)},
-          {"params_m", round_to(static_cast<double>(models::num_parameters(*w.module)) / 1e6, 2)}};
+  const double ms = median(times);
+  const int64_t params = models::num_parameters(*w.module);
+  nlohmann::json r = {{"model", name},
+                      {"prec", prec},
+                      {"precision", prec},
+                      {"mode", "eager"},
+                      {"device", dev.str()},
+                      {"step_ms", round_to(ms, 3)},
+                      {"eager_ms", round_to(ms, 3)},
+                      {"first_s", round_to(first, 2)},
+                      {"loss0", round_to(l0, 4)},
+                      {"params_m", round_to(static_cast<double>(params) / 1e6, 2)}};
+  if (dev.is_cuda()) {
+    r["peak_mb"] = round_to(static_cast<double>(cuda::max_memory_allocated()) / (1 << 20), 1);
+    // Model FLOP utilization of the transformers: 6 FLOPs per parameter per token (forward and
+    // backward; attention's T^2 term left out), against the measured peak of the precision.
+    if (name.rfind("gpt", 0) == 0) {
+      const double tokens = static_cast<double>(w.inputs[0].numel());
+      const double flops = 6.0 * static_cast<double>(params) * tokens;
+      r["mfu"] = round_to(flops / (ms / 1000) / (bf16 ? kPeakBf16Flops : kPeakFp32Flops), 4);
+    }
+  }
+  return r;
 }
 
 }  // namespace
@@ -83,7 +119,13 @@ std::vector<std::string> validate_zoo(const ZooOptions& o) {
   KILN_CHECK(!out.empty(), "--models: no model given");
   KILN_CHECK(o.iters >= 1, "--iters: must be at least 1, got ", o.iters);
   Device d(o.device);  // throws on a malformed device string
-  KILN_CHECK(d.is_cpu(), "--device ", o.device, ": not supported yet (kiln bench zoo runs on the CPU only)");
+  KILN_CHECK(d.is_cpu() || d.is_cuda(), "--device ", o.device, ": expected cpu or cuda");
+  if (d.is_cuda())
+    KILN_CHECK(cuda::is_available(), "--device ", o.device, ": no CUDA device is available (kiln info says why)");
+  KILN_CHECK(o.precision == "fp32" || o.precision == "bf16", "--precision: expected fp32 or bf16, got '", o.precision,
+             "'");
+  KILN_CHECK(!o.compiled || (d.is_cpu() && o.precision == "fp32"),
+             "--compiled: not supported yet on cuda or in bf16 (kiln's compiler generates CPU code only)");
   return out;
 }
 
@@ -92,24 +134,31 @@ int cmd_bench_zoo(const ZooOptions& o) {
   if (o.compiled) return cmd_bench_zoo_compiled(o, names);
   // As torch_zoo: a header, one JSON line per model with --json, and the table at the end
   // (without --json the table's rows come as each model finishes).
-  std::printf("kiln %s cpu threads=%d blas=%s\n", version(), get_num_threads(), cpu_info("blas").c_str());
+  const Device dev(o.device);
+  if (dev.is_cuda())
+    std::printf("kiln %s %s\n", version(), cuda::get_device_properties().name.c_str());
+  else
+    std::printf("kiln %s cpu threads=%d blas=%s\n", version(), get_num_threads(), cpu_info("blas").c_str());
   auto table_header = [] {
-    std::printf("\n%-13s %-5s %-6s %9s %8s %9s %9s\n", "model", "prec", "mode", "step_ms", "first_s", "loss0",
-                "params_m");
+    std::printf("\n%-13s %-5s %-6s %9s %8s %9s %9s %8s %6s\n", "model", "prec", "mode", "step_ms", "first_s", "loss0",
+                "params_m", "peak_MB", "mfu");
   };
   auto table_row = [](const nlohmann::json& r) {
-    const std::string name = r["model"];
+    const std::string name = r["model"], prec = r["prec"];
     if (r.contains("error")) {
-      std::printf("%-13s %-5s %-6s error: %s\n", name.c_str(), "fp32", "eager", r["error"].get<std::string>().c_str());
+      std::printf("%-13s %-5s %-6s error: %s\n", name.c_str(), prec.c_str(), "eager",
+                  r["error"].get<std::string>().c_str());
       return;
     }
-    std::printf("%-13s %-5s %-6s %9.2f %8.2f %9.4f %9.2f\n", name.c_str(), "fp32", "eager", r["step_ms"].get<double>(),
-                r["first_s"].get<double>(), r["loss0"].get<double>(), r["params_m"].get<double>());
+    std::printf("%-13s %-5s %-6s %9.2f %8.2f %9.4f %9.2f %8.1f %6.3f\n", name.c_str(), prec.c_str(), "eager",
+                r["step_ms"].get<double>(), r["first_s"].get<double>(), r["loss0"].get<double>(),
+                r["params_m"].get<double>(), r.value("peak_mb", std::nan("")), r.value("mfu", std::nan("")));
   };
   return run_model_table(
-      names, o.json, [&](const std::string& name) { return run_one(name, o.iters); },
-      [](const std::string& name, const std::string& err) {
-        return nlohmann::json{{"model", name}, {"prec", "fp32"}, {"mode", "eager"}, {"error", err}};
+      names, o.json, [&](const std::string& name) { return run_one(name, dev, o.precision, o.iters); },
+      [&](const std::string& name, const std::string& err) {
+        return nlohmann::json{{"model", name}, {"prec", o.precision}, {"precision", o.precision}, {"mode", "eager"},
+                              {"error", err}};
       },
       table_header, table_row);
 }

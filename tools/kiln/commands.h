@@ -15,6 +15,7 @@ struct ZooOptions {
   int iters = 20;
   bool json = false;
   std::string device = "cpu";
+  std::string precision = "fp32";    // "fp32" | "bf16" (autocast around forward and loss)
   bool compiled = false;             // also kiln::compile: eager vs compiled, train and inference
   std::string backend = "inductor";  // with --compiled
 };

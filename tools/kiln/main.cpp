@@ -216,7 +216,9 @@ int run(int argc, char** argv) {
   bench_zoo->add_option("--iters", zo.iters, "timed steps per model (median reported)")
       ->capture_default_str()
       ->check(whole_number(INT32_MAX));
-  bench_zoo->add_option("--device", zo.device, "cpu (cuda: not supported yet)")->capture_default_str();
+  bench_zoo->add_option("--device", zo.device, "cpu (BENCHMARKS.md's CPU sizes) or cuda (its GPU sizes)")
+      ->capture_default_str();
+  bench_zoo->add_option("--precision", zo.precision, "fp32 or bf16 (autocast, as torch_zoo.py)")->capture_default_str();
   bench_zoo->add_flag("--json", zo.json, "one JSON line per model (keys as torch_zoo.py's)");
   bench_zoo->add_flag("--compiled", zo.compiled, "eager against kiln::compile, train step and inference");
   bench_zoo->add_option("--backend", zo.backend, "compile backend with --compiled")->capture_default_str();
