@@ -230,6 +230,15 @@ TEST(TorchPt, HandMadeArchives) {
   ASSERT_NE(huge.find(one_dim), std::string::npos);
   huge.replace(huge.find(one_dim), one_dim.size(), "(\x8a\x06\x00\x00\x00\x00\x00\x01t(K\x00t"s);
   expect_bad(make_zip({{"a/data.pkl", huge}, {"a/data/0", floats(1)}}), {"more than", "overlapping views"});
+  // Version records beyond what kiln reads (a newer torch's layout) are refused, naming the version.
+  auto with_version = [&](const std::string& record, const std::string& value) {
+    return make_zip({{"a/data.pkl", tensor_pickle(8, 0, {8}, {1})}, {"a/data/0", floats(8)}, {"a/" + record, value}});
+  };
+  EXPECT_EQ(pytorch::load(with_version("version", "3\n")).at("w").numel(), 8);
+  EXPECT_EQ(pytorch::load(with_version(".format_version", "1")).at("w").numel(), 8);
+  expect_bad(with_version("version", "11\n"), {"the archive's version is 11", "reads versions 1 to 10"});
+  expect_bad(with_version(".format_version", "2"), {".format_version is 2", "reads versions 1 to 1"});
+  expect_bad(with_version("version", "x"), {"the version record is 'x', expected a number"});
   // A storage byte flipped: the CRC catches it.
   auto z = make_zip({{"a/data.pkl", tensor_pickle(8, 0, {8}, {1})}, {"a/data/0", floats(8)}});
   z[z.size() / 2] ^= 0x40;
