@@ -103,6 +103,25 @@ TEST(EagerParity, OverlappingViewsWrittenThroughBoth) {
   }
 }
 
+// Found by the fuzzer (seed 896): empty tensors hold no element another input could see, even
+// when they point to one storage, so a requires-grad empty input is no aliased write.
+TEST(EagerParity, EmptyInputsSharingAStorageAreNotAliased) {
+  auto body = [](Tensor a, Tensor b) {
+    Tensor y = matmul(a, b);
+    y.add_(1);
+    return y;
+  };
+  Tensor base = zeros({0}, TensorOptions(kFloat64));
+  for (const char* backend : kAllBackends) {
+    SCOPED_TRACE(backend);
+    auto f = compile(body, {.backend = backend});
+    Tensor a = base.view({2, 0});
+    Tensor b = base.view({0, 3}).detach().requires_grad_();
+    Tensor got = f(a, b);
+    EXPECT_EQ(got.to_vector<double>(), std::vector<double>(6, 1.0));
+  }
+}
+
 // A parameter of the compiled module passed as an argument too.
 TEST(EagerParity, ArgumentAliasingABufferIsOneBuffer) {
   Tensor buf = zeros({3});

@@ -52,8 +52,10 @@ std::vector<int> input_alias_pattern(const std::vector<Tensor>& inputs) {
   std::vector<std::pair<const void*, int>> keyed;
   keyed.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
+    // An empty tensor holds no element another input could see, whatever storage it points to.
     const TensorImpl* t = inputs[i].unsafe_impl();
-    keyed.emplace_back(t && t->storage ? static_cast<const void*>(t->storage.get()) : nullptr, static_cast<int>(i));
+    const bool holds = t && t->storage && inputs[i].numel() > 0;
+    keyed.emplace_back(holds ? static_cast<const void*>(t->storage.get()) : nullptr, static_cast<int>(i));
   }
   std::sort(keyed.begin(), keyed.end());
   std::vector<int> alias(inputs.size());
