@@ -179,6 +179,9 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s) 
     return "saved_tensor_versions";
   if (!s.view_strides && m.kind == "error" && has("compiled threw") && has("is not compatible with input tensor"))
     return "view_strides";
+  if (!s.aliased_grad_write && m.kind == "error" && has("compiled threw") &&
+      has("an input that requires grad shares its storage"))
+    return "aliased_grad_write";
   if (!s.reads_after_break && m.kind == "error" && has("compiled threw") && has("without storage"))
     return "reads_after_break";
   if (!s.pure_detach_constant && m.variant == "aot_eager+pure" && m.second_call) return "pure_detach_constant";

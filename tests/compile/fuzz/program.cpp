@@ -27,6 +27,7 @@ Switches switches_from_env() {
   s.view_strides = has("view_strides");
   s.detach_outputs = has("detach_outputs");
   s.reads_after_break = has("reads_after_break");
+  s.aliased_grad_write = has("aliased_grad_write");
   s.nograd_inplace = has("nograd_inplace");
   s.pure_detach_constant = has("pure_detach_constant");
   s.grads_across_breaks = has("grads_across_breaks");

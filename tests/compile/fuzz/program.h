@@ -38,6 +38,10 @@ struct Switches {
   // the gradient twice), may be returned without storage ("never made real", after quantile),
   // and does not see later in-place writes to y. Off: no detach steps.
   bool detach_outputs = false;
+  // Found by the fuzzer (seed 896): one tensor reaching a graph twice (a value of the previous
+  // graph passed as two inputs), requiring grad and written in place, hits Note [Aliased inputs]'
+  // "not supported yet" under aot_eager; eager runs it.
+  bool aliased_grad_write = false;
   // Found by the fuzzer: reading values (item()) of a tensor made after a graph break raises
   // "cannot read the values of a tensor without storage" under aot_eager.
   bool reads_after_break = false;
