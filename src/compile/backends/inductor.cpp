@@ -162,6 +162,17 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
   std::shared_ptr<KernelCounts> counts = ctx.kernel_counts;
   return aot_compile(g, ctx, /*decompose=*/true, [counts](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
+    // Inductor emits CPU code only: a graph with values on another device (CUDA) runs its prims
+    // on that device's eager kernels, as aot_eager would, and every run counts as a fallback.
+    const bool cpu_only = std::all_of(lowered.values.begin(), lowered.values.end(),
+                                      [](const Value& v) { return v.meta.device.is_cpu(); });
+    if (!cpu_only) {
+      auto g = std::make_shared<const Graph>(lowered);
+      return [g, counts](const std::vector<Tensor>& inputs) {
+        if (counts) counts->fallbacks.fetch_add(1, std::memory_order_relaxed);
+        return run_interpreted(*g, inputs, current_random_state());
+      };
+    }
     auto ig = std::make_shared<InductorGraph>(lowered);
     ig->counts = counts;
     return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
