@@ -183,7 +183,7 @@ int run(int argc, char** argv) {
   train->add_option("--seed", to.seed, "random seed (initialisation, batch order)")
       ->capture_default_str()
       ->check(whole_number(UINT64_MAX));
-  train->add_option("--device", to.device, "cpu (cuda: not supported yet)")->capture_default_str();
+  train->add_option("--device", to.device, "cpu or cuda")->capture_default_str();
   train->add_option("--checkpoint", to.checkpoint_dir, "directory for checkpoint.safetensors (saved at the end)");
   train->add_option("--checkpoint-every", to.checkpoint_every, "also save every N steps")
       ->check(whole_number(kMaxCount));

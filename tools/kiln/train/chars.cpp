@@ -23,7 +23,8 @@ constexpr int64_t kSampleChars = 240;
 
 class CharsTask : public Task {
  public:
-  CharsTask(const Options& o, const std::string& dir) : batch_(o.batch), lr_(o.lr), seed_(o.seed) {
+  CharsTask(const Options& o, const std::string& dir)
+      : batch_(o.batch), lr_(o.lr), seed_(o.seed), device_(o.device) {
     auto path = std::filesystem::path(dir) / "tinyshakespeare.txt";
     std::ifstream f(path, std::ios::binary);
     KILN_CHECK(f, "kiln train: cannot open ", path.string());
@@ -60,6 +61,7 @@ class CharsTask : public Task {
       else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0)
         nn::init::zeros_(p);
     }
+    model_->to(device_);  // initialised on the CPU: the same weights on every device
   }
 
   nn::Module& model() override { return *model_; }
@@ -96,8 +98,8 @@ class CharsTask : public Task {
     Tensor idx = starts.unsqueeze(1) + arange(kBlock, kInt64).unsqueeze(0);  // [B, T]
     Tensor x = data.index_select(0, idx.flatten()).view({batch, kBlock});
     Tensor y = data.index_select(0, (idx + 1).flatten());
-    Tensor logits = model_->forward(x);
-    return cross_entropy(logits.view({batch * kBlock, -1}), y);
+    Tensor logits = model_->forward(x.to(device_));
+    return cross_entropy(logits.view({batch * kBlock, -1}), y.to(device_));
   }
 
   // Samples with temperature 0.8 from a fixed generator, so the text is reproducible.
@@ -110,8 +112,8 @@ class CharsTask : public Task {
       int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ctx.size()) - kBlock);
       std::vector<int64_t> window(ctx.begin() + start, ctx.end());
       Tensor x = tensor_from(window);
-      Tensor logits = model_->forward(x).select(1, x.size(1) - 1).select(0, 0);
-      std::vector<float> probs = softmax(logits / 0.8, 0).to_vector<float>();
+      Tensor logits = model_->forward(x.to(device_)).select(1, x.size(1) - 1).select(0, 0);
+      std::vector<float> probs = softmax(logits / 0.8, 0).cpu().to_vector<float>();
       double u = rand({1}, kFloat64, &g).item<double>(), acc = 0;
       int64_t pick = static_cast<int64_t>(probs.size()) - 1;
       for (size_t k = 0; k < probs.size(); ++k) {
@@ -136,6 +138,7 @@ class CharsTask : public Task {
   int64_t batch_;
   double lr_;
   uint64_t seed_;
+  Device device_;
   std::vector<char> vocab_;
   int64_t index_of_[256] = {};
   Tensor train_, val_;

@@ -29,7 +29,8 @@ std::shared_ptr<nn::Sequential> digits_cnn() {
 
 class DigitsTask : public Task {
  public:
-  DigitsTask(const Options& o, const std::string& dir) : batch_(o.batch), lr_(o.lr), seed_(o.seed) {
+  DigitsTask(const Options& o, const std::string& dir)
+      : batch_(o.batch), lr_(o.lr), seed_(o.seed), device_(o.device) {
     auto path = std::filesystem::path(dir) / "digits.u8";
     std::ifstream f(path, std::ios::binary);
     KILN_CHECK(f, "kiln train: cannot open ", path.string());
@@ -67,6 +68,10 @@ class DigitsTask : public Task {
         train_set, data::DataLoaderOptions{.batch_size = batch_, .shuffle = true, .drop_last = true,
                                            .num_workers = 1, .seed = seed_ * 1000003 + 17});
     model_ = digits_cnn();
+    // The data stays on the CPU (the loader shuffles there); each batch moves to the device.
+    model_->to(device_);
+    test_x_ = test_x_.to(device_);
+    test_y_ = test_y_.to(device_);
   }
 
   nn::Module& model() override { return *model_; }
@@ -85,7 +90,7 @@ class DigitsTask : public Task {
     data::Batch batch = std::move(**it_);
     ++*it_;
     if (*it_ == std::default_sentinel) it_.reset();
-    return cross_entropy(model_->forward(batch[0]), batch[1]);
+    return cross_entropy(model_->forward(batch[0].to(device_)), batch[1].to(device_));
   }
 
   void finish(Summary& s, std::ostream& out) override {
@@ -104,6 +109,7 @@ class DigitsTask : public Task {
   int64_t batch_;
   double lr_;
   uint64_t seed_;
+  Device device_;
   Tensor train_x_, train_y_, test_x_, test_y_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<data::DataLoader::EpochRange> range_;

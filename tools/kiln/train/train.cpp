@@ -23,6 +23,7 @@
 #include "kiln/autograd.h"
 #include "kiln/checkpoint.h"
 #include "kiln/compile.h"
+#include "kiln/cuda.h"
 #include "kiln/generator.h"
 #include "kiln/optim.h"
 #include "tools/kiln/train/progress.h"
@@ -54,8 +55,9 @@ void validate(const Options& o) {
                o.backend, "' (valid: ", valid, ")");
   }
   Device d(o.device);  // throws on a malformed device string
-  KILN_CHECK(d.is_cpu(), "--device ", o.device,
-             ": not supported yet by kiln train (CUDA eager kernels are in progress: docs/cuda.md); use cpu");
+  KILN_CHECK(d.is_cpu() || d.is_cuda(), "--device ", o.device, ": expected cpu or cuda");
+  if (d.is_cuda())
+    KILN_CHECK(cuda::is_available(), "--device ", o.device, ": no CUDA device is available (kiln info says why)");
 }
 
 std::string find_data_dir(const std::string& requested, const std::string& file) {
