@@ -37,23 +37,13 @@ struct KnownMissing {
   const char* what;
 };
 const KnownMissing kKnownMissing[] = {
-    {"adaptive_max_pool3d", kNoKernel},
-    {"avg_pool2d", kNoKernel},
-    {"avg_pool2d_backward", kNoKernel},
-    {"avg_pool3d", kNoKernel},
-    {"avg_pool3d_backward", kNoKernel},
     {"bincount", kNoKernel},
     {"col2im", kNoKernel},
-    {"cumprod", kNoKernel},
-    {"cumsum", kNoKernel},
     {"flip", kNoKernel},
     {"histc", kNoKernel},
     {"im2col", kNoKernel},
     {"index_add", kNoKernel},
     {"masked_select", kNoKernel},
-    {"max_pool2d", kNoKernel},
-    {"max_pool2d_backward", kNoKernel},
-    {"max_pool3d", kNoKernel},
     {"nonzero", kNoKernel},
     {"pad", kNoKernel},
     {"scatter", kNoKernel},

@@ -1,0 +1,38 @@
+// Plain descriptions of the pooling and scan launches (nn_kernels.cu), built by nn_ops.cpp:
+// no Tensor here, as elementwise.h. Every pointer is to dense, channels-first data.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kiln/dtype.h"
+
+namespace kiln::cuda {
+
+// A 3-D pooling window over `planes` planes of in[0] x in[1] x in[2] (2-D pools have in[0] = 1),
+// as the CPU's Pool3dParams (backend/cpu/convnd_kernels.h).
+struct PoolArgs {
+  int64_t planes = 0;
+  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1},
+          out[3] = {1, 1, 1};
+  bool count_include_pad = false;  // avg only
+  int64_t divisor_override = 0;    // avg only; 0 = none
+  bool adaptive = false;           // max only: torch's adaptive windows instead of k/stride/pad/dil
+};
+
+// Floating dtypes. indices: the flat position of each max in its plane; NaN wins (the last one).
+void launch_max_pool(const PoolArgs& p, DType t, const void* x, void* y, int64_t* indices, cudaStream_t s);
+// grad_in = the sum of grad_out at the outputs whose index names the element (a gather over the
+// windows that hold it, in the CPU's order: deterministic, no atomics). Not for adaptive pools.
+void launch_max_pool_backward(const PoolArgs& p, DType t, const void* grad_out, const int64_t* indices, void* grad_in,
+                              cudaStream_t s);
+// Floating dtypes and Int64 (truncating division, as torch).
+void launch_avg_pool(const PoolArgs& p, DType t, const void* x, void* y, cudaStream_t s);
+void launch_avg_pool_backward(const PoolArgs& p, DType t, const void* grad_out, void* grad_in, cudaStream_t s);
+
+// cumsum (sum) or cumprod over the middle dim of [outer, n, inner], x and y of dtype t (not
+// Bool): one thread per line, accumulating as the CPU (double for float32/64, float for half
+// types, wrapping int64 for integers), so results are the CPU's bit for bit.
+void launch_scan(bool sum, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,146 @@
+// Host side of the pooling and scan prims on CUDA (kernels in nn_kernels.cu): shapes from the
+// same functions as the CPU's kernels (ops/conv_util.h), dense inputs, then one launch.
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.h"
+#include "backend/cuda/nn_kernels.h"
+#include "ops/conv_util.h"
+#include "ops/registry.h"
+
+namespace kiln::cuda {
+namespace {
+
+// t as a dense tensor of dtype `dt` on its device (t itself when it already is one).
+Tensor dense_as(const Tensor& t, DType dt) {
+  if (t.is_contiguous() && t.dtype() == dt) return t;
+  Tensor c = make_tensor(t.sizes(), dt, t.device());
+  copy_same_device(c, t);
+  return c;
+}
+
+const void* cptr(const Tensor& t) { return t.unsafe_impl()->data(); }
+void* mptr(const Tensor& t) { return t.unsafe_impl()->data(); }
+cudaStream_t stream_of(const Tensor& t) { return current_cuda_stream(t.device().index); }
+
+// ---- pooling: 2-D pools are 3-D ones with a unit depth, as on the CPU ----
+PoolArgs pool_args(const PoolShape& s) {
+  PoolArgs p;
+  p.planes = s.N * s.C;
+  const int64_t in[3] = {1, s.H, s.W}, k[3] = {1, s.kH, s.kW}, st[3] = {1, s.sh, s.sw}, pad[3] = {0, s.ph, s.pw},
+                dil[3] = {1, s.dh, s.dw}, out[3] = {1, s.Ho, s.Wo};
+  for (int j = 0; j < 3; ++j)
+    p.in[j] = in[j], p.k[j] = k[j], p.stride[j] = st[j], p.pad[j] = pad[j], p.dil[j] = dil[j], p.out[j] = out[j];
+  return p;
+}
+PoolArgs pool_args(const PoolNdShape& s) {
+  PoolArgs p;
+  p.planes = s.N * s.C;
+  for (int j = 0; j < 3; ++j)
+    p.in[j] = s.in[j], p.k[j] = s.k[j], p.stride[j] = s.stride[j], p.pad[j] = s.pad[j], p.dil[j] = s.dil[j],
+    p.out[j] = s.out[j];
+  return p;
+}
+
+PoolArgs max_pool2d_args(const OpCall& c, const Tensor& x) {
+  const Attrs& a = c.attrs;
+  return pool_args(pool_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4)));
+}
+PoolArgs avg_pool2d_args(const OpCall& c, const Tensor& x) {
+  const Attrs& a = c.attrs;
+  PoolArgs p =
+      pool_args(pool_shape(c.name(), x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false));
+  p.count_include_pad = a.b(4);
+  p.divisor_override = a.none(5) ? 0 : a.i(5);
+  return p;
+}
+PoolArgs max_pool3d_args(const OpCall& c, const Tensor& x) {
+  const Attrs& a = c.attrs;
+  return pool_args(pool_nd_shape(c.name(), 3, x, a.ints(0), a.ints(1), a.ints(2), a.ints(3), a.b(4)));
+}
+PoolArgs avg_pool3d_args(const OpCall& c, const Tensor& x) {
+  const Attrs& a = c.attrs;
+  PoolArgs p =
+      pool_args(pool_nd_shape(c.name(), 3, x, a.ints(0), a.ints(1), a.ints(2), std::vector<int64_t>{1}, a.b(3), false));
+  p.count_include_pad = a.b(4);
+  p.divisor_override = a.none(5) ? 0 : a.i(5);
+  return p;
+}
+
+template <PoolArgs (*Args)(const OpCall&, const Tensor&)>
+void max_pool_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  PoolArgs p = Args(c, c.in(0));
+  DeviceGuard g(outs[0].device().index);
+  Tensor x = dense_as(c.in(0), c.in(0).dtype());
+  launch_max_pool(p, x.dtype(), cptr(x), mptr(outs[0]), static_cast<int64_t*>(mptr(outs[1])), stream_of(x));
+}
+KILN_REGISTER_KERNEL(max_pool2d, CUDA, max_pool_kernel<max_pool2d_args>);
+KILN_REGISTER_KERNEL(max_pool3d, CUDA, max_pool_kernel<max_pool3d_args>);
+
+// (grad_out, x, indices): the gradient of max_pool2d with respect to x.
+void max_pool2d_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  PoolArgs p = max_pool2d_args(c, c.in(1));
+  DeviceGuard g(outs[0].device().index);
+  Tensor go = dense_as(c.in(0), outs[0].dtype()), idx = dense_as(c.in(2), DType::Int64);
+  launch_max_pool_backward(p, outs[0].dtype(), cptr(go), static_cast<const int64_t*>(cptr(idx)), mptr(outs[0]),
+                           stream_of(go));
+}
+KILN_REGISTER_KERNEL(max_pool2d_backward, CUDA, max_pool2d_backward_kernel);
+
+template <PoolArgs (*Args)(const OpCall&, const Tensor&)>
+void avg_pool_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  PoolArgs p = Args(c, c.in(0));
+  DeviceGuard g(outs[0].device().index);
+  Tensor x = dense_as(c.in(0), c.in(0).dtype());
+  launch_avg_pool(p, x.dtype(), cptr(x), mptr(outs[0]), stream_of(x));
+}
+KILN_REGISTER_KERNEL(avg_pool2d, CUDA, avg_pool_kernel<avg_pool2d_args>);
+KILN_REGISTER_KERNEL(avg_pool3d, CUDA, avg_pool_kernel<avg_pool3d_args>);
+
+// (grad_out, x): the gradient of the avg pool with respect to x.
+template <PoolArgs (*Args)(const OpCall&, const Tensor&)>
+void avg_pool_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  PoolArgs p = Args(c, c.in(1));
+  DeviceGuard g(outs[0].device().index);
+  Tensor go = dense_as(c.in(0), outs[0].dtype());
+  launch_avg_pool_backward(p, outs[0].dtype(), cptr(go), mptr(outs[0]), stream_of(go));
+}
+KILN_REGISTER_KERNEL(avg_pool2d_backward, CUDA, avg_pool_backward_kernel<avg_pool2d_args>);
+KILN_REGISTER_KERNEL(avg_pool3d_backward, CUDA, avg_pool_backward_kernel<avg_pool3d_args>);
+
+// Over the last three dims; every leading dim is a plane.
+void adaptive_max_pool3d_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& xin = c.in(0);
+  const int64_t r = xin.dim();
+  PoolArgs p;
+  p.adaptive = true;
+  p.planes = 1;
+  for (int64_t d = 0; d < r - 3; ++d) p.planes *= xin.sizes()[d];
+  for (int j = 0; j < 3; ++j) p.in[j] = xin.sizes()[r - 3 + j], p.out[j] = outs[0].sizes()[r - 3 + j];
+  DeviceGuard g(outs[0].device().index);
+  Tensor x = dense_as(xin, xin.dtype());
+  launch_max_pool(p, x.dtype(), cptr(x), mptr(outs[0]), static_cast<int64_t*>(mptr(outs[1])), stream_of(x));
+}
+KILN_REGISTER_KERNEL(adaptive_max_pool3d, CUDA, adaptive_max_pool3d_kernel);
+
+// ---- scans: x as [outer, n, inner] in the output dtype ----
+template <bool Sum>
+void scan_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  DeviceGuard g(out.device().index);
+  Tensor x = dense_as(c.in(0), out.dtype());
+  int64_t outer = 1, n = 1, inner = 1;
+  if (x.dim() > 0) {
+    int64_t d = wrap_dim(c.attrs.i(0), x.dim(), c.name());
+    n = x.sizes()[d];
+    for (int64_t i = 0; i < d; ++i) outer *= x.sizes()[i];
+    for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.sizes()[i];
+  }
+  launch_scan(Sum, out.dtype(), cptr(x), mptr(out), outer, n, inner, stream_of(out));
+}
+KILN_REGISTER_KERNEL(cumsum, CUDA, scan_kernel<true>);
+KILN_REGISTER_KERNEL(cumprod, CUDA, scan_kernel<false>);
+
+}  // namespace
+}  // namespace kiln::cuda
