@@ -49,8 +49,6 @@ const KnownMissing kKnownMissing[] = {
     {"scatter", kNoKernel},
     {"scatter_reduce", kNoKernel},
     {"searchsorted", kNoKernel},
-    {"sort", kNoKernel},
-    {"topk", kNoKernel},
     {"unique", kNoKernel},
     {"unique_consecutive", kNoKernel},
     // Limits of kernels that exist.
