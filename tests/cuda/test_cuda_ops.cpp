@@ -37,16 +37,8 @@ struct KnownMissing {
   const char* what;
 };
 const KnownMissing kKnownMissing[] = {
-    {"bincount", kNoKernel},
     {"col2im", kNoKernel},
-    {"histc", kNoKernel},
     {"im2col", kNoKernel},
-    {"masked_select", kNoKernel},
-    {"nonzero", kNoKernel},
-    {"scatter_reduce", kNoKernel},
-    {"searchsorted", kNoKernel},
-    {"unique", kNoKernel},
-    {"unique_consecutive", kNoKernel},
     // Limits of kernels that exist.
     {"index", "with more than one index tensor"},
     {"index", "not supported yet on cuda with a"},  // a bool mask index
