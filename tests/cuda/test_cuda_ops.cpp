@@ -37,8 +37,6 @@ struct KnownMissing {
   const char* what;
 };
 const KnownMissing kKnownMissing[] = {
-    {"col2im", kNoKernel},
-    {"im2col", kNoKernel},
     // Limits of kernels that exist.
     {"index", "with more than one index tensor"},
     {"index", "not supported yet on cuda with a"},  // a bool mask index

@@ -195,6 +195,40 @@ __global__ void scan_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t 
   }
 }
 
+template <class T>
+__global__ void im2col_kernel(FoldArgs f, const T* x, T* cols, int64_t total) {
+  const int64_t L = f.oh * f.ow, rows = f.C * f.kh * f.kw;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t l = i % L, row = (i / L) % rows, n = i / (L * rows);
+    const int64_t kw = row % f.kw, kh = (row / f.kw) % f.kh, c = row / (f.kw * f.kh);
+    const int64_t h = (l / f.ow) * f.sh - f.ph + kh * f.dh, w = (l % f.ow) * f.sw - f.pw + kw * f.dw;
+    cols[i] = h >= 0 && h < f.H && w >= 0 && w < f.W ? x[((n * f.C + c) * f.H + h) * f.W + w] : T(0.0f);
+  }
+}
+
+template <class T>
+__global__ void col2im_kernel(FoldArgs f, const T* cols, T* image, int64_t total) {
+  using A = PoolAcc<T>;
+  const int64_t L = f.oh * f.ow, rows = f.C * f.kh * f.kw;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t w = i % f.W, h = (i / f.W) % f.H, c = (i / (f.W * f.H)) % f.C, n = i / (f.W * f.H * f.C);
+    A sum = 0;
+    for (int64_t kh = 0; kh < f.kh; ++kh) {
+      const int64_t hh = h + f.ph - kh * f.dh;
+      if (hh < 0 || hh % f.sh != 0 || hh / f.sh >= f.oh) continue;
+      for (int64_t kw = 0; kw < f.kw; ++kw) {
+        const int64_t ww = w + f.pw - kw * f.dw;
+        if (ww < 0 || ww % f.sw != 0 || ww / f.sw >= f.ow) continue;
+        const int64_t row = (c * f.kh + kh) * f.kw + kw;
+        sum += static_cast<A>(cols[(n * rows + row) * L + (hh / f.sh) * f.ow + ww / f.sw]);
+      }
+    }
+    image[i] = T(sum);
+  }
+}
+
 int64_t plane_size(const int64_t* d) { return d[0] * d[1] * d[2]; }
 
 template <class F>
@@ -273,6 +307,26 @@ void launch_scan(bool sum, DType t, const void* x, void* y, int64_t outer, int64
       else
         scan_kernel<T, false><<<grid_for(lines), kThreads, 0, s>>>(xp, yp, outer, n, inner);
     }
+  });
+  check_launch();
+}
+
+void launch_im2col(const FoldArgs& f, DType t, const void* image, void* cols, cudaStream_t s) {
+  const int64_t total = f.N * f.C * f.kh * f.kw * f.oh * f.ow;
+  if (total == 0) return;
+  visit_float(t, "im2col", [&]<class T>() {
+    im2col_kernel<T>
+        <<<grid_for(total), kThreads, 0, s>>>(f, static_cast<const T*>(image), static_cast<T*>(cols), total);
+  });
+  check_launch();
+}
+
+void launch_col2im(const FoldArgs& f, DType t, const void* cols, void* image, cudaStream_t s) {
+  const int64_t total = f.N * f.C * f.H * f.W;
+  if (total == 0) return;
+  visit_float(t, "col2im", [&]<class T>() {
+    col2im_kernel<T>
+        <<<grid_for(total), kThreads, 0, s>>>(f, static_cast<const T*>(cols), static_cast<T*>(image), total);
   });
   check_launch();
 }

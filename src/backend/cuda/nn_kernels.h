@@ -36,3 +36,15 @@ void launch_avg_pool_backward(const PoolArgs& p, DType t, const void* grad_out, 
 void launch_scan(bool sum, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// F.unfold / F.fold over images [N, C, H, W] and columns [N, C*kh*kw, oh*ow] (floating dtypes).
+struct FoldArgs {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+};
+void launch_im2col(const FoldArgs& f, DType t, const void* image, void* cols, cudaStream_t s);
+// image = the sum of the columns' blocks (overwritten; a gather per image element, taps in order).
+void launch_col2im(const FoldArgs& f, DType t, const void* cols, void* image, cudaStream_t s);
+
+}  // namespace kiln::cuda

@@ -123,6 +123,41 @@ void adaptive_max_pool3d_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(adaptive_max_pool3d, CUDA, adaptive_max_pool3d_kernel);
 
+// ---- im2col / col2im: the image is [N, C, H, W] (N = 1 unbatched); attrs from `first`:
+// kernel_size, dilation, padding, stride, each one int or a pair (as the CPU's fold_params).
+FoldArgs fold_args(const OpCall& c, size_t first, const Tensor& image, int64_t rows_or_c, bool cols_given) {
+  auto pair = [&](size_t k) { return int_pair(c.name(), "argument", c.attrs.ints(first + k)); };
+  auto k = pair(0), d = pair(1), pd = pair(2), st = pair(3);
+  const int64_t r = image.dim();
+  FoldArgs f{};
+  f.N = r == 4 ? image.sizes()[0] : 1;
+  f.H = image.sizes()[r - 2];
+  f.W = image.sizes()[r - 1];
+  f.kh = k[0], f.kw = k[1], f.dh = d[0], f.dw = d[1], f.ph = pd[0], f.pw = pd[1], f.sh = st[0], f.sw = st[1];
+  f.C = cols_given ? rows_or_c / (k[0] * k[1]) : rows_or_c;
+  f.oh = (f.H + 2 * f.ph - (f.dh * (f.kh - 1) + 1)) / f.sh + 1;
+  f.ow = (f.W + 2 * f.pw - (f.dw * (f.kw - 1) + 1)) / f.sw + 1;
+  return f;
+}
+
+void im2col_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& xin = c.in(0);
+  FoldArgs f = fold_args(c, 0, xin, xin.sizes()[xin.dim() - 3], false);
+  DeviceGuard g(outs[0].device().index);
+  Tensor x = dense_as(xin, xin.dtype());
+  launch_im2col(f, x.dtype(), cptr(x), mptr(outs[0]), stream_of(x));
+}
+KILN_REGISTER_KERNEL(im2col, CUDA, im2col_kernel);
+
+void col2im_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& xin = c.in(0);
+  FoldArgs f = fold_args(c, 1, outs[0], xin.sizes()[xin.dim() - 2], true);
+  DeviceGuard g(outs[0].device().index);
+  Tensor x = dense_as(xin, xin.dtype());
+  launch_col2im(f, x.dtype(), cptr(x), mptr(outs[0]), stream_of(x));
+}
+KILN_REGISTER_KERNEL(col2im, CUDA, col2im_kernel);
+
 // ---- scans: x as [outer, n, inner] in the output dtype ----
 template <bool Sum>
 void scan_kernel(const OpCall& c, std::vector<Tensor>& outs) {
