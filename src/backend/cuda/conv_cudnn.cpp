@@ -326,13 +326,14 @@ void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   }
   if (c.in(2).defined()) {
     Tensor b = dense(c.in(2));
-    if (!s.h) setup(s, sh, shape_of(x), shape_of(w), shape_of(out), out.dtype(), d);
-    TensorDesc bd;
-    set_bias_desc(bd, s.type, sh.C_out, static_cast<size_t>(out.dim()));
-    TensorDesc od;
-    set_tensor(od, s.type, dims_of(shape_of(out)));
+    cudnnHandle_t h = handle_for(d);
+    check_cudnn(cudnnSetStream(h, current_cuda_stream(d)), "cudnnSetStream");
+    cudnnDataType_t type = cudnn_type(c.name(), out.dtype());
+    TensorDesc bd, od;
+    set_bias_desc(bd, type, sh.C_out, static_cast<size_t>(out.dim()));
+    set_tensor(od, type, dims_of(shape_of(out)));
     Scale k(out.dtype());
-    check_cudnn(cudnnAddTensor(s.h, k.one(), bd.d, ptr(b), k.one(), od.d, ptr(out)), "cudnnAddTensor");
+    check_cudnn(cudnnAddTensor(h, k.one(), bd.d, ptr(b), k.one(), od.d, ptr(out)), "cudnnAddTensor");
   }
 }
 KILN_REGISTER_KERNEL(convolution, CUDA, convolution_kernel);

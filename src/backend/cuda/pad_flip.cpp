@@ -115,13 +115,22 @@ Tensor with_sizes(const Tensor& t, IntArrayRef sizes, int64_t dim, bool indexed)
   return make_view(t, sizes, strides, t.storage_offset());
 }
 
-Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? make_view(t, {1}, {1}, t.storage_offset()) : t; }
+// A 0-d CPU tensor may come with CUDA ones (common_device): it is uploaded, as pointwise.cpp's operand.
+Tensor as_1d(const Tensor& t, const Device& dev) {
+  Tensor d = t;
+  if (t.is_cpu()) {
+    d = make_tensor(t.sizes(), t.dtype(), dev);
+    get_backend(DeviceType::CUDA)->copy(d, t);
+  }
+  return d.dim() == 0 ? make_view(d, {1}, {1}, d.storage_offset()) : d;
+}
 
-Tensor to_int64(const Tensor& index) {
-  if (index.dtype() == DType::Int64) return as_1d(index);
-  Tensor i = make_tensor(index.sizes(), DType::Int64, index.device());
-  copy_same_device(i, index);
-  return as_1d(i);
+Tensor to_int64(const Tensor& index, const Device& dev) {
+  Tensor d = as_1d(index, dev);
+  if (d.dtype() == DType::Int64) return d;
+  Tensor i = make_tensor(d.sizes(), DType::Int64, dev);
+  copy_same_device(i, d);
+  return i;
 }
 
 // Scatters src (viewed with idx's sizes) into out along dim; raises the first bad index.
@@ -149,31 +158,33 @@ void scatter_into(const char* op, const Tensor& out, const Tensor& idx, const Te
 
 // Duplicate indices keep one of their values, not necessarily the last (as PyTorch's CUDA scatter).
 void scatter_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  copy_same_device(outs[0], c.in(0));
+  get_backend(DeviceType::CUDA)->copy(outs[0], c.in(0));  // x may be a 0-d CPU tensor
   if (c.in(1).numel() == 0 || outs[0].numel() == 0) return;
   DeviceGuard g(outs[0].device().index);
-  Tensor out = as_1d(outs[0]);
+  const Device dev = outs[0].device();
+  Tensor out = as_1d(outs[0], dev);
   int64_t dim = wrap_dim(c.attrs.i(0), out.dim(), c.name());
-  scatter_into(c.name(), out, to_int64(c.in(1)), as_1d(c.in(2)), dim, false);
+  scatter_into(c.name(), out, to_int64(c.in(1), dev), as_1d(c.in(2), dev), dim, false);
 }
 KILN_REGISTER_KERNEL(scatter, CUDA, scatter_kernel);
 
 // (x, index [n], source; dim, alpha): out = x; out[..., index[i], ...] += alpha * source[..., i, ...]
 // as a scatter_add with the index broadcast over source (atomics: float32/64, int32/64).
 void index_add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  copy_same_device(outs[0], c.in(0));
+  get_backend(DeviceType::CUDA)->copy(outs[0], c.in(0));  // x may be a 0-d CPU tensor
   if (c.in(1).numel() == 0 || outs[0].numel() == 0) return;
   DeviceGuard g(outs[0].device().index);
-  Tensor out = as_1d(outs[0]), src = as_1d(c.in(2));
+  const Device dev = outs[0].device();
+  Tensor out = as_1d(outs[0], dev), src = as_1d(c.in(2), dev);
   int64_t dim = wrap_dim(c.attrs.i(0), out.dim(), c.name());
-  Tensor idx = to_int64(c.in(1));
+  Tensor idx = to_int64(c.in(1), dev);
   const Scalar& alpha = c.attrs.s(1);
   if (!(alpha.is_floating_point() ? alpha.to_double() == 1.0 : alpha.to_long() == 1)) {
     Tensor a = make_tensor({}, src.dtype(), src.device());
     const bool is_int = !alpha.is_floating_point();
     launch_fill(make_elementwise_args({&a}), is_int ? 0.0 : alpha.to_double(), is_int ? alpha.to_long() : 0, is_int,
                 current_cuda_stream(src.device().index));
-    src = as_1d(backend_call(OpId::mul, std::vector<Tensor>{src, a}, {})[0]);
+    src = as_1d(backend_call(OpId::mul, std::vector<Tensor>{src, a}, {})[0], dev);
   }
   Shape strides(src.dim(), 0);
   strides[dim] = idx.stride(0);
