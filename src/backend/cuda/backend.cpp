@@ -188,6 +188,7 @@ struct CudaBackend : Backend {
     int rt = 0;
     if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
       r.emplace_back("runtime", std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10));
+    r.emplace_back("cudnn", cudnn_info());
     return r;
   }
 };

@@ -4,6 +4,9 @@
 // backends::allow_tf32(true); float16/bfloat16 on tensor cores. The algorithm is cuDNN's
 // heuristic choice, the first deterministic one that works, cached per shape. Without
 // cuDNN at build time (KILN_HAVE_CUDNN unset) both ops say so.
+#include <string>
+
+#include "backend/cuda/launch.h"
 #include "ops/conv_util.h"
 #include "ops/registry.h"
 
@@ -17,7 +20,6 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/launch.h"
 #include "kiln/cuda.h"
 #endif
 
@@ -378,4 +380,16 @@ KILN_REGISTER_KERNEL(convolution_backward, CUDA, convolution_backward_kernel);
 #endif  // KILN_HAVE_CUDNN
 
 }  // namespace
+
+std::string cudnn_info() {
+#ifdef KILN_HAVE_CUDNN
+  // cudnnGetVersion is major*10000 + minor*100 + patch for cuDNN 9.
+  size_t v = cudnnGetVersion();
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+         " (built with " + std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR) + ")";
+#else
+  return "not built in (CUDA convolutions need it)";
+#endif
+}
+
 }  // namespace kiln::cuda
