@@ -38,9 +38,7 @@ struct KnownMissing {
 };
 const KnownMissing kKnownMissing[] = {
     // Limits of kernels that exist.
-    {"index", "with more than one index tensor"},
-    {"index", "not supported yet on cuda with a"},  // a bool mask index
-    {"index_put", "with more than one index tensor"},
+    {"index", "not supported yet on cuda with a"},  // a bool index reaching the op (kiln::index converts masks)
     {"index_put", "not supported yet on cuda with a"},
     {"scatter_add", "not supported yet on cuda for dtype"},
     {"mm", "not supported yet on cuda for dtype"},
