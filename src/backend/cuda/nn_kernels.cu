@@ -1,6 +1,8 @@
 // Pooling (max/avg 2-D and 3-D, adaptive max, their backward) and scans (cumsum/cumprod).
 // Each follows the CPU kernel's loop order and accumulator type, so results agree bit for bit;
 // backward passes gather over the windows holding an element instead of scattering with atomics.
+#include <cub/block/block_scan.cuh>
+
 #include <type_traits>
 
 #include "backend/cuda/elementwise_kernel.cuh"
@@ -229,6 +231,48 @@ __global__ void col2im_kernel(FoldArgs f, const T* cols, T* image, int64_t total
   }
 }
 
+// Long contiguous lines (inner == 1), few of them: one block per line, a block-wide scan per
+// chunk of kScanBlock elements plus the carry from the chunks before (the same accumulator types;
+// for floats the order of additions differs from the CPU's, within its rounding).
+constexpr int kScanBlock = 512;
+
+template <class A, bool Sum>
+struct ScanOp {
+  __device__ A operator()(A a, A b) const {
+    if constexpr (std::is_integral_v<A>) {
+      auto u = static_cast<unsigned long long>(a), w = static_cast<unsigned long long>(b);
+      return static_cast<A>(Sum ? u + w : u * w);
+    } else {
+      return Sum ? a + b : a * b;
+    }
+  }
+};
+
+template <class T, bool Sum>
+__global__ void __launch_bounds__(kScanBlock) scan_block_kernel(const T* x, T* y, int64_t n) {
+  using A =
+      std::conditional_t<std::is_integral_v<T>, int64_t, std::conditional_t<is_reduced_float_v<T>, float, double>>;
+  using BlockScan = cub::BlockScan<A, kScanBlock>;
+  __shared__ typename BlockScan::TempStorage temp;
+  __shared__ A carry;
+  const ScanOp<A, Sum> op;
+  const T* xl = x + static_cast<int64_t>(blockIdx.x) * n;
+  T* yl = y + static_cast<int64_t>(blockIdx.x) * n;
+  if (threadIdx.x == 0) carry = Sum ? A(0) : A(1);
+  __syncthreads();
+  for (int64_t base = 0; base < n; base += kScanBlock) {
+    const int64_t i = base + threadIdx.x;
+    A v = i < n ? static_cast<A>(xl[i]) : (Sum ? A(0) : A(1));
+    A r;
+    BlockScan(temp).InclusiveScan(v, r, op);
+    r = op(carry, r);
+    if (i < n) yl[i] = T(r);
+    __syncthreads();  // every thread has read carry and temp
+    if (threadIdx.x == kScanBlock - 1) carry = r;
+    __syncthreads();
+  }
+}
+
 int64_t plane_size(const int64_t* d) { return d[0] * d[1] * d[2]; }
 
 template <class F>
@@ -302,7 +346,12 @@ void launch_scan(bool sum, DType t, const void* x, void* y, int64_t outer, int64
     } else {
       auto xp = static_cast<const T*>(x);
       auto yp = static_cast<T*>(y);
-      if (sum)
+      if (inner == 1 && n >= 4 * kScanBlock && outer <= 65535) {
+        if (sum)
+          scan_block_kernel<T, true><<<static_cast<unsigned>(outer), kScanBlock, 0, s>>>(xp, yp, n);
+        else
+          scan_block_kernel<T, false><<<static_cast<unsigned>(outer), kScanBlock, 0, s>>>(xp, yp, n);
+      } else if (sum)
         scan_kernel<T, true><<<grid_for(lines), kThreads, 0, s>>>(xp, yp, outer, n, inner);
       else
         scan_kernel<T, false><<<grid_for(lines), kThreads, 0, s>>>(xp, yp, outer, n, inner);

@@ -31,8 +31,9 @@ void launch_avg_pool(const PoolArgs& p, DType t, const void* x, void* y, cudaStr
 void launch_avg_pool_backward(const PoolArgs& p, DType t, const void* grad_out, void* grad_in, cudaStream_t s);
 
 // cumsum (sum) or cumprod over the middle dim of [outer, n, inner], x and y of dtype t (not
-// Bool): one thread per line, accumulating as the CPU (double for float32/64, float for half
-// types, wrapping int64 for integers), so results are the CPU's bit for bit.
+// Bool), accumulating as the CPU (double for float32/64, float for half types, wrapping int64
+// for integers): one thread per line (the CPU's results bit for bit), or for a few long
+// contiguous lines one block per line (integers still exact; floats within rounding).
 void launch_scan(bool sum, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
 
 }  // namespace kiln::cuda
