@@ -2,7 +2,7 @@
 // backward filter, backward bias), 1-3 spatial dims (1-d as 2-d with a unit width), groups,
 // dilation, padding, transposed. float32 computes without TF32 unless
 // backends::allow_tf32(true); float16/bfloat16 on tensor cores. The algorithm is cuDNN's
-// heuristic choice, the first deterministic one that works, cached per shape. Without
+// heuristic (or, KILN_CUDNN_BENCHMARK=1, timed) choice, cached per shape. Without
 // cuDNN at build time (KILN_HAVE_CUDNN unset) both ops say so.
 #include <string>
 
@@ -14,6 +14,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -167,9 +168,10 @@ void setup(ConvSetup& s, const ConvShape& sh, const Shape& xs, const Shape& ws, 
 }
 
 // Note [cuDNN algorithm cache]
-// The heuristics' ranked list is asked once per (kind, shape, dtype, device, math) and the
-// first deterministic algorithm that works is kept (the first working one if none is
-// deterministic), so a shape's results are the same run to run.
+// The candidates are ranked once per (kind, shape, dtype, device, math): by cuDNN's heuristics,
+// or with KILN_CUDNN_BENCHMARK=1 by timing them on the first call's buffers. The first
+// deterministic algorithm that works is kept (the first working one if none is deterministic),
+// so a shape's results are the same run to run.
 struct Algo {
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
@@ -197,7 +199,31 @@ Algo pick(const Perf* perf, int n, const ConvSetup& s, const char* what) {
 
 enum class Kind { Forward, BackwardData, BackwardFilter };
 
-Algo algo_for(Kind kind, ConvSetup& s) {
+// Scratch memory from the caching allocator (freed back to it when the tensor dies).
+Tensor workspace(size_t bytes, Device d) {
+  return make_tensor({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::UInt8, d);
+}
+
+// KILN_CUDNN_BENCHMARK=1: time the candidates once per shape on the call's own buffers
+// (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark) instead of the heuristics.
+bool benchmark_mode() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_CUDNN_BENCHMARK");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+constexpr size_t kBenchmarkWorkspace = size_t(256) << 20;
+
+// The buffers of the call an algorithm is chosen for: the convolution's input side, filter,
+// output side, in cuDNN's sense (Find writes the output it is given).
+struct Buffers {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+};
+
+Algo algo_for(Kind kind, ConvSetup& s, const Buffers& b, Device dev) {
   std::string key = std::to_string(static_cast<int>(kind)) + s.key;
   {
     std::lock_guard<std::mutex> lock(g_algo_mu);
@@ -209,7 +235,37 @@ Algo algo_for(Kind kind, ConvSetup& s) {
   }
   Algo a;
   int n = 0;
-  if (kind == Kind::Forward) {
+  if (benchmark_mode()) {
+    Tensor ws;
+    size_t bytes = kBenchmarkWorkspace;
+    try {
+      ws = workspace(bytes, dev);
+    } catch (const Error&) {
+      bytes = 0;  // no room: only the algorithms without scratch memory take part
+    }
+    void* wp = ws.defined() ? ws.unsafe_impl()->data() : nullptr;
+    if (kind == Kind::Forward) {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+      check_cudnn(cudnnFindConvolutionForwardAlgorithmEx(s.h, s.x.d, b.x, s.w.d, b.w, s.conv.d, s.y.d, b.y,
+                                                         static_cast<int>(perf.size()), &n, perf.data(), wp, bytes),
+                  "cudnnFindConvolutionForwardAlgorithmEx");
+      a = pick(perf.data(), n, s, "forward");
+    } else if (kind == Kind::BackwardData) {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+      check_cudnn(
+          cudnnFindConvolutionBackwardDataAlgorithmEx(s.h, s.w.d, b.w, s.y.d, b.y, s.conv.d, s.x.d, b.x,
+                                                      static_cast<int>(perf.size()), &n, perf.data(), wp, bytes),
+          "cudnnFindConvolutionBackwardDataAlgorithmEx");
+      a = pick(perf.data(), n, s, "backward data");
+    } else {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+      check_cudnn(
+          cudnnFindConvolutionBackwardFilterAlgorithmEx(s.h, s.x.d, b.x, s.y.d, b.y, s.conv.d, s.w.d, b.w,
+                                                        static_cast<int>(perf.size()), &n, perf.data(), wp, bytes),
+          "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+      a = pick(perf.data(), n, s, "backward filter");
+    }
+  } else if (kind == Kind::Forward) {
     std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
     check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(s.h, s.x.d, s.w.d, s.conv.d, s.y.d,
                                                        static_cast<int>(perf.size()), &n, perf.data()),
@@ -234,11 +290,6 @@ Algo algo_for(Kind kind, ConvSetup& s) {
   return a;
 }
 
-// Scratch memory from the caching allocator (freed back to it when the tensor dies).
-Tensor workspace(size_t bytes, Device d) {
-  return make_tensor({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::UInt8, d);
-}
-
 struct Scale {
   double one_d = 1.0, zero_d = 0.0;
   float one_f = 1.0f, zero_f = 0.0f;
@@ -252,7 +303,7 @@ void* ptr(const Tensor& t) { return t.unsafe_impl()->data(); }
 
 // y = conv(x, w) in cuDNN's sense (descriptors x, w, y of s).
 void run_forward(ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor& y) {
-  Algo a = algo_for(Kind::Forward, s);
+  Algo a = algo_for(Kind::Forward, s, {ptr(x), ptr(w), ptr(y)}, y.device());
   auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(a.algo);
   size_t bytes = 0;
   check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(s.h, s.x.d, s.w.d, s.conv.d, s.y.d, algo, &bytes),
@@ -266,7 +317,7 @@ void run_forward(ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor& y
 
 // dx = conv's gradient with respect to its input, from dy.
 void run_backward_data(ConvSetup& s, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  Algo a = algo_for(Kind::BackwardData, s);
+  Algo a = algo_for(Kind::BackwardData, s, {ptr(dx), ptr(w), ptr(dy)}, dx.device());
   auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo);
   size_t bytes = 0;
   check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(s.h, s.w.d, s.y.d, s.conv.d, s.x.d, algo, &bytes),
@@ -280,7 +331,7 @@ void run_backward_data(ConvSetup& s, const Tensor& w, const Tensor& dy, const Te
 
 // dw = conv's gradient with respect to its filter, from x and dy.
 void run_backward_filter(ConvSetup& s, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  Algo a = algo_for(Kind::BackwardFilter, s);
+  Algo a = algo_for(Kind::BackwardFilter, s, {ptr(x), ptr(dw), ptr(dy)}, dw.device());
   auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo);
   size_t bytes = 0;
   check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(s.h, s.x.d, s.y.d, s.conv.d, s.w.d, algo, &bytes),
