@@ -63,5 +63,19 @@ TEST(CudaNn, ConvAndPoolAtResnetShapes) {
   expect_close(gb.grad(), cb.grad(), 1e-3, 1e-2);
 }
 
+TEST(CudaNn, SearchsortedAsTheCpu) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(24);
+  Tensor seq = std::get<0>(sort(randn({3, 40}), 1)), v = randn({3, 25});
+  for (bool right : {false, true}) {
+    expect_close(searchsorted(seq.cuda(), v.cuda(), false, right), searchsorted(seq, v, false, right), 0, 0);
+    expect_close(searchsorted(seq[0].cuda(), v.cuda(), true, right), searchsorted(seq[0], v, true, right), 0, 0);
+  }
+  Tensor un = randn({3, 40});
+  Tensor order = argsort(un, 1);
+  expect_close(searchsorted(un.cuda(), v.cuda(), false, false, std::nullopt, order.cuda()),
+               searchsorted(un, v, false, false, std::nullopt, order), 0, 0);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -226,7 +226,7 @@ void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 // Note [CUDA staged through the CPU]
 // Ops whose output's size depends on the values (nonzero, masked_select, unique,
 // unique_consecutive, bincount) must read them back before allocating anyway; they and a few
-// rarely hot ones (histc, searchsorted, scatter_reduce) run the CPU kernel on downloaded
+// rarely hot ones (histc, scatter_reduce) run the CPU kernel on downloaded
 // inputs and upload the results: correct and the CPU's exactly, slow on large inputs.
 // Each is a candidate for a device kernel (issue 11).
 void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs) {
@@ -280,7 +280,6 @@ KILN_REGISTER_KERNEL(unique, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(unique_consecutive, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(bincount, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(histc, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(searchsorted, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(scatter_reduce, CUDA, staged_on_cpu);
 
 }  // namespace

@@ -273,6 +273,38 @@ __global__ void __launch_bounds__(kScanBlock) scan_block_kernel(const T* x, T* y
   }
 }
 
+template <class T>
+__global__ void searchsorted_kernel(const T* seq, const T* values, const int64_t* sorter, void* out, bool out_int32,
+                                    bool right, int64_t len, int64_t nv, int64_t vrow, bool one_row, int64_t* bad) {
+  using K = std::conditional_t<is_reduced_float_v<T>, float, T>;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < nv; i += step) {
+    const int64_t row0 = one_row || vrow == 0 ? 0 : (i / vrow) * len;
+    const K v = static_cast<K>(values[i]);
+    int64_t lo = 0, hi = len;
+    while (lo < hi) {
+      const int64_t mid = lo + ((hi - lo) >> 1);
+      int64_t at = mid;
+      if (sorter) {
+        at = sorter[row0 + mid];
+        if (at < 0 || at >= len) {
+          if (atomicCAS(reinterpret_cast<unsigned long long*>(bad), 0ull, 1ull) == 0ull) bad[1] = at;
+          break;
+        }
+      }
+      const K mv = static_cast<K>(seq[row0 + at]);
+      if (right ? !(mv > v) : !(mv >= v))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (out_int32)
+      static_cast<int32_t*>(out)[i] = static_cast<int32_t>(lo);
+    else
+      static_cast<int64_t*>(out)[i] = lo;
+  }
+}
+
 int64_t plane_size(const int64_t* d) { return d[0] * d[1] * d[2]; }
 
 template <class F>
@@ -376,6 +408,18 @@ void launch_col2im(const FoldArgs& f, DType t, const void* cols, void* image, cu
   visit_float(t, "col2im", [&]<class T>() {
     col2im_kernel<T>
         <<<grid_for(total), kThreads, 0, s>>>(f, static_cast<const T*>(cols), static_cast<T*>(image), total);
+  });
+  check_launch();
+}
+
+void launch_searchsorted(DType t, const void* seq, const void* values, const int64_t* sorter, void* out, bool out_int32,
+                         bool right, int64_t len, int64_t nv, int64_t vrow, bool one_row, int64_t* bad,
+                         cudaStream_t s) {
+  if (nv == 0) return;
+  visit_dtype(t, [&]<class T>() {
+    searchsorted_kernel<T><<<grid_for(nv), kThreads, 0, s>>>(static_cast<const T*>(seq), static_cast<const T*>(values),
+                                                             sorter, out, out_int32, right, len, nv, vrow, one_row,
+                                                             bad);
   });
   check_launch();
 }

@@ -49,3 +49,14 @@ void launch_im2col(const FoldArgs& f, DType t, const void* image, void* cols, cu
 void launch_col2im(const FoldArgs& f, DType t, const void* cols, void* image, cudaStream_t s);
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// searchsorted over dense seq [rows, len] (rows = 1: one sequence for every value) and values
+// [nv] (rows of vrow values), both of dtype t; sorter: dense int64 [rows, len] or null. As the
+// CPU: the first position whose boundary is >= v (right: > v), NaNs compare false. A sorter
+// entry outside [0, len) is stored in bad[1] with bad[0] = 1 (two zeroed int64).
+void launch_searchsorted(DType t, const void* seq, const void* values, const int64_t* sorter, void* out, bool out_int32,
+                         bool right, int64_t len, int64_t nv, int64_t vrow, bool one_row, int64_t* bad, cudaStream_t s);
+
+}  // namespace kiln::cuda

@@ -5,7 +5,9 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nn_kernels.h"
+#include "dispatch/dispatch.h"
 #include "ops/conv_util.h"
+#include "ops/meta_util.h"
 #include "ops/registry.h"
 
 namespace kiln::cuda {
@@ -157,6 +159,38 @@ void col2im_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   launch_col2im(f, x.dtype(), cptr(x), mptr(outs[0]), stream_of(x));
 }
 KILN_REGISTER_KERNEL(col2im, CUDA, col2im_kernel);
+
+// ---- searchsorted (sorted_sequence, values, sorter?; out_int32, right), as the CPU kernel ----
+void searchsorted_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor &seq = c.in(0), &values = c.in(1), &sorter = c.in(2);
+  const Device dev = outs[0].device();
+  DeviceGuard g(dev.index);
+  Tensor both[] = {seq, values};
+  const DType ct = result_type(both);
+  auto on_dev = [&](const Tensor& t, DType dt) {
+    if (!t.is_cpu()) return dense_as(t, dt);
+    Tensor d = make_tensor(t.sizes(), dt, dev);
+    get_backend(DeviceType::CUDA)->copy(d, t);
+    return d;
+  };
+  Tensor sq = on_dev(seq, ct), vq = on_dev(values, ct);
+  Tensor so = sorter.defined() ? on_dev(sorter, DType::Int64) : Tensor();
+  const int64_t len = seq.dim() == 0 ? 1 : seq.sizes().back(), nv = values.numel();
+  const int64_t vrow = values.dim() == 0 ? 1 : values.sizes().back();
+  cudaStream_t s = stream_of(outs[0]);
+  Tensor bad = make_tensor({2}, DType::Int64, dev);
+  launch_fill(make_elementwise_args({&bad}), 0.0, 0, true, s);
+  launch_searchsorted(ct, cptr(sq), cptr(vq), so.defined() ? static_cast<const int64_t*>(cptr(so)) : nullptr,
+                      mptr(outs[0]), outs[0].dtype() == DType::Int32, c.attrs.b(1), len, nv, vrow, seq.dim() <= 1,
+                      static_cast<int64_t*>(mptr(bad)), s);
+  if (!so.defined()) return;
+  int64_t host[2] = {0, 0};
+  KILN_CUDA_CHECK(cudaMemcpyAsync(host, cptr(bad), sizeof host, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+  KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  KILN_CHECK(host[0] == 0, c.name(), ": sorter index ", host[1],
+             " is out of range for boundaries whose last dim has size ", len);
+}
+KILN_REGISTER_KERNEL(searchsorted, CUDA, searchsorted_kernel);
 
 // ---- scans: x as [outer, n, inner] in the output dtype ----
 template <bool Sum>
