@@ -77,5 +77,22 @@ TEST(CudaNn, SearchsortedAsTheCpu) {
                searchsorted(un, v, false, false, std::nullopt, order), 0, 0);
 }
 
+TEST(CudaNn, NonzeroAndMaskedSelect) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(25);
+  Tensor x = randint(-1, 2, {7, 9, 11}).to(kFloat32);  // a third zeros
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  x.index_put_({Tensor(tensor({0, 1}, kInt64)), Tensor(tensor({0, 2}, kInt64)), Tensor(tensor({0, 3}, kInt64))},
+               tensor({nan, -0.0f}));
+  expect_close(nonzero(x.cuda()), nonzero(x), 0, 0);
+  expect_close(nonzero(x.to(kInt8).cuda()), nonzero(x.to(kInt8)), 0, 0);
+  expect_close(nonzero(zeros({0, 3}).cuda()), nonzero(zeros({0, 3})), 0, 0);
+  Tensor m = gt(randn({9, 1}), Scalar(0.0));  // broadcast against [7, 9, 11]
+  expect_close(masked_select(x.cuda(), m.cuda()), masked_select(x, m), 0, 0);
+  Tensor y = randn({5, 6}).to(kFloat64), ym = gt(y, Scalar(0.2));
+  expect_close(masked_select(y.cuda(), ym.cuda()), masked_select(y, ym), 0, 0);
+  expect_close(y.cuda().index({ym.cuda()}), y.index({ym}), 0, 0);  // a 2-d mask: nonzero, then two index tensors
+}
+
 }  // namespace
 }  // namespace kiln

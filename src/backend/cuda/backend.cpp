@@ -223,12 +223,13 @@ void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   g_backend.copy(outs[0], host[0]);
 }
 
+}  // namespace
+
 // Note [CUDA staged through the CPU]
-// Ops whose output's size depends on the values (nonzero, masked_select, unique,
-// unique_consecutive, bincount) must read them back before allocating anyway; they and a few
-// rarely hot ones (histc, scatter_reduce) run the CPU kernel on downloaded
-// inputs and upload the results: correct and the CPU's exactly, slow on large inputs.
-// Each is a candidate for a device kernel (issue 11).
+// Ops whose output's size depends on the values (unique, unique_consecutive, bincount) must
+// read them back before allocating anyway; they and a few rarely hot ones (histc,
+// scatter_reduce) run the CPU kernel on downloaded inputs and upload the results: correct and
+// the CPU's exactly, slow on large inputs. Each is a candidate for a device kernel (issue 11).
 void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs) {
   const OpInfo& info = op_info(c.op);
   KernelFn cpu = info.kernels[static_cast<int>(DeviceType::CPU)];
@@ -263,6 +264,8 @@ void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs) {
   for (size_t k = 0; k < outs.size(); ++k) g_backend.copy(outs[k], host_out[k]);
 }
 
+namespace {
+
 KILN_REGISTER_KERNEL(empty, CUDA, empty_kernel);
 KILN_REGISTER_KERNEL(full, CUDA, full_kernel);
 KILN_REGISTER_KERNEL(arange, CUDA, via_cpu_kernel);
@@ -274,8 +277,6 @@ KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(nonzero, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(masked_select, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(unique, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(unique_consecutive, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(bincount, CUDA, staged_on_cpu);

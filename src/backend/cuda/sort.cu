@@ -1,6 +1,9 @@
-// sort/topk rows on CUB's segmented radix sort (Note [CUDA sort keys]).
+// sort/topk rows on CUB's segmented radix sort (Note [CUDA sort keys]); nonzero and
+// masked_select on CUB's DeviceSelect (stream compaction, order kept).
 #include <cub/device/device_segmented_radix_sort.cuh>
+#include <cub/device/device_select.cuh>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "backend/cuda/elementwise_kernel.cuh"
@@ -134,6 +137,93 @@ void launch_sort_rows(DType t, const void* x, void* values, int64_t* indices, in
                                                          indices, rows, n, k);
     check_launch();
   });
+}
+
+namespace {
+
+template <class T>
+__global__ void nonzero_flags_kernel(const T* x, uint8_t* flags, int64_t n) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if constexpr (is_reduced_float_v<T>)
+      flags[i] = static_cast<float>(x[i]) != 0.0f;
+    else
+      flags[i] = x[i] != T(0);
+  }
+}
+
+__global__ void iota_kernel(int64_t* out, int64_t n) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) out[i] = i;
+}
+
+__global__ void unravel_kernel(const int64_t* flat, int64_t k, UnravelSizes sz, int64_t* coords) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k; i += step) {
+    int64_t v = flat[i];
+    for (int d = sz.ndim - 1; d >= 0; --d) {
+      coords[i * sz.ndim + d] = v % sz.sizes[d];
+      v /= sz.sizes[d];
+    }
+  }
+}
+
+// Items move as raw bytes of their width: four CUB instantiations.
+template <class F>
+void visit_width(size_t elem_size, F&& f) {
+  switch (elem_size) {
+    case 1:
+      return f.template operator()<uint8_t>();
+    case 2:
+      return f.template operator()<uint16_t>();
+    case 4:
+      return f.template operator()<uint32_t>();
+    default:
+      return f.template operator()<uint64_t>();
+  }
+}
+
+}  // namespace
+
+void launch_nonzero_flags(DType t, const void* x, uint8_t* flags, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  visit_dtype(t, [&]<class T>() {
+    nonzero_flags_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), flags, n);
+  });
+  check_launch();
+}
+
+void launch_iota(int64_t* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  iota_kernel<<<grid_for(n), kThreads, 0, s>>>(out, n);
+  check_launch();
+}
+
+size_t select_workspace(int64_t n, size_t elem_size) {
+  size_t bytes = 0;
+  visit_width(elem_size, [&]<class W>() {
+    KILN_CHECK(
+        cub::DeviceSelect::Flagged(nullptr, bytes, static_cast<const W*>(nullptr), static_cast<const uint8_t*>(nullptr),
+                                   static_cast<W*>(nullptr), static_cast<int64_t*>(nullptr), n, 0) == cudaSuccess,
+        "CUDA: cub::DeviceSelect::Flagged: temp storage query failed");
+  });
+  return std::max<size_t>(bytes, 1);
+}
+
+void launch_select_flagged(const void* in, const uint8_t* flags, void* out, int64_t* count, int64_t n, size_t elem_size,
+                           void* workspace, size_t workspace_bytes, cudaStream_t s) {
+  visit_width(elem_size, [&]<class W>() {
+    size_t bytes = workspace_bytes;
+    cudaError_t err = cub::DeviceSelect::Flagged(workspace, bytes, static_cast<const W*>(in), flags,
+                                                 static_cast<W*>(out), count, n, s);
+    KILN_CHECK(err == cudaSuccess, "CUDA: cub::DeviceSelect::Flagged failed: ", cudaGetErrorString(err));
+  });
+}
+
+void launch_unravel(const int64_t* flat, int64_t k, const UnravelSizes& sizes, int64_t* coords, cudaStream_t s) {
+  if (k == 0 || sizes.ndim == 0) return;
+  unravel_kernel<<<grid_for(k), kThreads, 0, s>>>(flat, k, sizes, coords);
+  check_launch();
 }
 
 }  // namespace kiln::cuda
