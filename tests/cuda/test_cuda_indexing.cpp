@@ -76,5 +76,44 @@ TEST(CudaIndexing, IndexPutAndEmbeddingBackward) {
   expect_close(g, x, 0, 0);
 }
 
+// Note [CUDA advanced indexing]: several index tensors, adjacent or not, a 2-d bool mask,
+// negative indices, and index_put with accumulate (duplicates) and its gradient.
+TEST(CudaIndexing, SeveralIndexTensorsAndMasks) {
+  KILN_REQUIRE_CUDA();
+  using namespace indexing;
+  manual_seed(11);
+  Tensor x = randn({4, 5, 6});
+  Tensor i = tensor({0, 3, -1, 2}, kInt64), j = tensor({1, 1, 4, -5}, kInt64);
+  expect_close(x.cuda().index({i.cuda(), j.cuda()}), x.index({i, j}), 0, 0);                    // adjacent: [4, 6]
+  expect_close(x.cuda().index({i.cuda(), Slice(), j.cuda()}), x.index({i, Slice(), j}), 0, 0);  // apart: [4, 5]
+  expect_close(x.transpose(0, 2).cuda().index({Slice(), j.cuda(), i.cuda()}), x.transpose(0, 2).index({Slice(), j, i}),
+               0, 0);
+  Tensor mask = gt(x.select(2, 0), Scalar(0.0));  // [4, 5]
+  expect_close(x.cuda().index({mask.cuda()}), x.index({mask}), 0, 0);
+  Tensor rows = tensor({1, 1, 0}, kInt64), cols = tensor({2, 2, 2}, kInt64);
+  Tensor v = randn({3, 6});
+  Tensor g = x.cuda();
+  g.index_put_({rows.cuda(), cols.cuda()}, v.cuda());
+  Tensor c = x.clone();
+  c.index_put_({rows, cols}, v);
+  // Duplicate stores keep one of the values: compare the rows stored once.
+  expect_close(g.index({Slice(0, 1)}), c.index({Slice(0, 1)}), 0, 0);
+  // Accumulate with index tensors apart (x[rows, :, cols] += w): atomics, so within rounding.
+  Tensor w = randn({3, 5});
+  expect_close(index_put(x.cuda(), {rows.cuda(), Tensor(), cols.cuda()}, w.cuda(), true),
+               index_put(x, {rows, Tensor(), cols}, w, true), 1e-6, 1e-6);
+  // The gradient of x[i, :, j] accumulates over duplicates.
+  Tensor gx = x.cuda().requires_grad_(true), cx = x.clone().requires_grad_(true);
+  Tensor dup = tensor({2, 2, 0}, kInt64);
+  (gx.index({dup.cuda(), Slice(), dup.cuda()}) * 3).sum().backward();
+  (cx.index({dup, Slice(), dup}) * 3).sum().backward();
+  expect_close(gx.grad(), cx.grad(), 1e-6, 1e-6);
+  testing::expect_error(
+      [&] {
+        (void)x.cuda().index({tensor({4}, kInt64).cuda(), j.cuda()});
+      },
+      {"index 4 is out of bounds for dimension 0 with size 4"});
+}
+
 }  // namespace
 }  // namespace kiln

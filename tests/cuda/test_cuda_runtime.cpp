@@ -140,11 +140,12 @@ TEST(CudaAllocator, OutOfMemorySaysHowMuch) {
   expect_close(ones({3}).cuda(), ones({3}), 0, 0);
 }
 
-TEST(CudaDispatch, AnOpWithoutACudaKernelNamesTheOpAndDevice) {
+TEST(CudaDispatch, AKernelLimitNamesTheOpAndDevice) {
   KILN_REQUIRE_CUDA();
-  Tensor x = ones({4}).cuda();
-  // sort has no CUDA kernel yet and no decomposition.
-  testing::expect_error([&] { (void)sort(x); }, {"not supported yet on cuda"});
+  // Every prim has a CUDA path now (tests/cuda/test_cuda_ops.cpp checks it); cuBLAS has no
+  // integer matmul yet, so an int64 mm names its limit.
+  Tensor a = ones({2, 2}, kInt64).cuda();
+  testing::expect_error([&] { (void)mm(a, a); }, {"mm: not supported yet on cuda for dtype"});
 }
 
 }  // namespace

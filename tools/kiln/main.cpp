@@ -50,7 +50,7 @@ std::string cpu_info(const std::string& key) {
 }
 
 // The CUDA backend's info() (src/backend/cuda/backend.cpp): "devices" (a count), "status" when
-// there are none, one "cuda:N" line per device, "runtime". Empty in a build without CUDA.
+// there are none, one "cuda:N" line per device, "runtime", "cudnn". Empty in a build without CUDA.
 std::vector<std::pair<std::string, std::string>> cuda_info() {
   const Backend* b = get_backend(DeviceType::CUDA);
   return b ? b->info() : std::vector<std::pair<std::string, std::string>>{};
@@ -60,7 +60,7 @@ int cmd_info(bool json) {
   bool cuda = get_backend(DeviceType::CUDA) != nullptr;
   auto cinfo = cuda_info();
   nlohmann::json cuda_devices = nlohmann::json::array();
-  std::string cuda_status, cuda_runtime;
+  std::string cuda_status, cuda_runtime, cudnn;
   for (const auto& [k, v] : cinfo) {
     if (k.rfind("cuda:", 0) == 0)
       cuda_devices.push_back({{"device", k}, {"properties", v}});
@@ -68,6 +68,8 @@ int cmd_info(bool json) {
       cuda_status = v;
     else if (k == "runtime")
       cuda_runtime = v;
+    else if (k == "cudnn")
+      cudnn = v;
   }
   nlohmann::json j = {
       {"version", version()},
@@ -82,6 +84,7 @@ int cmd_info(bool json) {
         {"isa", backends::onednn::isa()}}},
       {"devices", cuda ? std::vector<std::string>{"cpu", "cuda"} : std::vector<std::string>{"cpu"}},
       {"cuda_devices", cuda_devices},
+      {"cudnn", cudnn},
       {"ops", kNumOps},
   };
   if (json) {
@@ -104,6 +107,7 @@ int cmd_info(bool json) {
                 cuda_devices.size() == 1 ? "" : "s", cuda_status.empty() ? "" : ": ", cuda_status.c_str());
     for (const auto& d : cuda_devices)
       std::printf("    %s : %s\n", d["device"].get<std::string>().c_str(), d["properties"].get<std::string>().c_str());
+    std::printf("  cudnn    : %s\n", cudnn.c_str());
   }
   std::printf("  ops      : %d in the op table\n", kNumOps);
   return 0;

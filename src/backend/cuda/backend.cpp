@@ -188,6 +188,7 @@ struct CudaBackend : Backend {
     int rt = 0;
     if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
       r.emplace_back("runtime", std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10));
+    r.emplace_back("cudnn", cudnn_info());
     return r;
   }
 };
@@ -222,6 +223,49 @@ void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   g_backend.copy(outs[0], host[0]);
 }
 
+}  // namespace
+
+// Note [CUDA staged through the CPU]
+// Ops whose output's size depends on the values (unique, unique_consecutive, bincount) must
+// read them back before allocating anyway; they and a few rarely hot ones (histc,
+// scatter_reduce) run the CPU kernel on downloaded inputs and upload the results: correct and
+// the CPU's exactly, slow on large inputs. Each is a candidate for a device kernel (issue 11).
+void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs) {
+  const OpInfo& info = op_info(c.op);
+  KernelFn cpu = info.kernels[static_cast<int>(DeviceType::CPU)];
+  KILN_CHECK(cpu, c.name(), ": not supported yet on cuda (no CPU kernel to stage through)");
+  Device dev = kCPU;
+  std::vector<Tensor> host_in;
+  for (const Tensor& t : c.inputs) {
+    if (!t.defined() || t.device().type != DeviceType::CUDA) {
+      host_in.push_back(t);
+      continue;
+    }
+    dev = t.device();
+    Tensor h = make_tensor(t.sizes(), t.dtype(), kCPU);
+    g_backend.copy(h, t);
+    host_in.push_back(h);
+  }
+  std::vector<Tensor> host_out;
+  for (const Tensor& o : outs) host_out.push_back(make_tensor(o.sizes(), o.dtype(), kCPU));
+  cpu(OpCall{c.op, host_in, c.attrs}, host_out);
+  if (info.has(DATA_DEPENDENT)) {
+    outs.clear();
+    for (const Tensor& h : host_out) {
+      if (!h.defined()) {
+        outs.push_back(h);
+        continue;
+      }
+      outs.push_back(make_tensor(h.sizes(), h.dtype(), dev));
+      g_backend.copy(outs.back(), h);
+    }
+    return;
+  }
+  for (size_t k = 0; k < outs.size(); ++k) g_backend.copy(outs[k], host_out[k]);
+}
+
+namespace {
+
 KILN_REGISTER_KERNEL(empty, CUDA, empty_kernel);
 KILN_REGISTER_KERNEL(full, CUDA, full_kernel);
 KILN_REGISTER_KERNEL(arange, CUDA, via_cpu_kernel);
@@ -233,6 +277,11 @@ KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(unique, CUDA, staged_on_cpu);
+KILN_REGISTER_KERNEL(unique_consecutive, CUDA, staged_on_cpu);
+KILN_REGISTER_KERNEL(bincount, CUDA, staged_on_cpu);
+KILN_REGISTER_KERNEL(histc, CUDA, staged_on_cpu);
+KILN_REGISTER_KERNEL(scatter_reduce, CUDA, staged_on_cpu);
 
 }  // namespace
 }  // namespace kiln::cuda

@@ -1,4 +1,7 @@
 // Copies, casts and fills through the strided elementwise kernel (elementwise_kernel.cuh).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <type_traits>
 
 #include "backend/cuda/elementwise.h"
@@ -64,6 +67,10 @@ template <class T>
 __device__ inline void atomic_add(T* p, T v) {
   if constexpr (std::is_same_v<T, int64_t>)
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));  // two's complement
+  else if constexpr (std::is_same_v<T, Half>)  // kiln's Half has __half's bits (sm_70+)
+    atomicAdd(reinterpret_cast<__half*>(p), __ushort_as_half(v.x));
+  else if constexpr (std::is_same_v<T, BFloat16>)  // sm_80+
+    atomicAdd(reinterpret_cast<__nv_bfloat16*>(p), __ushort_as_bfloat16(v.x));
   else
     atomicAdd(p, v);
 }
@@ -149,6 +156,12 @@ void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_
         break;
       case DType::Int64:
         run.template operator()<int64_t, true>();
+        break;
+      case DType::Float16:
+        run.template operator()<Half, true>();
+        break;
+      case DType::BFloat16:
+        run.template operator()<BFloat16, true>();
         break;
       default:
         KILN_FAIL("scatter_add: not supported yet on cuda for dtype ", a.ops[0].dtype);

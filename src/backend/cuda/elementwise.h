@@ -45,7 +45,7 @@ void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool v
 void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
                    cudaStream_t stream, bool wrap_negative = false);
 // scatter_add (accumulate) or a plain scatter of operand 2 into operand 0. Accumulation uses
-// atomic adds, float32/float64/int32/int64 only (the order of additions, and so float rounding,
+// atomic adds, float16/bfloat16/float32/float64/int32/int64 (the order of additions, and so float rounding,
 // may differ run to run, as PyTorch's CUDA scatter_add); stores with duplicate indices keep
 // one of the values, as PyTorch's.
 void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,

@@ -6,11 +6,14 @@
 // An index out of range is flagged on the device and raised here after the launch (one
 // synchronization per call, as the CPU kernels raise the same error; a device-side assert
 // would avoid it but would poison the context).
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
 #include "dispatch/dispatch.h"
+#include "ops/indexing.h"
 #include "ops/registry.h"
 
 namespace kiln::cuda {
@@ -81,13 +84,108 @@ void scatter_add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(scatter_add, CUDA, scatter_add_kernel);
 
+// Note [CUDA advanced indexing]
+// Several index tensors (a bool mask of several dims arrives as several: kiln::index turns
+// masks into nonzero's columns) become one: x's indexed dims are moved together (a view;
+// where they are not adjacent they go first, as the result's layout has it), made dense and
+// merged into one dim, and the index tensors are read back, broadcast, checked and combined
+// into one linear index on the host (one synchronization, as the one-index path's bounds check).
+struct Linearized {
+  int64_t pos = 0;       // the merged dim's position
+  Shape perm;            // x's dims in the merged tensor's order
+  Shape merged;          // the merged tensor's sizes
+  Tensor index;          // int64 [bshape] on the device
+  bool identity = true;  // perm is x's own order
+};
+
+Linearized linearize(const OpCall& c, const Tensor& x, size_t first) {
+  IndexPlan p = plan_index(x.sizes(), c.inputs.subspan(first), c.name());
+  Linearized l;
+  for (int64_t d : p.pre) l.perm.push_back(d);
+  for (int64_t d : p.dims) l.perm.push_back(d);
+  for (int64_t d : p.post) l.perm.push_back(d);
+  for (size_t i = 0; i < l.perm.size(); ++i) l.identity = l.identity && l.perm[i] == static_cast<int64_t>(i);
+  l.pos = static_cast<int64_t>(p.pre.size());
+  int64_t m = 1;
+  for (int64_t d : p.dims) m *= x.size(d);
+  for (int64_t d : p.pre) l.merged.push_back(x.size(d));
+  l.merged.push_back(m);
+  for (int64_t d : p.post) l.merged.push_back(x.size(d));
+  // The index tensors on the host, int64 and dense.
+  std::vector<std::vector<int64_t>> host;
+  for (const Tensor& t : p.indices) {
+    Tensor h = make_tensor(t.sizes(), DType::Int64, kCPU);
+    get_backend(t.is_cpu() ? DeviceType::CPU : DeviceType::CUDA)->copy(h, t);
+    const int64_t* v = static_cast<const int64_t*>(h.data_ptr());
+    host.emplace_back(v, v + h.numel());
+  }
+  const int64_t nb = static_cast<int64_t>(p.bshape.size());
+  int64_t total = 1;
+  for (int64_t s : p.bshape) total *= s;
+  // Each index tensor's strides against bshape (right-aligned, 0 where broadcast).
+  std::vector<Shape> strides;
+  for (const Tensor& t : p.indices) {
+    Shape st(static_cast<size_t>(nb), 0);
+    int64_t acc = 1;
+    for (int64_t d = t.dim() - 1; d >= 0; --d) {
+      if (t.size(d) != 1) st[static_cast<size_t>(nb - t.dim() + d)] = acc;
+      acc *= t.size(d);
+    }
+    strides.push_back(st);
+  }
+  std::vector<int64_t> linear(static_cast<size_t>(total));
+  Shape at(static_cast<size_t>(nb), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t v = 0;
+    for (size_t j = 0; j < p.indices.size(); ++j) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < nb; ++d) off += at[static_cast<size_t>(d)] * strides[j][static_cast<size_t>(d)];
+      const int64_t size = x.size(p.dims[j]);
+      int64_t k = host[j][static_cast<size_t>(off)];
+      KILN_CHECK(k >= -size && k < size, c.name(), ": index ", k, " is out of bounds for dimension ", p.dims[j],
+                 " with size ", size);
+      v = v * size + (k < 0 ? k + size : k);
+    }
+    linear[static_cast<size_t>(i)] = v;
+    for (int64_t d = nb - 1; d >= 0; --d) {  // the next position of bshape
+      if (++at[static_cast<size_t>(d)] < p.bshape[static_cast<size_t>(d)]) break;
+      at[static_cast<size_t>(d)] = 0;
+    }
+  }
+  Tensor h = make_tensor(p.bshape, DType::Int64, kCPU);
+  std::copy(linear.begin(), linear.end(), static_cast<int64_t*>(h.data_ptr()));
+  l.index = make_tensor(p.bshape, DType::Int64, x.device());
+  get_backend(DeviceType::CUDA)->copy(l.index, h);
+  return l;
+}
+
+// x's dims in l's order (a view).
+Tensor permuted(const Tensor& x, const Linearized& l) {
+  Shape sizes, strides;
+  for (int64_t d : l.perm) sizes.push_back(x.size(d)), strides.push_back(x.stride(d));
+  return make_view(x, sizes, strides, x.storage_offset());
+}
+// A dense tensor in l's order seen with the indexed dims merged.
+Tensor merged_view(const Tensor& dense, const Linearized& l) {
+  Shape strides(l.merged.size(), 1);
+  for (int64_t i = static_cast<int64_t>(l.merged.size()) - 2; i >= 0; --i)
+    strides[static_cast<size_t>(i)] = strides[static_cast<size_t>(i) + 1] * l.merged[static_cast<size_t>(i) + 1];
+  return make_view(dense, l.merged, strides, dense.storage_offset());
+}
+
+int64_t index_count(const OpCall& c, size_t first) {
+  int64_t n = 0;
+  for (size_t i = first; i < c.inputs.size(); ++i) n += c.in(i).defined() ? 1 : 0;
+  return n;
+}
+
 // The one integer index tensor of index/index_put (inputs from `first`): its position among
 // x's dims, or an error naming what is not supported yet.
 int64_t single_index(const OpCall& c, size_t first) {
   int64_t pos = -1;
   for (size_t i = first; i < c.inputs.size(); ++i) {
     if (!c.in(i).defined()) continue;
-    KILN_CHECK(pos < 0, c.name(), ": not supported yet on cuda with more than one index tensor");
+    KILN_CHECK(pos < 0, c.name(), ": internal: more than one index tensor");
     pos = static_cast<int64_t>(i - first);
   }
   KILN_CHECK(pos >= 0, c.name(), ": no index tensor");
@@ -110,31 +208,48 @@ std::pair<Tensor, Tensor> index_views(const Tensor& x, const Tensor& index, int6
   return {make_view(x, r, xs, x.storage_offset()), make_view(idx, r, is, idx.storage_offset())};
 }
 
-// index (x[idx], embedding, index_select) with one integer index tensor: a gather with x's
-// stride along the indexed dim; negative indices wrap.
-void index_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  const Tensor &x = c.in(0), &out = outs[0];
-  int64_t pos = single_index(c, 1);
-  if (out.numel() == 0) return;
-  DeviceGuard g(out.device().index);
-  auto [xv, iv] = index_views(x, c.in(1 + static_cast<size_t>(pos)), pos, out.sizes());
+// x[l.index] along dim pos of x (a merged view or x itself) into out: a gather.
+// A CPU index (a 0-d one may come with CUDA tensors, as common_device allows) on `dev`.
+Tensor on_device(const Tensor& index, const Device& dev) {
+  if (!index.is_cpu()) return index;
+  Tensor d = make_tensor(index.sizes(), index.dtype(), dev);
+  get_backend(DeviceType::CUDA)->copy(d, index);
+  return d;
+}
+
+void gather_index(const OpCall& c, const Tensor& x, const Tensor& index_in, int64_t pos, const Tensor& out) {
+  Tensor index = on_device(index_in, out.device());
+  auto [xv, iv] = index_views(x, index, pos, out.sizes());
   ElementwiseArgs a = make_elementwise_args({&out, &iv, &xv});
   int64_t stride = x.stride(pos) * static_cast<int64_t>(itemsize(x.dtype())), size = x.size(pos);
   with_bad_index_check(c.name(), pos, size, out.device(), [&](int64_t* bad, cudaStream_t s) {
     launch_gather(a, stride, size, bad, s, /*wrap_negative=*/true);
   });
 }
+
+// index (x[idx], embedding, index_select, x[i, j], x[mask]): a gather with x's stride along
+// the indexed dim; negative indices wrap. Several index tensors: Note [CUDA advanced indexing].
+void index_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor &x = c.in(0), &out = outs[0];
+  DeviceGuard g(out.device().index);
+  if (index_count(c, 1) > 1) {
+    Linearized l = linearize(c, x, 1);
+    if (out.numel() == 0) return;
+    Tensor xp = permuted(x, l);
+    Tensor xd = make_tensor(xp.sizes(), x.dtype(), x.device());
+    copy_same_device(xd, xp);
+    gather_index(c, merged_view(xd, l), l.index, l.pos, out);
+    return;
+  }
+  int64_t pos = single_index(c, 1);
+  if (out.numel() == 0) return;
+  gather_index(c, x, c.in(1 + static_cast<size_t>(pos)), pos, out);
+}
 KILN_REGISTER_KERNEL(index, CUDA, index_kernel);
 
-// index_put (x, values, indices...; accumulate): out = x with out[idx] = values (or += with
-// accumulate, the backward of index), for one integer index tensor.
-void index_put_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  const Tensor& out = outs[0];
-  copy_same_device(out, c.in(0));
-  int64_t pos = single_index(c, 2);
-  const Tensor& index = c.in(2 + static_cast<size_t>(pos));
-  if (index.numel() == 0 || out.numel() == 0) return;
-  DeviceGuard g(out.device().index);
+// out[index] = values (or += with accumulate) along dim pos of out (a merged view or out itself).
+void put_index(const OpCall& c, const Tensor& out, const Tensor& index_in, int64_t pos) {
+  Tensor index = on_device(index_in, out.device());
   Shape r;
   for (int64_t d = 0; d < pos; ++d) r.push_back(out.size(d));
   for (int64_t d = 0; d < index.dim(); ++d) r.push_back(index.size(d));
@@ -159,6 +274,32 @@ void index_put_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   with_bad_index_check(c.name(), pos, size, out.device(), [&](int64_t* bad, cudaStream_t s) {
     launch_scatter_add(a, stride, size, bad, s, acc, /*wrap_negative=*/true);
   });
+}
+
+// index_put (x, values, indices...; accumulate): out = x with out[idx] = values (or += with
+// accumulate, the backward of index). Several index tensors: Note [CUDA advanced indexing].
+void index_put_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  copy_same_device(out, c.in(0));
+  DeviceGuard g(out.device().index);
+  if (index_count(c, 2) > 1) {
+    Linearized l = linearize(c, out, 2);
+    if (l.index.numel() == 0 || out.numel() == 0) return;
+    // out is a fresh dense tensor: in x's order it merges in place; else through a dense copy.
+    Tensor op = permuted(out, l);
+    Tensor dense = op;
+    if (!l.identity) {
+      dense = make_tensor(op.sizes(), out.dtype(), out.device());
+      copy_same_device(dense, op);
+    }
+    put_index(c, merged_view(dense, l), l.index, l.pos);
+    if (!l.identity) copy_same_device(op, dense);
+    return;
+  }
+  int64_t pos = single_index(c, 2);
+  const Tensor& index = c.in(2 + static_cast<size_t>(pos));
+  if (index.numel() == 0 || out.numel() == 0) return;
+  put_index(c, out, index, pos);
 }
 KILN_REGISTER_KERNEL(index_put, CUDA, index_put_kernel);
 

@@ -1,9 +1,12 @@
 // Host-side helpers shared by the CUDA kernels' .cpp files.
 #pragma once
 #include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/elementwise.h"
 #include "core/tensor_impl.h"
+#include "ops/registry.h"
 
 namespace kiln::cuda {
 
@@ -12,5 +15,9 @@ namespace kiln::cuda {
 ElementwiseArgs make_elementwise_args(std::initializer_list<const Tensor*> ops);
 // dst = src on one device, converting dtype and following strides.
 void copy_same_device(const Tensor& dst, const Tensor& src);
+// Note [CUDA staged through the CPU]: runs the op's CPU kernel on downloaded inputs, uploads the results.
+void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs);
+// cuDNN as `kiln info` shows it: the loaded library's version, or why convolutions lack it.
+std::string cudnn_info();
 
 }  // namespace kiln::cuda

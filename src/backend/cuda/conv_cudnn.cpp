@@ -1,0 +1,446 @@
+// convolution and convolution_backward on cuDNN's convolution API (forward, backward data,
+// backward filter, backward bias), 1-3 spatial dims (1-d as 2-d with a unit width), groups,
+// dilation, padding, transposed. float32 computes without TF32 unless
+// backends::allow_tf32(true); float16/bfloat16 on tensor cores. The algorithm is cuDNN's
+// heuristic (or, KILN_CUDNN_BENCHMARK=1, timed) choice, cached per shape. Without
+// cuDNN at build time (KILN_HAVE_CUDNN unset) both ops say so.
+#include <string>
+
+#include "backend/cuda/launch.h"
+#include "ops/conv_util.h"
+#include "ops/registry.h"
+
+#ifdef KILN_HAVE_CUDNN
+#include <cudnn.h>
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "kiln/cuda.h"
+#endif
+
+namespace kiln::cuda {
+namespace {
+
+#ifndef KILN_HAVE_CUDNN
+void no_cudnn(const OpCall& c, std::vector<Tensor>&) {
+  KILN_FAIL(c.name(), ": not supported yet on cuda: convolution needs cuDNN (kiln was built without it)");
+}
+KILN_REGISTER_KERNEL(convolution, CUDA, no_cudnn);
+KILN_REGISTER_KERNEL(convolution_backward, CUDA, no_cudnn);
+#else
+
+void check_cudnn(cudnnStatus_t st, const char* what) {
+  KILN_CHECK(st == CUDNN_STATUS_SUCCESS, "CUDA: ", what, " failed: ", cudnnGetErrorString(st));
+}
+
+// One handle per thread and device, never destroyed (as matmul.cpp's cuBLAS handles).
+cudnnHandle_t handle_for(int device) {
+  thread_local std::unordered_map<int, cudnnHandle_t> handles;
+  auto it = handles.find(device);
+  if (it != handles.end()) return it->second;
+  cudnnHandle_t h = nullptr;
+  check_cudnn(cudnnCreate(&h), "cudnnCreate");
+  handles[device] = h;
+  return h;
+}
+
+cudnnDataType_t cudnn_type(const char* op, DType t) {
+  switch (t) {
+    case DType::Float32:
+      return CUDNN_DATA_FLOAT;
+    case DType::Float64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::Float16:
+      return CUDNN_DATA_HALF;
+    case DType::BFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      KILN_FAIL(op, ": not supported yet on cuda for dtype ", t, " (floating dtypes only)");
+  }
+}
+
+// RAII wrappers of the descriptors.
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc() { check_cudnn(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor"); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  FilterDesc() { check_cudnn(cudnnCreateFilterDescriptor(&d), "cudnnCreateFilterDescriptor"); }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ConvDesc() { check_cudnn(cudnnCreateConvolutionDescriptor(&d), "cudnnCreateConvolutionDescriptor"); }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+// Sizes of a contiguous tensor, with a unit trailing dim for 1-d convolutions (cuDNN wants 4-d or 5-d).
+std::vector<int> dims_of(const Shape& sizes) {
+  std::vector<int> d;
+  for (int64_t s : sizes) {
+    KILN_CHECK(s < (int64_t(1) << 31), "convolution: sizes beyond 2^31 are not supported yet on cuda");
+    d.push_back(static_cast<int>(s));
+  }
+  if (d.size() == 3) d.push_back(1);
+  return d;
+}
+std::vector<int> contiguous_strides(const std::vector<int>& d) {
+  std::vector<int> s(d.size(), 1);
+  for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * d[i + 1];
+  return s;
+}
+void set_tensor(TensorDesc& t, cudnnDataType_t type, const std::vector<int>& d) {
+  std::vector<int> s = contiguous_strides(d);
+  check_cudnn(cudnnSetTensorNdDescriptor(t.d, type, static_cast<int>(d.size()), d.data(), s.data()),
+              "cudnnSetTensorNdDescriptor");
+}
+
+// Dense copy of t on its device (cuDNN is given fully packed NCHW tensors).
+Tensor dense(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_same_device(c, t);
+  return c;
+}
+
+// Everything one cuDNN call needs; `xs` is the convolution's input side, `ys` its output side
+// in cuDNN's (non-transposed) sense: a transposed convolution swaps them.
+struct ConvSetup {
+  cudnnHandle_t h = nullptr;
+  cudnnDataType_t type{};
+  TensorDesc x, y;
+  FilterDesc w;
+  ConvDesc conv;
+  std::string key;  // the shape, dtype and device, for the algorithm cache
+  bool fp32_no_tf32 = false;
+};
+
+void setup(ConvSetup& s, const ConvShape& sh, const Shape& xs, const Shape& ws, const Shape& ys, DType t, int device) {
+  s.h = handle_for(device);
+  check_cudnn(cudnnSetStream(s.h, current_cuda_stream(device)), "cudnnSetStream");
+  s.type = cudnn_type("convolution", t);
+  std::vector<int> xd = dims_of(xs), wd = dims_of(ws), yd = dims_of(ys);
+  set_tensor(s.x, s.type, xd);
+  set_tensor(s.y, s.type, yd);
+  check_cudnn(cudnnSetFilterNdDescriptor(s.w.d, s.type, CUDNN_TENSOR_NCHW, static_cast<int>(wd.size()), wd.data()),
+              "cudnnSetFilterNdDescriptor");
+  const int n = std::max(sh.nd, 2);
+  std::array<int, 3> pad{0, 0, 0}, stride{1, 1, 1}, dil{1, 1, 1};
+  for (int i = 0; i < sh.nd; ++i) {
+    pad[i] = static_cast<int>(sh.pad[i]);
+    stride[i] = static_cast<int>(sh.stride[i]);
+    dil[i] = static_cast<int>(sh.dil[i]);
+  }
+  // Half types accumulate in float32 (as PyTorch's pseudo-half configuration).
+  cudnnDataType_t compute = t == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  check_cudnn(cudnnSetConvolutionNdDescriptor(s.conv.d, n, pad.data(), stride.data(), dil.data(),
+                                              CUDNN_CROSS_CORRELATION, compute),
+              "cudnnSetConvolutionNdDescriptor");
+  check_cudnn(cudnnSetConvolutionGroupCount(s.conv.d, static_cast<int>(sh.groups)), "cudnnSetConvolutionGroupCount");
+  s.fp32_no_tf32 = t == DType::Float32 && !backends::allow_tf32();
+  cudnnMathType_t math = t == DType::Float64   ? CUDNN_DEFAULT_MATH
+                         : s.fp32_no_tf32      ? CUDNN_FMA_MATH
+                         : t == DType::Float32 ? CUDNN_DEFAULT_MATH
+                                               : CUDNN_TENSOR_OP_MATH;
+  check_cudnn(cudnnSetConvolutionMathType(s.conv.d, math), "cudnnSetConvolutionMathType");
+  auto join = [](const std::vector<int>& v) {
+    std::string r;
+    for (int x : v) r += std::to_string(x) + ",";
+    return r;
+  };
+  s.key = "d" + std::to_string(device) + "t" + std::to_string(static_cast<int>(t)) + "x" + join(xd) + "w" + join(wd) +
+          "y" + join(yd) + "p" + join({pad[0], pad[1], pad[2]}) + "s" + join({stride[0], stride[1], stride[2]}) + "l" +
+          join({dil[0], dil[1], dil[2]}) + "g" + std::to_string(sh.groups) + (s.fp32_no_tf32 ? "f" : "m");
+}
+
+// Note [cuDNN algorithm cache]
+// The candidates are ranked once per (kind, shape, dtype, device, math): by cuDNN's heuristics,
+// or with KILN_CUDNN_BENCHMARK=1 by timing them on the first call's buffers. The first
+// deterministic algorithm that works is kept (the first working one if none is deterministic),
+// so a shape's results are the same run to run.
+struct Algo {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+std::mutex g_algo_mu;
+std::unordered_map<std::string, Algo> g_algos;
+
+template <class Perf>
+Algo pick(const Perf* perf, int n, const ConvSetup& s, const char* what) {
+  int chosen = -1;
+  for (int i = 0; i < n; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (s.fp32_no_tf32 && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+    if (chosen < 0) chosen = i;
+    if (perf[i].determinism == CUDNN_DETERMINISTIC) {
+      chosen = i;
+      break;
+    }
+  }
+  KILN_CHECK(chosen >= 0, "convolution: cuDNN has no ", what, " algorithm for this shape on cuda");
+  Algo a{static_cast<int>(perf[chosen].algo), perf[chosen].mathType};
+  if (s.fp32_no_tf32) a.math = CUDNN_FMA_MATH;
+  return a;
+}
+
+enum class Kind { Forward, BackwardData, BackwardFilter };
+
+// Scratch memory from the caching allocator (freed back to it when the tensor dies).
+Tensor workspace(size_t bytes, Device d) {
+  return make_tensor({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::UInt8, d);
+}
+
+// KILN_CUDNN_BENCHMARK=1: time the candidates once per shape on the call's own buffers
+// (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark) instead of the heuristics.
+bool benchmark_mode() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_CUDNN_BENCHMARK");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+constexpr size_t kBenchmarkWorkspace = size_t(256) << 20;
+
+// The buffers of the call an algorithm is chosen for: the convolution's input side, filter,
+// output side, in cuDNN's sense (Find writes the output it is given).
+struct Buffers {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+};
+
+Algo algo_for(Kind kind, ConvSetup& s, const Buffers& b, Device dev) {
+  std::string key = std::to_string(static_cast<int>(kind)) + s.key;
+  {
+    std::lock_guard<std::mutex> lock(g_algo_mu);
+    auto it = g_algos.find(key);
+    if (it != g_algos.end()) {
+      check_cudnn(cudnnSetConvolutionMathType(s.conv.d, it->second.math), "cudnnSetConvolutionMathType");
+      return it->second;
+    }
+  }
+  Algo a;
+  int n = 0;
+  if (benchmark_mode()) {
+    Tensor ws;
+    size_t bytes = kBenchmarkWorkspace;
+    try {
+      ws = workspace(bytes, dev);
+    } catch (const Error&) {
+      bytes = 0;  // no room: only the algorithms without scratch memory take part
+    }
+    void* wp = ws.defined() ? ws.unsafe_impl()->data() : nullptr;
+    if (kind == Kind::Forward) {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+      check_cudnn(cudnnFindConvolutionForwardAlgorithmEx(s.h, s.x.d, b.x, s.w.d, b.w, s.conv.d, s.y.d, b.y,
+                                                         static_cast<int>(perf.size()), &n, perf.data(), wp, bytes),
+                  "cudnnFindConvolutionForwardAlgorithmEx");
+      a = pick(perf.data(), n, s, "forward");
+    } else if (kind == Kind::BackwardData) {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+      check_cudnn(
+          cudnnFindConvolutionBackwardDataAlgorithmEx(s.h, s.w.d, b.w, s.y.d, b.y, s.conv.d, s.x.d, b.x,
+                                                      static_cast<int>(perf.size()), &n, perf.data(), wp, bytes),
+          "cudnnFindConvolutionBackwardDataAlgorithmEx");
+      a = pick(perf.data(), n, s, "backward data");
+    } else {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+      check_cudnn(
+          cudnnFindConvolutionBackwardFilterAlgorithmEx(s.h, s.x.d, b.x, s.y.d, b.y, s.conv.d, s.w.d, b.w,
+                                                        static_cast<int>(perf.size()), &n, perf.data(), wp, bytes),
+          "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+      a = pick(perf.data(), n, s, "backward filter");
+    }
+  } else if (kind == Kind::Forward) {
+    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+    check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(s.h, s.x.d, s.w.d, s.conv.d, s.y.d,
+                                                       static_cast<int>(perf.size()), &n, perf.data()),
+                "cudnnGetConvolutionForwardAlgorithm_v7");
+    a = pick(perf.data(), n, s, "forward");
+  } else if (kind == Kind::BackwardData) {
+    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(s.h, s.w.d, s.y.d, s.conv.d, s.x.d,
+                                                            static_cast<int>(perf.size()), &n, perf.data()),
+                "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    a = pick(perf.data(), n, s, "backward data");
+  } else {
+    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+    check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(s.h, s.x.d, s.y.d, s.conv.d, s.w.d,
+                                                              static_cast<int>(perf.size()), &n, perf.data()),
+                "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    a = pick(perf.data(), n, s, "backward filter");
+  }
+  check_cudnn(cudnnSetConvolutionMathType(s.conv.d, a.math), "cudnnSetConvolutionMathType");
+  std::lock_guard<std::mutex> lock(g_algo_mu);
+  g_algos.emplace(key, a);
+  return a;
+}
+
+struct Scale {
+  double one_d = 1.0, zero_d = 0.0;
+  float one_f = 1.0f, zero_f = 0.0f;
+  bool dbl;
+  explicit Scale(DType t) : dbl(t == DType::Float64) {}
+  const void* one() const { return dbl ? static_cast<const void*>(&one_d) : &one_f; }
+  const void* zero() const { return dbl ? static_cast<const void*>(&zero_d) : &zero_f; }
+};
+
+void* ptr(const Tensor& t) { return t.unsafe_impl()->data(); }
+
+// y = conv(x, w) in cuDNN's sense (descriptors x, w, y of s).
+void run_forward(ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor& y) {
+  Algo a = algo_for(Kind::Forward, s, {ptr(x), ptr(w), ptr(y)}, y.device());
+  auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(a.algo);
+  size_t bytes = 0;
+  check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(s.h, s.x.d, s.w.d, s.conv.d, s.y.d, algo, &bytes),
+              "cudnnGetConvolutionForwardWorkspaceSize");
+  Tensor ws = workspace(bytes, y.device());
+  Scale k(y.dtype());
+  check_cudnn(cudnnConvolutionForward(s.h, k.one(), s.x.d, ptr(x), s.w.d, ptr(w), s.conv.d, algo, ptr(ws), bytes,
+                                      k.zero(), s.y.d, ptr(y)),
+              "cudnnConvolutionForward");
+}
+
+// dx = conv's gradient with respect to its input, from dy.
+void run_backward_data(ConvSetup& s, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  Algo a = algo_for(Kind::BackwardData, s, {ptr(dx), ptr(w), ptr(dy)}, dx.device());
+  auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo);
+  size_t bytes = 0;
+  check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(s.h, s.w.d, s.y.d, s.conv.d, s.x.d, algo, &bytes),
+              "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  Tensor ws = workspace(bytes, dx.device());
+  Scale k(dx.dtype());
+  check_cudnn(cudnnConvolutionBackwardData(s.h, k.one(), s.w.d, ptr(w), s.y.d, ptr(dy), s.conv.d, algo, ptr(ws), bytes,
+                                           k.zero(), s.x.d, ptr(dx)),
+              "cudnnConvolutionBackwardData");
+}
+
+// dw = conv's gradient with respect to its filter, from x and dy.
+void run_backward_filter(ConvSetup& s, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  Algo a = algo_for(Kind::BackwardFilter, s, {ptr(x), ptr(dw), ptr(dy)}, dw.device());
+  auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo);
+  size_t bytes = 0;
+  check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(s.h, s.x.d, s.y.d, s.conv.d, s.w.d, algo, &bytes),
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  Tensor ws = workspace(bytes, dw.device());
+  Scale k(dw.dtype());
+  check_cudnn(cudnnConvolutionBackwardFilter(s.h, k.one(), s.x.d, ptr(x), s.y.d, ptr(dy), s.conv.d, algo, ptr(ws),
+                                             bytes, k.zero(), s.w.d, ptr(dw)),
+              "cudnnConvolutionBackwardFilter");
+}
+
+// The bias as [1, C, 1, ...] against a [N, C, ...] tensor of `dims` dims.
+void set_bias_desc(TensorDesc& b, cudnnDataType_t type, int64_t channels, size_t dims) {
+  std::vector<int> d(std::max<size_t>(dims, 4), 1);
+  d[1] = static_cast<int>(channels);
+  set_tensor(b, type, d);
+}
+
+void zero(const Tensor& t) {
+  if (t.numel() == 0) return;
+  KILN_CUDA_CHECK(cudaMemsetAsync(ptr(t), 0, t.nbytes(), current_cuda_stream(t.device().index)), "cudaMemsetAsync");
+}
+
+Shape shape_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
+
+// Outputs are fresh contiguous tensors (backend_call); inputs are made dense here.
+void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  ConvShape sh = conv_shape(c.name(), c.in(0), c.in(1), c.in(2), c.attrs);
+  int d = out.device().index;
+  DeviceGuard g(d);
+  (void)cudnn_type(c.name(), out.dtype());
+  if (out.numel() == 0) return;
+  Tensor x = dense(c.in(0)), w = dense(c.in(1));
+  ConvSetup s;
+  if (x.numel() == 0 || w.numel() == 0) {
+    zero(out);
+  } else if (!sh.transposed) {
+    setup(s, sh, shape_of(x), shape_of(w), shape_of(out), out.dtype(), d);
+    run_forward(s, x, w, out);
+  } else {
+    // A transposed convolution is the gradient of the convolution from `out` to `x`.
+    setup(s, sh, shape_of(out), shape_of(w), shape_of(x), out.dtype(), d);
+    run_backward_data(s, w, x, out);
+  }
+  if (c.in(2).defined()) {
+    Tensor b = dense(c.in(2));
+    cudnnHandle_t h = handle_for(d);
+    check_cudnn(cudnnSetStream(h, current_cuda_stream(d)), "cudnnSetStream");
+    cudnnDataType_t type = cudnn_type(c.name(), out.dtype());
+    TensorDesc bd, od;
+    set_bias_desc(bd, type, sh.C_out, static_cast<size_t>(out.dim()));
+    set_tensor(od, type, dims_of(shape_of(out)));
+    Scale k(out.dtype());
+    check_cudnn(cudnnAddTensor(h, k.one(), bd.d, ptr(b), k.one(), od.d, ptr(out)), "cudnnAddTensor");
+  }
+}
+KILN_REGISTER_KERNEL(convolution, CUDA, convolution_kernel);
+
+// Outputs not asked for by output_mask have shape [0] (meta_convolution_backward).
+void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  ConvShape sh = conv_shape(c.name(), c.in(1), c.in(2), Tensor(), c.attrs);
+  const auto& mask = c.attrs.ints(6);
+  int d = c.in(1).device().index;
+  DeviceGuard g(d);
+  (void)cudnn_type(c.name(), c.in(1).dtype());
+  Tensor go = dense(c.in(0)), x = dense(c.in(1)), w = dense(c.in(2));
+  const bool empty = go.numel() == 0 || x.numel() == 0 || w.numel() == 0;
+  if (empty) {
+    for (int k = 0; k < 3; ++k)
+      if (mask[k]) zero(outs[k]);
+    return;
+  }
+  ConvSetup s;
+  // cuDNN's "input" side is x for a convolution, grad_out for a transposed one.
+  const Tensor& in = sh.transposed ? go : x;
+  const Tensor& res = sh.transposed ? x : go;
+  setup(s, sh, shape_of(in), shape_of(w), shape_of(res), x.dtype(), d);
+  if (mask[0]) {
+    if (!sh.transposed)
+      run_backward_data(s, w, go, outs[0]);
+    else
+      run_forward(s, go, w, outs[0]);
+  }
+  if (mask[1]) run_backward_filter(s, in, res, outs[1]);
+  if (mask[2]) {
+    TensorDesc bd, gd;
+    set_bias_desc(bd, s.type, sh.C_out, static_cast<size_t>(go.dim()));
+    set_tensor(gd, s.type, dims_of(shape_of(go)));
+    Scale k(go.dtype());
+    check_cudnn(cudnnConvolutionBackwardBias(s.h, k.one(), gd.d, ptr(go), k.zero(), bd.d, ptr(outs[2])),
+                "cudnnConvolutionBackwardBias");
+  }
+}
+KILN_REGISTER_KERNEL(convolution_backward, CUDA, convolution_backward_kernel);
+
+#endif  // KILN_HAVE_CUDNN
+
+}  // namespace
+
+std::string cudnn_info() {
+#ifdef KILN_HAVE_CUDNN
+  // cudnnGetVersion is major*10000 + minor*100 + patch for cuDNN 9.
+  size_t v = cudnnGetVersion();
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+         " (built with " + std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR) + ")";
+#else
+  return "not built in (CUDA convolutions need it)";
+#endif
+}
+
+}  // namespace kiln::cuda
