@@ -31,7 +31,7 @@ TEST(CudaAmp, Float16StepWithGradScalerMatchesCpu) {
   Tensor x = randn({32, 16}), w0 = randn({8, 16}) * 0.1;
   Tensor y = randint(0, 8, {32}, TensorOptions(DType::Int64));
   auto step = [&](Device dev, bool amp) {
-    Tensor w = w0.to(dev).requires_grad_();
+    Tensor w = w0.clone().to(dev).requires_grad_();  // a tensor of its own on every device
     optim::SGD opt(std::vector<Tensor>{w}, {.lr = 0.5});
     GradScaler scaler({.enabled = amp});
     Tensor loss;
