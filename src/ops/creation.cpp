@@ -331,9 +331,22 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor Tensor::to(Device d, std::optional<DType> t, bool copy) const {
   DType dt = t.value_or(dtype());
   if (d == device()) return kiln::to(*this, dt, copy);
-  Tensor out = empty(sizes(), TensorOptions(dt).device(d));
-  out.copy_(*this);
-  return out;
+  auto move = [d, dt](const Tensor& x) {
+    Tensor out = empty(x.sizes(), TensorOptions(dt).device(d));
+    out.copy_(x);
+    return out;
+  };
+  if (!(is_grad_enabled() && requires_grad())) return move(*this);
+  // A copy to another device is differentiable, as torch's _to_copy: the gradient goes back to
+  // the source's device and dtype (and is itself differentiable, for double backward).
+  const Device from = device();
+  const DType from_dtype = dtype();
+  return autograd::apply_custom_function(
+      "to_device", {*this},
+      [move](autograd::AutogradContext*, const std::vector<Tensor>& in) { return std::vector<Tensor>{move(in[0])}; },
+      [from, from_dtype](autograd::AutogradContext*, const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{g[0].defined() ? g[0].to(from, from_dtype) : Tensor()};
+      })[0];
 }
 Tensor Tensor::to(const TensorOptions& o, bool copy) const {
   Tensor r = to(o.device_ ? *o.device_ : device(), o.dtype_, copy);
