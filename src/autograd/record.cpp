@@ -63,6 +63,10 @@ void rebase_history(Tensor& self, const Tensor& result) {
   if (rm && rm->grad_fn == deferred_node()) materialize_deferred();  // self takes over a real history
   m.grad_fn = rm ? rm->grad_fn : nullptr;
   m.output_nr = rm ? rm->output_nr : 0;
+  if (self.unsafe_impl()->view_base) {  // Note [View rebase]: its history is current
+    m.view_of_base = true;
+    m.view_version = self._version();
+  }
   if (m.grad_fn) {
     // The node saved `result` if it saves outputs; self now stands for it.
     m.requires_grad = false;

@@ -22,7 +22,7 @@ CompileOptions backend(const char* name, bool pure = false) {
 }
 
 // reads_after_break: the second item() reads a tensor made between two breaks.
-TEST(FuzzFound, DISABLED_ReadsAfterBreak) {
+TEST(FuzzFound, ReadsAfterBreak) {
   auto f = compile(
       [](const Tensor& x) {
         Tensor a = x.sum().item<double>() > 0 ? x * 2 : x - 1;
@@ -33,7 +33,7 @@ TEST(FuzzFound, DISABLED_ReadsAfterBreak) {
 }
 
 // detach_outputs: a detached output requires grad under aot_eager.
-TEST(FuzzFound, DISABLED_DetachedOutputRequiresNoGrad) {
+TEST(FuzzFound, DetachedOutputRequiresNoGrad) {
   auto f = compile(
       [](const Tensor& x) {
         Tensor y = x * 2;
@@ -44,15 +44,36 @@ TEST(FuzzFound, DISABLED_DetachedOutputRequiresNoGrad) {
   EXPECT_FALSE(r[1].requires_grad());
 }
 
+// detach_outputs under assume_pure: the guard-only replay gives the detached alias no grad_fn.
+TEST(FuzzFound, PureDetachedOutputRequiresNoGrad) {
+  auto f = compile(
+      [](const Tensors& in) {
+        Tensor y = in[0].reshape({-1});
+        return Tensors{y, y.detach()};
+      },
+      backend("aot_eager", true));
+  for (double v : {1.0, 2.0}) {
+    Tensor x = full({2, 3}, v).requires_grad_(true);
+    Tensors r = f(Tensors{x});
+    EXPECT_TRUE(r[0].requires_grad());
+    EXPECT_FALSE(r[1].requires_grad()) << v;
+    Tensors roots;
+    for (const Tensor& t : r)
+      if (t.requires_grad()) roots.push_back(t);
+    Tensors g = autograd::grad(roots, {x}, Tensors(roots.size(), ones({6})), std::nullopt, false, true);
+    EXPECT_EQ(g[0].to_vector<float>(), std::vector<float>(6, 1.0f)) << v;
+  }
+}
+
 // pure_detach_constant: assume_pure replays the first call's values for `arg.detach()`.
-TEST(FuzzFound, DISABLED_PureDetachOfArgument) {
+TEST(FuzzFound, PureDetachOfArgument) {
   auto f = compile([](const Tensors& in) { return Tensors{in[0].detach() * 2}; }, backend("aot_eager", true));
   f(Tensors{ones({2})});
   EXPECT_EQ(f(Tensors{full({2}, 5.0)})[0].to_vector<float>(), std::vector<float>({10, 10}));
 }
 
 // copy_aliases_source: a.copy_(b) then a write to b changes a.
-TEST(FuzzFound, DISABLED_CopyThenWriteSource) {
+TEST(FuzzFound, CopyThenWriteSource) {
   auto f = compile(
       [](const Tensors& in) {
         Tensor a = in[1] * 1;
@@ -82,7 +103,7 @@ TEST(FuzzFound, DISABLED_GradsAcrossBreaks) {
 
 // writes_to_viewed_tensors (an eager bug): a view taken before an in-place write to its base
 // must be rebased (PyTorch: d/dx of sum(a) + sum(v) is 4 here; kiln's eager gives 3).
-TEST(FuzzFound, DISABLED_EagerRebasesViewsAfterWrites) {
+TEST(FuzzFound, EagerRebasesViewsAfterWrites) {
   Tensor x = ones({3}).requires_grad_(true);
   Tensor a = x * 1;
   Tensor v = a.unsqueeze(0);

@@ -14,6 +14,9 @@ namespace kiln::compiler {
 
 namespace {
 thread_local Recording* tls_recording = nullptr;
+// Recordings alive on this thread, paused ones included: a retrace made while a graph is
+// compiled (PauseRecording) must not uninstall the hooks the paused recording needs.
+thread_local int tls_recordings_alive = 0;
 std::atomic<uint64_t> g_next_recording{1};
 
 const void* storage_key(const TensorImpl* i) {
@@ -37,21 +40,24 @@ Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
   tls_recording = this;
   layer_guard_ = std::make_unique<RecordLayerGuard>(this);
   sym_scope_ = std::make_unique<SymTableScope>(&syms_);
+  ++tls_recordings_alive;
   set_value_read_hook(&Recording::on_value_read);
   set_tracer_alias_hook(&Recording::on_tracer_alias);
   backward_runs_at_start_ = autograd::backward_runs();
-  if (sink_ && !decompose_ && !functionalize_ && sink_->owns_autograd())
-    deferred_ = std::make_unique<autograd::DeferredGraph>();
+  const bool aot_capture = sink_ && !decompose_ && !functionalize_ && sink_->owns_autograd();
+  if (aot_capture) deferred_ = std::make_unique<autograd::DeferredGraph>();
+  prev_saved_log_ = autograd::set_saved_tracer_log(aot_capture ? &saved_log_ : nullptr);
   start_replay();
 }
 
 Recording::~Recording() {
   deferred_.reset();
+  autograd::set_saved_tracer_log(prev_saved_log_);
   clear_symbolic_reals();
   layer_guard_.reset();
   sym_scope_.reset();
   tls_recording = prev_;
-  if (!prev_) {
+  if (--tls_recordings_alive == 0) {
     set_value_read_hook(nullptr);
     set_tracer_alias_hook(nullptr);
   }
@@ -87,6 +93,7 @@ void Recording::reset() {
   generation_.clear();
   placeholders_.clear();
   written_inputs_.clear();
+  saved_log_.clear();
   id_ = g_next_recording++;
   backward_runs_at_start_ = autograd::backward_runs();
   keep_eager_autograd_ = false;
@@ -273,7 +280,15 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
   const bool premixed = std::exchange(premixed_, false);  // replay() mixed the op and its inputs
   const OpInfo& info = op_info(op);
   if (functionalize_ && op == OpId::copy_) {
-    functional_write(inputs[0], inputs[1]);
+    // dst takes src's value, not its buffer: where that value is a graph input or a view
+    // (`a.copy_(in)`, `a.copy_(b.t())`), binding dst to it would make dst an alias of src, so a
+    // later write of src (write-back, a graph after a break) would show through dst.
+    Tensor src = inputs[1];
+    const int v = value_of(src);
+    const int producer = graph_.values[static_cast<size_t>(v)].node;
+    if (producer < 0 || op_info(graph_.nodes[static_cast<size_t>(producer)].op).has(VIEW))
+      src = backend_call(OpId::clone, std::vector<Tensor>{src}, Attrs{})[0];
+    functional_write(inputs[0], src);
     return {};
   }
   std::vector<int> ins;
@@ -491,6 +506,12 @@ void Recording::on_tracer_alias(const std::shared_ptr<TensorImpl>& alias) {
     if (alias->tracer_recording == r->id_) r->tracked_.push_back(alias);
 }
 
+bool Recording::saved_tracer_modified() const {
+  for (const auto& [counter, version] : saved_log_)
+    if (counter->version.load() != version) return true;
+  return deferred_ && deferred_->saved_modified();
+}
+
 void Recording::flush() {
   if (num_nodes() == 0) {
     reset();
@@ -503,6 +524,12 @@ void Recording::flush() {
   bool differentiable = !ran_backward && !keep_eager_autograd_ && sink_->owns_autograd();
   const size_t num_values = replayed ? replay_values_ : graph_.values.size();
   std::vector<bool> requires_grad(num_values, false);
+  // The tracers that require grad: a detach()ed alias shares its value (and storage) but
+  // takes no grad_fn when made real.
+  std::unordered_set<const TensorImpl*> grad_impls;
+  // Note [Saved tracer versions]: a tensor eager's backward reads was written since; eager's
+  // autograd (with its version checks) is kept for this graph.
+  if (differentiable && saved_tracer_modified()) differentiable = false;
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
     // that what it saved does not count as alive; remember who required grad.
@@ -514,6 +541,7 @@ void Recording::flush() {
       if (!t.requires_grad()) continue;
       if (t.is_leaf()) differentiable = false;  // a leaf made inside the graph: keep eager's autograd
       requires_grad[p->tracer_value] = true;
+      grad_impls.insert(p.get());
     }
     if (differentiable) {
       for (const auto& p : live)
@@ -532,6 +560,8 @@ void Recording::flush() {
   for (const auto& w : tracked_)
     if (auto p = w.lock(); p && p->tracer_recording == id_) {
       out_index[p->tracer_value] = 0;
+      if (!differentiable && sink_->owns_autograd() && !eager_autograd_kept_)
+        eager_autograd_kept_ = Tensor(p).requires_grad();
       live.push_back(std::move(p));
     }
   tracked_.clear();
@@ -578,10 +608,13 @@ void Recording::flush() {
     p->tracer_value = -1;
     p->sym_sizes.reset();
     p->refresh_metadata();
-    if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0) {
+    if (result.bind_output) result.bind_output(static_cast<size_t>(k), Tensor(p));
+    if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0 && grad_impls.count(p.get())) {
       auto& m = autograd::autograd_meta(Tensor(p));
       m.grad_fn = result.grad_fn;
       m.output_nr = static_cast<uint32_t>(result.output_nr[k]);
+      m.view_of_base = p->view_base != nullptr;  // Note [View rebase]: the history is current
+      m.view_version = p->version ? p->version->version.load() : 0;
     }
   }
   ++graph_index_;

@@ -21,7 +21,8 @@ using test::TensorList;
 
 // Bug classes the fuzzer finds but leaves out until they are fixed, so that the CI test passes:
 // issue 27's known cases, and the classes this fuzzer found (listed in the issue). Each is a
-// named switch; env KILN_FUZZ_ENABLE=name,name (or "all") turns it on. Some keep the generator
+// named switch; env KILN_FUZZ_ENABLE=name,name (or "all") turns it on. Fixed classes are on
+// by default (their regression tests are in tests/compile/test_fuzz_found.cpp). Some keep the generator
 // from writing such programs; the others let a mismatch of that class pass as "known"
 // (counted and printed once, differ.h: known_class).
 struct Switches {
@@ -29,25 +30,25 @@ struct Switches {
   bool aliasing_args = false;
   // Issue 27 case 1 (and 7's div): eager's backward raises "modified by an in-place operation",
   // compiled's does not (the saved tensor's version is taken after the write).
-  bool saved_tensor_versions = false;
+  bool saved_tensor_versions = true;  // fixed: on
   // Issue 27 case 6: compiled raises "view size ... is not compatible with input tensor's size"
   // (a view sees other strides than eager's).
-  bool view_strides = false;
+  bool view_strides = true;  // fixed: on
   // Found by the fuzzer (generator): `detach()` inside an aot_eager graph is not eager's alias
   // without grad: `y.detach()` returned beside y requires grad (a backward through both counts
   // the gradient twice), may be returned without storage ("never made real", after quantile),
   // and does not see later in-place writes to y. Off: no detach steps.
-  bool detach_outputs = false;
+  bool detach_outputs = true;  // fixed: on
   // Found by the fuzzer: reading values (item()) of a tensor made after a graph break raises
   // "cannot read the values of a tensor without storage" under aot_eager.
-  bool reads_after_break = false;
+  bool reads_after_break = true;  // fixed: on
   // Found by the fuzzer (generator): an in-place write under NoGradGuard into a tensor whose view
   // (or itself) is an output: the compiled backward differentiates the write (eager does not).
   bool nograd_inplace = false;
   // Found by the fuzzer: under assume_pure, `arg.detach()` of a tensor argument is captured as
   // a constant, so the guard-only replay (second call, other values) computes with the first
   // call's values (`return in[0].detach() * 2;` returns 2 for ones, then 2 again for fives).
-  bool pure_detach_constant = false;
+  bool pure_detach_constant = true;  // fixed: on
   // Found by the fuzzer: gradients of outputs of graphs on both sides of a graph break (and a
   // view of one) taken together with autograd::grad lose one output's share under aot_eager.
   bool grads_across_breaks = false;
@@ -74,7 +75,7 @@ struct Switches {
   bool symbols_after_data_dependent = false;
   // Found by the fuzzer: `a.copy_(b); b.zero_(); return a;` returns zeros under aot_eager (the
   // functionalized copy_ makes a an alias of b).
-  bool copy_aliases_source = false;
+  bool copy_aliases_source = true;  // fixed: on
   // Found by the fuzzer: the gradient of nanmedian over all elements of an empty tensor
   // ([2, 0, 3]): eager's output requires grad, aot_eager's does not.
   bool empty_reduction_grad = false;
