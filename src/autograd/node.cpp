@@ -41,7 +41,7 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<
     : defined_(t.defined()), is_output_(is_output) {
   if (!defined_) return;
   version_ = version;
-  if (tls_saved_tracer_log && t.unsafe_impl()->is_tracer())  // Note [Saved tracer versions]
+  if (tls_saved_tracer_log)  // Note [Saved tracer versions] (graph inputs too: a later write in the graph)
     tls_saved_tracer_log->emplace_back(t.unsafe_impl()->version, version);
   requires_grad_ = t.requires_grad();
   if (is_output && t.grad_fn() == owner) {

@@ -33,6 +33,7 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
   std::vector<Tensor> outs;
   {
     NoGradGuard no_grad;
+    DifferentiableScope differentiable(true);  // Note [No-grad nodes]
     outs = backend_call(op, inputs, attrs);
     // A composite may hand back an input untouched (logcumsumexp over a dim of size 1). Its
     // output must be a tensor of its own: recording history on the input would take a leaf's

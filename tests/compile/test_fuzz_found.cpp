@@ -65,6 +65,25 @@ TEST(FuzzFound, PureDetachedOutputRequiresNoGrad) {
   }
 }
 
+// zero_vs_undefined_grads: values computed under NoGradGuard inside a compiled call are
+// constants for autograd, as in eager (the joint graph must not differentiate through them).
+TEST(FuzzFound, NoGradRegionsStayConstant) {
+  auto fn = [](const Tensors& in) {
+    Tensor m;
+    {
+      NoGradGuard g;
+      m = in[0] * 3;
+    }
+    return Tensors{in[1] * m};
+  };
+  auto f = compile(fn, backend("aot_eager"));
+  Tensor x = full({2}, 2.0).requires_grad_(true), w = full({2}, 1.0).requires_grad_(true);
+  Tensors r = f(Tensors{x, w});
+  Tensors g = autograd::grad({r[0]}, {x, w}, {ones_like(r[0])}, std::nullopt, false, true);
+  EXPECT_FALSE(g[0].defined());
+  EXPECT_EQ(g[1].to_vector<float>(), std::vector<float>({6, 6}));
+}
+
 // pure_detach_constant: assume_pure replays the first call's values for `arg.detach()`.
 TEST(FuzzFound, PureDetachOfArgument) {
   auto f = compile([](const Tensors& in) { return Tensors{in[0].detach() * 2}; }, backend("aot_eager", true));

@@ -24,6 +24,11 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs, bo
   for (const Node& n : g.nodes) {
     ins.clear();
     for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[v]);
+    // Note [No-grad nodes]: the flag carries over into retraced graphs, and the joint graph's
+    // autograd treats such a node as eager's did (a constant).
+    DifferentiableScope scope(!n.no_grad);
+    std::optional<NoGradGuard> no_grad;
+    if (through_autograd && n.no_grad) no_grad.emplace();
     std::vector<Tensor> outs = through_autograd ? call_op(n.op, ins, n.attrs) : backend_call(n.op, ins, n.attrs);
     for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) vals[n.outputs[k]] = outs[k];
   }
@@ -405,7 +410,9 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     write_back(in, writeback, outs, n_out);
     for (int j : p.backward_constants) node->constants.push_back(in_all[j]);
     for (size_t i = 0; i < rg_primals.size(); ++i) {
-      node->next_edges.push_back(autograd::gradient_edge(in[rg_primals[i]]));
+      // An input the backward gives no gradient (used only under no_grad) gets no edge, so
+      // autograd::grad(allow_unused) leaves its gradient undefined, as eager's would.
+      node->next_edges.push_back(grad_out[i] >= 0 ? autograd::gradient_edge(in[rg_primals[i]]) : autograd::Edge{});
       node->grad_of_edge.push_back(grad_out[i]);
     }
     node->output_meta = diff_meta;

@@ -146,7 +146,7 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
     same = same && replaying_ && v == n.inputs[k];
   }
   const auto& av = attrs.values();
-  same = same && av.size() == n.attrs.size();
+  same = same && av.size() == n.attrs.size() && n.no_grad == !recording_differentiable();
   for (size_t a = 0; a < av.size() && same; ++a)
     same = is_random_attr(info, a, av.size()) || attr_equal(av[a], n.attrs.values()[a]);
   if (!same) {
@@ -157,6 +157,7 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
   // The rest of what record() mixes and notes.
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);
+  hash_.mix(n.no_grad ? 0x6e67u : 0x6467u);
   if (info.has(MUTATES)) {
     for (const Tensor& t : inputs) {
       if (!t.defined()) continue;
@@ -309,6 +310,8 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
   const auto& av = symbolic ? sym_attrs : attrs.values();
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
+  const bool no_grad = !recording_differentiable();  // Note [No-grad nodes]
+  hash_.mix(no_grad ? 0x6e67u : 0x6467u);
   if (info.has(MUTATES)) {
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (!inputs[k].defined()) continue;
@@ -323,6 +326,7 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
       m.storage_offset = 0;
     }
   int n = graph_.add_node(op, symbolic ? Attrs(sym_attrs) : attrs, std::move(ins), metas);
+  graph_.nodes[static_cast<size_t>(n)].no_grad = no_grad;
   std::vector<Shape> out_sym;
   if (graph_has_symbols_) out_sym = symbolic_output_sizes(syms_, op, inputs, av, metas);
   std::vector<Tensor> outs;
@@ -338,7 +342,8 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
       const TensorImpl* b = inputs[0].unsafe_impl();
       const TensorImpl* root = b->view_base ? b->view_base.get() : b;
       view_origin_[outs.back().unsafe_impl()] = ViewOrigin{
-          inputs[0].impl_ptr(), op, attrs, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), k, generation_[root]};
+          inputs[0].impl_ptr(), op, attrs, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), k, generation_[root],
+          no_grad};
     }
   }
   return outs;
@@ -428,6 +433,7 @@ void Recording::refresh_view(TensorImpl* view) {
   KILN_CHECK(base, "internal: the base of a view is gone");
   std::vector<Tensor> ins{Tensor(base)};
   for (const Tensor& t : o.others) ins.push_back(t);
+  DifferentiableScope scope(!o.no_grad);
   std::vector<Tensor> outs = backend_call(o.op, ins, o.attrs);  // refreshes the base first, if it is a view too
   const TensorImpl* fresh = outs.at(o.output).unsafe_impl();
   view->tracer_value = fresh->tracer_value;

@@ -204,6 +204,7 @@ class Recording final : public RecordLayer {
     std::vector<Tensor> others;  // inputs after the base (expand_as's `other`)
     size_t output;
     uint64_t root_generation;
+    bool no_grad;  // the view's node (Note [No-grad nodes]): its remake is the same
   };
   std::unordered_map<const TensorImpl*, ViewOrigin> view_origin_;
   std::unordered_map<const TensorImpl*, uint64_t> generation_;           // root → writes so far

@@ -30,7 +30,11 @@ struct Switches {
   bool aliasing_args = false;
   // Issue 27 case 1 (and 7's div): eager's backward raises "modified by an in-place operation",
   // compiled's does not (the saved tensor's version is taken after the write).
-  bool saved_tensor_versions = true;  // fixed: on
+  // Fixed within one graph (Note [Saved tracer versions]); what remains: kiln's eager saves
+  // operands PyTorch does not (conv's bias, mul's self when only the other needs a gradient,
+  // index_add's source), and a write after a graph break to an output an earlier graph's
+  // backward saved as an intermediate (max_pool3d's indices).
+  bool saved_tensor_versions = false;
   // Issue 27 case 6: compiled raises "view size ... is not compatible with input tensor's size"
   // (a view sees other strides than eager's).
   bool view_strides = true;  // fixed: on
@@ -54,7 +58,8 @@ struct Switches {
   bool grads_across_breaks = false;
   // Found by the fuzzer: a leaf used only under NoGradGuard inside a compiled call gets a
   // defined (zero) gradient where eager's autograd::grad(allow_unused) gives an undefined one.
-  bool zero_vs_undefined_grads = false;
+  // Fixed: Note [No-grad nodes] (and no edge for an input the backward gives no gradient).
+  bool zero_vs_undefined_grads = true;  // fixed: on
   // Found by the fuzzer: as_strided of an expanded input requiring grad raises "not supported
   // yet" under aot_eager; eager runs it.
   bool as_strided_overlap = false;
