@@ -191,6 +191,9 @@ std::string known_class(const Program& p, const Mismatch& m, const Switches& s) 
   if (!s.zero_vs_undefined_grads && m.kind == "gradient" && has("defined, eager's is not"))
     return "zero_vs_undefined_grads";
   if (!s.grads_across_breaks && m.kind == "gradient" && breaks) return "grads_across_breaks";
+  if (!s.written_aliased_grad_inputs && m.kind == "error" && has("compiled threw") &&
+      has("an input that requires grad shares its storage with another input"))
+    return "written_aliased_grad_inputs";
   if (!s.as_strided_overlap && m.kind == "error" && has("compiled threw") && has("as_strided: not supported yet"))
     return "as_strided_overlap";
   return "";

@@ -35,6 +35,7 @@ Switches switches_from_env() {
   s.writes_to_viewed_tensors = s.writes_to_viewed_tensors || has("writes_to_viewed_tensors");
   s.overlapping_writes = s.overlapping_writes || has("overlapping_writes");
   s.unchecked_grads = s.unchecked_grads || has("unchecked_grads");
+  s.written_aliased_grad_inputs = s.written_aliased_grad_inputs || has("written_aliased_grad_inputs");
   s.symbols_after_data_dependent = s.symbols_after_data_dependent || has("symbols_after_data_dependent");
   s.copy_aliases_source = s.copy_aliases_source || has("copy_aliases_source");
   s.empty_reduction_grad = s.empty_reduction_grad || has("empty_reduction_grad");

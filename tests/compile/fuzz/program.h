@@ -55,7 +55,8 @@ struct Switches {
   bool pure_detach_constant = true;  // fixed: on
   // Found by the fuzzer: gradients of outputs of graphs on both sides of a graph break (and a
   // view of one) taken together with autograd::grad lose one output's share under aot_eager.
-  bool grads_across_breaks = false;
+  // Fixed: the engine ordered a node twice when two roots shared it (autograd::grad).
+  bool grads_across_breaks = true;  // fixed: on
   // Found by the fuzzer: a leaf used only under NoGradGuard inside a compiled call gets a
   // defined (zero) gradient where eager's autograd::grad(allow_unused) gives an undefined one.
   // Fixed: Note [No-grad nodes] (and no edge for an input the backward gives no gradient).
@@ -88,6 +89,10 @@ struct Switches {
   // expanded input): eager (as PyTorch) spreads it evenly over the tied elements, aot_eager gives
   // it all to one element.
   bool ties_in_full_reductions = false;
+  // A documented limit (docs/compile.md, Note [Aliased inputs]): a graph that writes one of
+  // several inputs sharing a storage, one of which requires grad, is refused with "not supported
+  // yet" (after a graph break: an in-place op on a view whose base is also an input).
+  bool written_aliased_grad_inputs = false;
   // Samples that opt out of gradcheck (saturated or special values: inf, nan) keep their
   // inputs' requires_grad off; on, they are differentiated too (aot_eager's prim VJPs then
   // differ from eager's at those points, e.g. softplus(inf), binary_cross_entropy at 0 and 1).
