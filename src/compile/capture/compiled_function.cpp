@@ -170,7 +170,7 @@ void CompiledFunction::run_impl(const std::function<void()>& body, const Compile
   {
     Recording rec(this);
     std::vector<std::pair<const TensorImpl*, int64_t>> returned;  // impl, and its value when a tracer
-    std::vector<bool> returned_grad;                               // each requires grad after the call
+    std::vector<bool> returned_grad;                              // each requires grad after the call
     try {
       if (!(options_.dynamic.has_value() && !*options_.dynamic)) rec.declare_inputs(args);
       body();

@@ -80,7 +80,7 @@ class CompiledFunction final : public GraphSink {
     std::vector<Tensor> captured;  // tensors the code reached, held by identity
     std::vector<int> bump;         // graph inputs the graph writes (their versions move on)
     std::vector<int> output_from;  // per returned tensor: its graph output
-    std::vector<bool> output_grad;   // per returned tensor: it requires grad (a detach()ed alias does not)
+    std::vector<bool> output_grad;  // per returned tensor: it requires grad (a detach()ed alias does not)
     std::vector<int> alias;        // the inputs' aliasing when compiled (Note [Aliased inputs])
     Runnable run;
     // The guards of the captured tensors in one flat block (read on every replay), and the

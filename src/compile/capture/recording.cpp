@@ -310,7 +310,7 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
   const auto& av = symbolic ? sym_attrs : attrs.values();
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
-  const bool no_grad = !recording_differentiable();  // Note [No-grad nodes]
+  const bool no_grad = !recording_differentiable();                  // Note [No-grad nodes]
   hash_.mix(no_grad ? 0x6e67u : 0x6467u);
   if (info.has(MUTATES)) {
     for (size_t k = 0; k < inputs.size(); ++k) {
@@ -341,9 +341,9 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     if (functionalize_ && info.has(VIEW)) {
       const TensorImpl* b = inputs[0].unsafe_impl();
       const TensorImpl* root = b->view_base ? b->view_base.get() : b;
-      view_origin_[outs.back().unsafe_impl()] = ViewOrigin{
-          inputs[0].impl_ptr(), op, attrs, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), k, generation_[root],
-          no_grad};
+      view_origin_[outs.back().unsafe_impl()] =
+          ViewOrigin{inputs[0].impl_ptr(), op,     attrs, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), k,
+                     generation_[root],    no_grad};
     }
   }
   return outs;
