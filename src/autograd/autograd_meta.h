@@ -20,6 +20,11 @@ struct AutogradMeta final : AutogradMetaInterface {
   // Hooks on the gradient w.r.t. a leaf, run before it is accumulated.
   std::vector<std::pair<int64_t, Tensor::Hook>> hooks;
   bool retains_grad = false;
+  // Note [View rebase]: a view with history records the version it was made at; a later
+  // write to its storage (through its base or another view) remakes its history from its
+  // base's (as PyTorch's views regenerate their grad_fn), on the next read of its grad_fn.
+  bool view_of_base = false;
+  uint32_t view_version = 0;
 };
 
 AutogradMeta& autograd_meta(const Tensor& t);          // creates it when missing

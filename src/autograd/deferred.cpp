@@ -20,6 +20,7 @@ struct DeferredNode final : Node {
 // The recordings of this thread that defer, innermost last.
 thread_local DeferredGraph* tls_deferred = nullptr;
 thread_local DeferredCounts tls_counts;
+thread_local int tls_materializing = 0;
 }  // namespace
 
 DeferredCounts deferred_counts() { return tls_counts; }
@@ -58,6 +59,7 @@ void DeferredGraph::materialize() {
   if (entries_.empty()) return;
   KILN_CHECK(!materializing_, "internal: deferred autograd nodes built while they are being built");
   materializing_ = true;
+  ++tls_materializing;
   // Take the lists first: building a node may ask for the graph again (gradient_edge).
   std::vector<Entry> entries = std::exchange(entries_, {});
   std::vector<Tensor> outputs = std::exchange(outputs_, {});
@@ -68,16 +70,50 @@ void DeferredGraph::materialize() {
     std::vector<Tensor> outs;
     for (Entry& e : entries) {
       outs.assign(outputs.begin() + e.first_output, outputs.begin() + e.first_output + e.num_outputs);
+      // An output whose history an in-place op replaced since (fill_ after the op) keeps it.
+      struct Kept {
+        size_t k;
+        std::shared_ptr<Node> grad_fn;
+        uint32_t output_nr;
+        bool requires_grad;
+      };
+      std::vector<Kept> kept;
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (AutogradMeta* m = outs[k].defined() ? autograd_meta_or_null(outs[k]) : nullptr)
+          if (m->grad_fn != deferred_node()) kept.push_back({k, m->grad_fn, m->output_nr, m->requires_grad});
       (void)make_op_node(e.op, e.inputs, std::move(e.attrs), outs, in_versions.data() + next_input,
                          out_versions.data() + e.first_output);
+      for (const Kept& c : kept) {
+        AutogradMeta& m = autograd_meta(outs[c.k]);
+        m.grad_fn = c.grad_fn;
+        m.output_nr = c.output_nr;
+        m.requires_grad = c.requires_grad;
+      }
       next_input += e.inputs.size();
       ++tls_counts.built;
     }
   } catch (...) {
     materializing_ = false;
+    --tls_materializing;
     throw;
   }
   materializing_ = false;
+  --tls_materializing;
+}
+
+bool DeferredGraph::saved_modified() const {
+  size_t next_input = 0;
+  for (const Entry& e : entries_) {
+    const auto save = static_cast<uint8_t>(op_info(e.op).save);
+    if (save & static_cast<uint8_t>(SaveMask::SaveIn))
+      for (size_t k = 0; k < e.inputs.size(); ++k)
+        if (e.inputs[k].defined() && e.inputs[k]._version() != input_versions_[next_input + k]) return true;
+    if (save & static_cast<uint8_t>(SaveMask::SaveOut))
+      for (uint32_t k = e.first_output; k < e.first_output + e.num_outputs; ++k)
+        if (outputs_[k].defined() && outputs_[k]._version() != output_versions_[k]) return true;
+    next_input += e.inputs.size();
+  }
+  return false;
 }
 
 void DeferredGraph::clear() {
@@ -86,6 +122,8 @@ void DeferredGraph::clear() {
   input_versions_.clear();
   output_versions_.clear();
 }
+
+bool materializing_deferred() { return tls_materializing > 0; }
 
 void materialize_deferred() {
   // Outer recordings first: an inner one's ops may use the outer one's tracers.

@@ -38,6 +38,9 @@ class DeferredGraph {
   // Forgets the nodes noted so far (their backward is built elsewhere).
   void clear();
   bool empty() const { return entries_.empty(); }
+  // Whether a tensor that a noted node would save was written since its op ran: eager's
+  // backward would raise "modified by an in-place operation" (Note [Saved tracer versions]).
+  bool saved_modified() const;
   DeferredGraph* prev() const { return prev_; }
 
  private:
@@ -58,6 +61,9 @@ class DeferredGraph {
 const std::shared_ptr<Node>& deferred_node();
 // Builds every deferred node of this thread's recordings (no-op when there are none).
 void materialize_deferred();
+// True while deferred nodes are being built: their edges are the history at the time their op
+// ran, so a view is not rebased on a later write (Note [View rebase]).
+bool materializing_deferred();
 // This thread's nodes deferred and, of those, built (for tests and benchmarks).
 struct DeferredCounts {
   uint64_t deferred = 0, built = 0;

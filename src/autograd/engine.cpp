@@ -65,9 +65,11 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots, const std::vect
     std::unordered_map<Node*, int> pending = deps;
     std::vector<Node*> topo;
     std::vector<Node*> ready;
+    std::unordered_set<Node*> queued;
+    // Once per node: two roots of one node (outputs 0 and 1 of a compiled graph) must not
+    // release its children twice, or a node is ordered after one it leads to.
     for (const Edge& e : roots)
-      if (e.valid() && pending[e.fn.get()] == 0) ready.push_back(e.fn.get());
-    std::unordered_set<Node*> queued(ready.begin(), ready.end());
+      if (e.valid() && pending[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push_back(e.fn.get());
     while (!ready.empty()) {
       Node* n = ready.back();
       ready.pop_back();

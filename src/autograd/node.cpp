@@ -32,10 +32,17 @@ AutogradMeta* autograd_meta_or_null(const Tensor& t) {
 SavedTensor::SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner)
     : SavedTensor(t, is_output, owner, t.defined() ? t._version() : 0) {}
 
+namespace {
+thread_local SavedTracerLog* tls_saved_tracer_log = nullptr;
+}  // namespace
+SavedTracerLog* set_saved_tracer_log(SavedTracerLog* log) { return std::exchange(tls_saved_tracer_log, log); }
+
 SavedTensor::SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner, uint32_t version)
     : defined_(t.defined()), is_output_(is_output) {
   if (!defined_) return;
   version_ = version;
+  if (tls_saved_tracer_log)  // Note [Saved tracer versions] (graph inputs too: a later write in the graph)
+    tls_saved_tracer_log->emplace_back(t.unsafe_impl()->version, version);
   requires_grad_ = t.requires_grad();
   if (is_output && t.grad_fn() == owner) {
     // Keep a detached alias: the output's grad_fn is `owner` (Note [Saved tensors]).
@@ -141,6 +148,20 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   return {};
 }
 
+// Note [View rebase]: the storage was written since the view's history was recorded; the
+// write rebased the base, so the view is remade from the base's history now.
+void rebase_view(const Tensor& t, AutogradMeta& m) {
+  m.view_version = t._version();
+  Tensor base(t.unsafe_impl()->view_base);
+  if (!base.requires_grad()) return;
+  EnableGradGuard grad_on;
+  Tensor v = call_op1(OpId::as_strided, {base}, {t.sizes().vec(), t.strides().vec(), t.storage_offset()});
+  auto* vm = autograd_meta_or_null(v);
+  if (!vm || !vm->grad_fn) return;
+  m.grad_fn = vm->grad_fn;
+  m.output_nr = vm->output_nr;
+}
+
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = autograd_meta_or_null(t);
   if (!m) return {};
@@ -149,6 +170,8 @@ Edge gradient_edge(const Tensor& t) {
     KILN_CHECK(m->grad_fn != deferred_node(),
                "compile: the autograd graph of a tensor traced by a compiled call that did not finish is gone");
   }
+  if (m->view_of_base && m->grad_fn && m->view_version != t._version() && !materializing_deferred()) [[unlikely]]
+    rebase_view(t, *m);
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (!m->requires_grad) return {};
   auto acc = m->grad_accumulator.lock();
@@ -208,6 +231,13 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
     }
   }
   set_history(outputs, node);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& t = outputs[k];
+    if (!t.defined() || !t.unsafe_impl()->view_base || !is_floating_point(t.dtype())) continue;
+    auto& m = autograd_meta(t);  // Note [View rebase]
+    m.view_of_base = true;
+    m.view_version = output_versions ? output_versions[k] : t._version();
+  }
   if (save & static_cast<uint8_t>(SaveMask::SaveOut)) {
     node->saved_outputs.reserve(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {

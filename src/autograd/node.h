@@ -26,6 +26,14 @@ struct Edge {
 // cycle) and get it back, through a weak pointer, when unpacked for a
 // create_graph backward. The version at save time is recorded so an in-place
 // change before backward is detected (Note [Version counter]).
+// Note [Saved tracer versions]: while a compiled call is recorded, every tracer an autograd
+// node saves is noted with its version; a graph in which one was written later keeps eager's
+// autograd (its backward then raises eager's "modified by an in-place operation"), since the
+// functionalized AOT backward would read the value from before the write.
+using SavedTracerLog = std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>;
+// Installs this thread's log (null: none); returns the previous one.
+SavedTracerLog* set_saved_tracer_log(SavedTracerLog* log);
+
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -91,6 +99,9 @@ struct AccumulateGrad : Node {
 };
 
 // Next edge for an input tensor: its grad_fn, its AccumulateGrad, or none.
+struct AutogradMeta;
+// Remakes a view's history from its base's after a write (Note [View rebase] in node.cpp).
+void rebase_view(const Tensor& t, AutogradMeta& m);
 Edge gradient_edge(const Tensor& t);
 // Zeros (or undefined grads expanded) matching a TensorMeta.
 Tensor zeros_for(const TensorMeta& m);

@@ -33,6 +33,7 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
   std::vector<Tensor> outs;
   {
     NoGradGuard no_grad;
+    DifferentiableScope differentiable(true);  // Note [No-grad nodes]
     outs = backend_call(op, inputs, attrs);
     // A composite may hand back an input untouched (logcumsumexp over a dim of size 1). Its
     // output must be a tensor of its own: recording history on the input would take a leaf's
@@ -63,6 +64,10 @@ void rebase_history(Tensor& self, const Tensor& result) {
   if (rm && rm->grad_fn == deferred_node()) materialize_deferred();  // self takes over a real history
   m.grad_fn = rm ? rm->grad_fn : nullptr;
   m.output_nr = rm ? rm->output_nr : 0;
+  if (self.unsafe_impl()->view_base) {  // Note [View rebase]: its history is current
+    m.view_of_base = true;
+    m.view_version = self._version();
+  }
   if (m.grad_fn) {
     // The node saved `result` if it saves outputs; self now stands for it.
     m.requires_grad = false;

@@ -4,6 +4,7 @@
 #include "autograd/autograd_meta.h"
 #include "autograd/deferred.h"
 #include "autograd/engine.h"
+#include "autograd/node.h"
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
@@ -65,6 +66,8 @@ bool Tensor::is_leaf() const {
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
   resolve_deferred(*this);
   auto* m = autograd_meta_or_null(*this);
+  if (m && m->view_of_base && m->grad_fn && m->view_version != _version() && !autograd::materializing_deferred())
+    autograd::rebase_view(*this, *m);
   return m ? m->grad_fn : nullptr;
 }
 uint32_t Tensor::output_nr() const {

@@ -103,6 +103,15 @@ std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
   return backend_call(op, inputs, attrs);
 }
 
+namespace {
+thread_local bool tls_recording_differentiable = false;
+}  // namespace
+bool recording_differentiable() { return tls_recording_differentiable; }
+DifferentiableScope::DifferentiableScope(bool on) : prev_(tls_recording_differentiable) {
+  tls_recording_differentiable = on;
+}
+DifferentiableScope::~DifferentiableScope() { tls_recording_differentiable = prev_; }
+
 Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
   auto outs = call_op(op, std::move(inputs), std::move(attrs));
   KILN_CHECK(!outs.empty(), "internal: ", op_name(op), " returned no outputs");
@@ -163,6 +172,25 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
       for (size_t k = 0; k < outs.size() && k < metas.size(); ++k) {
         const bool strided = metas[k].strides.size() == metas[k].sizes.size() && !metas[k].sizes.empty();
         if (!strided && outs[k].defined() && !outs[k].is_contiguous()) outs[k] = call_op1(OpId::clone, {outs[k]}, {});
+      }
+    // An op that is not a view gives a tensor of its own eagerly; a decomposition that hands
+    // back an input or a view of one (roll of a 0-d tensor) must too, or a later write to the
+    // input would show through the result.
+    if (!info.has(VIEW) && !info.has(MUTATES))
+      for (size_t k = 0; k < outs.size() && k < metas.size(); ++k) {
+        Tensor& o = outs[k];
+        const bool may_alias = metas[k].strides.size() == metas[k].sizes.size() && !metas[k].sizes.empty();
+        if (!o.defined() || may_alias) continue;
+        const TensorImpl* oi = o.unsafe_impl();
+        const TensorImpl* root = oi->view_base ? oi->view_base.get() : oi;
+        for (const Tensor& in : call.inputs) {
+          if (!in.defined()) continue;
+          const TensorImpl* ii = in.unsafe_impl();
+          if (root == (ii->view_base ? ii->view_base.get() : ii)) {
+            o = call_op1(OpId::clone, {o}, {});
+            break;
+          }
+        }
       }
     return true;
   }
@@ -327,6 +355,7 @@ Tensor& inplace_on_view(Tensor& self, const Tensor& r, const char* name) {
                             {base.sizes().vec()});
   {
     NoGradGuard no_grad;
+    DifferentiableScope followed(true);  // Note [No-grad nodes]
     copy_into(self, r);
   }
   self.unsafe_impl()->bump_version();
@@ -366,6 +395,7 @@ Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs
     if (self.is_view()) return inplace_on_view(self, r, name);
     {
       NoGradGuard no_grad;
+      DifferentiableScope followed(true);  // Note [No-grad nodes]
       copy_into(self, r);
     }
     self.unsafe_impl()->bump_version();

@@ -65,6 +65,24 @@ struct RecordLayer {
   virtual void keep_eager_autograd() {}
 };
 RecordLayer* current_record_layer();
+
+// Note [No-grad nodes]
+// A recorded op is differentiable when it ran inside the autograd layer (an op on inputs that
+// require grad, with grad mode on, and the write of an in-place op that autograd follows);
+// anything else (NoGradGuard regions, ops on values that need no grad) is a constant for the
+// joint graph's autograd, as it is for eager's. The scope says which an op being recorded is;
+// retraces set it per replayed node.
+bool recording_differentiable();
+class DifferentiableScope {
+ public:
+  explicit DifferentiableScope(bool on);
+  ~DifferentiableScope();
+  DifferentiableScope(const DifferentiableScope&) = delete;
+  DifferentiableScope& operator=(const DifferentiableScope&) = delete;
+
+ private:
+  bool prev_;
+};
 // RAII: installs `layer` (null pauses recording, as replaying a graph does) on this thread.
 class RecordLayerGuard {
  public:

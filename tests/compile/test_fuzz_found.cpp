@@ -22,7 +22,7 @@ CompileOptions backend(const char* name, bool pure = false) {
 }
 
 // reads_after_break: the second item() reads a tensor made between two breaks.
-TEST(FuzzFound, DISABLED_ReadsAfterBreak) {
+TEST(FuzzFound, ReadsAfterBreak) {
   auto f = compile(
       [](const Tensor& x) {
         Tensor a = x.sum().item<double>() > 0 ? x * 2 : x - 1;
@@ -33,7 +33,7 @@ TEST(FuzzFound, DISABLED_ReadsAfterBreak) {
 }
 
 // detach_outputs: a detached output requires grad under aot_eager.
-TEST(FuzzFound, DISABLED_DetachedOutputRequiresNoGrad) {
+TEST(FuzzFound, DetachedOutputRequiresNoGrad) {
   auto f = compile(
       [](const Tensor& x) {
         Tensor y = x * 2;
@@ -44,15 +44,55 @@ TEST(FuzzFound, DISABLED_DetachedOutputRequiresNoGrad) {
   EXPECT_FALSE(r[1].requires_grad());
 }
 
+// detach_outputs under assume_pure: the guard-only replay gives the detached alias no grad_fn.
+TEST(FuzzFound, PureDetachedOutputRequiresNoGrad) {
+  auto f = compile(
+      [](const Tensors& in) {
+        Tensor y = in[0].reshape({-1});
+        return Tensors{y, y.detach()};
+      },
+      backend("aot_eager", true));
+  for (double v : {1.0, 2.0}) {
+    Tensor x = full({2, 3}, v).requires_grad_(true);
+    Tensors r = f(Tensors{x});
+    EXPECT_TRUE(r[0].requires_grad());
+    EXPECT_FALSE(r[1].requires_grad()) << v;
+    Tensors roots;
+    for (const Tensor& t : r)
+      if (t.requires_grad()) roots.push_back(t);
+    Tensors g = autograd::grad(roots, {x}, Tensors(roots.size(), ones({6})), std::nullopt, false, true);
+    EXPECT_EQ(g[0].to_vector<float>(), std::vector<float>(6, 1.0f)) << v;
+  }
+}
+
+// zero_vs_undefined_grads: values computed under NoGradGuard inside a compiled call are
+// constants for autograd, as in eager (the joint graph must not differentiate through them).
+TEST(FuzzFound, NoGradRegionsStayConstant) {
+  auto fn = [](const Tensors& in) {
+    Tensor m;
+    {
+      NoGradGuard g;
+      m = in[0] * 3;
+    }
+    return Tensors{in[1] * m};
+  };
+  auto f = compile(fn, backend("aot_eager"));
+  Tensor x = full({2}, 2.0).requires_grad_(true), w = full({2}, 1.0).requires_grad_(true);
+  Tensors r = f(Tensors{x, w});
+  Tensors g = autograd::grad({r[0]}, {x, w}, {ones_like(r[0])}, std::nullopt, false, true);
+  EXPECT_FALSE(g[0].defined());
+  EXPECT_EQ(g[1].to_vector<float>(), std::vector<float>({6, 6}));
+}
+
 // pure_detach_constant: assume_pure replays the first call's values for `arg.detach()`.
-TEST(FuzzFound, DISABLED_PureDetachOfArgument) {
+TEST(FuzzFound, PureDetachOfArgument) {
   auto f = compile([](const Tensors& in) { return Tensors{in[0].detach() * 2}; }, backend("aot_eager", true));
   f(Tensors{ones({2})});
   EXPECT_EQ(f(Tensors{full({2}, 5.0)})[0].to_vector<float>(), std::vector<float>({10, 10}));
 }
 
 // copy_aliases_source: a.copy_(b) then a write to b changes a.
-TEST(FuzzFound, DISABLED_CopyThenWriteSource) {
+TEST(FuzzFound, CopyThenWriteSource) {
   auto f = compile(
       [](const Tensors& in) {
         Tensor a = in[1] * 1;
@@ -65,8 +105,9 @@ TEST(FuzzFound, DISABLED_CopyThenWriteSource) {
   EXPECT_EQ(r[0].item<double>(), 1.5);
 }
 
-// grads_across_breaks: autograd::grad over outputs of two graphs and a view loses a share.
-TEST(FuzzFound, DISABLED_GradsAcrossBreaks) {
+// grads_across_breaks: autograd::grad over outputs of two graphs and a view lost a share (the
+// engine ordered a node twice when two roots shared it).
+TEST(FuzzFound, GradsAcrossBreaks) {
   auto fn = [](const Tensor& x) {
     Tensor a = x * 1;
     double s = x.sum().item<double>();
@@ -82,7 +123,7 @@ TEST(FuzzFound, DISABLED_GradsAcrossBreaks) {
 
 // writes_to_viewed_tensors (an eager bug): a view taken before an in-place write to its base
 // must be rebased (PyTorch: d/dx of sum(a) + sum(v) is 4 here; kiln's eager gives 3).
-TEST(FuzzFound, DISABLED_EagerRebasesViewsAfterWrites) {
+TEST(FuzzFound, EagerRebasesViewsAfterWrites) {
   Tensor x = ones({3}).requires_grad_(true);
   Tensor a = x * 1;
   Tensor v = a.unsqueeze(0);

@@ -24,6 +24,11 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs, bo
   for (const Node& n : g.nodes) {
     ins.clear();
     for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[v]);
+    // Note [No-grad nodes]: the flag carries over into retraced graphs, and the joint graph's
+    // autograd treats such a node as eager's did (a constant).
+    DifferentiableScope scope(!n.no_grad);
+    std::optional<NoGradGuard> no_grad;
+    if (through_autograd && n.no_grad) no_grad.emplace();
     std::vector<Tensor> outs = through_autograd ? call_op(n.op, ins, n.attrs) : backend_call(n.op, ins, n.attrs);
     for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) vals[n.outputs[k]] = outs[k];
   }
@@ -279,7 +284,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
           }
           write_back(in, writeback, outs, n_out);
           outs.resize(n_out);
-          return GraphResult{std::move(outs), nullptr, {}};
+          return GraphResult{std::move(outs), nullptr, {}, {}};
         });
   }
 
@@ -392,7 +397,9 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     // saves a written input in place of a value computed from it: written_primals.)
     std::vector<const void*> written;
     for (int w : writeback) written.push_back(in[static_cast<size_t>(w)].unsafe_impl()->storage.get());
+    std::vector<int> saved_output;  // per saved tensor: the graph output it is, or -1
     for (const SavedSource& s : p.saved) {
+      saved_output.push_back(!s.from_input && static_cast<size_t>(s.index) < n_out ? s.index : -1);
       Tensor t = s.from_input ? in_all[s.index] : outs[s.index];
       uint32_t version = t._version();
       const void* st = t.unsafe_impl()->storage.get();
@@ -403,13 +410,25 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     write_back(in, writeback, outs, n_out);
     for (int j : p.backward_constants) node->constants.push_back(in_all[j]);
     for (size_t i = 0; i < rg_primals.size(); ++i) {
-      node->next_edges.push_back(autograd::gradient_edge(in[rg_primals[i]]));
+      // An input the backward gives no gradient (used only under no_grad) gets no edge, so
+      // autograd::grad(allow_unused) leaves its gradient undefined, as eager's would.
+      node->next_edges.push_back(grad_out[i] >= 0 ? autograd::gradient_edge(in[rg_primals[i]]) : autograd::Edge{});
       node->grad_of_edge.push_back(grad_out[i]);
     }
     node->output_meta = diff_meta;
     GraphResult r;
     r.outputs.assign(outs.begin(), outs.begin() + static_cast<long>(n_out));
     r.grad_fn = node;
+    if (std::find_if(saved_output.begin(), saved_output.end(), [](int k) { return k >= 0; }) != saved_output.end())
+      r.bind_output = [node, saved_output](size_t k, const Tensor& user) {
+        // The saved output is checked through the user's tensor (its version counter), held as
+        // an alias without autograd, as eager's saved outputs are (no cycle through grad_fn).
+        for (size_t i = 0; i < saved_output.size(); ++i)
+          if (saved_output[i] == static_cast<int>(k) && i < node->saved.size()) {
+            node->saved[i] = make_view(user, user.sizes(), user.strides(), user.storage_offset());
+            node->saved_version[i] = user._version();
+          }
+      };
     r.output_nr.assign(n_out, -1);
     for (size_t d = 0; d < diff.size(); ++d) r.output_nr[diff[d]] = static_cast<int>(d);
     return r;

@@ -172,6 +172,7 @@ void CompiledFunction::run_impl(const std::function<void()>& body, const Compile
   {
     Recording rec(this);
     std::vector<std::pair<const TensorImpl*, int64_t>> returned;  // impl, and its value when a tracer
+    std::vector<bool> returned_grad;                              // each requires grad after the call
     try {
       if (!(options_.dynamic.has_value() && !*options_.dynamic)) rec.declare_inputs(args);
       body();
@@ -189,8 +190,11 @@ void CompiledFunction::run_impl(const std::function<void()>& body, const Compile
     }
     last_ = LastGraph{};
     rec.flush();
-    if (pure && rec.graphs_run() == 1 && breaks_total_ == breaks_before && !last_.random && last_.run)
-      remember_pure(*pure, returned);
+    if (pure)
+      for (const Tensor& t : pure->returned()) returned_grad.push_back(t.defined() && t.requires_grad());
+    if (pure && rec.graphs_run() == 1 && breaks_total_ == breaks_before && !last_.random && last_.run &&
+        !rec.eager_autograd_kept())
+      remember_pure(*pure, returned, returned_grad);
   }
   if (clear_pending_) clear_locked();  // Note [Compile threads]
   stats_.last_call_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -252,7 +256,7 @@ bool same_structure(const Graph& a, const Graph& b) {
     if (a.values[v].requires_grad != b.values[v].requires_grad) return false;
   for (size_t n = 0; n < a.nodes.size(); ++n) {
     const Node &x = a.nodes[n], &y = b.nodes[n];
-    if (x.op != y.op || x.inputs != y.inputs || x.outputs != y.outputs) return false;
+    if (x.op != y.op || x.no_grad != y.no_grad || x.inputs != y.inputs || x.outputs != y.outputs) return false;
     const auto &xa = x.attrs.symbolic_values(), &ya = y.attrs.symbolic_values();
     if (xa.size() != ya.size()) return false;
     const OpInfo& info = op_info(x.op);
@@ -278,7 +282,8 @@ bool requires_grad_inline(const TensorImpl* i) {
 }  // namespace
 
 void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
-                                     const std::vector<std::pair<const TensorImpl*, int64_t>>& returned) {
+                                     const std::vector<std::pair<const TensorImpl*, int64_t>>& returned,
+                                     const std::vector<bool>& returned_grad) {
   PureEntry e;
   e.key = call.key;
   e.grad_mode = is_grad_enabled();
@@ -292,6 +297,11 @@ void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
     for (size_t k = 0; k < call.args.size() && from < 0; ++k)
       if (call.args[k].is_same(in)) from = static_cast<int>(k);
     if (from < 0) {
+      // A real alias of an argument made by the code (`arg.detach()`) reads the argument's
+      // values: held by identity, a replay would compute with this call's. Re-record instead.
+      const void* st = in.unsafe_impl()->storage.get();
+      for (const Tensor& a : call.args)
+        if (st && a.unsafe_impl()->storage.get() == st) return;
       from = -1 - static_cast<int>(e.captured.size());
       e.captured.push_back(in);
     }
@@ -309,6 +319,8 @@ void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
     if (from == std::numeric_limits<int>::min()) return;  // a result the graph does not produce
     e.output_from.push_back(from);
   }
+  e.output_grad = returned_grad;
+  if (e.output_grad.size() != e.output_from.size()) return;
   e.bump = last_.bump;
   e.run = last_.run;
   e.alias = input_alias_pattern(last_.inputs);
@@ -403,19 +415,28 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
       throw;
     }
     outs.clear();
-    std::vector<bool> taken(r.outputs.size(), false);
-    for (int from : e.output_from) {
+    // Handles of one graph output alias one buffer, as eager's `{y, y.detach()}` do; only those
+    // that required grad when recorded get the compiled backward.
+    std::vector<int> first_use(r.outputs.size(), -1);
+    for (size_t o = 0; o < e.output_from.size(); ++o) {
+      const int from = e.output_from[o];
       if (from < 0) {
         outs.push_back(inputs[-1 - from]);
         continue;
       }
-      Tensor t = taken[from] ? r.outputs[from].clone() : r.outputs[from];
-      if (r.grad_fn && !r.output_nr.empty() && r.output_nr[from] >= 0 && !taken[from]) {
+      const bool grad = r.grad_fn && !r.output_nr.empty() && r.output_nr[from] >= 0 && e.output_grad[o];
+      const int first = first_use[from];
+      if (first >= 0 && grad == outs[static_cast<size_t>(first)].requires_grad()) {
+        outs.push_back(outs[static_cast<size_t>(first)]);  // the same tensor again
+        continue;
+      }
+      Tensor t = first < 0 ? r.outputs[from] : outs[static_cast<size_t>(first)].detach();
+      if (first < 0) first_use[from] = static_cast<int>(outs.size());
+      if (grad) {
         auto& m = autograd::autograd_meta(t);
         m.grad_fn = r.grad_fn;
         m.output_nr = static_cast<uint32_t>(r.output_nr[from]);
       }
-      taken[from] = true;
       outs.push_back(std::move(t));
     }
     for (size_t k = 0; k < e.input_from.size(); ++k)

@@ -66,7 +66,8 @@ class CompiledFunction final : public GraphSink {
                 const std::vector<Tensor>& args);
   void remember_last(const Graph& graph, const std::vector<Tensor>& inputs, const Runnable& run);
   void remember_pure(const CompiledState::PureCall& call,
-                     const std::vector<std::pair<const TensorImpl*, int64_t>>& returned);
+                     const std::vector<std::pair<const TensorImpl*, int64_t>>& returned,
+                     const std::vector<bool>& returned_grad);
   std::string recompile_reason(const std::vector<Entry>& entries, const Graph& g,
                                const std::vector<Tensor>& inputs) const;
   // Note [assume_pure] (compile.h): one graph that a call's guards select without re-running it.
@@ -79,6 +80,7 @@ class CompiledFunction final : public GraphSink {
     std::vector<Tensor> captured;  // tensors the code reached, held by identity
     std::vector<int> bump;         // graph inputs the graph writes (their versions move on)
     std::vector<int> output_from;  // per returned tensor: its graph output
+    std::vector<bool> output_grad;  // per returned tensor: it requires grad (a detach()ed alias does not)
     std::vector<int> alias;        // the inputs' aliasing when compiled (Note [Aliased inputs])
     Runnable run;
     // The guards of the captured tensors in one flat block (read on every replay), and the

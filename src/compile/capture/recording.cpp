@@ -14,6 +14,9 @@ namespace kiln::compiler {
 
 namespace {
 thread_local Recording* tls_recording = nullptr;
+// Recordings alive on this thread, paused ones included: a retrace made while a graph is
+// compiled (PauseRecording) must not uninstall the hooks the paused recording needs.
+thread_local int tls_recordings_alive = 0;
 std::atomic<uint64_t> g_next_recording{1};
 
 const void* storage_key(const TensorImpl* i) {
@@ -37,21 +40,24 @@ Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
   tls_recording = this;
   layer_guard_ = std::make_unique<RecordLayerGuard>(this);
   sym_scope_ = std::make_unique<SymTableScope>(&syms_);
+  ++tls_recordings_alive;
   set_value_read_hook(&Recording::on_value_read);
   set_tracer_alias_hook(&Recording::on_tracer_alias);
   backward_runs_at_start_ = autograd::backward_runs();
-  if (sink_ && !decompose_ && !functionalize_ && sink_->owns_autograd())
-    deferred_ = std::make_unique<autograd::DeferredGraph>();
+  const bool aot_capture = sink_ && !decompose_ && !functionalize_ && sink_->owns_autograd();
+  if (aot_capture) deferred_ = std::make_unique<autograd::DeferredGraph>();
+  prev_saved_log_ = autograd::set_saved_tracer_log(aot_capture ? &saved_log_ : nullptr);
   start_replay();
 }
 
 Recording::~Recording() {
   deferred_.reset();
+  autograd::set_saved_tracer_log(prev_saved_log_);
   clear_symbolic_reals();
   layer_guard_.reset();
   sym_scope_.reset();
   tls_recording = prev_;
-  if (!prev_) {
+  if (--tls_recordings_alive == 0) {
     set_value_read_hook(nullptr);
     set_tracer_alias_hook(nullptr);
   }
@@ -87,6 +93,7 @@ void Recording::reset() {
   generation_.clear();
   placeholders_.clear();
   written_inputs_.clear();
+  saved_log_.clear();
   id_ = g_next_recording++;
   backward_runs_at_start_ = autograd::backward_runs();
   keep_eager_autograd_ = false;
@@ -139,7 +146,7 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
     same = same && replaying_ && v == n.inputs[k];
   }
   const auto& av = attrs.values();
-  same = same && av.size() == n.attrs.size();
+  same = same && av.size() == n.attrs.size() && n.no_grad == !recording_differentiable();
   for (size_t a = 0; a < av.size() && same; ++a)
     same = is_random_attr(info, a, av.size()) || attr_equal(av[a], n.attrs.values()[a]);
   if (!same) {
@@ -150,6 +157,7 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
   // The rest of what record() mixes and notes.
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);
+  hash_.mix(n.no_grad ? 0x6e67u : 0x6467u);
   if (info.has(MUTATES)) {
     for (const Tensor& t : inputs) {
       if (!t.defined()) continue;
@@ -273,7 +281,15 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
   const bool premixed = std::exchange(premixed_, false);  // replay() mixed the op and its inputs
   const OpInfo& info = op_info(op);
   if (functionalize_ && op == OpId::copy_) {
-    functional_write(inputs[0], inputs[1]);
+    // dst takes src's value, not its buffer: where that value is a graph input or a view
+    // (`a.copy_(in)`, `a.copy_(b.t())`), binding dst to it would make dst an alias of src, so a
+    // later write of src (write-back, a graph after a break) would show through dst.
+    Tensor src = inputs[1];
+    const int v = value_of(src);
+    const int producer = graph_.values[static_cast<size_t>(v)].node;
+    if (producer < 0 || op_info(graph_.nodes[static_cast<size_t>(producer)].op).has(VIEW))
+      src = backend_call(OpId::clone, std::vector<Tensor>{src}, Attrs{})[0];
+    functional_write(inputs[0], src);
     return {};
   }
   std::vector<int> ins;
@@ -294,6 +310,8 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
   const auto& av = symbolic ? sym_attrs : attrs.values();
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
+  const bool no_grad = !recording_differentiable();                  // Note [No-grad nodes]
+  hash_.mix(no_grad ? 0x6e67u : 0x6467u);
   if (info.has(MUTATES)) {
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (!inputs[k].defined()) continue;
@@ -308,6 +326,7 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
       m.storage_offset = 0;
     }
   int n = graph_.add_node(op, symbolic ? Attrs(sym_attrs) : attrs, std::move(ins), metas);
+  graph_.nodes[static_cast<size_t>(n)].no_grad = no_grad;
   std::vector<Shape> out_sym;
   if (graph_has_symbols_) out_sym = symbolic_output_sizes(syms_, op, inputs, av, metas);
   std::vector<Tensor> outs;
@@ -322,8 +341,9 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     if (functionalize_ && info.has(VIEW)) {
       const TensorImpl* b = inputs[0].unsafe_impl();
       const TensorImpl* root = b->view_base ? b->view_base.get() : b;
-      view_origin_[outs.back().unsafe_impl()] = ViewOrigin{
-          inputs[0].impl_ptr(), op, attrs, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), k, generation_[root]};
+      view_origin_[outs.back().unsafe_impl()] =
+          ViewOrigin{inputs[0].impl_ptr(), op,     attrs, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), k,
+                     generation_[root],    no_grad};
     }
   }
   return outs;
@@ -413,6 +433,7 @@ void Recording::refresh_view(TensorImpl* view) {
   KILN_CHECK(base, "internal: the base of a view is gone");
   std::vector<Tensor> ins{Tensor(base)};
   for (const Tensor& t : o.others) ins.push_back(t);
+  DifferentiableScope scope(!o.no_grad);
   std::vector<Tensor> outs = backend_call(o.op, ins, o.attrs);  // refreshes the base first, if it is a view too
   const TensorImpl* fresh = outs.at(o.output).unsafe_impl();
   view->tracer_value = fresh->tracer_value;
@@ -491,6 +512,12 @@ void Recording::on_tracer_alias(const std::shared_ptr<TensorImpl>& alias) {
     if (alias->tracer_recording == r->id_) r->tracked_.push_back(alias);
 }
 
+bool Recording::saved_tracer_modified() const {
+  for (const auto& [counter, version] : saved_log_)
+    if (counter->version.load() != version) return true;
+  return deferred_ && deferred_->saved_modified();
+}
+
 void Recording::flush() {
   if (num_nodes() == 0) {
     reset();
@@ -503,6 +530,12 @@ void Recording::flush() {
   bool differentiable = !ran_backward && !keep_eager_autograd_ && sink_->owns_autograd();
   const size_t num_values = replayed ? replay_values_ : graph_.values.size();
   std::vector<bool> requires_grad(num_values, false);
+  // The tracers that require grad: a detach()ed alias shares its value (and storage) but
+  // takes no grad_fn when made real.
+  std::unordered_set<const TensorImpl*> grad_impls;
+  // Note [Saved tracer versions]: a tensor eager's backward reads was written since; eager's
+  // autograd (with its version checks) is kept for this graph.
+  if (differentiable && saved_tracer_modified()) differentiable = false;
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
     // that what it saved does not count as alive; remember who required grad.
@@ -514,6 +547,7 @@ void Recording::flush() {
       if (!t.requires_grad()) continue;
       if (t.is_leaf()) differentiable = false;  // a leaf made inside the graph: keep eager's autograd
       requires_grad[p->tracer_value] = true;
+      grad_impls.insert(p.get());
     }
     if (differentiable) {
       for (const auto& p : live)
@@ -532,6 +566,8 @@ void Recording::flush() {
   for (const auto& w : tracked_)
     if (auto p = w.lock(); p && p->tracer_recording == id_) {
       out_index[p->tracer_value] = 0;
+      if (!differentiable && sink_->owns_autograd() && !eager_autograd_kept_)
+        eager_autograd_kept_ = Tensor(p).requires_grad();
       live.push_back(std::move(p));
     }
   tracked_.clear();
@@ -578,10 +614,13 @@ void Recording::flush() {
     p->tracer_value = -1;
     p->sym_sizes.reset();
     p->refresh_metadata();
-    if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0) {
+    if (result.bind_output) result.bind_output(static_cast<size_t>(k), Tensor(p));
+    if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0 && grad_impls.count(p.get())) {
       auto& m = autograd::autograd_meta(Tensor(p));
       m.grad_fn = result.grad_fn;
       m.output_nr = static_cast<uint32_t>(result.output_nr[k]);
+      m.view_of_base = p->view_base != nullptr;  // Note [View rebase]: the history is current
+      m.view_version = p->version ? p->version->version.load() : 0;
     }
   }
   ++graph_index_;

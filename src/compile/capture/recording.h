@@ -2,6 +2,7 @@
 // (Note [Capture semantics], Note [Record layer]).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -39,6 +40,10 @@ struct GraphResult {
   std::vector<Tensor> outputs;              // one real tensor per graph output
   std::shared_ptr<autograd::Node> grad_fn;  // the compiled backward (AOT), else null
   std::vector<int> output_nr;               // per graph output: its slot in grad_fn, or -1
+  // Called with (graph output, the user's tensor now holding it) for every tracer made real:
+  // a backward that saved the output checks the version of the user's tensor, so a write to it
+  // after the graph (in a later graph or eagerly) raises as eager's would.
+  std::function<void(size_t, const Tensor&)> bind_output;
 };
 
 // Receives each finished graph: compiles (or finds) it and runs it on the
@@ -172,6 +177,9 @@ class Recording final : public RecordLayer {
   std::vector<int> written_placeholders() const;
   size_t num_nodes() const { return replaying_ ? matched_ : graph_.nodes.size(); }
   int graphs_run() const { return graph_index_; }
+  // A graph of this call kept eager's autograd on its tracers (an AOT sink could not own it):
+  // its outputs' history is not the compiled graph's, so assume_pure must not replay it.
+  bool eager_autograd_kept() const { return eager_autograd_kept_; }
 
   // The hooks of this thread's active recording.
   static void on_value_read(const Tensor& t, const char* what);
@@ -196,6 +204,7 @@ class Recording final : public RecordLayer {
     std::vector<Tensor> others;  // inputs after the base (expand_as's `other`)
     size_t output;
     uint64_t root_generation;
+    bool no_grad;  // the view's node (Note [No-grad nodes]): its remake is the same
   };
   std::unordered_map<const TensorImpl*, ViewOrigin> view_origin_;
   std::unordered_map<const TensorImpl*, uint64_t> generation_;           // root → writes so far
@@ -212,9 +221,15 @@ class Recording final : public RecordLayer {
   std::vector<std::weak_ptr<TensorImpl>> tracked_;  // every tracer impl and alias made
   uint64_t backward_runs_at_start_ = 0;
   bool keep_eager_autograd_ = false;  // this graph: not differentiable by the sink
+  bool eager_autograd_kept_ = false;  // some graph of this call
   Recording* prev_ = nullptr;
   std::unique_ptr<RecordLayerGuard> layer_guard_;
   std::unique_ptr<autograd::DeferredGraph> deferred_;  // Note [Deferred tracer autograd]
+  // Note [Saved tracer versions] (autograd/node.h): tracers saved by eager nodes, and the
+  // log that was installed before this recording's.
+  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> saved_log_;
+  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>* prev_saved_log_ = nullptr;
+  bool saved_tracer_modified() const;
   // Symbolic sizes (Note [Dynamic shapes]): one table for the whole call, so a SymInt the
   // user holds across a graph break stays readable; the current graph's symbols only in it.
   SymTable syms_;

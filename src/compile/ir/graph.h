@@ -35,6 +35,7 @@ struct Node {
   Attrs attrs;
   std::vector<int> inputs;   // value ids; -1 for an absent optional tensor
   std::vector<int> outputs;  // value ids
+  bool no_grad = false;      // a constant for autograd (Note [No-grad nodes] in dispatch.h)
 };
 
 struct Graph {

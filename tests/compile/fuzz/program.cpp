@@ -22,24 +22,24 @@ Switches switches_from_env() {
   auto has = [&](const char* n) {
     return on == "all" || ("," + on + ",").find(std::string(",") + n + ",") != std::string::npos;
   };
-  s.aliasing_args = has("aliasing_args");
-  s.saved_tensor_versions = has("saved_tensor_versions");
-  s.view_strides = has("view_strides");
-  s.detach_outputs = has("detach_outputs");
-  s.reads_after_break = has("reads_after_break");
-  s.aliased_grad_write = has("aliased_grad_write");
-  s.nograd_inplace = has("nograd_inplace");
-  s.pure_detach_constant = has("pure_detach_constant");
-  s.grads_across_breaks = has("grads_across_breaks");
-  s.zero_vs_undefined_grads = has("zero_vs_undefined_grads");
-  s.as_strided_overlap = has("as_strided_overlap");
-  s.writes_to_viewed_tensors = has("writes_to_viewed_tensors");
-  s.overlapping_writes = has("overlapping_writes");
-  s.unchecked_grads = has("unchecked_grads");
-  s.symbols_after_data_dependent = has("symbols_after_data_dependent");
-  s.copy_aliases_source = has("copy_aliases_source");
-  s.empty_reduction_grad = has("empty_reduction_grad");
-  s.ties_in_full_reductions = has("ties_in_full_reductions");
+  s.aliasing_args = s.aliasing_args || has("aliasing_args");
+  s.saved_tensor_versions = s.saved_tensor_versions || has("saved_tensor_versions");
+  s.view_strides = s.view_strides || has("view_strides");
+  s.detach_outputs = s.detach_outputs || has("detach_outputs");
+  s.reads_after_break = s.reads_after_break || has("reads_after_break");
+  s.nograd_inplace = s.nograd_inplace || has("nograd_inplace");
+  s.pure_detach_constant = s.pure_detach_constant || has("pure_detach_constant");
+  s.grads_across_breaks = s.grads_across_breaks || has("grads_across_breaks");
+  s.zero_vs_undefined_grads = s.zero_vs_undefined_grads || has("zero_vs_undefined_grads");
+  s.as_strided_overlap = s.as_strided_overlap || has("as_strided_overlap");
+  s.writes_to_viewed_tensors = s.writes_to_viewed_tensors || has("writes_to_viewed_tensors");
+  s.overlapping_writes = s.overlapping_writes || has("overlapping_writes");
+  s.unchecked_grads = s.unchecked_grads || has("unchecked_grads");
+  s.written_aliased_grad_inputs = s.written_aliased_grad_inputs || has("written_aliased_grad_inputs");
+  s.symbols_after_data_dependent = s.symbols_after_data_dependent || has("symbols_after_data_dependent");
+  s.copy_aliases_source = s.copy_aliases_source || has("copy_aliases_source");
+  s.empty_reduction_grad = s.empty_reduction_grad || has("empty_reduction_grad");
+  s.ties_in_full_reductions = s.ties_in_full_reductions || has("ties_in_full_reductions");
   return s;
 }
 

@@ -21,7 +21,8 @@ using test::TensorList;
 
 // Bug classes the fuzzer finds but leaves out until they are fixed, so that the CI test passes:
 // issue 27's known cases, and the classes this fuzzer found (listed in the issue). Each is a
-// named switch; env KILN_FUZZ_ENABLE=name,name (or "all") turns it on. Some keep the generator
+// named switch; env KILN_FUZZ_ENABLE=name,name (or "all") turns it on. Fixed classes are on
+// by default (their regression tests are in tests/compile/test_fuzz_found.cpp). Some keep the generator
 // from writing such programs; the others let a mismatch of that class pass as "known"
 // (counted and printed once, differ.h: known_class).
 struct Switches {
@@ -29,35 +30,37 @@ struct Switches {
   bool aliasing_args = false;
   // Issue 27 case 1 (and 7's div): eager's backward raises "modified by an in-place operation",
   // compiled's does not (the saved tensor's version is taken after the write).
+  // Fixed within one graph (Note [Saved tracer versions]); what remains: kiln's eager saves
+  // operands PyTorch does not (conv's bias, mul's self when only the other needs a gradient,
+  // index_add's source), and a write after a graph break to an output an earlier graph's
+  // backward saved as an intermediate (max_pool3d's indices).
   bool saved_tensor_versions = false;
   // Issue 27 case 6: compiled raises "view size ... is not compatible with input tensor's size"
   // (a view sees other strides than eager's).
-  bool view_strides = false;
+  bool view_strides = true;  // fixed: on
   // Found by the fuzzer (generator): `detach()` inside an aot_eager graph is not eager's alias
   // without grad: `y.detach()` returned beside y requires grad (a backward through both counts
   // the gradient twice), may be returned without storage ("never made real", after quantile),
   // and does not see later in-place writes to y. Off: no detach steps.
-  bool detach_outputs = false;
-  // Found by the fuzzer (seed 896): one tensor reaching a graph twice (a value of the previous
-  // graph passed as two inputs), requiring grad and written in place, hits Note [Aliased inputs]'
-  // "not supported yet" under aot_eager; eager runs it.
-  bool aliased_grad_write = false;
+  bool detach_outputs = true;  // fixed: on
   // Found by the fuzzer: reading values (item()) of a tensor made after a graph break raises
   // "cannot read the values of a tensor without storage" under aot_eager.
-  bool reads_after_break = false;
+  bool reads_after_break = true;  // fixed: on
   // Found by the fuzzer (generator): an in-place write under NoGradGuard into a tensor whose view
   // (or itself) is an output: the compiled backward differentiates the write (eager does not).
   bool nograd_inplace = false;
   // Found by the fuzzer: under assume_pure, `arg.detach()` of a tensor argument is captured as
   // a constant, so the guard-only replay (second call, other values) computes with the first
   // call's values (`return in[0].detach() * 2;` returns 2 for ones, then 2 again for fives).
-  bool pure_detach_constant = false;
+  bool pure_detach_constant = true;  // fixed: on
   // Found by the fuzzer: gradients of outputs of graphs on both sides of a graph break (and a
   // view of one) taken together with autograd::grad lose one output's share under aot_eager.
-  bool grads_across_breaks = false;
+  // Fixed: the engine ordered a node twice when two roots shared it (autograd::grad).
+  bool grads_across_breaks = true;  // fixed: on
   // Found by the fuzzer: a leaf used only under NoGradGuard inside a compiled call gets a
   // defined (zero) gradient where eager's autograd::grad(allow_unused) gives an undefined one.
-  bool zero_vs_undefined_grads = false;
+  // Fixed: Note [No-grad nodes] (and no edge for an input the backward gives no gradient).
+  bool zero_vs_undefined_grads = true;  // fixed: on
   // Found by the fuzzer: as_strided of an expanded input requiring grad raises "not supported
   // yet" under aot_eager; eager runs it.
   bool as_strided_overlap = false;
@@ -78,7 +81,7 @@ struct Switches {
   bool symbols_after_data_dependent = false;
   // Found by the fuzzer: `a.copy_(b); b.zero_(); return a;` returns zeros under aot_eager (the
   // functionalized copy_ makes a an alias of b).
-  bool copy_aliases_source = false;
+  bool copy_aliases_source = true;  // fixed: on
   // Found by the fuzzer: the gradient of nanmedian over all elements of an empty tensor
   // ([2, 0, 3]): eager's output requires grad, aot_eager's does not.
   bool empty_reduction_grad = false;
@@ -86,6 +89,10 @@ struct Switches {
   // expanded input): eager (as PyTorch) spreads it evenly over the tied elements, aot_eager gives
   // it all to one element.
   bool ties_in_full_reductions = false;
+  // A documented limit (docs/compile.md, Note [Aliased inputs]): a graph that writes one of
+  // several inputs sharing a storage, one of which requires grad, is refused with "not supported
+  // yet" (after a graph break: an in-place op on a view whose base is also an input).
+  bool written_aliased_grad_inputs = false;
   // Samples that opt out of gradcheck (saturated or special values: inf, nan) keep their
   // inputs' requires_grad off; on, they are differentiated too (aot_eager's prim VJPs then
   // differ from eager's at those points, e.g. softplus(inf), binary_cross_entropy at 0 and 1).
