@@ -52,15 +52,18 @@ Workload make_workload(const std::string& name, Device device, bool cpu_sizes, u
   w.module = create(name);
   w.module->to(device);
   w.module->train();
-  const TensorOptions f32 = TensorOptions(kFloat32).device(device);
-  const TensorOptions i64 = TensorOptions(kInt64).device(device);
+  // The batch is drawn on the CPU from the generator that made the weights, then moved: every
+  // device gets the same model and the same batch, so their losses and gradients compare.
+  const TensorOptions f32 = TensorOptions(kFloat32);
+  const TensorOptions i64 = TensorOptions(kInt64);
+  auto on = [device](const Tensor& t) { return t.to(device); };
   std::shared_ptr<nn::Module> m = w.module;
   w.forward = [m](const std::vector<Tensor>& in) { return forward_one(*m, in); };
 
   if (name == "mlp") {
     const int64_t B = cpu_sizes ? 64 : 512;
-    w.inputs = {randn({B, 784}, f32)};
-    Tensor y = randint(0, 10, {B}, i64);
+    w.inputs = {on(randn({B, 784}, f32))};
+    Tensor y = on(randint(0, 10, {B}, i64));
     w.loss = [y](const Tensor& out) { return cross_entropy(out, y); };
     w.batch_size = B;
   } else if (name == "gpt_nano" || name == "gpt2") {
@@ -68,21 +71,21 @@ Workload make_workload(const std::string& name, Device device, bool cpu_sizes, u
     const int64_t B = cpu_sizes ? (nano ? 4 : 1) : (nano ? 32 : 8);
     const int64_t T = cpu_sizes ? 128 : (nano ? 256 : 1024);
     const int64_t V = std::static_pointer_cast<GPT>(m)->config.vocab_size;
-    w.inputs = {randint(0, V, {B, T}, i64)};
-    Tensor tgt = randint(0, V, {B, T}, i64);
+    w.inputs = {on(randint(0, V, {B, T}, i64))};
+    Tensor tgt = on(randint(0, V, {B, T}, i64));
     w.loss = [tgt, V](const Tensor& out) { return cross_entropy(out.view({-1, V}), tgt.view({-1})); };
     w.batch_size = B;
   } else if (name == "resnet18" || name == "mobilenet_v2") {
     const int64_t B = cpu_sizes ? 8 : 64, R = cpu_sizes ? 64 : 224;
-    w.inputs = {randn({B, 3, R, R}, f32)};
-    Tensor y = randint(0, 1000, {B}, i64);
+    w.inputs = {on(randn({B, 3, R, R}, f32))};
+    Tensor y = on(randint(0, 1000, {B}, i64));
     w.loss = [y](const Tensor& out) { return cross_entropy(out, y); };
     w.batch_size = B;
   } else {  // dlrm
     auto dlrm = std::static_pointer_cast<DLRM>(m);
     const int64_t B = cpu_sizes ? 256 : 2048;
-    w.inputs = {randn({B, dlrm->dense_features}, f32), randint(0, dlrm->rows, {B, dlrm->n_tables, 4}, i64)};
-    Tensor y = rand({B, 1}, f32);
+    w.inputs = {on(randn({B, dlrm->dense_features}, f32)), on(randint(0, dlrm->rows, {B, dlrm->n_tables, 4}, i64))};
+    Tensor y = on(rand({B, 1}, f32));
     w.forward = [dlrm](const std::vector<Tensor>& in) {
       KILN_CHECK(in.size() == 2, "DLRM: expected 2 inputs (dense, sparse), got ", in.size());
       return dlrm->forward(in[0], in[1]);
