@@ -68,10 +68,15 @@ std::vector<Tensor> decomp_sdpa(const OpCall& c) {
   meta_sdpa(c);
   const Tensor& mask = c.in(3);
   DType dt = c.in(0).dtype(), ct = opmath(dt);
-  Tensor q = c.in(0).to(ct), k = c.in(1).to(ct), v = c.in(2).to(ct);
+  // On CUDA the two matmuls of a bf16/fp16 attention run in that dtype (tensor cores, float
+  // accumulation), as PyTorch's math backend there; the softmax is in float everywhere. The CPU
+  // has no faster low-precision GEMM, so it computes in float throughout.
+  const bool low_mm = c.in(0).device().type == DeviceType::CUDA;
+  DType mt = low_mm ? dt : ct;
+  Tensor q = c.in(0).to(mt), k = c.in(1).to(mt), v = c.in(2).to(mt);
   int64_t L = q.sizes()[q.dim() - 2], S = k.sizes()[k.dim() - 2], E = q.sizes().back();
   double scale = c.attrs.opt_f(2).value_or(1.0 / std::sqrt(static_cast<double>(E)));
-  Tensor attn = matmul(q, transpose(k, -2, -1)) * scale;
+  Tensor attn = matmul(q, transpose(k, -2, -1)).to(ct) * scale;
   const double ninf = -std::numeric_limits<double>::infinity();
   Tensor keep;
   if (c.attrs.b(1)) keep = tril(ones({L, S}, TensorOptions(kBool).device(q.device())));
@@ -91,7 +96,7 @@ std::vector<Tensor> decomp_sdpa(const OpCall& c) {
   }
   double dp = c.attrs.f(0);
   if (dp > 0) p = call_op1(OpId::dropout, {p}, {dp, true, c.attrs[3], c.attrs[4]});
-  return {matmul(p, v).to(dt)};
+  return {matmul(p.to(mt), v).to(dt)};
 }
 KILN_REGISTER_DECOMP(scaled_dot_product_attention, decomp_sdpa);
 
