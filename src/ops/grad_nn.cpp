@@ -116,5 +116,27 @@ std::vector<Tensor> vjp_bce(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(binary_cross_entropy, vjp_bce);
 
+// Note [Flash attention]: the backward op recomputes the weights from the saved logsumexp.
+std::vector<Tensor> vjp_flash_attention(const VjpCall& v) {
+  std::vector<Tensor> r(3);
+  if (!v.needs(0) && !v.needs(1) && !v.needs(2)) return r;
+  std::vector<Tensor> g = call_op(OpId::_scaled_dot_product_flash_attention_backward,
+                                  {v.grads[0].to(v.outputs[0].dtype()), v.inputs[0], v.inputs[1], v.inputs[2],
+                                   v.outputs[0], v.outputs[1], v.grads[1].to(v.outputs[1].dtype())},
+                                  v.attrs);
+  for (size_t i = 0; i < 3; ++i)
+    if (v.needs(i)) r[i] = g[i];
+  return r;
+}
+KILN_REGISTER_VJP(_scaled_dot_product_flash_attention, vjp_flash_attention);
+
+// Recorded under create_graph so that a second derivative through the fused attention raises
+// instead of silently missing (as torch's flash backward): the matmul path has one.
+std::vector<Tensor> vjp_flash_attention_backward(const VjpCall&) {
+  KILN_FAIL("scaled_dot_product_attention: not supported yet: the second derivative of the fused attention kernel "
+            "(CUDA, float16/bfloat16); compute it in float32, where attention runs on the matmul path");
+}
+KILN_REGISTER_VJP(_scaled_dot_product_flash_attention_backward, vjp_flash_attention_backward);
+
 }  // namespace
 }  // namespace kiln

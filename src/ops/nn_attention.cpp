@@ -62,10 +62,100 @@ std::vector<TensorMeta> meta_sdpa(const OpCall& c) {
 }
 KILN_REGISTER_META(scaled_dot_product_attention, meta_sdpa);
 
+// Note [Flash attention]
+// _scaled_dot_product_flash_attention computes softmax(q k^T * scale) v for 3-D q [N, L, E],
+// k [N, S, E], v [N, S, Ev], with `is_causal` keeping key j for query i when j <= i (top-left
+// aligned, as scaled_dot_product_attention), without the L x S weights: it returns the output and
+// each query row's logsumexp of its scaled scores, in the opmath dtype. The backward op recomputes
+// the weights from q, k and the logsumexp, so neither pass stores more than O(L) per row. The
+// decomposition below routes an attention to it on devices whose kernel is faster than the
+// matmul path (flash_eligible); every device has a kernel, so the op itself runs anywhere.
+std::vector<TensorMeta> meta_flash(const OpCall& c) {
+  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
+  const char* op = c.name();
+  KILN_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, op, ": expected 3-D query, key and value, got shapes ",
+             shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
+  KILN_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating_point(q.dtype()), op,
+             ": expected floating query, key and value of one dtype, got ", q.dtype(), ", ", k.dtype(), " and ",
+             v.dtype());
+  KILN_CHECK(q.sizes()[0] == k.sizes()[0] && q.sizes()[0] == v.sizes()[0] && q.sizes()[2] == k.sizes()[2] &&
+                 k.sizes()[1] == v.sizes()[1],
+             op, ": expected q [N, L, E], k [N, S, E] and v [N, S, Ev], got shapes ", shape_str(q.sizes()), ", ",
+             shape_str(k.sizes()), ", ", shape_str(v.sizes()));
+  Device d = output_device(c.inputs);
+  TensorMeta out, lse;
+  out.sizes = {q.sizes()[0], q.sizes()[1], v.sizes()[2]};
+  out.dtype = q.dtype();
+  out.device = d;
+  lse.sizes = {q.sizes()[0], q.sizes()[1]};
+  lse.dtype = opmath(q.dtype());
+  lse.device = d;
+  return {out, lse};
+}
+KILN_REGISTER_META(_scaled_dot_product_flash_attention, meta_flash);
+
+// (grad_out, q, k, v, out, logsumexp, grad_logsumexp?) -> (grad_q, grad_k, grad_v), shaped as q, k
+// and v. With P the weights, dS = P * (dO v^T - D) where D = rowsum(dO * out) - grad_logsumexp.
+std::vector<TensorMeta> meta_flash_backward(const OpCall& c) {
+  const Tensor &go = c.in(0), &q = c.in(1), &k = c.in(2), &v = c.in(3), &o = c.in(4), &lse = c.in(5);
+  const char* op = c.name();
+  OpCall fwd{OpId::_scaled_dot_product_flash_attention, c.inputs.subspan(1, 3), c.attrs};
+  std::vector<TensorMeta> f = meta_flash(fwd);
+  KILN_CHECK(go.sizes() == IntArrayRef(f[0].sizes) && o.sizes() == IntArrayRef(f[0].sizes) &&
+                 lse.sizes() == IntArrayRef(f[1].sizes),
+             op, ": expected grad_out and out of shape ", shape_str(f[0].sizes), " and logsumexp of shape ",
+             shape_str(f[1].sizes), ", got ", shape_str(go.sizes()), ", ", shape_str(o.sizes()), " and ",
+             shape_str(lse.sizes()));
+  const Tensor& glse = c.in(6);
+  KILN_CHECK(!glse.defined() || (glse.sizes() == lse.sizes() && glse.dtype() == lse.dtype()), op,
+             ": expected grad_logsumexp shaped and typed as logsumexp ", shape_str(lse.sizes()), " ", lse.dtype(),
+             ", got ", shape_str(glse.sizes()), " ", glse.dtype());
+  KILN_CHECK(go.dtype() == q.dtype() && o.dtype() == q.dtype() && lse.dtype() == f[1].dtype, op,
+             ": expected grad_out and out of dtype ", q.dtype(), " and logsumexp of dtype ", f[1].dtype, ", got ",
+             go.dtype(), ", ", o.dtype(), " and ", lse.dtype());
+  Device d = output_device(c.inputs);
+  std::vector<TensorMeta> r(3);
+  const Tensor* in[3] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    r[i].sizes = in[i]->sizes().vec();
+    r[i].dtype = q.dtype();
+    r[i].device = d;
+  }
+  return r;
+}
+KILN_REGISTER_META(_scaled_dot_product_flash_attention_backward, meta_flash_backward);
+
+// Whether an attention goes to the fused op: where its kernel beats the matmul path (CUDA, half
+// precision, head sizes its tensor-core tiles take), without a mask or dropout (not in it yet).
+bool flash_eligible(const OpCall& c) {
+  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
+  if (!q.is_cuda() || c.in(3).defined() || c.attrs.f(0) > 0) return false;
+  if (q.dtype() != DType::BFloat16 && q.dtype() != DType::Float16) return false;
+  int64_t E = q.sizes().back();
+  if (E % 16 != 0 || E > 128 || v.sizes().back() != E) return false;
+  if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
+  for (int64_t d = 0; d < q.dim() - 2; ++d)
+    if (k.sizes()[d] != q.sizes()[d] || v.sizes()[d] != q.sizes()[d]) return false;
+  return q.sizes()[q.dim() - 2] > 0 && k.sizes()[k.dim() - 2] > 0;
+}
+
+std::vector<Tensor> flash_attention(const OpCall& c) {
+  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
+  double scale = c.attrs.opt_f(2).value_or(1.0 / std::sqrt(static_cast<double>(q.sizes().back())));
+  auto flat = [](const Tensor& t) {
+    int64_t n = t.dim();
+    return reshape(t, {-1, t.sizes()[n - 2], t.sizes()[n - 1]});
+  };
+  std::vector<Tensor> r = call_op(OpId::_scaled_dot_product_flash_attention, {flat(q), flat(k), flat(v)},
+                                  {c.attrs.b(1), scale});
+  return {reshape(r[0], q.sizes().vec())};
+}
+
 // softmax(q k^T * scale + mask) v, in the opmath type. Rows whose keys are all
 // masked out give zeros (torch's safe softmax) rather than NaN.
 std::vector<Tensor> decomp_sdpa(const OpCall& c) {
   meta_sdpa(c);
+  if (flash_eligible(c)) return flash_attention(c);
   const Tensor& mask = c.in(3);
   DType dt = c.in(0).dtype(), ct = opmath(dt);
   // On CUDA the two matmuls of a bf16/fp16 attention run in that dtype (tensor cores, float

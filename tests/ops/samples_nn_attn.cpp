@@ -1,4 +1,7 @@
 // Samples for scaled_dot_product_attention, embedding_bag and interpolate (Note [Op samples]).
+#include <algorithm>
+
+#include "dispatch/dispatch.h"
 #include "tests/ops/samples_nn_util.h"
 
 namespace kiln::test {
@@ -127,6 +130,152 @@ std::vector<ErrorSample> sdpa_errors() {
   };
 }
 KILN_OP_SAMPLES(scaled_dot_product_attention, sdpa_samples, sdpa_errors);
+
+// ---- _scaled_dot_product_flash_attention (Note [Flash attention]) ----
+// The rows' weights P [N, L, S] (explicit softmax, zero where masked) and logsumexp [N, L] of
+// the scaled scores, for 3-D q, k.
+struct RefWeights {
+  Ref p, lse;
+};
+RefWeights ref_weights(const Ref& q, const Ref& k, bool causal, double scale) {
+  int64_t N = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1];
+  RefWeights w{Ref({N, L, S}), Ref({N, L})};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> s;
+      std::vector<int64_t> cols;
+      for (int64_t j = 0; j < S && (!causal || j <= i); ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += q.v[(n * L + i) * E + e] * k.v[(n * S + j) * E + e];
+        s.push_back(dot * scale);
+        cols.push_back(j);
+      }
+      if (s.empty()) {
+        w.lse.v[n * L + i] = -kInf;
+        continue;
+      }
+      double m = *std::max_element(s.begin(), s.end()), sum = 0;
+      for (double x : s) sum += std::exp(x - m);
+      w.lse.v[n * L + i] = m + std::log(sum);
+      for (size_t c = 0; c < s.size(); ++c) w.p.v[(n * L + i) * S + cols[c]] = std::exp(s[c] - m) / sum;
+    }
+  return w;
+}
+
+// C [N, a, b] = A [N, a, k] B [N, k, b], with A or B read transposed ([N, k, a] / [N, b, k]).
+Ref ref_bmm(const Ref& A, const Ref& B, bool ta, bool tb) {
+  int64_t N = A.shape[0], a = ta ? A.shape[2] : A.shape[1], kk = ta ? A.shape[1] : A.shape[2];
+  int64_t b = tb ? B.shape[1] : B.shape[2];
+  Ref C({N, a, b});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j) {
+        double acc = 0;
+        for (int64_t t = 0; t < kk; ++t)
+          acc += A.at({n, ta ? t : i, ta ? i : t}) * B.at({n, tb ? j : t, tb ? t : j});
+        C.at({n, i, j}) = acc;
+      }
+  return C;
+}
+
+std::vector<OpSample> flash_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Shape qs, Shape ks, Shape vs, DType t, bool causal, double scale, bool nc = false) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {make_input(qs, t, 11, -1, 1, nc), make_input(ks, t, 12), make_input(vs, t, 13)};
+    s.fn = [=](const TensorList& in) {
+      return call_op(OpId::_scaled_dot_product_flash_attention, {in[0], in[1], in[2]}, {causal, scale});
+    };
+    s.reference = [=](const TensorList& in) {
+      RefWeights w = ref_weights(Ref::of(in[0]), Ref::of(in[1]), causal, scale);
+      DType lt = t == kFloat64 ? kFloat64 : kFloat32;
+      return TensorList{ref_bmm(w.p, Ref::of(in[2]), false, false).to(t), w.lse.to(lt)};
+    };
+    s.grad_inputs = {0, 1, 2};
+    if (in_reduced(t)) s.atol = 2e-2;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) add("[2,3,4]x[2,5,4]x[2,5,6] " + dname(t), {2, 3, 4}, {2, 5, 4}, {2, 5, 6}, t, false, 0.5);
+  add("causal L=3 S=5", {1, 3, 4}, {1, 5, 4}, {1, 5, 2}, kFloat64, true, 0.5);
+  add("causal L=5 S=3, noncontig q", {2, 5, 3}, {2, 3, 3}, {2, 3, 3}, kFloat64, true, 0.7, true);
+  add("causal L=S=4 float32", {2, 4, 3}, {2, 4, 3}, {2, 4, 3}, kFloat32, true, 1.0);
+  // Rows longer than one tile of a device kernel (64), head size 16 (a tensor-core tile).
+  for (DType t : {kFloat32, DType::BFloat16, DType::Float16})
+    add("long causal L=S=80 E=16 " + dname(t), {2, 80, 16}, {2, 80, 16}, {2, 80, 16}, t, true, 0.25);
+  add("long L=70 S=130 E=32 bfloat16", {1, 70, 32}, {1, 130, 32}, {1, 130, 32}, DType::BFloat16, false, 0.2);
+  {
+    OpSample s;
+    s.name = "no keys: zeros and -inf";
+    s.inputs = {make_input({1, 2, 3}, kFloat64, 1), make_input({1, 0, 3}, kFloat64, 2),
+                make_input({1, 0, 2}, kFloat64, 3)};
+    s.fn = [](const TensorList& in) {
+      return call_op(OpId::_scaled_dot_product_flash_attention, {in[0], in[1], in[2]}, {false, 1.0});
+    };
+    s.reference = [](const TensorList&) {
+      return TensorList{Ref({1, 2, 2}).to(kFloat64), Ref({1, 2}, -kInf).to(kFloat64)};
+    };
+    s.check_grad = false;
+    out.push_back(s);
+  }
+  return out;
+}
+std::vector<ErrorSample> flash_errors() {
+  auto x = [](Shape s, DType t = kFloat32) { return make_input(s, t, 1); };
+  auto call = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    call_op(OpId::_scaled_dot_product_flash_attention, {q, k, v}, {false, 1.0});
+  };
+  return {
+      {"4-D query", [=] { call(x({1, 2, 3, 4}), x({1, 2, 3, 4}), x({1, 2, 3, 4})); }, "expected 3-D"},
+      {"head sizes", [=] { call(x({2, 3, 4}), x({2, 5, 3}), x({2, 5, 4})); }, "expected q [N, L, E]"},
+      {"dtypes", [=] { call(x({2, 3, 4}), x({2, 5, 4}, kFloat64), x({2, 5, 4})); }, "of one dtype"},
+  };
+}
+KILN_OP_SAMPLES(_scaled_dot_product_flash_attention, flash_samples, flash_errors);
+
+// The backward op against the explicit weights: dV = P^T dO, dS = P * (dO V^T - D) with
+// D = rowsum(dO * O) - grad_logsumexp, dQ = scale dS K, dK = scale dS^T Q.
+std::vector<OpSample> flash_backward_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Shape qs, Shape ks, Shape vs, DType t, bool causal, double scale, bool glse) {
+    OpSample s;
+    s.name = std::move(name);
+    Tensor q = make_input(qs, t, 21, -1, 1), k = make_input(ks, t, 22), v = make_input(vs, t, 23);
+    std::vector<Tensor> f = call_op(OpId::_scaled_dot_product_flash_attention, {q, k, v}, {causal, scale});
+    Tensor go = make_input(f[0].sizes().vec(), t, 24);
+    Tensor gl = glse ? make_input(f[1].sizes().vec(), f[1].dtype(), 25) : Tensor();
+    s.inputs = {go, q, k, v, f[0], f[1], gl};
+    s.fn = [=](const TensorList& in) {
+      return call_op(OpId::_scaled_dot_product_flash_attention_backward, in, {causal, scale});
+    };
+    s.reference = [=](const TensorList& in) {
+      Ref dO = Ref::of(in[0]), Q = Ref::of(in[1]), K = Ref::of(in[2]), V = Ref::of(in[3]), O = Ref::of(in[4]);
+      RefWeights w = ref_weights(Q, K, causal, scale);
+      Ref dP = ref_bmm(dO, V, false, true);  // [N, L, S]
+      int64_t N = qs[0], L = qs[1], S = ks[1], Ev = vs[2];
+      Ref dS({N, L, S});
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < L; ++i) {
+          double D = glse ? -Ref::of(in[6]).v[n * L + i] : 0.0;
+          for (int64_t c = 0; c < Ev; ++c) D += dO.at({n, i, c}) * O.at({n, i, c});
+          for (int64_t j = 0; j < S; ++j) dS.at({n, i, j}) = w.p.at({n, i, j}) * (dP.at({n, i, j}) - D) * scale;
+        }
+      return TensorList{ref_bmm(dS, K, false, false).to(t), ref_bmm(dS, Q, true, false).to(t),
+                        ref_bmm(w.p, dO, true, false).to(t)};
+    };
+    s.check_grad = false;
+    if (in_reduced(t)) s.atol = 3e-2;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes)
+    add("[2,3,4]x[2,5,4]x[2,5,6] " + dname(t), {2, 3, 4}, {2, 5, 4}, {2, 5, 6}, t, false, 0.5, false);
+  add("causal L=5 S=3 with grad_logsumexp", {2, 5, 3}, {2, 3, 3}, {2, 3, 3}, kFloat64, true, 0.7, true);
+  for (DType t : {kFloat32, DType::BFloat16, DType::Float16})
+    add("long causal L=S=80 E=16 " + dname(t), {2, 80, 16}, {2, 80, 16}, {2, 80, 16}, t, true, 0.25, false);
+  add("long L=70 S=130 E=32 bfloat16", {1, 70, 32}, {1, 130, 32}, {1, 130, 32}, DType::BFloat16, false, 0.2, true);
+  return out;
+}
+KILN_OP_SAMPLES(_scaled_dot_product_flash_attention_backward, flash_backward_samples, nullptr);
 
 // ---- embedding_bag ----
 std::vector<OpSample> embedding_bag_samples() {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "dispatch/dispatch.h"
@@ -55,6 +56,18 @@ TEST_P(TorchParity, Samples) {
   const OpId op = static_cast<OpId>(GetParam());
   const std::string name = op_info(op).name;
   const std::string count = meta(name + ".cases");
+  // Ops added since the fixture was last made, that it would not compare anyway (their reason is
+  // also in make_torch_ops_fixture.py's REASONS, for the next time it is made).
+  static const std::map<std::string, std::string> kNotInFixture = {
+      {"_scaled_dot_product_flash_attention",
+       "torch 1.13 lacks it: its fused attention op arrived in torch 2.0 (and is internal there)"},
+      {"_scaled_dot_product_flash_attention_backward",
+       "torch 1.13 lacks it: its fused attention op arrived in torch 2.0 (and is internal there)"},
+  };
+  if (count.empty() && kNotInFixture.count(name)) {
+    EXPECT_TRUE(valid_reason(kNotInFixture.at(name)));
+    GTEST_SKIP() << name << ": " << kNotInFixture.at(name);
+  }
   ASSERT_FALSE(count.empty()) << name << " is not in tests/fixtures/torch_ops.safetensors: rerun the steps of "
                               << "Note [Torch parity fixture] (tests/ops/torch_parity_dump.cpp)";
   const std::string reason = meta(name + ".reason");
