@@ -208,5 +208,35 @@ TEST(CudaNn, ForeachEqualsTheLoopOfSingleOps) {
   expect_same(_foreach_addcmul(a, t1, t2, per), want_addcmul);
 }
 
+// tril/triu, roll, repeat and one_hot: the kernels' index forms (negative and large diagonals,
+// several rolled dims, the flattened roll, leading repeat dims, a repeat past 8 dims) and
+// one_hot's error for a class value out of range.
+TEST(CudaNn, TriRollRepeatOneHot) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(28);
+  Tensor x = randn({2, 5, 7});
+  for (int64_t k : {-7, -2, 0, 1, 3, 9}) {
+    expect_close(tril(x.cuda(), k), tril(x, k), 0, 0);
+    expect_close(triu(x.cuda().transpose(1, 2), k), triu(x.transpose(1, 2), k), 0, 0);
+    expect_close(triu(x.to(kFloat16).cuda(), k), triu(x.to(kFloat16), k), 0, 0);
+  }
+  Tensor xi = randint(-9, 9, {6, 4, 5});
+  expect_close(roll(xi.cuda(), {2, -1}, {0, 2}), roll(xi, {2, -1}, {0, 2}), 0, 0);
+  expect_close(roll(xi.cuda(), {13}, {1}), roll(xi, {13}, {1}), 0, 0);
+  expect_close(roll(xi.cuda().transpose(0, 2), {-7}, {}), roll(xi.transpose(0, 2), {-7}, {}), 0, 0);
+  expect_close(xi.cuda().repeat({2, 1, 3, 2}), xi.repeat({2, 1, 3, 2}), 0, 0);
+  expect_close(xi.cuda().transpose(0, 1).repeat({1, 2, 1}), xi.transpose(0, 1).repeat({1, 2, 1}), 0, 0);
+  Tensor small = randn({2, 1, 2});
+  std::vector<int64_t> many = {1, 2, 1, 2, 1, 2, 1, 2, 2};  // 9 dims, more than one copy can take split
+  expect_close(small.cuda().repeat(many), small.repeat(many), 0, 0);
+  Tensor cls = randint(0, 6, {3, 4});
+  expect_close(one_hot(cls.cuda(), 6), one_hot(cls, 6), 0, 0);
+  Tensor wrong = cls.clone();
+  wrong.select(0, 1).select(0, 2).fill_(6);
+  EXPECT_THROW(one_hot(wrong.cuda(), 6), Error);
+  wrong.select(0, 0).select(0, 3).fill_(-1);
+  EXPECT_THROW(one_hot(wrong.cuda(), 6), Error);
+}
+
 }  // namespace
 }  // namespace kiln

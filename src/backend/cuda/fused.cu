@@ -1,9 +1,11 @@
-// Fused CUDA kernels (fused.h): softmax / log_softmax and layer_norm in one launch each, and the
-// foreach ops as a multi-tensor apply (many tensors per launch, PyTorch's multi_tensor_apply).
+// Fused CUDA kernels (fused.h): softmax / log_softmax and layer_norm in one launch each, the
+// foreach ops as a multi-tensor apply (many tensors per launch, PyTorch's multi_tensor_apply),
+// and tril/triu and one_hot (the ops that had only their many-launch decompositions).
 #include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise_kernel.cuh"
 #include "backend/cuda/fused.h"
 #include "core/dtype_dispatch.h"
@@ -382,6 +384,27 @@ void visit_foreach_op(ForeachOp op, const Run& run) {
   KILN_FAIL("internal: unknown foreach op");
 }
 
+// ---- tril / triu, one_hot ----
+template <class W>  // an unsigned type of the element's width
+__global__ void tri_zero_kernel(bool lower, int64_t k, W* out, int64_t total, int64_t n, int64_t m) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
+    const int64_t j = e % m, i = (e / m) % n;
+    if (lower ? j > i + k : j < i + k) out[e] = W(0);
+  }
+}
+
+__global__ void one_hot_kernel(const int64_t* idx, int64_t count, int64_t classes, int64_t* out, int64_t* bad) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    const int64_t v = idx[i];
+    if (v < 0 || v >= classes)
+      atomicMin(reinterpret_cast<unsigned long long*>(bad), static_cast<unsigned long long>(i));
+    else
+      out[i * classes + v] = 1;
+  }
+}
+
 }  // namespace
 
 void launch_softmax(bool log, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
@@ -437,6 +460,39 @@ void launch_foreach_strided(ForeachOp op, DType t, const ElementwiseArgs& a, dou
   visit_floating(t, "foreach", [&]<class T>() {
     visit_foreach_op(op, [&]<template <class> class F, int N>() { run_strided<T, F, N>(a, scalar, alpha, s); });
   });
+}
+
+void launch_tri_zero(bool lower, int64_t k, int itemsize, void* out, int64_t mats, int64_t n, int64_t m,
+                     cudaStream_t s) {
+  const int64_t total = mats * n * m;
+  if (total == 0) return;
+  auto run = [&]<class W>() {
+    tri_zero_kernel<W><<<grid_for(total), kThreads, 0, s>>>(lower, k, static_cast<W*>(out), total, n, m);
+  };
+  switch (itemsize) {
+    case 1:
+      run.template operator()<uint8_t>();
+      break;
+    case 2:
+      run.template operator()<uint16_t>();
+      break;
+    case 4:
+      run.template operator()<uint32_t>();
+      break;
+    default:
+      run.template operator()<uint64_t>();
+      break;
+  }
+  check_launch();
+}
+
+void launch_one_hot(const int64_t* idx, int64_t count, int64_t classes, int64_t* out, int64_t* bad, cudaStream_t s) {
+  if (count * classes > 0)
+    KILN_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(count * classes) * sizeof(int64_t), s),
+                    "cudaMemsetAsync");
+  if (count == 0) return;
+  one_hot_kernel<<<grid_for(count), kThreads, 0, s>>>(idx, count, classes, out, bad);
+  check_launch();
 }
 
 }  // namespace kiln::cuda

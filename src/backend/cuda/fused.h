@@ -50,4 +50,15 @@ void launch_foreach(ForeachOp op, DType t, const ForeachItem* items, int64_t cou
 void launch_foreach_strided(ForeachOp op, DType t, const ElementwiseArgs& a, double scalar, ForeachAlpha alpha,
                             cudaStream_t s);
 
+// tril / triu on dense out [mats, n, m] (elements of `itemsize` bytes), already holding x:
+// zeroes what the triangle drops (tril keeps j <= i + k, triu keeps j >= i + k). Zero is the
+// all-zero bit pattern in every dtype.
+void launch_tri_zero(bool lower, int64_t k, int itemsize, void* out, int64_t mats, int64_t n, int64_t m,
+                     cudaStream_t s);
+
+// one_hot of `count` int64 class values into dense int64 out [count, classes] (zeroed here).
+// bad: one device int64 holding `count`; the smallest position whose value is outside
+// [0, classes) is left there (atomicMin), so the host can name the CPU's first bad value.
+void launch_one_hot(const int64_t* idx, int64_t count, int64_t classes, int64_t* out, int64_t* bad, cudaStream_t s);
+
 }  // namespace kiln::cuda
