@@ -272,20 +272,21 @@ struct FMaximum {
 
 // The multi-tensor launch's argument table (kept well under the 4 KiB kernel-parameter limit):
 // up to kMaxTensors tensors and kMaxBlocks blocks, each block one kChunk-element chunk of one
-// tensor.
+// tensor. 320 blocks of 512 threads keep an H100's 132 SMs busy (PyTorch's sizes).
 constexpr int64_t kChunk = 65536;
 constexpr int kMaxTensors = 24;
-constexpr int kMaxBlocks = 160;
-constexpr int kForeachThreads = 256;
+constexpr int kMaxBlocks = 320;
+constexpr int kForeachThreads = 512;
 
 template <int N>  // operands: the written one and N - 1 inputs
 struct ListMeta {
   void* data[N][kMaxTensors];
   int64_t numel[kMaxTensors];
   double scalar[kMaxTensors];
-  int block_tensor[kMaxBlocks];
   int block_chunk[kMaxBlocks];
+  unsigned char block_tensor[kMaxBlocks];
 };
+static_assert(kMaxTensors <= 256, "block_tensor holds a tensor's slot in a byte");
 static_assert(sizeof(ListMeta<4>) + sizeof(ForeachAlpha) < 4000, "kernel arguments are limited to 4 KiB");
 
 template <class T, template <class> class F, int N>
@@ -321,7 +322,7 @@ void run_multi_tensor(const ForeachItem* items, int64_t count, ForeachAlpha alph
     m.scalar[nt] = it.scalar;
     const int64_t chunks = (it.numel + kChunk - 1) / kChunk;
     for (int64_t c = 0; c < chunks; ++c) {
-      m.block_tensor[nb] = nt;
+      m.block_tensor[nb] = static_cast<unsigned char>(nt);
       m.block_chunk[nb] = static_cast<int>(c);
       ++nb;
       if (nb == kMaxBlocks) {
