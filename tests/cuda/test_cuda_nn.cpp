@@ -94,5 +94,149 @@ TEST(CudaNn, NonzeroAndMaskedSelect) {
   expect_close(y.cuda().index({ym.cuda()}), y.index({ym}), 0, 0);  // a 2-d mask: nonzero, then two index tensors
 }
 
+// The fused softmax's three paths (a warp per short row, a block per long row, a thread per
+// column for other dims) and layer_norm's two, against the CPU kernels.
+TEST(CudaNn, FusedSoftmaxAndLayerNorm) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(26);
+  Tensor x = randn({3, 5000}) * 4;
+  expect_close(softmax(x.cuda(), 1), softmax(x, 1), 1e-5, 1e-8);
+  expect_close(log_softmax(x.cuda(), -1), log_softmax(x, -1), 1e-5, 1e-5);
+  Tensor d = randn({2, 3000}, kFloat64) * 10;
+  expect_close(softmax(d.cuda(), 1), softmax(d, 1), 1e-10, 1e-14);
+  expect_close(log_softmax(d.cuda(), 1), log_softmax(d, 1), 1e-10, 1e-10);
+  Tensor y = randn({4, 37, 6});
+  for (int64_t dim : {0, 1, 2, -1}) {
+    expect_close(softmax(y.cuda(), dim), softmax(y, dim), 1e-5, 1e-7);
+    expect_close(log_softmax(y.cuda(), dim), log_softmax(y, dim), 1e-5, 1e-5);
+  }
+  expect_close(softmax(y.cuda().transpose(1, 2), 1), softmax(y.transpose(1, 2), 1), 1e-5, 1e-7);  // strided input
+  Tensor h = randn({5, 2000}).to(kFloat16);
+  expect_close(softmax(h.cuda(), 1), softmax(h, 1), 1e-3, 1e-5);
+  expect_close(softmax(h.cuda(), 1, kFloat32), softmax(h, 1, kFloat32), 1e-5, 1e-7);  // dtype: converted first
+  expect_close(log_softmax(h.to(kBFloat16).cuda(), 0), log_softmax(h.to(kBFloat16), 0), 1e-2, 1e-2);
+  // -inf adds nothing; a row of only -inf, or one with a NaN or +inf, is NaN throughout (as the CPU).
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t n : {40, 3000}) {
+    Tensor s = randn({4, n});
+    s.select(0, 0).fill_(-inf);
+    s.select(0, 1).narrow(0, 3, 7).fill_(-inf);
+    s.select(0, 2).narrow(0, 5, 1).fill_(nan);
+    s.select(0, 3).narrow(0, 9, 1).fill_(inf);
+    expect_close(softmax(s.cuda(), 1), softmax(s, 1), 1e-5, 1e-8);
+    expect_close(log_softmax(s.cuda(), 1), log_softmax(s, 1), 1e-5, 1e-5);
+    expect_close(softmax(s.t().contiguous().cuda(), 0), softmax(s.t().contiguous(), 0), 1e-5, 1e-8);
+  }
+  expect_close(softmax(randn({0, 7}).cuda(), 1), softmax(randn({0, 7}), 1));
+  Tensor one = randn({});
+  expect_close(softmax(one.cuda(), 0), softmax(one, 0));
+  for (int64_t n : {64, 3000}) {
+    Tensor a = randn({6, 2, n}) * 3 + 1, w = randn({2, n}), b = randn({2, n});
+    expect_close(layer_norm(a.cuda(), {2, n}, w.cuda(), b.cuda()), layer_norm(a, {2, n}, w, b), 1e-4, 1e-4);
+    expect_close(layer_norm(a.cuda(), {n}), layer_norm(a, {n}), 1e-4, 1e-4);
+    Tensor ah = a.to(kBFloat16);
+    expect_close(layer_norm(ah.cuda(), {n}, w[0].cuda(), b[0].cuda()), layer_norm(ah, {n}, w[0], b[0]), 2e-2, 2e-2);
+  }
+}
+
+// Note [CUDA foreach]: a foreach step over many tensors (several launches' worth, one split
+// across launches, an empty one, a strided one, three dtypes) equals the loop of single-tensor
+// ops bit for bit.
+TEST(CudaNn, ForeachEqualsTheLoopOfSingleOps) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(27);
+  std::vector<std::vector<int64_t>> shapes = {{0}, {1}, {7, 3}, {65539}, {300001}, {11000000}};
+  for (int64_t i = 0; i < 30; ++i) shapes.push_back({i + 1, 5});
+  auto make = [&]() {
+    std::vector<Tensor> v;
+    for (const auto& s : shapes) v.push_back(rand(s).add(0.25).cuda());
+    v.push_back(rand({40, 30}).add(0.25).cuda().t());  // not contiguous
+    v.push_back(rand({9, 4}, kFloat64).add(0.25).cuda());
+    v.push_back(rand({33}).add(0.25).to(kFloat16).cuda());
+    v.push_back(rand({17}).add(0.25).to(kBFloat16).cuda());
+    return v;
+  };
+  // Copies keeping each layout (the strided one stays strided).
+  auto copies = [](const std::vector<Tensor>& v) {
+    std::vector<Tensor> c;
+    for (const Tensor& x : v) c.push_back(x.is_contiguous() ? x.clone() : x.t().clone().t());
+    return c;
+  };
+  auto expect_same = [](const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i].cpu(), 0, 0);
+  };
+  const std::vector<Tensor> self = make(), t1 = make(), t2 = make();
+  ASSERT_FALSE(self[shapes.size()].is_contiguous());
+  const size_t n = self.size();
+  std::vector<double> per(n);
+  for (size_t i = 0; i < n; ++i) per[i] = 0.05 + 0.01 * static_cast<double>(i);
+  std::vector<Tensor> a = copies(self), b = copies(self);
+  _foreach_mul_(a, 0.9);
+  _foreach_add_(a, t1, 0.1);
+  _foreach_add_(a, t2);
+  _foreach_addcmul_(a, t1, t2, per);
+  _foreach_addcdiv_(a, t1, t2, -0.3);
+  _foreach_lerp_(a, t2, per);
+  _foreach_maximum_(a, t1);
+  _foreach_add_(a, per);
+  _foreach_div_(a, 1.7);
+  _foreach_mul_(a, per);
+  for (size_t i = 0; i < n; ++i) {
+    b[i].mul_(0.9);
+    b[i].add_(t1[i], 0.1);
+    b[i].add_(t2[i]);
+    b[i].addcmul_(t1[i], t2[i], per[i]);
+    b[i].addcdiv_(t1[i], t2[i], -0.3);
+    b[i].lerp_(t2[i], per[i]);
+    b[i].copy_(maximum(b[i], t1[i]));
+    b[i].add_(Scalar(per[i]));
+    b[i].div_(1.7);
+    b[i].mul_(Scalar(per[i]));
+  }
+  expect_same(a, b);
+  std::vector<Tensor> want_sqrt, want_neg, want_add, want_addcmul;
+  for (size_t i = 0; i < n; ++i) {
+    want_sqrt.push_back(sqrt(b[i]));
+    want_neg.push_back(neg(b[i]));
+    want_add.push_back(add(b[i], t1[i], 2));
+    want_addcmul.push_back(addcmul(b[i], t1[i], t2[i], per[i]));
+  }
+  expect_same(_foreach_sqrt(a), want_sqrt);
+  expect_same(_foreach_neg(a), want_neg);
+  expect_same(_foreach_add(a, t1, 2), want_add);
+  expect_same(_foreach_addcmul(a, t1, t2, per), want_addcmul);
+}
+
+// tril/triu, roll, repeat and one_hot: the kernels' index forms (negative and large diagonals,
+// several rolled dims, the flattened roll, leading repeat dims, a repeat past 8 dims) and
+// one_hot's error for a class value out of range.
+TEST(CudaNn, TriRollRepeatOneHot) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(28);
+  Tensor x = randn({2, 5, 7});
+  for (int64_t k : {-7, -2, 0, 1, 3, 9}) {
+    expect_close(tril(x.cuda(), k), tril(x, k), 0, 0);
+    expect_close(triu(x.cuda().transpose(1, 2), k), triu(x.transpose(1, 2), k), 0, 0);
+    expect_close(triu(x.to(kFloat16).cuda(), k), triu(x.to(kFloat16), k), 0, 0);
+  }
+  Tensor xi = randint(-9, 9, {6, 4, 5});
+  expect_close(roll(xi.cuda(), {2, -1}, {0, 2}), roll(xi, {2, -1}, {0, 2}), 0, 0);
+  expect_close(roll(xi.cuda(), {13}, {1}), roll(xi, {13}, {1}), 0, 0);
+  expect_close(roll(xi.cuda().transpose(0, 2), {-7}, {}), roll(xi.transpose(0, 2), {-7}, {}), 0, 0);
+  expect_close(xi.cuda().repeat({2, 1, 3, 2}), xi.repeat({2, 1, 3, 2}), 0, 0);
+  expect_close(xi.cuda().transpose(0, 1).repeat({1, 2, 1}), xi.transpose(0, 1).repeat({1, 2, 1}), 0, 0);
+  Tensor small = randn({2, 1, 2});
+  std::vector<int64_t> many = {1, 2, 1, 2, 1, 2, 1, 2, 2};  // 9 dims, more than one copy can take split
+  expect_close(small.cuda().repeat(many), small.repeat(many), 0, 0);
+  Tensor cls = randint(0, 6, {3, 4});
+  expect_close(one_hot(cls.cuda(), 6), one_hot(cls, 6), 0, 0);
+  Tensor wrong = cls.clone();
+  wrong.select(0, 1).select(0, 2).fill_(6);
+  EXPECT_THROW(one_hot(wrong.cuda(), 6), Error);
+  wrong.select(0, 0).select(0, 3).fill_(-1);
+  EXPECT_THROW(one_hot(wrong.cuda(), 6), Error);
+}
+
 }  // namespace
 }  // namespace kiln

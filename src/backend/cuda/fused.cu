@@ -1,0 +1,499 @@
+// Fused CUDA kernels (fused.h): softmax / log_softmax and layer_norm in one launch each, the
+// foreach ops as a multi-tensor apply (many tensors per launch, PyTorch's multi_tensor_apply),
+// and tril/triu and one_hot (the ops that had only their many-launch decompositions).
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/cuda/fused.h"
+#include "core/dtype_dispatch.h"
+#include "core/scalar_math.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int64_t kWarpRowMax = 1024;  // rows up to this long get a warp, longer ones a block
+constexpr int kWarpRowThreads = 128;   // 4 rows per block
+constexpr int kBlockRowThreads = 512;
+
+unsigned capped_grid(int64_t blocks) {
+  if (blocks < 1) blocks = 1;
+  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
+}
+
+// ---- group reductions: a warp (shuffles only) or a whole block (shuffles, then the warps'
+// results combined by every thread in warp order, so the answer does not depend on timing) ----
+
+template <class C>
+struct MaxSum {
+  C m, s;  // the largest value seen and the sum of exp(x - m) over the values seen
+};
+
+template <class C>
+__device__ inline C shfl_xor(C v, int lane_mask) {
+  return __shfl_xor_sync(kFullMask, v, lane_mask);
+}
+template <class C>
+__device__ inline MaxSum<C> shfl_xor(MaxSum<C> v, int lane_mask) {
+  return {__shfl_xor_sync(kFullMask, v.m, lane_mask), __shfl_xor_sync(kFullMask, v.s, lane_mask)};
+}
+
+// Every thread of the group gets the combination of every thread's v. Block mode uses
+// shared[0..31]; all threads of the block must call it alike.
+template <bool Warp, class V, class F>
+__device__ inline V group_reduce(V v, const F& combine, V* shared) {
+  for (int off = kWarp / 2; off > 0; off >>= 1) v = combine(v, shfl_xor(v, off));
+  if constexpr (Warp) {
+    return v;
+  } else {
+    const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+    const int warps = static_cast<int>(blockDim.x) / kWarp;
+    __syncthreads();  // the previous call's reads of shared are done
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    V r = shared[0];
+    for (int w = 1; w < warps; ++w) r = combine(r, shared[w]);
+    return r;
+  }
+}
+
+// ---- softmax: the CPU's max, sum of exp(x - max), then exp(x - max) / sum (or x - max - log(sum)),
+// with the max and sum taken online. A -inf adds nothing (the CPU's exp(-inf - max) = 0; a row
+// of only -inf ends with max -inf, sum 0: NaN, as the CPU's). A NaN is never the max (the CPU's
+// std::max keeps the earlier value) but makes the sum NaN; +inf makes it NaN too (inf - inf).
+
+template <class C>
+__device__ inline void online_add(MaxSum<C>& a, C x) {
+  if (x == -std::numeric_limits<C>::infinity()) return;
+  const C nm = a.m < x ? x : a.m;
+  a.s = a.s * math::Exp{}(a.m - nm) + math::Exp{}(x - nm);
+  a.m = nm;
+}
+
+template <class C>
+struct CombineMaxSum {
+  __device__ MaxSum<C> operator()(MaxSum<C> a, MaxSum<C> b) const {
+    const C nm = a.m < b.m ? b.m : a.m;
+    if (nm == -std::numeric_limits<C>::infinity()) return {nm, a.s + b.s};  // only -inf on both sides
+    return {nm, a.s * math::Exp{}(a.m - nm) + b.s * math::Exp{}(b.m - nm)};
+  }
+};
+
+template <class C>
+struct Plus {
+  __device__ C operator()(C a, C b) const { return a + b; }
+};
+
+// The row this thread starts at, how many rows its group advances by, and its place in the row.
+template <bool Warp>
+struct RowGroup {
+  int64_t first, step;
+  int lane, width;
+  __device__ RowGroup() {
+    if constexpr (Warp) {
+      const int64_t per = blockDim.x / kWarp;
+      first = static_cast<int64_t>(blockIdx.x) * per + threadIdx.x / kWarp;
+      step = static_cast<int64_t>(gridDim.x) * per;
+      lane = static_cast<int>(threadIdx.x) % kWarp;
+      width = kWarp;
+    } else {
+      first = blockIdx.x;
+      step = gridDim.x;
+      lane = static_cast<int>(threadIdx.x);
+      width = static_cast<int>(blockDim.x);
+    }
+  }
+};
+
+template <class T, bool Log, bool Warp>
+__global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n) {
+  using C = math::opmath_t<T>;
+  __shared__ MaxSum<C> shared[kWarp];
+  const RowGroup<Warp> g;
+  // Every thread of a block runs the same number of iterations in block mode (the row depends
+  // on blockIdx only), as group_reduce's __syncthreads needs.
+  for (int64_t r = g.first; r < rows; r += g.step) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    MaxSum<C> a{-std::numeric_limits<C>::infinity(), C(0)};
+    for (int64_t i = g.lane; i < n; i += g.width) online_add(a, static_cast<C>(xr[i]));
+    a = group_reduce<Warp>(a, CombineMaxSum<C>{}, shared);
+    if constexpr (Log) {
+      const C lse = a.m + math::Log{}(a.s);
+      for (int64_t i = g.lane; i < n; i += g.width) yr[i] = T(static_cast<C>(xr[i]) - lse);
+    } else {
+      const C inv = C(1) / a.s;
+      for (int64_t i = g.lane; i < n; i += g.width) yr[i] = T(math::Exp{}(static_cast<C>(xr[i]) - a.m) * inv);
+    }
+  }
+}
+
+// A thread per (outer, inner) column; neighbouring threads read neighbouring elements.
+template <class T, bool Log>
+__global__ void softmax_cols_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
+  using C = math::opmath_t<T>;
+  const int64_t cols = outer * inner;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < cols; col += step) {
+    const int64_t o = col / inner, j = col % inner;
+    const T* xc = x + o * n * inner + j;
+    T* yc = y + o * n * inner + j;
+    MaxSum<C> a{-std::numeric_limits<C>::infinity(), C(0)};
+    for (int64_t i = 0; i < n; ++i) online_add(a, static_cast<C>(xc[i * inner]));
+    if constexpr (Log) {
+      const C lse = a.m + math::Log{}(a.s);
+      for (int64_t i = 0; i < n; ++i) yc[i * inner] = T(static_cast<C>(xc[i * inner]) - lse);
+    } else {
+      const C inv = C(1) / a.s;
+      for (int64_t i = 0; i < n; ++i) yc[i * inner] = T(math::Exp{}(static_cast<C>(xc[i * inner]) - a.m) * inv);
+    }
+  }
+}
+
+template <class T, bool Log>
+void run_softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+  if (inner == 1) {
+    if (n <= kWarpRowMax) {
+      const int64_t per = kWarpRowThreads / kWarp;
+      softmax_rows_kernel<T, Log, true>
+          <<<capped_grid((outer + per - 1) / per), kWarpRowThreads, 0, s>>>(x, y, outer, n);
+    } else {
+      softmax_rows_kernel<T, Log, false><<<capped_grid(outer), kBlockRowThreads, 0, s>>>(x, y, outer, n);
+    }
+  } else {
+    softmax_cols_kernel<T, Log><<<grid_for(outer * inner), kThreads, 0, s>>>(x, y, outer, n, inner);
+  }
+}
+
+// ---- layer_norm: mean, then the mean of squared deviations, in opmath (the CPU's two passes) ----
+template <class T, bool Warp>
+__global__ void layer_norm_kernel(const T* x, const math::opmath_t<T>* w, const math::opmath_t<T>* b, T* y,
+                                  int64_t rows, int64_t n, math::opmath_t<T> eps) {
+  using C = math::opmath_t<T>;
+  __shared__ C shared[kWarp];
+  const RowGroup<Warp> g;
+  for (int64_t r = g.first; r < rows; r += g.step) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    C sum = 0;
+    for (int64_t i = g.lane; i < n; i += g.width) sum += static_cast<C>(xr[i]);
+    const C mu = group_reduce<Warp>(sum, Plus<C>{}, shared) / C(n);
+    C sq = 0;
+    for (int64_t i = g.lane; i < n; i += g.width) {
+      const C dv = static_cast<C>(xr[i]) - mu;
+      sq += dv * dv;
+    }
+    const C var = group_reduce<Warp>(sq, Plus<C>{}, shared);
+    const C rstd = C(1) / math::Sqrt{}(var / C(n) + eps);
+    for (int64_t i = g.lane; i < n; i += g.width) {
+      C v = (static_cast<C>(xr[i]) - mu) * rstd;
+      if (w) v *= w[i];
+      if (b) v += b[i];
+      yr[i] = T(v);
+    }
+  }
+}
+
+// ---- foreach (Note [CUDA foreach]) ----
+
+// The single-tensor ops' scalar conversions: a wrapped number filled into T (kiln::convert:
+// through float for Half/BFloat16), or an opmath value.
+template <class T>
+KILN_HD T scalar_as(double v) {
+  if constexpr (is_reduced_float_v<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+template <class C>
+KILN_HD C alpha_as(ForeachAlpha a) {
+  if constexpr (std::is_same_v<C, float>)
+    return a.f;
+  else
+    return static_cast<C>(a.d);
+}
+
+// Each functor: built from (scalar, alpha) on host or device, applied to the inputs' elements.
+template <class T>
+struct FNeg {
+  KILN_HD FNeg(double, ForeachAlpha) {}
+  KILN_HD T operator()(T a) const { return math::Neg{}(a); }
+};
+template <class T>
+struct FSqrt {
+  KILN_HD FSqrt(double, ForeachAlpha) {}
+  KILN_HD T operator()(T a) const { return math::Sqrt{}(a); }
+};
+template <class T>
+struct FAddAlpha {
+  math::AddAlpha<math::opmath_t<T>> f;
+  KILN_HD FAddAlpha(double, ForeachAlpha a) : f{alpha_as<math::opmath_t<T>>(a)} {}
+  KILN_HD T operator()(T a, T b) const { return f(a, b); }
+};
+template <class T, class F>
+struct FScalar {
+  T s;
+  KILN_HD FScalar(double v, ForeachAlpha) : s(scalar_as<T>(v)) {}
+  KILN_HD T operator()(T a) const { return F{}(a, s); }
+};
+template <class T>
+using FAddScalar = FScalar<T, math::Add>;
+template <class T>
+using FMulScalar = FScalar<T, math::Mul>;
+template <class T>
+using FDivScalar = FScalar<T, math::Div>;
+template <class T>
+struct FAddcmul {
+  math::Addcmul<math::opmath_t<T>> f;
+  KILN_HD FAddcmul(double v, ForeachAlpha) : f{static_cast<math::opmath_t<T>>(v)} {}
+  KILN_HD T operator()(T a, T b, T c) const { return f(a, b, c); }
+};
+template <class T>
+struct FAddcdiv {
+  math::Addcdiv<math::opmath_t<T>> f;
+  KILN_HD FAddcdiv(double v, ForeachAlpha) : f{static_cast<math::opmath_t<T>>(v)} {}
+  KILN_HD T operator()(T a, T b, T c) const { return f(a, b, c); }
+};
+template <class T>
+struct FLerp {
+  T w;
+  KILN_HD FLerp(double v, ForeachAlpha) : w(scalar_as<T>(v)) {}
+  KILN_HD T operator()(T a, T b) const { return math::Lerp{}(a, b, w); }
+};
+template <class T>
+struct FMaximum {
+  KILN_HD FMaximum(double, ForeachAlpha) {}
+  KILN_HD T operator()(T a, T b) const { return math::Maximum{}(a, b); }
+};
+
+// The multi-tensor launch's argument table (kept well under the 4 KiB kernel-parameter limit):
+// up to kMaxTensors tensors and kMaxBlocks blocks, each block one kChunk-element chunk of one
+// tensor. 320 blocks of 512 threads keep an H100's 132 SMs busy (PyTorch's sizes).
+constexpr int64_t kChunk = 65536;
+constexpr int kMaxTensors = 24;
+constexpr int kMaxBlocks = 320;
+constexpr int kForeachThreads = 512;
+
+template <int N>  // operands: the written one and N - 1 inputs
+struct ListMeta {
+  void* data[N][kMaxTensors];
+  int64_t numel[kMaxTensors];
+  double scalar[kMaxTensors];
+  int block_chunk[kMaxBlocks];
+  unsigned char block_tensor[kMaxBlocks];
+};
+static_assert(kMaxTensors <= 256, "block_tensor holds a tensor's slot in a byte");
+static_assert(sizeof(ListMeta<4>) + sizeof(ForeachAlpha) < 4000, "kernel arguments are limited to 4 KiB");
+
+template <class T, template <class> class F, int N>
+__global__ void multi_tensor_kernel(ListMeta<N> m, ForeachAlpha alpha) {
+  const int t = m.block_tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(m.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < m.numel[t] ? begin + kChunk : m.numel[t];
+  const F<T> f(m.scalar[t], alpha);
+  T* out = static_cast<T*>(m.data[0][t]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    out[i] = [&]<int... K>(std::integer_sequence<int, K...>) {
+      return f(static_cast<const T*>(m.data[K + 1][t])[i]...);
+    }
+    (std::make_integer_sequence<int, N - 1>{});
+  }
+}
+
+template <class T, template <class> class F, int N>
+void run_multi_tensor(const ForeachItem* items, int64_t count, ForeachAlpha alpha, cudaStream_t s) {
+  ListMeta<N> m{};
+  int nt = 0, nb = 0;  // tensors and blocks in the table
+  auto flush = [&] {
+    if (nb == 0) return;
+    multi_tensor_kernel<T, F, N><<<nb, kForeachThreads, 0, s>>>(m, alpha);  // copies m: it may change after
+    check_launch();
+    nb = 0;
+  };
+  for (int64_t k = 0; k < count; ++k) {
+    const ForeachItem& it = items[k];
+    if (it.numel == 0) continue;
+    for (int j = 0; j < N; ++j) m.data[j][nt] = it.data[j];
+    m.numel[nt] = it.numel;
+    m.scalar[nt] = it.scalar;
+    const int64_t chunks = (it.numel + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      m.block_tensor[nb] = static_cast<unsigned char>(nt);
+      m.block_chunk[nb] = static_cast<int>(c);
+      ++nb;
+      if (nb == kMaxBlocks) {
+        flush();
+        if (c + 1 < chunks) {  // this tensor goes on in the next launch, as its slot 0
+          for (int j = 0; j < N; ++j) m.data[j][0] = m.data[j][nt];
+          m.numel[0] = m.numel[nt];
+          m.scalar[0] = m.scalar[nt];
+          nt = 0;
+        } else {
+          nt = -1;  // done with it: the table starts empty
+        }
+      }
+    }
+    ++nt;
+    if (nt == kMaxTensors) {
+      flush();
+      nt = 0;
+    }
+  }
+  flush();
+}
+
+template <class T, template <class> class F, int N>
+void run_strided(const ElementwiseArgs& a, double scalar, ForeachAlpha alpha, cudaStream_t s) {
+  const F<T> f(scalar, alpha);
+  if constexpr (N == 2)
+    launch_elementwise<T, T>(a, f, s);
+  else if constexpr (N == 3)
+    launch_elementwise<T, T, T>(a, f, s);
+  else
+    launch_elementwise<T, T, T, T>(a, f, s);
+}
+
+// Calls run.template operator()<F, N>() with op's functor and operand count.
+template <class Run>
+void visit_foreach_op(ForeachOp op, const Run& run) {
+  switch (op) {
+    case ForeachOp::Neg:
+      return run.template operator()<FNeg, 2>();
+    case ForeachOp::Sqrt:
+      return run.template operator()<FSqrt, 2>();
+    case ForeachOp::AddAlpha:
+      return run.template operator()<FAddAlpha, 3>();
+    case ForeachOp::AddScalar:
+      return run.template operator()<FAddScalar, 2>();
+    case ForeachOp::MulScalar:
+      return run.template operator()<FMulScalar, 2>();
+    case ForeachOp::DivScalar:
+      return run.template operator()<FDivScalar, 2>();
+    case ForeachOp::Addcmul:
+      return run.template operator()<FAddcmul, 4>();
+    case ForeachOp::Addcdiv:
+      return run.template operator()<FAddcdiv, 4>();
+    case ForeachOp::Lerp:
+      return run.template operator()<FLerp, 3>();
+    case ForeachOp::Maximum:
+      return run.template operator()<FMaximum, 3>();
+  }
+  KILN_FAIL("internal: unknown foreach op");
+}
+
+// ---- tril / triu, one_hot ----
+template <class W>  // an unsigned type of the element's width
+__global__ void tri_zero_kernel(bool lower, int64_t k, W* out, int64_t total, int64_t n, int64_t m) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
+    const int64_t j = e % m, i = (e / m) % n;
+    if (lower ? j > i + k : j < i + k) out[e] = W(0);
+  }
+}
+
+__global__ void one_hot_kernel(const int64_t* idx, int64_t count, int64_t classes, int64_t* out, int64_t* bad) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    const int64_t v = idx[i];
+    if (v < 0 || v >= classes)
+      atomicMin(reinterpret_cast<unsigned long long*>(bad), static_cast<unsigned long long>(i));
+    else
+      out[i * classes + v] = 1;
+  }
+}
+
+}  // namespace
+
+void launch_softmax(bool log, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                    cudaStream_t s) {
+  if (outer * n * inner == 0) return;
+  visit_floating(t, log ? "log_softmax" : "softmax", [&]<class T>() {
+    const T* xp = static_cast<const T*>(x);
+    T* yp = static_cast<T*>(y);
+    if (log)
+      run_softmax<T, true>(xp, yp, outer, n, inner, s);
+    else
+      run_softmax<T, false>(xp, yp, outer, n, inner, s);
+  });
+  check_launch();
+}
+
+void launch_layer_norm(DType t, const void* x, const void* weight, const void* bias, void* y, int64_t rows, int64_t n,
+                       double eps, cudaStream_t s) {
+  if (rows * n == 0) return;
+  visit_floating(t, "layer_norm", [&]<class T>() {
+    using C = math::opmath_t<T>;
+    const T* xp = static_cast<const T*>(x);
+    const C* wp = static_cast<const C*>(weight);
+    const C* bp = static_cast<const C*>(bias);
+    T* yp = static_cast<T*>(y);
+    if (n <= kWarpRowMax) {
+      const int64_t per = kWarpRowThreads / kWarp;
+      layer_norm_kernel<T, true>
+          <<<capped_grid((rows + per - 1) / per), kWarpRowThreads, 0, s>>>(xp, wp, bp, yp, rows, n, C(eps));
+    } else {
+      layer_norm_kernel<T, false><<<capped_grid(rows), kBlockRowThreads, 0, s>>>(xp, wp, bp, yp, rows, n, C(eps));
+    }
+  });
+  check_launch();
+}
+
+int foreach_arity(ForeachOp op) {
+  int arity = 0;
+  visit_foreach_op(op, [&]<template <class> class F, int N>() { arity = N - 1; });
+  return arity;
+}
+
+void launch_foreach(ForeachOp op, DType t, const ForeachItem* items, int64_t count, ForeachAlpha alpha,
+                    cudaStream_t s) {
+  visit_floating(t, "foreach", [&]<class T>() {
+    visit_foreach_op(op, [&]<template <class> class F, int N>() { run_multi_tensor<T, F, N>(items, count, alpha, s); });
+  });
+}
+
+void launch_foreach_strided(ForeachOp op, DType t, const ElementwiseArgs& a, double scalar, ForeachAlpha alpha,
+                            cudaStream_t s) {
+  if (a.numel == 0) return;
+  visit_floating(t, "foreach", [&]<class T>() {
+    visit_foreach_op(op, [&]<template <class> class F, int N>() { run_strided<T, F, N>(a, scalar, alpha, s); });
+  });
+}
+
+void launch_tri_zero(bool lower, int64_t k, int itemsize, void* out, int64_t mats, int64_t n, int64_t m,
+                     cudaStream_t s) {
+  const int64_t total = mats * n * m;
+  if (total == 0) return;
+  auto run = [&]<class W>() {
+    tri_zero_kernel<W><<<grid_for(total), kThreads, 0, s>>>(lower, k, static_cast<W*>(out), total, n, m);
+  };
+  switch (itemsize) {
+    case 1:
+      run.template operator()<uint8_t>();
+      break;
+    case 2:
+      run.template operator()<uint16_t>();
+      break;
+    case 4:
+      run.template operator()<uint32_t>();
+      break;
+    default:
+      run.template operator()<uint64_t>();
+      break;
+  }
+  check_launch();
+}
+
+void launch_one_hot(const int64_t* idx, int64_t count, int64_t classes, int64_t* out, int64_t* bad, cudaStream_t s) {
+  if (count * classes > 0)
+    KILN_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(count * classes) * sizeof(int64_t), s),
+                    "cudaMemsetAsync");
+  if (count == 0) return;
+  one_hot_kernel<<<grid_for(count), kThreads, 0, s>>>(idx, count, classes, out, bad);
+  check_launch();
+}
+
+}  // namespace kiln::cuda
