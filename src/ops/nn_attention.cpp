@@ -130,6 +130,7 @@ KILN_REGISTER_META(_scaled_dot_product_flash_attention_backward, meta_flash_back
 bool flash_eligible(const OpCall& c) {
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
   if (!q.is_cuda() || c.in(3).defined() || c.attrs.f(0) > 0) return false;
+  if (!op_info(OpId::_scaled_dot_product_flash_attention).kernels[static_cast<int>(DeviceType::CUDA)]) return false;
   if (q.dtype() != DType::BFloat16 && q.dtype() != DType::Float16) return false;
   int64_t E = q.sizes().back();
   if (E % 16 != 0 || E > 128 || v.sizes().back() != E) return false;
