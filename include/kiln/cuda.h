@@ -113,3 +113,11 @@ namespace kiln::backends {
 void allow_tf32(bool on);
 bool allow_tf32();
 }  // namespace kiln::backends
+
+namespace kiln::backends::cudnn {
+// TF32 tensor cores for float32 convolutions in cuDNN (torch.backends.cudnn.allow_tf32): on by
+// default, as PyTorch, whose float32 convolutions on Ampere and later GPUs run in TF32 (10-bit
+// mantissa products, float32 accumulation). Off gives float32 products.
+void allow_tf32(bool on);
+bool allow_tf32();
+}  // namespace kiln::backends::cudnn

@@ -72,6 +72,8 @@ ExcludeModeGuard::ExcludeModeGuard() : saved_(tls_active_modes) {
   if (tls_active_modes > 0) --tls_active_modes;
 }
 ExcludeModeGuard::~ExcludeModeGuard() { tls_active_modes = saved_; }
+ExcludeAllModesGuard::ExcludeAllModesGuard() : saved_(tls_active_modes) { tls_active_modes = 0; }
+ExcludeAllModesGuard::~ExcludeAllModesGuard() { tls_active_modes = saved_; }
 
 RecordLayer* current_record_layer() { return tls_record_layer; }
 RecordLayerGuard::RecordLayerGuard(RecordLayer* layer) : prev_(tls_record_layer) { tls_record_layer = layer; }

@@ -116,6 +116,16 @@ class ExcludeModeGuard {
  private:
   size_t saved_;
 };
+// RAII: no mode sees calls made while this guard lives (the host copies made to read a
+// tensor's values are the reader's, not the program's ops).
+class ExcludeAllModesGuard {
+ public:
+  ExcludeAllModesGuard();
+  ~ExcludeAllModesGuard();
+
+ private:
+  size_t saved_;
+};
 
 // The autograd layer, installed by src/autograd (which sits above backends).
 // It may move from `attrs` (the node keeps them) once the op below it has run.

@@ -20,6 +20,7 @@ Tensor readable(const Tensor& t, DType as) {
   KILN_CHECK(t.defined(), "reading values of an undefined tensor");
   notify_value_read(t, "reading its values");
   RecordLayerGuard not_recorded(nullptr);  // the copies made for reading are not part of any graph
+  ExcludeAllModesGuard no_modes;            // nor seen by modes (one that moves factories would move them)
   KILN_CHECK(t.has_storage(), "cannot read the values of a tensor without storage (a tracer or meta tensor)");
   Tensor c = t.detach();
   if (!c.is_cpu()) c = c.to(kCPU);

@@ -14,6 +14,14 @@
 
 namespace kiln::testing {
 
+// The CUDA tests compare with the CPU's float32 results by the accuracy rule: TF32 convolutions
+// (cuDNN's default, as PyTorch's) round products to a 10-bit mantissa, so the tests turn them off
+// at load time; CudaNn.Tf32ConvolutionsAreTheDefault checks the default and the TF32 error.
+inline const bool kCudnnTf32OffForTests = [] {
+  kiln::backends::cudnn::allow_tf32(false);
+  return true;
+}();
+
 // `got` (any device) equals `want` (CPU) in dtype, sizes and values within the tolerances.
 inline void expect_close(const Tensor& got, const Tensor& want, double rtol = 1e-5, double atol = 1e-6) {
   ASSERT_EQ(got.dtype(), want.dtype());

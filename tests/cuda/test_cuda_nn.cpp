@@ -63,6 +63,25 @@ TEST(CudaNn, ConvAndPoolAtResnetShapes) {
   expect_close(gb.grad(), cb.grad(), 1e-3, 1e-2);
 }
 
+// cuDNN's float32 convolutions run in TF32 by default (torch.backends.cudnn.allow_tf32): the
+// result is within TF32's rounding of the float32 one, and switching it off gives float32 again.
+TEST(CudaNn, Tf32ConvolutionsAreTheDefault) {
+  KILN_REQUIRE_CUDA();
+  // cuda_test.h turned it off at load time for the other tests; this is the library's default.
+  backends::cudnn::allow_tf32(true);
+  manual_seed(24);
+  Tensor x = randn({4, 64, 32, 32}).cuda(), w = randn({64, 64, 3, 3}).cuda();
+  Tensor want = conv2d(x.cpu().to(kFloat64), w.cpu().to(kFloat64), {}, {1}, {1});
+  auto max_err = [&](const Tensor& got) { return (got.cpu().to(kFloat64) - want).abs().max().item<double>(); };
+  double scale = want.abs().max().item<double>();
+  double tf32 = max_err(conv2d(x, w, {}, {1}, {1}));
+  backends::cudnn::allow_tf32(false);
+  double fp32 = max_err(conv2d(x, w, {}, {1}, {1}));
+  EXPECT_LE(tf32, 4e-3 * scale);  // 576 products rounded to 11 significant bits
+  EXPECT_LE(fp32, 1e-5 * scale);
+  EXPECT_LT(fp32, tf32);  // TF32 did run
+}
+
 TEST(CudaNn, SearchsortedAsTheCpu) {
   KILN_REQUIRE_CUDA();
   manual_seed(24);

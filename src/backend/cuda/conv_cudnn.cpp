@@ -1,14 +1,24 @@
 // convolution and convolution_backward on cuDNN's convolution API (forward, backward data,
 // backward filter, backward bias), 1-3 spatial dims (1-d as 2-d with a unit width), groups,
-// dilation, padding, transposed. float32 computes without TF32 unless
-// backends::allow_tf32(true); float16/bfloat16 on tensor cores. The algorithm is cuDNN's
+// dilation, padding, transposed. float32 computes in TF32 unless backends::cudnn::allow_tf32(false)
+// (PyTorch's default); float16/bfloat16 on tensor cores. The algorithm is cuDNN's
 // heuristic (or, KILN_CUDNN_BENCHMARK=1, timed) choice, cached per shape. Without
 // cuDNN at build time (KILN_HAVE_CUDNN unset) both ops say so.
+#include <atomic>
 #include <string>
 
 #include "backend/cuda/launch.h"
+#include "kiln/cuda.h"
 #include "ops/conv_util.h"
 #include "ops/registry.h"
+
+namespace kiln::backends::cudnn {
+namespace {
+std::atomic<bool> g_allow_tf32{true};
+}
+void allow_tf32(bool on) { g_allow_tf32 = on; }
+bool allow_tf32() { return g_allow_tf32; }
+}  // namespace kiln::backends::cudnn
 
 #ifdef KILN_HAVE_CUDNN
 #include <cudnn.h>
@@ -151,7 +161,7 @@ void setup(ConvSetup& s, const ConvShape& sh, const Shape& xs, const Shape& ws, 
                                               CUDNN_CROSS_CORRELATION, compute),
               "cudnnSetConvolutionNdDescriptor");
   check_cudnn(cudnnSetConvolutionGroupCount(s.conv.d, static_cast<int>(sh.groups)), "cudnnSetConvolutionGroupCount");
-  s.fp32_no_tf32 = t == DType::Float32 && !backends::allow_tf32();
+  s.fp32_no_tf32 = t == DType::Float32 && !backends::cudnn::allow_tf32();
   cudnnMathType_t math = t == DType::Float64   ? CUDNN_DEFAULT_MATH
                          : s.fp32_no_tf32      ? CUDNN_FMA_MATH
                          : t == DType::Float32 ? CUDNN_DEFAULT_MATH

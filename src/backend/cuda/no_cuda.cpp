@@ -70,3 +70,11 @@ bool g_allow_tf32 = false;
 void allow_tf32(bool on) { g_allow_tf32 = on; }
 bool allow_tf32() { return g_allow_tf32; }
 }  // namespace kiln::backends
+
+namespace kiln::backends::cudnn {
+namespace {
+bool g_allow_tf32 = true;
+}
+void allow_tf32(bool on) { g_allow_tf32 = on; }
+bool allow_tf32() { return g_allow_tf32; }
+}  // namespace kiln::backends::cudnn
