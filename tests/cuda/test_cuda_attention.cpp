@@ -1,0 +1,67 @@
+// scaled_dot_product_attention on CUDA at transformer shapes: bfloat16/float16 attention goes to
+// the fused tensor-core kernels (Note [Flash attention]); its output and gradients must match the
+// float64 attention of the same (rounded) inputs on the CPU, causal or not, for sequence lengths
+// that are and are not multiples of the kernels' 64-row tiles.
+#include <cmath>
+#include <tuple>
+
+#include "tests/cuda/cuda_test.h"
+
+namespace kiln {
+namespace {
+
+// max |got - want| / max(1, max |want|).
+double scaled_error(const Tensor& got, const Tensor& want) {
+  Tensor g = got.cpu().to(kFloat64), w = want.to(kFloat64);
+  double scale = std::max(1.0, w.abs().max().item<double>());
+  return (g - w).abs().max().item<double>() / scale;
+}
+
+class CudaAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t, int64_t>> {};
+
+TEST_P(CudaAttention, FusedMatchesFloat64) {
+  KILN_REQUIRE_CUDA();
+  auto [dt, causal, T, E] = GetParam();
+  manual_seed(31);
+  const int64_t B = 2, H = 3;
+  Tensor q = randn({B, H, T, E}).to(dt), k = randn({B, H, T, E}).to(dt), v = randn({B, H, T, E}).to(dt);
+  Tensor go = randn({B, H, T, E}).to(dt);
+  // The CPU reference in float64 from the same rounded values.
+  Tensor q64 = q.to(kFloat64).requires_grad_(true), k64 = k.to(kFloat64).requires_grad_(true),
+         v64 = v.to(kFloat64).requires_grad_(true);
+  Tensor want = scaled_dot_product_attention(q64, k64, v64, {}, 0.0, causal);
+  (want * go.to(kFloat64)).sum().backward();
+  Tensor qc = q.cuda().requires_grad_(true), kc = k.cuda().requires_grad_(true), vc = v.cuda().requires_grad_(true);
+  Tensor got = scaled_dot_product_attention(qc, kc, vc, {}, 0.0, causal);
+  ASSERT_EQ(got.dtype(), dt);
+  (got * go.cuda()).sum().backward();
+  // Low-precision weights and outputs: about 3 significant digits in bf16 (8 bits), more in fp16.
+  const double tol = dt == DType::BFloat16 ? 2e-2 : 4e-3;
+  EXPECT_LE(scaled_error(got, want), tol);
+  EXPECT_LE(scaled_error(qc.grad(), q64.grad()), 2 * tol);
+  EXPECT_LE(scaled_error(kc.grad(), k64.grad()), 2 * tol);
+  EXPECT_LE(scaled_error(vc.grad(), v64.grad()), 2 * tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(std::make_tuple(DType::BFloat16, true, int64_t{256}, int64_t{64}),
+                                           std::make_tuple(DType::BFloat16, false, int64_t{100}, int64_t{64}),
+                                           std::make_tuple(DType::Float16, true, int64_t{130}, int64_t{128}),
+                                           std::make_tuple(DType::Float16, false, int64_t{64}, int64_t{32})));
+
+// A second derivative through the fused kernel is refused with a clear error, not silently zero.
+TEST(CudaAttentionErrors, SecondDerivativeOfTheFusedKernelRaises) {
+  KILN_REQUIRE_CUDA();
+  Tensor q = randn({1, 2, 16, 16}).to(DType::BFloat16).cuda().requires_grad_(true);
+  Tensor out = scaled_dot_product_attention(q, q, q, {}, 0.0, true);
+  auto g = autograd::grad({out.sum()}, {q}, {}, true, /*create_graph=*/true);
+  try {
+    autograd::grad({g[0].to(kFloat32).sum()}, {q});
+    ADD_FAILURE() << "expected a kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("second derivative"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
