@@ -104,6 +104,12 @@ void empty_cache();  // returns unused cached segments to the driver
 // Marks `t`'s memory as used by `s`: it is not reused until the work enqueued on `s` so far is done.
 void record_stream(const Tensor& t, const Stream& s);
 
+// The GPU time of every kernel and copy kiln runs on CUDA, per op (a coarse torch.profiler):
+// profiler_start(), run the work, then profiler_stop() returns a table of the ops by total time.
+// Each kernel gets a pair of CUDA events, so timings of tiny kernels include the events' cost.
+void profiler_start();
+std::string profiler_stop();
+
 }  // namespace kiln::cuda
 
 namespace kiln::backends {

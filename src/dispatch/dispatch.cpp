@@ -1,6 +1,7 @@
 #include "dispatch/dispatch.h"
 
 #include <array>
+#include <atomic>
 
 #include "dispatch/autocast.h"
 #include "kiln/autograd.h"
@@ -20,6 +21,18 @@ thread_local size_t tls_active_modes = 0;
 thread_local RecordLayer* tls_record_layer = nullptr;
 thread_local int tls_force_decomp = -1;
 thread_local std::vector<uint32_t>* tls_op_counts = nullptr;
+
+std::atomic<KernelTimer*> g_kernel_timer{nullptr};
+
+// Runs f, timed by the kernel timer when it watches `dev`.
+template <class F>
+void timed(OpId op, Device dev, F&& f) {
+  KernelTimer* t = g_kernel_timer.load(std::memory_order_relaxed);
+  if (!t || t->device() != dev.type) return f();
+  t->begin(op);
+  f();
+  t->end(op);
+}
 
 AutogradLayer g_autograd_layer = nullptr;
 NeedsAutograd g_needs_autograd = nullptr;
@@ -80,6 +93,7 @@ RecordLayerGuard::RecordLayerGuard(RecordLayer* layer) : prev_(tls_record_layer)
 RecordLayerGuard::~RecordLayerGuard() { tls_record_layer = prev_; }
 void set_force_decomposition(int op) { tls_force_decomp = op; }
 void set_op_call_counts(std::vector<uint32_t>* counts) { tls_op_counts = counts; }
+void set_kernel_timer(KernelTimer* timer) { g_kernel_timer.store(timer); }
 
 void set_autograd_layer(AutogradLayer layer, NeedsAutograd needs, RebaseHistory rebase) {
   g_autograd_layer = layer;
@@ -267,7 +281,7 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
       outs.reserve(metas.size());
       for (const TensorMeta& m : metas) outs.push_back(make_tensor(m.sizes, m.dtype, m.device));
     }
-    kernel(call, outs);
+    timed(op, dev, [&] { kernel(call, outs); });
     return outs;
   }
   if (info.decomp) {
@@ -467,7 +481,7 @@ void copy_into_impl(const Tensor& dst, const Tensor& src) {
   Backend* b = get_backend(dd.is_cpu() ? sd.type : dd.type);
   KILN_CHECK(b, "copy_: no backend for ", (dd.is_cpu() ? sd : dd));
   KILN_CHECK(dd.is_cpu() || sd.is_cpu() || dd.type == sd.type, "copy_: not supported yet: copy from ", sd, " to ", dd);
-  b->copy(dst, s);
+  timed(OpId::copy_, dd.is_cpu() ? sd : dd, [&] { b->copy(dst, s); });
 }
 }  // namespace
 

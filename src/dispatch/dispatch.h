@@ -100,6 +100,16 @@ class RecordLayerGuard {
 void set_force_decomposition(int op);
 void set_op_call_counts(std::vector<uint32_t>* counts);
 
+// Note [Kernel timer]: a device backend's profiler (kiln::cuda::profiler_start) sees every kernel
+// the dispatcher runs on its device and every copy, bracketed by begin/end; one at a time, process-wide.
+struct KernelTimer {
+  virtual ~KernelTimer() = default;
+  virtual DeviceType device() const = 0;
+  virtual void begin(OpId op) = 0;
+  virtual void end(OpId op) = 0;
+};
+void set_kernel_timer(KernelTimer* timer);
+
 // A mode intercepts every op call above autograd (the tracer is one).
 struct DispatchMode {
   virtual ~DispatchMode() = default;

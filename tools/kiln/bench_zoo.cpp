@@ -46,7 +46,7 @@ void sync(Device d) {
 
 // One model, as torch_zoo.run(name, prec, "eager", device, iters): on the CPU at BENCHMARKS.md's
 // CPU sizes, on CUDA at the GPU sizes; bf16 is autocast around forward and loss, as torch_zoo's.
-nlohmann::json run_one(const std::string& name, Device dev, const std::string& prec, int iters) {
+nlohmann::json run_one(const std::string& name, Device dev, const std::string& prec, int iters, bool profile) {
   models::Workload w = models::make_workload(name, dev, /*cpu_sizes=*/dev.is_cpu());
   optim::AdamW opt(w.module->parameters(), {.lr = 1e-4});
   const bool bf16 = prec == "bf16";
@@ -78,6 +78,12 @@ nlohmann::json run_one(const std::string& name, Device dev, const std::string& p
     times.push_back(seconds_since(t) * 1000);
   }
   const double ms = median(times);
+  if (profile) {
+    cuda::profiler_start();
+    for (int i = 0; i < 3; ++i) step();
+    std::fprintf(stderr, "kiln bench zoo --profile: %s %s, 3 steps on %s\n%s", name.c_str(), prec.c_str(),
+                 dev.str().c_str(), cuda::profiler_stop().c_str());
+  }
   const int64_t params = models::num_parameters(*w.module);
   nlohmann::json r = {{"model", name},
                       {"prec", prec},
@@ -124,6 +130,7 @@ std::vector<std::string> validate_zoo(const ZooOptions& o) {
     KILN_CHECK(cuda::is_available(), "--device ", o.device, ": no CUDA device is available (kiln info says why)");
   KILN_CHECK(o.precision == "fp32" || o.precision == "bf16", "--precision: expected fp32 or bf16, got '", o.precision,
              "'");
+  KILN_CHECK(!o.profile || d.is_cuda(), "--profile: times CUDA kernels; give --device cuda");
   KILN_CHECK(!o.compiled || (d.is_cpu() && o.precision == "fp32"),
              "--compiled: not supported yet on cuda or in bf16 (kiln's compiler generates CPU code only)");
   return out;
@@ -155,7 +162,7 @@ int cmd_bench_zoo(const ZooOptions& o) {
                 r["params_m"].get<double>(), r.value("peak_mb", std::nan("")), r.value("mfu", std::nan("")));
   };
   return run_model_table(
-      names, o.json, [&](const std::string& name) { return run_one(name, dev, o.precision, o.iters); },
+      names, o.json, [&](const std::string& name) { return run_one(name, dev, o.precision, o.iters, o.profile); },
       [&](const std::string& name, const std::string& err) {
         return nlohmann::json{{"model", name}, {"prec", o.precision}, {"precision", o.precision}, {"mode", "eager"},
                               {"error", err}};

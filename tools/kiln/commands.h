@@ -18,6 +18,7 @@ struct ZooOptions {
   std::string precision = "fp32";    // "fp32" | "bf16" (autocast around forward and loss)
   bool compiled = false;             // also kiln::compile: eager vs compiled, train and inference
   std::string backend = "inductor";  // with --compiled
+  bool profile = false;              // CUDA: per-op GPU time of 3 more steps, on stderr
 };
 
 // The CPU backend's answer for `key` in Backend::info() ("blas": "openblas" or "kiln"), "?" when it has none.

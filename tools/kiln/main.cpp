@@ -225,6 +225,7 @@ int run(int argc, char** argv) {
   bench_zoo->add_option("--precision", zo.precision, "fp32 or bf16 (autocast, as torch_zoo.py)")->capture_default_str();
   bench_zoo->add_flag("--json", zo.json, "one JSON line per model (keys as torch_zoo.py's)");
   bench_zoo->add_flag("--compiled", zo.compiled, "eager against kiln::compile, train step and inference");
+  bench_zoo->add_flag("--profile", zo.profile, "CUDA: print each op's GPU time over 3 more steps (stderr)");
   bench_zoo->add_option("--backend", zo.backend, "compile backend with --compiled")->capture_default_str();
   auto* bench_compile = bench->add_subcommand("compile", "capture and AOT autograd (aot_eager) on each zoo model");
   kiln::cli::ZooOptions co;

@@ -59,6 +59,8 @@ size_t memory_reserved(int) { fail(); }
 void reset_peak_memory_stats(int) { fail(); }
 void empty_cache() {}  // nothing cached
 void record_stream(const Tensor&, const Stream&) { fail(); }
+void profiler_start() { fail(); }
+std::string profiler_stop() { fail(); }
 
 }  // namespace kiln::cuda
 

@@ -1,0 +1,112 @@
+// kiln::cuda::profiler_start/stop: the GPU time of every kernel and copy kiln runs on CUDA, per
+// op, from a pair of CUDA events around each (Note [Kernel timer]). A kernel that dispatches
+// others (a copy inside a kernel) is timed once, as the outer op.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "dispatch/dispatch.h"
+#include "kiln/cuda.h"
+
+namespace kiln::cuda {
+namespace {
+
+struct Record {
+  OpId op;
+  cudaEvent_t start, stop;
+};
+
+class CudaKernelTimer : public KernelTimer {
+ public:
+  DeviceType device() const override { return DeviceType::CUDA; }
+  void begin(OpId) override {
+    if (depth_++ > 0) return;
+    start_ = make_event();
+    KILN_CUDA_CHECK(cudaEventRecord(start_, stream()), "cudaEventRecord (profiler)");
+  }
+  void end(OpId op) override {
+    if (--depth_ > 0) return;
+    cudaEvent_t stop = make_event();
+    KILN_CUDA_CHECK(cudaEventRecord(stop, stream()), "cudaEventRecord (profiler)");
+    std::lock_guard<std::mutex> lock(mu_);
+    records_.push_back({op, start_, stop});
+  }
+  std::vector<Record> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(records_);
+  }
+
+ private:
+  static cudaEvent_t make_event() {
+    cudaEvent_t e;
+    KILN_CUDA_CHECK(cudaEventCreate(&e), "cudaEventCreate (profiler)");
+    return e;
+  }
+  static cudaStream_t stream() {
+    int d = 0;
+    KILN_CUDA_CHECK(cudaGetDevice(&d), "cudaGetDevice");
+    return current_cuda_stream(d);
+  }
+  static thread_local int depth_;
+  static thread_local cudaEvent_t start_;
+  std::mutex mu_;
+  std::vector<Record> records_;
+};
+thread_local int CudaKernelTimer::depth_ = 0;
+thread_local cudaEvent_t CudaKernelTimer::start_ = nullptr;
+
+std::mutex g_profiler_mu;
+CudaKernelTimer* g_timer = nullptr;
+
+}  // namespace
+
+void profiler_start() {
+  check_device();
+  std::lock_guard<std::mutex> lock(g_profiler_mu);
+  KILN_CHECK(!g_timer, "cuda::profiler_start: the profiler is already running");
+  g_timer = new CudaKernelTimer();
+  set_kernel_timer(g_timer);
+}
+
+std::string profiler_stop() {
+  std::lock_guard<std::mutex> lock(g_profiler_mu);
+  KILN_CHECK(g_timer, "cuda::profiler_stop: the profiler is not running (call profiler_start first)");
+  set_kernel_timer(nullptr);
+  KILN_CUDA_CHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize (profiler)");
+  std::vector<Record> records = g_timer->take();
+  delete g_timer;
+  g_timer = nullptr;
+  struct Row {
+    int64_t calls = 0;
+    double ms = 0;
+  };
+  std::map<std::string, Row> rows;
+  double total = 0;
+  for (const Record& r : records) {
+    float ms = 0;
+    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime (profiler)");
+    Row& row = rows[op_name(r.op)];
+    ++row.calls;
+    row.ms += ms;
+    total += ms;
+    cudaEventDestroy(r.start);
+    cudaEventDestroy(r.stop);
+  }
+  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::string out = "op                                              calls    GPU ms      %\n";
+  char line[160];
+  for (const auto& [name, row] : sorted) {
+    std::snprintf(line, sizeof line, "%-46s %7lld %9.3f %6.1f\n", name.c_str(), static_cast<long long>(row.calls),
+                  row.ms, total > 0 ? 100.0 * row.ms / total : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-46s %7zu %9.3f  100.0\n", "total", records.size(), total);
+  return out + line;
+}
+
+}  // namespace kiln::cuda
