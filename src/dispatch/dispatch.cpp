@@ -26,12 +26,12 @@ std::atomic<KernelTimer*> g_kernel_timer{nullptr};
 
 // Runs f, timed by the kernel timer when it watches `dev`.
 template <class F>
-void timed(OpId op, Device dev, F&& f) {
+void timed(OpId op, Device dev, DType dtype, F&& f) {
   KernelTimer* t = g_kernel_timer.load(std::memory_order_relaxed);
   if (!t || t->device() != dev.type) return f();
   t->begin(op);
   f();
-  t->end(op);
+  t->end(op, dtype);
 }
 
 AutogradLayer g_autograd_layer = nullptr;
@@ -281,7 +281,8 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
       outs.reserve(metas.size());
       for (const TensorMeta& m : metas) outs.push_back(make_tensor(m.sizes, m.dtype, m.device));
     }
-    timed(op, dev, [&] { kernel(call, outs); });
+    timed(op, dev, !inputs.empty() && inputs[0].defined() ? inputs[0].dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()),
+          [&] { kernel(call, outs); });
     return outs;
   }
   if (info.decomp) {
@@ -481,7 +482,7 @@ void copy_into_impl(const Tensor& dst, const Tensor& src) {
   Backend* b = get_backend(dd.is_cpu() ? sd.type : dd.type);
   KILN_CHECK(b, "copy_: no backend for ", (dd.is_cpu() ? sd : dd));
   KILN_CHECK(dd.is_cpu() || sd.is_cpu() || dd.type == sd.type, "copy_: not supported yet: copy from ", sd, " to ", dd);
-  timed(OpId::copy_, dd.is_cpu() ? sd : dd, [&] { b->copy(dst, s); });
+  timed(OpId::copy_, dd.is_cpu() ? sd : dd, dst.dtype(), [&] { b->copy(dst, s); });
 }
 }  // namespace
 

@@ -31,6 +31,7 @@ bool allow_tf32() { return g_allow_tf32; }
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "dispatch/dispatch.h"
 #include "kiln/cuda.h"
 #endif
 
@@ -427,13 +428,20 @@ void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       run_forward(s, go, w, outs[0]);
   }
   if (mask[1]) run_backward_filter(s, in, res, outs[1]);
-  if (mask[2]) {
+  if (mask[2] && (go.dtype() == DType::Float32 || go.dtype() == DType::Float64 || go.dtype() == DType::Float16)) {
     TensorDesc bd, gd;
     set_bias_desc(bd, s.type, sh.C_out, static_cast<size_t>(go.dim()));
     set_tensor(gd, s.type, dims_of(shape_of(go)));
     Scale k(go.dtype());
     check_cudnn(cudnnConvolutionBackwardBias(s.h, k.one(), gd.d, ptr(go), k.zero(), bd.d, ptr(outs[2])),
                 "cudnnConvolutionBackwardBias");
+  } else if (mask[2]) {
+    // cuDNN has no bfloat16 bias gradient: the sum over every dim but the channels (the CUDA
+    // reduction, Note [CUDA reductions over outer and inner dims]).
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < go.dim(); ++d) dims.push_back(d);
+    Tensor gb = backend_call(OpId::sum, std::span<const Tensor>(&go, 1), Attrs{dims, false, std::monostate{}})[0];
+    copy_same_device(outs[2], gb);
   }
 }
 KILN_REGISTER_KERNEL(convolution_backward, CUDA, convolution_backward_kernel);

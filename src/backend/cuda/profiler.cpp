@@ -17,6 +17,7 @@ namespace {
 
 struct Record {
   OpId op;
+  DType dtype;
   cudaEvent_t start, stop;
 };
 
@@ -28,12 +29,12 @@ class CudaKernelTimer : public KernelTimer {
     start_ = make_event();
     KILN_CUDA_CHECK(cudaEventRecord(start_, stream()), "cudaEventRecord (profiler)");
   }
-  void end(OpId op) override {
+  void end(OpId op, DType dtype) override {
     if (--depth_ > 0) return;
     cudaEvent_t stop = make_event();
     KILN_CUDA_CHECK(cudaEventRecord(stop, stream()), "cudaEventRecord (profiler)");
     std::lock_guard<std::mutex> lock(mu_);
-    records_.push_back({op, start_, stop});
+    records_.push_back({op, dtype, start_, stop});
   }
   std::vector<Record> take() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -89,7 +90,7 @@ std::string profiler_stop() {
   for (const Record& r : records) {
     float ms = 0;
     KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime (profiler)");
-    Row& row = rows[op_name(r.op)];
+    Row& row = rows[std::string(op_name(r.op)) + " " + std::string(dtype_name(r.dtype))];
     ++row.calls;
     row.ms += ms;
     total += ms;

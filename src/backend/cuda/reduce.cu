@@ -173,6 +173,58 @@ __global__ void arg_reduce_kernel(const T* x, int64_t rows, int64_t n, math::opm
 
 unsigned grid_rows(int64_t rows) { return static_cast<unsigned>(rows < 65536 ? rows : 65536); }
 
+// Note [CUDA reductions over outer and inner dims]
+// x viewed as [A, M, B] reduced over A and B (a batch norm's statistics: [N, C, H, W] over N, H
+// and W; a full reduction: M == 1) without moving the reduced dims last: block (m, s) folds the
+// s-th of `splits` equal ranges of the A*B elements of m, walking b fastest (coalesced), into
+// partial[m * splits + s]; a second kernel folds each m's partials in order. Fixed ranges and a
+// fixed tree: the same answer run to run.
+template <class T, class Op>
+__global__ void reduce_outer_inner_kernel(const T* x, int64_t A, int64_t M, int64_t B, int64_t splits,
+                                          typename Op::A* partial, Op op) {
+  using Acc = typename Op::A;
+  __shared__ Acc part[kReduceThreads];
+  const int64_t m = blockIdx.x, sp = blockIdx.y, total = A * B;
+  const int64_t per = (total + splits - 1) / splits, lo = sp * per, hi = lo + per < total ? lo + per : total;
+  Acc a = op.init();
+  for (int64_t t = lo + threadIdx.x; t < hi; t += blockDim.x) {
+    const int64_t outer = t / B, inner = t - outer * B;
+    a = op.combine(a, op.lift(x[(outer * M + m) * B + inner]));
+  }
+  part[threadIdx.x] = a;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] = op.combine(part[threadIdx.x], part[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[m * splits + sp] = part[0];
+}
+
+template <class Op>
+__global__ void combine_partials_kernel(const typename Op::A* partial, int64_t M, int64_t splits,
+                                        typename Op::A* out, double scale, Op op) {
+  using Acc = typename Op::A;
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (m >= M) return;
+  Acc a = partial[m * splits];
+  for (int64_t s = 1; s < splits; ++s) a = op.combine(a, partial[m * splits + s]);
+  if constexpr (std::is_floating_point_v<Acc>) {
+    if (scale != 1.0) a = static_cast<Acc>(a * scale);
+  }
+  out[m] = a;
+}
+
+template <class T, class Op>
+void run_outer_inner(const void* x, int64_t A, int64_t M, int64_t B, void* out, double scale, void* scratch,
+                     int64_t splits, cudaStream_t s, Op op) {
+  using Acc = typename Op::A;
+  Acc* partial = static_cast<Acc*>(scratch);
+  reduce_outer_inner_kernel<T, Op><<<dim3(static_cast<unsigned>(M), static_cast<unsigned>(splits)), kReduceThreads, 0,
+                                     s>>>(static_cast<const T*>(x), A, M, B, splits, partial, op);
+  combine_partials_kernel<Op><<<static_cast<unsigned>((M + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
+                                s>>>(partial, M, splits, static_cast<Acc*>(out), scale, op);
+}
+
 template <class T, class Op>
 void run(const void* x, int64_t rows, int64_t n, void* out, double scale, cudaStream_t s, Op op) {
   reduce_kernel<T, Op><<<grid_rows(rows), kReduceThreads, 0, s>>>(static_cast<const T*>(x), rows, n,
@@ -195,6 +247,46 @@ DType reduce_result_dtype(ReduceOp op, DType in) {
         return dtype_of<math::opmath_t<T>>();
     }
   });
+}
+
+int64_t outer_inner_splits(int64_t A, int64_t M, int64_t B) {
+  // About four blocks per SM of an H100 in all, each with at least 4096 elements.
+  int64_t want = (528 + M - 1) / M, most = (A * B + 4095) / 4096;
+  int64_t splits = want < most ? want : most;
+  return splits < 1 ? 1 : (splits > 65535 ? 65535 : splits);
+}
+
+void launch_reduce_outer_inner(ReduceOp op, const void* x, DType in, int64_t A, int64_t M, int64_t B, void* values,
+                               double scale, void* scratch, cudaStream_t s) {
+  KILN_CHECK(op != ReduceOp::ArgMax && op != ReduceOp::ArgMin, "internal: no outer/inner arg reductions");
+  if (M == 0) return;
+  KILN_CHECK(M <= 65535, "internal: outer/inner reduction of ", M, " outputs");
+  const int64_t splits = outer_inner_splits(A, M, B);
+  visit_dtype(in, [&]<class T>() {
+    switch (op) {
+      case ReduceOp::Sum:
+        run_outer_inner<T>(x, A, M, B, values, scale, scratch, splits, s, SumR<T>{});
+        break;
+      case ReduceOp::Prod:
+        run_outer_inner<T>(x, A, M, B, values, scale, scratch, splits, s, ProdR<T>{});
+        break;
+      case ReduceOp::Max:
+        run_outer_inner<T>(x, A, M, B, values, scale, scratch, splits, s, MinMaxR<T, true>{});
+        break;
+      case ReduceOp::Min:
+        run_outer_inner<T>(x, A, M, B, values, scale, scratch, splits, s, MinMaxR<T, false>{});
+        break;
+      case ReduceOp::All:
+        run_outer_inner<T>(x, A, M, B, values, scale, scratch, splits, s, LogicalR<T, true>{});
+        break;
+      case ReduceOp::Any:
+        run_outer_inner<T>(x, A, M, B, values, scale, scratch, splits, s, LogicalR<T, false>{});
+        break;
+      default:
+        break;
+    }
+  });
+  check_launch();
 }
 
 void launch_reduce(ReduceOp op, const void* x, DType in, int64_t rows, int64_t n, void* values, int64_t* index,

@@ -23,4 +23,11 @@ DType reduce_result_dtype(ReduceOp op, DType in);
 void launch_reduce(ReduceOp op, const void* x, DType in, int64_t rows, int64_t n, void* values, int64_t* index,
                    double scale, cudaStream_t stream);
 
+// Note [CUDA reductions over outer and inner dims]: x contiguous [A, M, B] reduced over A and B
+// into values [M] (not the arg ops); `scratch` holds M * outer_inner_splits(A, M, B) values of
+// reduce_result_dtype; M at most 65535.
+int64_t outer_inner_splits(int64_t A, int64_t M, int64_t B);
+void launch_reduce_outer_inner(ReduceOp op, const void* x, DType in, int64_t A, int64_t M, int64_t B, void* values,
+                               double scale, void* scratch, cudaStream_t stream);
+
 }  // namespace kiln::cuda

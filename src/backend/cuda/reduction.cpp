@@ -40,12 +40,45 @@ Rows to_rows(const Tensor& x, const std::vector<bool>& mask, DType t) {
   return r;
 }
 
+// Note [CUDA reductions over outer and inner dims]: a dense x whose kept dims are one block in
+// the middle, [A, M, B], is reduced in place (no copy moving the reduced dims last) when that
+// pays: a batch norm's statistics, few long rows, a full reduction. Returns false otherwise.
+bool reduce_outer_inner(ReduceOp op, const Tensor& x, const std::vector<bool>& mask, DType compute, const Tensor& out,
+                        double scale, cudaStream_t s) {
+  if (!x.is_contiguous() || x.dtype() != compute || x.numel() == 0) return false;
+  int64_t k0 = x.dim(), k1 = x.dim();
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!mask[static_cast<size_t>(d)]) {
+      if (k0 == x.dim()) k0 = d;
+      else if (k1 != d) return false;  // kept dims not adjacent
+      k1 = d + 1;
+    }
+  int64_t A = 1, M = 1, B = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < k0 ? A : d < k1 ? M : B) *= x.size(d);
+  if (k0 == x.dim()) {  // a full reduction: one row
+    B = A;
+    A = 1;
+  }
+  const bool batch_norm_like = A > 1 && B >= 32 && M <= 65535;
+  const bool few_long_rows = A == 1 && M < 264 && B >= 8192;
+  const bool few_outputs = A > 1 && B < 32 && M <= 16;
+  if (!batch_norm_like && !few_long_rows && !few_outputs) return false;
+  DType rt = reduce_result_dtype(op, compute);
+  Tensor vals = make_tensor({M}, rt, x.device());
+  Tensor scratch = make_tensor({M * outer_inner_splits(A, M, B)}, rt, x.device());
+  launch_reduce_outer_inner(op, x.unsafe_impl()->data(), compute, A, M, B, vals.unsafe_impl()->data(), scale,
+                            scratch.unsafe_impl()->data(), s);
+  copy_same_device(out, make_view(vals, out.sizes(), contiguous_strides(out.sizes()), 0));
+  return true;
+}
+
 // Reduces `x` over `mask` into out (and idx for the arg ops).
 void reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& mask, DType compute, const Tensor* out,
             const Tensor* idx, double scale = 1.0) {
   int d = x.device().index;
   DeviceGuard g(d);
   cudaStream_t s = current_cuda_stream(d);
+  if (out && !idx && reduce_outer_inner(op, x, mask, compute, *out, scale, s)) return;
   Rows r = to_rows(x, mask, compute);
   if (r.rows == 0) return;
   Tensor vals, index;
