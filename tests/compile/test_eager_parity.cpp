@@ -165,5 +165,36 @@ TEST(EagerParity, ViewAfterRepeatWorksAsEagerly) {
   }
 }
 
+// Found by the fuzzer: var_mean, a branch on its values (a graph break), then an in-place
+// write to the mean: the write must be differentiated as eager does (d/dx of sum(var) +
+// sum(2 * mean)).
+TEST(EagerParity, WriteToVarMeanOutputAfterABreak) {
+  auto body = [](const Tensor& x) {
+    auto [v, m] = var_mean(x, {1}, 1.0, false);
+    Tensor w = v.sum().item<double>() > 0 ? v * 2 : v - 1;
+    m.mul_(2);
+    return std::vector<Tensor>{w, m};
+  };
+  Tensor x0 = arange(6.0).to(kFloat64).reshape({2, 3}) * arange(6.0).to(kFloat64).reshape({2, 3});
+  auto grad_of = [&](auto&& f) {
+    Tensor x = x0.clone().requires_grad_(true);
+    std::vector<Tensor> r = f(x);
+    (r[0].sum() + (r[1] * arange(2.0).to(kFloat64).add(1)).sum()).backward();
+    return std::pair{r, x.grad()};
+  };
+  auto [want, want_grad] = grad_of(body);
+  for (const char* backend : kAllBackends) {
+    SCOPED_TRACE(backend);
+    auto f = compile(body, {.backend = backend});
+    for (int call = 0; call < 2; ++call) {
+      auto [got, got_grad] = grad_of(f);
+      EXPECT_LE(max_abs(got[0], want[0]), 1e-9);
+      EXPECT_LE(max_abs(got[1], want[1]), 1e-9);
+      ASSERT_TRUE(got_grad.defined());
+      EXPECT_LE(max_abs(got_grad, want_grad), 1e-9) << "call " << call;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

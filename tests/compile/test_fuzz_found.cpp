@@ -4,6 +4,7 @@
 // Run them: kiln_compile_tests --gtest_filter='FuzzFound.*' --gtest_also_run_disabled_tests
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "kiln/compile.h"
@@ -146,6 +147,24 @@ TEST(FuzzFound, DISABLED_SizesAfterDataDependentOp) {
     Tensor y = arange(0, 6, 1, kInt64).reshape({2, 3});
     f(Tensors{m, y});
     EXPECT_NO_THROW(f(Tensors{m * 0.5, y})) << b;
+  }
+}
+
+// std of a 0-d tensor with correction 0 is 0; its gradient is 0 as eager's (and PyTorch's
+// std_backward: masked_fill_(result == 0, 0)), not the decomposition's sqrt'(0) * 0 = NaN.
+TEST(FuzzFound, StdOfOneElementHasZeroGradient) {
+  auto body = [](const Tensor& x) { return x.std({}, 0.0); };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    for (bool zero_d : {true, false}) {
+      SCOPED_TRACE(std::string(b) + (zero_d ? " 0-d" : " [1,3] over dim 0"));
+      auto f = compile(zero_d ? body : [](const Tensor& x) { return x.std({0}, 0.0); }, backend(b));
+      Tensor x = (zero_d ? full({}, 1.5, kFloat64) : full({1, 3}, 1.5, kFloat64)).requires_grad_(true);
+      Tensor y = f(x);
+      EXPECT_EQ(y.sum().item<double>(), 0.0);
+      y.sum().backward();
+      ASSERT_TRUE(x.grad().defined());
+      for (double g : x.grad().to_vector<double>()) EXPECT_EQ(g, 0.0);
+    }
   }
 }
 
