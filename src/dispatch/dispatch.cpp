@@ -216,8 +216,11 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
   // recorded as one node, as PyTorch's AOTAutograd keeps an op with a derivatives.yaml entry:
   // the joint graph differentiates it with its VJP, and a graph that must be made of prims is
   // decomposed afterwards (decompose() above); the interpreter runs it by its decomposition, as
-  // eager does.
-  const bool own_vjp = info.kind == OpKind::Composite && info.vjp && info.meta && !info.has(MUTATES);
+  // eager does. Only pointwise ops and reductions: a decomposition of another composite may
+  // write an input the op's flags do not name (batch_norm's running statistics), which only a
+  // functionalized decomposition turns into the graph's write-backs.
+  const bool own_vjp = info.kind == OpKind::Composite && info.vjp && info.meta && !info.has(MUTATES) &&
+                       (info.has(POINTWISE) || info.has(REDUCTION));
   if (!has_kernel && info.decomp && !info.has(DATA_DEPENDENT) && !own_vjp) return false;
   if (info.has(DATA_DEPENDENT) || !info.meta) {
     rec->graph_break(

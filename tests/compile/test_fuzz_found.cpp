@@ -4,6 +4,7 @@
 // Run them: kiln_compile_tests --gtest_filter='FuzzFound.*' --gtest_also_run_disabled_tests
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,90 @@ TEST(FuzzFound, StdOfOneElementHasZeroGradient) {
       y.sum().backward();
       ASSERT_TRUE(x.grad().defined());
       for (double g : x.grad().to_vector<double>()) EXPECT_EQ(g, 0.0);
+    }
+  }
+}
+
+// ties_in_full_reductions: median over every element shares the gradient evenly among the
+// elements equal to it, as eager (and PyTorch's evenly_distribute_backward); the joint graph
+// differentiated the decomposition's selection, which gives it all to one element.
+TEST(FuzzFound, MedianOverTiesSharesTheGradient) {
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile([](const Tensor& x) { return x.expand({6}).median(); }, backend(b));
+    Tensor x = full({1}, 0.75).requires_grad_(true);
+    f(x).backward();
+    EXPECT_NEAR(x.grad().item<float>(), 1.0f, 1e-6);  // 6 tied elements, 1/6 each, summed by expand
+    Tensor y = tensor({1.0f, 2.0f, 2.0f, 3.0f, 2.0f}).requires_grad_(true);
+    compile([](const Tensor& t) { return t.median(); }, backend(b))(y).backward();
+    EXPECT_EQ(y.grad().to_vector<float>(), std::vector<float>({0, 1.0f / 3, 1.0f / 3, 0, 1.0f / 3}));
+  }
+}
+
+// empty_reduction_grad: nanmedian over every element of an empty tensor is NaN and, as eager's,
+// requires grad (a zero gradient of the right shape).
+TEST(FuzzFound, NanmedianOfEmptyRequiresGrad) {
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile([](const Tensor& x) { return nanmedian(x); }, backend(b));
+    Tensor x = zeros({2, 0, 3}).requires_grad_(true);
+    Tensor y = f(x);
+    EXPECT_TRUE(std::isnan(y.item<float>()));
+    ASSERT_TRUE(y.requires_grad());
+    y.backward();
+    ASSERT_TRUE(x.grad().defined());
+    EXPECT_EQ(x.grad().sizes().vec(), std::vector<int64_t>({2, 0, 3}));
+  }
+}
+
+// nograd_inplace: a write under NoGradGuard into a tensor the graph made that requires grad
+// changes its value, not its history: the gradient goes on to what it was before the write
+// (eager and PyTorch); the functional graph made its final value a constant (no gradient).
+TEST(FuzzFound, NoGradWriteKeepsTheHistory) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = in[0] * 3;
+    {
+      NoGradGuard g;
+      y.masked_fill_(y > 0, 0);
+    }
+    return Tensors{y, y * 2};
+  };
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (double v : {1.0, -2.0}) {  // twice: the second call replays the trace
+      Tensor x = tensor({v, -v, 0.5}).to(kFloat64).requires_grad_(true);
+      Tensors r = f(Tensors{x});
+      ASSERT_TRUE(r[0].requires_grad());
+      Tensors g = autograd::grad(r, {x}, {ones_like(r[0]), ones_like(r[1])}, std::nullopt, false, true);
+      ASSERT_TRUE(g[0].defined());
+      EXPECT_EQ(g[0].to_vector<double>(), std::vector<double>({9, 9, 9})) << v;  // 3 + 3 * 2
+    }
+  }
+}
+
+// nograd_inplace, into an argument: a leaf written under NoGradGuard, then viewed; the view's
+// gradient reaches the leaf (seed 5213: the functional graph's view of the written value was a
+// constant).
+TEST(FuzzFound, NoGradWriteIntoALeafArgument) {
+  auto fn = [](const Tensors& in) {
+    {
+      NoGradGuard g;
+      Tensor(in[0]).zero_();
+    }
+    return Tensors{in[0].transpose(0, 1) * 2};
+  };
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor x = ones({2, 3}).requires_grad_(true);
+      Tensors r = f(Tensors{x});
+      EXPECT_EQ(x.to_vector<float>(), std::vector<float>(6, 0.0f));
+      ASSERT_TRUE(r[0].requires_grad());
+      r[0].sum().backward();
+      ASSERT_TRUE(x.grad().defined());
+      EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(6, 2.0f)) << call;
     }
   }
 }

@@ -147,6 +147,11 @@ void Recording::stop_replay() {
   random_attrs_.clear();
 }
 
+void Recording::note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad) {
+  if (!no_grad || !info.has(MUTATES) || functionalize_ || decompose_ || inputs.empty() || !inputs[0].defined()) return;
+  if (inputs[0].requires_grad()) keep_eager_autograd_ = true;
+}
+
 bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
   premixed_ = false;
   if (!replaying_) return false;
@@ -178,6 +183,7 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);
   hash_.mix(n.no_grad ? 0x6e67u : 0x6467u);
+  note_no_grad_write(info, inputs, n.no_grad);
   if (info.has(MUTATES)) {
     for (const Tensor& t : inputs) {
       if (!t.defined()) continue;
@@ -337,6 +343,12 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
   const bool no_grad = !recording_differentiable();                  // Note [No-grad nodes]
   hash_.mix(no_grad ? 0x6e67u : 0x6467u);
+  // Note [No-grad writes]: a write under no_grad into a tensor that requires grad (made by this
+  // graph, or an input) changes its value but not its history: eager's backward sends its
+  // gradient on to what it was before the write. A functional graph has no such value (its
+  // final value is a constant for autograd, Note [No-grad nodes]), so this graph keeps eager's
+  // autograd.
+  note_no_grad_write(info, inputs, no_grad);
   if (info.has(MUTATES)) {
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (!inputs[k].defined()) continue;

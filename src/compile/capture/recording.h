@@ -192,6 +192,8 @@ class Recording final : public RecordLayer {
   Tensor make_tracer_view(const Tensor& base, const TensorMeta& m, int value);
   void reset();
   void functional_write(const Tensor& dst, const Tensor& src);
+  // Note [No-grad writes]: a write under no_grad into a tensor that requires grad.
+  void note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad);
   void refresh_view(TensorImpl* view);
 
   GraphSink* sink_;
