@@ -253,5 +253,40 @@ TEST(FuzzFound, NoGradWriteIntoALeafArgument) {
   }
 }
 
+// overlapping_writes: an in-place write into internally overlapping memory (an expanded tensor,
+// made in the graph or passed in) raises eager's error (as PyTorch's) under every backend.
+TEST(FuzzFound, WritesIntoOverlappingMemoryRaiseEagersError) {
+  auto inside = [](const Tensor& x) {
+    Tensor e = x.expand({3, 4});
+    e.mul_(2);
+    return e.sum();
+  };
+  auto argument = [](const Tensor& e) {
+    Tensor(e).add_(1);
+    return e * 1;
+  };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string want_inside = message([&] { inside(ones({4})); });
+  const std::string want_argument = message([&] { argument(ones({4}).expand({3, 4})); });
+  ASSERT_NE(want_inside.find("single memory location"), std::string::npos) << want_inside;
+  ASSERT_NE(want_argument.find("single memory location"), std::string::npos) << want_argument;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(inside, backend(b));
+    auto g = compile(argument, backend(b));
+    EXPECT_EQ(message([&] { f(ones({4})); }), want_inside);
+    Tensor base = ones({4});
+    EXPECT_EQ(message([&] { g(base.expand({3, 4})); }), want_argument);
+    EXPECT_EQ(base.to_vector<float>(), std::vector<float>(4, 1.0f));
+  }
+}
+
 }  // namespace
 }  // namespace kiln
