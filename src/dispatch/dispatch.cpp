@@ -224,14 +224,28 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
     if (!metas.empty()) dev = metas[0].device;
   }
   bool has_kernel = info.kernels[static_cast<int>(dev.type)] != nullptr;
-  if (!has_kernel && info.decomp && !info.has(DATA_DEPENDENT)) return false;
+  // Note [Composites with their own derivative]
+  // A composite without a kernel runs by its decomposition. Where it has a VJP of its own, that
+  // VJP is eager's derivative, and it can differ from the derivative of the decomposition at
+  // special points (std of equal values: 0, where sqrt's derivative gives 0 * inf = NaN; median
+  // over ties: shared evenly, where the decomposition's selection picks one element). So it is
+  // recorded as one node, as PyTorch's AOTAutograd keeps an op with a derivatives.yaml entry:
+  // the joint graph differentiates it with its VJP, and a graph that must be made of prims is
+  // decomposed afterwards (decompose() above); the interpreter runs it by its decomposition, as
+  // eager does. Only pointwise ops and reductions: a decomposition of another composite may
+  // write an input the op's flags do not name (batch_norm's running statistics), which only a
+  // functionalized decomposition turns into the graph's write-backs.
+  const bool own_vjp = info.kind == OpKind::Composite && info.vjp && info.meta && !info.has(MUTATES) &&
+                       (info.has(POINTWISE) || info.has(REDUCTION));
+  if (!has_kernel && info.decomp && !info.has(DATA_DEPENDENT) && !own_vjp) return false;
   if (info.has(DATA_DEPENDENT) || !info.meta) {
     rec->graph_break(
         call.op, call.inputs,
         info.has(DATA_DEPENDENT) ? "its output's shape depends on the input's values" : "it has no meta function");
     return false;
   }
-  KILN_CHECK(has_kernel, info.name, ": not supported yet on ", dev, " (no kernel and no decomposition)");
+  KILN_CHECK(has_kernel || (own_vjp && info.decomp), info.name, ": not supported yet on ", dev,
+             " (no kernel and no decomposition)");
   if (rec->replay(call.op, call.inputs, call.attrs, outs)) return true;
   if (metas.empty()) metas = info.meta(call);
   outs = rec->record(call.op, call.inputs, call.attrs, metas);

@@ -2,6 +2,7 @@
 // has none. Each runs under every backend that shares the path and compares with eager.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "kiln/kiln.h"
@@ -162,6 +163,55 @@ TEST(EagerParity, ViewAfterRepeatWorksAsEagerly) {
     if (std::string(backend) == "inductor") continue;  // inductor always decomposes
     Tensor q = q0.clone().requires_grad_(true);
     EXPECT_LE(max_abs(f(q), want), 1e-4);
+  }
+}
+
+// Found by the fuzzer: var_mean, a branch on its values (a graph break), then an in-place
+// write to the mean: the write must be differentiated as eager does.
+TEST(EagerParity, WriteToVarMeanOutputAfterABreak) {
+  for (int variant = 0; variant < 32; ++variant) {
+    const bool keepdim = variant & 1, all_dims = variant & 2, branch_on_mean = variant & 4, no_grad = variant & 8;
+    const double shift = variant & 16 ? -0.5 : 0.5;  // which way the branch goes
+    SCOPED_TRACE("keepdim " + std::to_string(keepdim) + " all dims " + std::to_string(all_dims) + " branch on mean " +
+                 std::to_string(branch_on_mean) + " no_grad " + std::to_string(no_grad) + " shift " + std::to_string(shift));
+    auto body = [=](const Tensor& x) {
+      auto [v, m] = var_mean(x, all_dims ? IntArrayRef{} : IntArrayRef{1}, std::nullopt, keepdim);
+      Tensor b = branch_on_mean ? m : v;
+      Tensor w = b.to(kFloat64).sum().item<double>() > 0 ? b * 2 : b - 1;
+      std::optional<NoGradGuard> guard;
+      if (no_grad) guard.emplace();
+      m.mul_(2);
+      return std::vector<Tensor>{v, m, w};
+    };
+    manual_seed(3);
+    Tensor x0 = randn({3, 4, 5}) + shift;
+    // The gradient, or undefined where backward raises (eager's mul saves its operand, which
+    // the write then modifies: eager raises, and compiled must too).
+    auto grad_of = [&](auto&& f) {
+      Tensor x = x0.clone().requires_grad_(true);
+      std::vector<Tensor> r = f(x);
+      std::vector<Tensor> g;
+      for (const Tensor& t : r)
+        g.push_back(arange(static_cast<double>(t.numel())).to(t.dtype()).add(1).reshape(t.sizes()));
+      Tensor dx;
+      try {
+        dx = autograd::grad(r, {x}, g, std::nullopt, false, true)[0];
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
+      }
+      return std::pair{r, dx};
+    };
+    auto [want, want_grad] = grad_of(body);
+    for (const char* backend : kAllBackends) {
+      SCOPED_TRACE(backend);
+      auto f = compile(body, {.backend = backend});
+      for (int call = 0; call < 2; ++call) {
+        auto [got, got_grad] = grad_of(f);
+        for (size_t k = 0; k < want.size(); ++k) EXPECT_LE(max_abs(got[k], want[k]), 1e-5);
+        ASSERT_EQ(got_grad.defined(), want_grad.defined()) << "call " << call;
+        if (want_grad.defined()) EXPECT_LE(max_abs(got_grad, want_grad), 1e-5) << "call " << call;
+      }
+    }
   }
 }
 

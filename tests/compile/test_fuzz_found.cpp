@@ -4,6 +4,8 @@
 // Run them: kiln_compile_tests --gtest_filter='FuzzFound.*' --gtest_also_run_disabled_tests
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "kiln/compile.h"
@@ -146,6 +148,166 @@ TEST(FuzzFound, DISABLED_SizesAfterDataDependentOp) {
     Tensor y = arange(0, 6, 1, kInt64).reshape({2, 3});
     f(Tensors{m, y});
     EXPECT_NO_THROW(f(Tensors{m * 0.5, y})) << b;
+  }
+}
+
+// std of a 0-d tensor with correction 0 is 0; its gradient is 0 as eager's (and PyTorch's
+// std_backward: masked_fill_(result == 0, 0)), not the decomposition's sqrt'(0) * 0 = NaN.
+TEST(FuzzFound, StdOfOneElementHasZeroGradient) {
+  auto body = [](const Tensor& x) { return x.std({}, 0.0); };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    for (bool zero_d : {true, false}) {
+      SCOPED_TRACE(std::string(b) + (zero_d ? " 0-d" : " [1,3] over dim 0"));
+      auto f = compile(zero_d ? body : [](const Tensor& x) { return x.std({0}, 0.0); }, backend(b));
+      Tensor x = (zero_d ? full({}, 1.5, kFloat64) : full({1, 3}, 1.5, kFloat64)).requires_grad_(true);
+      Tensor y = f(x);
+      EXPECT_EQ(y.sum().item<double>(), 0.0);
+      y.sum().backward();
+      ASSERT_TRUE(x.grad().defined());
+      for (double g : x.grad().to_vector<double>()) EXPECT_EQ(g, 0.0);
+    }
+  }
+}
+
+// ties_in_full_reductions: median over every element shares the gradient evenly among the
+// elements equal to it, as eager (and PyTorch's evenly_distribute_backward); the joint graph
+// differentiated the decomposition's selection, which gives it all to one element.
+TEST(FuzzFound, MedianOverTiesSharesTheGradient) {
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile([](const Tensor& x) { return x.expand({6}).median(); }, backend(b));
+    Tensor x = full({1}, 0.75).requires_grad_(true);
+    f(x).backward();
+    EXPECT_NEAR(x.grad().item<float>(), 1.0f, 1e-6);  // 6 tied elements, 1/6 each, summed by expand
+    Tensor y = tensor({1.0f, 2.0f, 2.0f, 3.0f, 2.0f}).requires_grad_(true);
+    compile([](const Tensor& t) { return t.median(); }, backend(b))(y).backward();
+    EXPECT_EQ(y.grad().to_vector<float>(), std::vector<float>({0, 1.0f / 3, 1.0f / 3, 0, 1.0f / 3}));
+  }
+}
+
+// empty_reduction_grad: nanmedian over every element of an empty tensor is NaN and, as eager's,
+// requires grad (a zero gradient of the right shape).
+TEST(FuzzFound, NanmedianOfEmptyRequiresGrad) {
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile([](const Tensor& x) { return nanmedian(x); }, backend(b));
+    Tensor x = zeros({2, 0, 3}).requires_grad_(true);
+    Tensor y = f(x);
+    EXPECT_TRUE(std::isnan(y.item<float>()));
+    ASSERT_TRUE(y.requires_grad());
+    y.backward();
+    ASSERT_TRUE(x.grad().defined());
+    EXPECT_EQ(x.grad().sizes().vec(), std::vector<int64_t>({2, 0, 3}));
+  }
+}
+
+// nograd_inplace: a write under NoGradGuard into a tensor the graph made that requires grad
+// changes its value, not its history: the gradient goes on to what it was before the write
+// (eager and PyTorch); the functional graph made its final value a constant (no gradient).
+TEST(FuzzFound, NoGradWriteKeepsTheHistory) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = in[0] * 3;
+    {
+      NoGradGuard g;
+      y.masked_fill_(y > 0, 0);
+    }
+    return Tensors{y, y * 2};
+  };
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (double v : {1.0, -2.0}) {  // twice: the second call replays the trace
+      Tensor x = tensor({v, -v, 0.5}).to(kFloat64).requires_grad_(true);
+      Tensors r = f(Tensors{x});
+      ASSERT_TRUE(r[0].requires_grad());
+      Tensors g = autograd::grad(r, {x}, {ones_like(r[0]), ones_like(r[1])}, std::nullopt, false, true);
+      ASSERT_TRUE(g[0].defined());
+      EXPECT_EQ(g[0].to_vector<double>(), std::vector<double>({9, 9, 9})) << v;  // 3 + 3 * 2
+    }
+  }
+}
+
+// nograd_inplace, into an argument: a leaf written under NoGradGuard, then viewed; the view's
+// gradient reaches the leaf (seed 5213: the functional graph's view of the written value was a
+// constant).
+TEST(FuzzFound, NoGradWriteIntoALeafArgument) {
+  auto fn = [](const Tensors& in) {
+    {
+      NoGradGuard g;
+      Tensor(in[0]).zero_();
+    }
+    return Tensors{in[0].transpose(0, 1) * 2};
+  };
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor x = ones({2, 3}).requires_grad_(true);
+      Tensors r = f(Tensors{x});
+      EXPECT_EQ(x.to_vector<float>(), std::vector<float>(6, 0.0f));
+      ASSERT_TRUE(r[0].requires_grad());
+      r[0].sum().backward();
+      ASSERT_TRUE(x.grad().defined());
+      EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(6, 2.0f)) << call;
+    }
+  }
+}
+
+// overlapping_writes: an in-place write into internally overlapping memory (an expanded tensor,
+// made in the graph or passed in) raises eager's error (as PyTorch's) under every backend.
+TEST(FuzzFound, WritesIntoOverlappingMemoryRaiseEagersError) {
+  auto inside = [](const Tensor& x) {
+    Tensor e = x.expand({3, 4});
+    e.mul_(2);
+    return e.sum();
+  };
+  auto argument = [](const Tensor& e) {
+    Tensor(e).add_(1);
+    return e * 1;
+  };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string want_inside = message([&] { inside(ones({4})); });
+  const std::string want_argument = message([&] { argument(ones({4}).expand({3, 4})); });
+  ASSERT_NE(want_inside.find("single memory location"), std::string::npos) << want_inside;
+  ASSERT_NE(want_argument.find("single memory location"), std::string::npos) << want_argument;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(inside, backend(b));
+    auto g = compile(argument, backend(b));
+    EXPECT_EQ(message([&] { f(ones({4})); }), want_inside);
+    Tensor base = ones({4});
+    EXPECT_EQ(message([&] { g(base.expand({3, 4})); }), want_argument);
+    EXPECT_EQ(base.to_vector<float>(), std::vector<float>(4, 1.0f));
+  }
+}
+
+// Found while fixing the above (seed 3896, inductor): batch_norm's decomposition writes its
+// running statistics, so it is not recorded as one node (Note [Composites with their own
+// derivative]); every backend updates them as eager does.
+TEST(FuzzFound, BatchNormRunningStatsUnderEveryBackend) {
+  auto fn = [](const Tensors& in) {
+    return Tensors{batch_norm(in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5)};
+  };
+  manual_seed(7);
+  Tensor x = randn({4, 3}), w = randn({3}), b = randn({3});
+  Tensor rm0 = randn({3}), rv0 = rand({3}) + 0.5;
+  Tensor rm = rm0.clone(), rv = rv0.clone();
+  Tensor want = fn(Tensors{x, rm, rv, w, b})[0];
+  for (const char* be : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(be);
+    auto f = compile(fn, backend(be));
+    Tensor m = rm0.clone(), v = rv0.clone();
+    Tensor got = f(Tensors{x, m, v, w.detach().requires_grad_(true), b})[0];  // a joint graph too
+    EXPECT_LE((got - want).abs().max().item<double>(), 1e-5);
+    EXPECT_LE((m - rm).abs().max().item<double>(), 1e-6);
+    EXPECT_LE((v - rv).abs().max().item<double>(), 1e-6);
   }
 }
 

@@ -412,7 +412,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     for (size_t i = 0; i < rg_primals.size(); ++i) {
       // An input the backward gives no gradient (used only under no_grad) gets no edge, so
       // autograd::grad(allow_unused) leaves its gradient undefined, as eager's would.
-      node->next_edges.push_back(grad_out[i] >= 0 ? autograd::gradient_edge(in[rg_primals[i]]) : autograd::Edge{});
+      node->next_edges.push_back(grad_out[i] >= 0 ? input_gradient_edge(in[rg_primals[i]]) : autograd::Edge{});
       node->grad_of_edge.push_back(grad_out[i]);
     }
     node->output_meta = diff_meta;

@@ -17,6 +17,17 @@ thread_local Recording* tls_recording = nullptr;
 // Recordings alive on this thread, paused ones included: a retrace made while a graph is
 // compiled (PauseRecording) must not uninstall the hooks the paused recording needs.
 thread_local int tls_recordings_alive = 0;
+// Note [Input edges]: the edges of the graph being run by this thread's recording.
+struct InputEdges {
+  const std::vector<std::pair<const TensorImpl*, std::shared_ptr<autograd::Node>>>* fns;
+  const std::vector<uint32_t>* nrs;
+};
+thread_local const InputEdges* tls_input_edges = nullptr;
+struct InputEdgesScope {
+  const InputEdges* prev;
+  explicit InputEdgesScope(const InputEdges* e) : prev(tls_input_edges) { tls_input_edges = e; }
+  ~InputEdgesScope() { tls_input_edges = prev; }
+};
 std::atomic<uint64_t> g_next_recording{1};
 
 const void* storage_key(const TensorImpl* i) {
@@ -31,6 +42,13 @@ bool same_meta(const TensorMeta& a, const TensorMeta& b) {
 }  // namespace
 
 Recording* active_recording() { return tls_recording; }
+
+autograd::Edge input_gradient_edge(const Tensor& t) {
+  if (const InputEdges* e = tls_input_edges)
+    for (size_t k = 0; k < e->fns->size(); ++k)
+      if ((*e->fns)[k].first == t.unsafe_impl()) return autograd::Edge{(*e->fns)[k].second, (*e->nrs)[k]};
+  return autograd::gradient_edge(t);
+}
 
 PauseRecording::PauseRecording() : prev_(tls_recording) { tls_recording = nullptr; }
 PauseRecording::~PauseRecording() { tls_recording = prev_; }
@@ -85,6 +103,8 @@ void Recording::reset() {
   graph_.nodes = std::move(nodes);
   hash_ = Hasher();
   inputs_.clear();
+  input_fns_.clear();
+  input_nrs_.clear();
   input_of_.clear();
   storage_class_.clear();
   written_.clear();
@@ -127,6 +147,11 @@ void Recording::stop_replay() {
   random_attrs_.clear();
 }
 
+void Recording::note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad) {
+  if (!no_grad || !info.has(MUTATES) || functionalize_ || decompose_ || inputs.empty() || !inputs[0].defined()) return;
+  if (inputs[0].requires_grad()) keep_eager_autograd_ = true;
+}
+
 bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
   premixed_ = false;
   if (!replaying_) return false;
@@ -158,6 +183,7 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);
   hash_.mix(n.no_grad ? 0x6e67u : 0x6467u);
+  note_no_grad_write(info, inputs, n.no_grad);
   if (info.has(MUTATES)) {
     for (const Tensor& t : inputs) {
       if (!t.defined()) continue;
@@ -228,6 +254,11 @@ int Recording::value_of(const Tensor& t) {
   if (v < 0) v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
   input_of_.emplace(i, v);
   inputs_.push_back(t);
+  if (i->autograd && !functionalize_ && !decompose_ && t.requires_grad() && !t.is_leaf()) {
+    autograd::Edge e = autograd::gradient_edge(t);  // Note [Input edges]
+    input_fns_.emplace_back(i, std::move(e.fn));
+    input_nrs_.push_back(e.input_nr);
+  }
   // Structure, not identity: which slot, what metadata, which earlier input it aliases.
   hash_.mix(0x1a7e5ull);
   if (sym.empty()) {
@@ -312,6 +343,12 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
   const bool no_grad = !recording_differentiable();                  // Note [No-grad nodes]
   hash_.mix(no_grad ? 0x6e67u : 0x6467u);
+  // Note [No-grad writes]: a write under no_grad into a tensor that requires grad (made by this
+  // graph, or an input) changes its value but not its history: eager's backward sends its
+  // gradient on to what it was before the write. A functional graph has no such value (its
+  // final value is a constant for autograd, Note [No-grad nodes]), so this graph keeps eager's
+  // autograd.
+  note_no_grad_write(info, inputs, no_grad);
   if (info.has(MUTATES)) {
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (!inputs[k].defined()) continue;
@@ -586,6 +623,8 @@ void Recording::flush() {
   GraphResult result;
   {
     PauseRecording pause;
+    const InputEdges edges{&input_fns_, &input_nrs_};
+    InputEdgesScope edges_scope(&edges);
     std::vector<int64_t> random;
     for (const auto& [n, attrs] : random_attrs_) {
       random.push_back(attrs.i(attrs.size() - 2));

@@ -16,6 +16,7 @@
 
 namespace kiln::autograd {
 struct Node;
+struct Edge;
 class DeferredGraph;
 }  // namespace kiln::autograd
 
@@ -191,6 +192,8 @@ class Recording final : public RecordLayer {
   Tensor make_tracer_view(const Tensor& base, const TensorMeta& m, int value);
   void reset();
   void functional_write(const Tensor& dst, const Tensor& src);
+  // Note [No-grad writes]: a write under no_grad into a tensor that requires grad.
+  void note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad);
   void refresh_view(TensorImpl* view);
 
   GraphSink* sink_;
@@ -215,6 +218,10 @@ class Recording final : public RecordLayer {
   Graph graph_;
   Hasher hash_;
   std::vector<Tensor> inputs_;                      // real graph inputs, in order
+  // Note [Input edges]: per real input that requires grad with a history, its gradient edge
+  // when the graph met it (before the graph's writes rebased it).
+  std::vector<std::pair<const TensorImpl*, std::shared_ptr<autograd::Node>>> input_fns_;
+  std::vector<uint32_t> input_nrs_;
   PtrIntMap input_of_;                              // real impl → value id
   PtrIntMap storage_class_;                         // storage → first input using it
   std::unordered_set<const void*> written_;         // storages of real inputs the graph writes
@@ -264,5 +271,15 @@ class PauseRecording {
 };
 
 Recording* active_recording();
+
+// Note [Input edges]
+// A compiled graph's backward node sends each input's gradient along the input's gradient
+// edge. An input the graph writes in place with grad on was rebased by the capture (eager's
+// autograd ran the write: `m.mul_(2)` made m's grad_fn a MulBackward), so its edge read after
+// the capture leads through the write's node: a value the graph computed from m before the
+// write (`w = m - 1`) would send its gradient through MulBackward too. The recording keeps
+// each input's edge from when the graph first met it, and the backends read edges through
+// this function while the recording runs the graph.
+autograd::Edge input_gradient_edge(const Tensor& t);
 
 }  // namespace kiln::compiler

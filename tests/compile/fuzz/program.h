@@ -48,7 +48,8 @@ struct Switches {
   bool reads_after_break = true;  // fixed: on
   // Found by the fuzzer (generator): an in-place write under NoGradGuard into a tensor whose view
   // (or itself) is an output: the compiled backward differentiates the write (eager does not).
-  bool nograd_inplace = false;
+  // Fixed: such a graph keeps eager's autograd (Note [No-grad writes]).
+  bool nograd_inplace = true;  // fixed: on
   // Found by the fuzzer: under assume_pure, `arg.detach()` of a tensor argument is captured as
   // a constant, so the guard-only replay (second call, other values) computes with the first
   // call's values (`return in[0].detach() * 2;` returns 2 for ones, then 2 again for fives).
@@ -72,7 +73,11 @@ struct Switches {
   bool writes_to_viewed_tensors = false;
   // (generator) In-place writes into internally overlapping memory (an expanded input,
   // as_strided windows): PyTorch raises, kiln's eager writes with an order-dependent result.
-  bool overlapping_writes = false;
+  // Now: eager raises for a stride-0 dim (Note [Overlapping writes] in dispatch.cpp) and every
+  // backend raises the same error (FuzzFound.WritesIntoOverlappingMemoryRaiseEagersError).
+  // as_strided windows share storage with their source, so writes_to_viewed_tensors (off)
+  // still keeps writes into them out.
+  bool overlapping_writes = true;  // on
   // Found by the fuzzer: after a data-dependent op (masked_select, nonzero, unique_consecutive,
   // index with a mask), the second call (same sizes) raises under every backend: a size of the
   // data-dependent output is matched to another tensor's size ("sub: the size of tensor a (0)
@@ -84,11 +89,13 @@ struct Switches {
   bool copy_aliases_source = true;  // fixed: on
   // Found by the fuzzer: the gradient of nanmedian over all elements of an empty tensor
   // ([2, 0, 3]): eager's output requires grad, aot_eager's does not.
-  bool empty_reduction_grad = false;
+  // Fixed: composites with a VJP of their own stay one node (Note [Composites with their own
+  // derivative]).
+  bool empty_reduction_grad = true;  // fixed: on
   // Found by the fuzzer: the gradient of median/nanmedian over all elements with ties (an
   // expanded input): eager (as PyTorch) spreads it evenly over the tied elements, aot_eager gives
-  // it all to one element.
-  bool ties_in_full_reductions = false;
+  // it all to one element. Fixed as empty_reduction_grad.
+  bool ties_in_full_reductions = true;  // fixed: on
   // A documented limit (docs/compile.md, Note [Aliased inputs]): a graph that writes one of
   // several inputs sharing a storage, one of which requires grad, is refused with "not supported
   // yet" (after a graph break: an in-place op on a view whose base is also an input).
