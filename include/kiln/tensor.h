@@ -124,16 +124,22 @@ class Tensor {
 
   // ---- conversion and copies ----
   Tensor to(DType t, bool copy = false) const;
-  Tensor to(Device d, std::optional<DType> t = std::nullopt, bool copy = false) const;
+  // As torch's to(device, dtype, non_blocking, copy): with non_blocking, a copy between pinned host
+  // memory (pin_memory()) and a GPU is queued on the stream and returns at once.
+  Tensor to(Device d, std::optional<DType> t = std::nullopt, bool non_blocking = false, bool copy = false) const;
   Tensor to(const TensorOptions& o, bool copy = false) const;
   Tensor cpu() const { return to(kCPU); }
-  Tensor cuda() const { return to(Device(DeviceType::CUDA)); }
+  Tensor cuda(bool non_blocking = false) const { return to(Device(DeviceType::CUDA), std::nullopt, non_blocking); }
+  // A copy in page-locked host memory (itself when it already is): copies from it to a GPU can be
+  // asynchronous. Needs CUDA. is_pinned(): whether this tensor's memory is page-locked.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor float_() const { return to(kFloat32); }
   Tensor double_() const { return to(kFloat64); }
   Tensor long_() const { return to(kInt64); }
   Tensor contiguous() const;
   Tensor clone() const;
-  Tensor& copy_(const Tensor& src);
+  Tensor& copy_(const Tensor& src, bool non_blocking = false);
   Tensor& fill_(const Scalar& v);
   Tensor& zero_();
   Tensor& normal_(double mean = 0, double std = 1);

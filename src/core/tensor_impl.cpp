@@ -92,6 +92,15 @@ std::array<Allocator*, kNumDeviceTypes>& allocators() {
 
 void register_allocator(DeviceType type, Allocator* alloc) { allocators()[static_cast<int>(type)] = alloc; }
 
+namespace {
+Allocator*& pinned_slot() {
+  static Allocator* a = nullptr;
+  return a;
+}
+}  // namespace
+void register_pinned_allocator(Allocator* alloc) { pinned_slot() = alloc; }
+Allocator* pinned_allocator() { return pinned_slot(); }
+
 Allocator* get_allocator(DeviceType type) {
   Allocator* a = allocators()[static_cast<int>(type)];
   KILN_CHECK(a, "no allocator for device type ", device_type_name(type),
@@ -113,6 +122,20 @@ Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, 
 
 Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device) {
   return make_tensor_strided(sizes, contiguous_strides(sizes), dtype, device);
+}
+
+Tensor make_tensor_pinned(IntArrayRef sizes, DType dtype) {
+  Allocator* a = pinned_allocator();
+  KILN_CHECK(a, "pin_memory: needs CUDA (page-locked memory serves copies to a GPU): kiln was built without CUDA");
+  auto impl = new_impl();
+  impl->sizes.assign(sizes.begin(), sizes.end());
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->device = kCPU;
+  for (int64_t s : sizes) KILN_CHECK(s >= 0, "negative dimension in size ", shape_str(sizes));
+  impl->refresh_metadata();
+  impl->storage = a->allocate(storage_nbytes(sizes, impl->strides, impl->numel, dtype), kCPU);
+  return Tensor(std::move(impl));
 }
 
 Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device,

@@ -27,6 +27,7 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   std::function<void(void*)> deleter;  // frees `data`; empty for borrowed memory
+  bool pinned = false;                 // page-locked host memory (Tensor::pin_memory)
 
   Storage(void* d, size_t n, Device dev, std::function<void(void*)> del)
       : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
@@ -85,6 +86,8 @@ bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
 // Allocates storage on `device` for a contiguous tensor (uninitialised contents).
 Tensor make_tensor(IntArrayRef sizes, DType dtype, Device device);
 Tensor make_tensor_strided(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
+// A contiguous CPU tensor in page-locked memory (pinned_allocator(), which must exist).
+Tensor make_tensor_pinned(IntArrayRef sizes, DType dtype);
 // A tensor without storage (tracer / meta); with `version`, it shares that
 // counter (a view) instead of getting its own.
 Tensor make_meta_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device,
@@ -101,6 +104,10 @@ struct Allocator {
 };
 void register_allocator(DeviceType type, Allocator* alloc);
 Allocator* get_allocator(DeviceType type);
+// Page-locked host memory for fast and asynchronous copies to and from a GPU (the CUDA backend
+// registers it; null in a build without CUDA). Its storages have `pinned` set.
+void register_pinned_allocator(Allocator* alloc);
+Allocator* pinned_allocator();
 
 // Note [Value reads]: every read of a tensor's values from C++ (item,
 // to_vector, printing, data_ptr) calls this hook first; while compiling it

@@ -95,6 +95,13 @@ void set_force_decomposition(int op) { tls_force_decomp = op; }
 void set_op_call_counts(std::vector<uint32_t>* counts) { tls_op_counts = counts; }
 void set_kernel_timer(KernelTimer* timer) { g_kernel_timer.store(timer); }
 
+namespace {
+thread_local bool tls_non_blocking = false;
+}
+bool non_blocking_copy() { return tls_non_blocking; }
+NonBlockingCopyGuard::NonBlockingCopyGuard(bool on) : prev_(tls_non_blocking) { tls_non_blocking = on; }
+NonBlockingCopyGuard::~NonBlockingCopyGuard() { tls_non_blocking = prev_; }
+
 void set_autograd_layer(AutogradLayer layer, NeedsAutograd needs, RebaseHistory rebase) {
   g_autograd_layer = layer;
   g_needs_autograd = needs;

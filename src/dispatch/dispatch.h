@@ -111,6 +111,20 @@ struct KernelTimer {
 };
 void set_kernel_timer(KernelTimer* timer);
 
+// Note [Non-blocking copies]: Tensor::copy_(src, non_blocking) and to(..., non_blocking) tell the
+// device backend's copy, below the op call, that the caller does not need the values on return.
+bool non_blocking_copy();
+class NonBlockingCopyGuard {
+ public:
+  explicit NonBlockingCopyGuard(bool on);
+  ~NonBlockingCopyGuard();
+  NonBlockingCopyGuard(const NonBlockingCopyGuard&) = delete;
+  NonBlockingCopyGuard& operator=(const NonBlockingCopyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 // A mode intercepts every op call above autograd (the tracer is one).
 struct DispatchMode {
   virtual ~DispatchMode() = default;

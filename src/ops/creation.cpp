@@ -298,7 +298,7 @@ KILN_REGISTER_META(copy_, meta_copy_);
 // Note [copy_ and autograd]: self = src (broadcast, converted to self's dtype)
 // is the in-place form of `to` applied to src expanded to self's shape, so
 // call_op_inplace records the gradient to src and self takes over its history.
-Tensor& Tensor::copy_(const Tensor& src) {
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   KILN_CHECK(defined() && src.defined(), "copy_: undefined tensor");
   bool grad = is_grad_enabled() && (src.requires_grad() || requires_grad());
   if (grad)
@@ -308,6 +308,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (src.device() != device() || !grad) {
     KILN_CHECK(!grad, "copy_: not supported yet: copies across devices of tensors that require grad");
     // Through call_op like every op, so modes and the op-call counts see it (copy_into below autograd doesn't).
+    NonBlockingCopyGuard nb(non_blocking);
     (void)call_op(OpId::copy_, {*this, src});
     unsafe_impl()->bump_version();
     return *this;
@@ -328,12 +329,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return call_op_inplace(*this, OpId::to, {s}, {dtype()});
 }
 
-Tensor Tensor::to(Device d, std::optional<DType> t, bool copy) const {
+Tensor Tensor::to(Device d, std::optional<DType> t, bool non_blocking, bool copy) const {
   DType dt = t.value_or(dtype());
   if (d == device()) return kiln::to(*this, dt, copy);
-  auto move = [d, dt](const Tensor& x) {
-    Tensor out = empty(x.sizes(), TensorOptions(dt).device(d));
-    out.copy_(x);
+  auto move = [d, dt, non_blocking](const Tensor& x) {
+    // A non-blocking copy to the host lands in pinned memory, as torch's, so it can be asynchronous.
+    Tensor out = non_blocking && d.is_cpu() && !x.is_cpu() && x.has_storage() && pinned_allocator()
+                     ? make_tensor_pinned(x.sizes(), dt)
+                     : empty(x.sizes(), TensorOptions(dt).device(d));
+    out.copy_(x, non_blocking);
     return out;
   };
   if (!(is_grad_enabled() && requires_grad())) return move(*this);
@@ -348,8 +352,30 @@ Tensor Tensor::to(Device d, std::optional<DType> t, bool copy) const {
         return std::vector<Tensor>{g[0].defined() ? g[0].to(from, from_dtype) : Tensor()};
       })[0];
 }
+bool Tensor::is_pinned() const {
+  return defined() && has_storage() && unsafe_impl()->storage->pinned;
+}
+Tensor Tensor::pin_memory() const {
+  KILN_CHECK(defined(), "pin_memory: undefined tensor");
+  KILN_CHECK(is_cpu(), "pin_memory: expected a CPU tensor, got one on ", device());
+  KILN_CHECK(has_storage(), "pin_memory: not supported on a tensor without storage (a tracer or meta tensor)");
+  if (is_pinned()) return *this;
+  Tensor out = make_tensor_pinned(sizes(), dtype());
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  // Differentiable as a copy (torch's pin_memory is): the gradient flows to self unchanged.
+  if (is_grad_enabled() && requires_grad()) return autograd::apply_custom_function(
+      "pin_memory", {*this}, [out](autograd::AutogradContext*, const std::vector<Tensor>&) {
+        return std::vector<Tensor>{out};
+      },
+      [](autograd::AutogradContext*, const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; })[0];
+  return out;
+}
+
 Tensor Tensor::to(const TensorOptions& o, bool copy) const {
-  Tensor r = to(o.device_ ? *o.device_ : device(), o.dtype_, copy);
+  Tensor r = to(o.device_ ? *o.device_ : device(), o.dtype_, /*non_blocking=*/false, copy);
   if (o.requires_grad_ && !r.requires_grad()) r.requires_grad_(true);
   return r;
 }

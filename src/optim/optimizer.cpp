@@ -178,7 +178,7 @@ std::map<const TensorImpl*, StateDict> Optimizer::prepare_state(const OptimizerS
         KILN_CHECK(std::isfinite(step) && step >= 0, what, ": state '", key, "' is ", step,
                    " (a step count must be finite and >= 0)");
       }
-      if (build) v = value.reshape({}).to(kCPU, kFloat32, /*copy=*/true);
+      if (build) v = value.reshape({}).to(kCPU, kFloat32, /*non_blocking=*/false, /*copy=*/true);
     } else {
       KILN_CHECK(value.sizes() == p.sizes(), what, ": state '", key, "' has shape ", shape_str(value.sizes()),
                  " but its parameter has shape ", shape_str(p.sizes()));

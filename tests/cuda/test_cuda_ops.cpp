@@ -76,7 +76,7 @@ Tensor to_device(const Tensor& t, Device dev) {
   }
   Tensor out;
   if (src.is_contiguous() || overlapping || extent == 0) {
-    out = src.to(dev, std::nullopt, /*copy=*/true);
+    out = src.to(dev, std::nullopt, /*non_blocking=*/false, /*copy=*/true);
   } else {
     Tensor base = zeros({extent}, TensorOptions(src.dtype()).device(dev));
     out = base.as_strided(src.sizes().vec(), src.strides().vec(), src.storage_offset());

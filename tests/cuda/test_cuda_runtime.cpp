@@ -20,8 +20,56 @@ TEST(CudaNoDevice, UsingCudaWithoutADeviceIsAClearError) {
   testing::expect_error([] { cuda::synchronize(); }, {why});
   testing::expect_error([] { (void)cuda::memory_allocated(); }, {why});
   testing::expect_error([] { (void)cuda::current_stream(); }, {why});
+  EXPECT_FALSE(x.is_pinned());
+  testing::expect_error([&] { (void)x.pin_memory(); }, {why});
+  testing::expect_error([] { cuda::profiler_start(); }, {why});
   // The CPU keeps working after the failures.
   EXPECT_EQ((x + x).sum().item<float>(), 12.0f);
+}
+
+// Note [Pinned host memory]: non-blocking copies between pinned memory and the GPU return at
+// once; a pinned block freed while its copy is queued is not handed out again before the copy
+// has read it.
+// Same sizes and bit-equal values.
+bool same(const Tensor& a, const Tensor& b) {
+  return a.sizes().vec() == b.sizes().vec() && allclose(a, b, 0.0, 0.0);
+}
+
+TEST(CudaRuntime, PinnedMemoryAndNonBlockingCopies) {
+  KILN_REQUIRE_CUDA();
+  Tensor x = arange(0, 1 << 20, 1, kFloat32).reshape({1024, 1024});
+  Tensor p = x.pin_memory();
+  EXPECT_TRUE(p.is_pinned());
+  EXPECT_FALSE(x.is_pinned());
+  EXPECT_TRUE(p.pin_memory().is_same(p));
+  EXPECT_TRUE(same(p, x));
+  // A non-contiguous source gives a dense pinned copy.
+  EXPECT_TRUE(same(x.t().pin_memory(), x.t()));
+
+  // Host to device from pinned memory, then the pinned tensor dies with the copy perhaps queued;
+  // a new pinned tensor of the same size, written at once, must not change what the GPU got.
+  Tensor big = randn({64, 1024, 1024}).cuda();  // queue work ahead of the copy
+  Tensor y;
+  {
+    Tensor src = x.pin_memory();
+    (void)(big * 2.0).sum();
+    y = src.to(Device(DeviceType::CUDA), std::nullopt, /*non_blocking=*/true);
+  }
+  Tensor reuse = zeros({1024, 1024}).pin_memory();
+  reuse.fill_(-1.0);
+  cuda::synchronize();
+  EXPECT_TRUE(same(y.cpu(), x));
+
+  // Device to host into pinned memory without waiting; the values are there after a synchronize.
+  Tensor back = (y * 2.0).to(kCPU, std::nullopt, /*non_blocking=*/true);
+  EXPECT_TRUE(back.is_pinned());
+  cuda::synchronize();
+  EXPECT_TRUE(same(back, x * 2.0));
+  // copy_ with non_blocking into a pinned destination.
+  Tensor dst = empty({1024, 1024}).pin_memory();
+  dst.copy_(y, /*non_blocking=*/true);
+  cuda::synchronize();
+  EXPECT_TRUE(same(dst, x));
 }
 
 TEST(CudaRuntime, DeviceProperties) {

@@ -284,7 +284,7 @@ TEST(Copy, BroadcastDtypeVersionAutograd) {
   // to(Device) / to(TensorOptions) on the same device.
   Tensor x = tensor<float>({1.f, 2.f});
   EXPECT_TRUE(x.to(kCPU).is_same(x));
-  EXPECT_FALSE(x.to(kCPU, std::nullopt, true).is_same(x));
+  EXPECT_FALSE(x.to(kCPU, std::nullopt, false, true).is_same(x));
   EXPECT_EQ(x.to(TensorOptions(kFloat64)).dtype(), kFloat64);
 }
 

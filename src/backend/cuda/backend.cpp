@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/host_allocator.h"
 #include "backend/cuda/launch.h"
 #include "dispatch/dispatch.h"
 #include "kiln/cuda.h"
@@ -107,6 +108,9 @@ void copy_h2d(const Tensor& dst, const Tensor& src) {
   KILN_CUDA_CHECK(cudaMemcpyAsync(dev.unsafe_impl()->data(), host.unsafe_impl()->data(), dev.nbytes(),
                                   cudaMemcpyHostToDevice, current_cuda_stream(d)),
                   "cudaMemcpyAsync (host to device)");
+  // From pinned memory the copy is asynchronous: the block stays reserved until it is done
+  // (Note [Pinned host memory]); from pageable memory the driver staged it before returning.
+  if (host.is_pinned()) record_host_use(*host.unsafe_impl()->storage, current_cuda_stream(d));
   if (!dst.is_contiguous()) copy_same_device(dst, dev);
 }
 
@@ -123,6 +127,12 @@ void copy_d2h(const Tensor& dst, const Tensor& src) {
   KILN_CUDA_CHECK(
       cudaMemcpyAsync(host.unsafe_impl()->data(), dev.unsafe_impl()->data(), host.nbytes(), cudaMemcpyDeviceToHost, s),
       "cudaMemcpyAsync (device to host)");
+  // Note [Non-blocking copies]: into pinned memory, a non-blocking copy returns at once (the
+  // caller synchronizes before reading); anything else waits, as the values are read next.
+  if (host.is_same(dst) && dst.is_pinned() && non_blocking_copy()) {
+    record_host_use(*dst.unsafe_impl()->storage, s);
+    return;
+  }
   KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   if (!dst.is_contiguous()) get_backend(DeviceType::CPU)->copy(dst, host);
 }
