@@ -8,6 +8,7 @@
 #include "core/tensor_impl.h"
 #include "io/dlpack_abi.h"
 #include "io/file_util.h"
+#include "kiln/cuda.h"
 #include "kiln/ops/creation.h"
 
 namespace kiln {
@@ -88,8 +89,8 @@ DType from_dl_dtype(DLDataType d) {
 DLManagedTensorVersioned* to_dlpack(const Tensor& t) {
   KILN_CHECK(t.defined(), "to_dlpack: the tensor is undefined");
   KILN_CHECK(!t.requires_grad(), "to_dlpack: can't export a tensor that requires grad; use tensor.detach()");
-  KILN_CHECK(!t.is_cuda(), "not supported yet: to_dlpack of a CUDA tensor");
-  KILN_CHECK(t.is_cpu() && t.has_storage(), "to_dlpack: the tensor has no data (", t.device(), " device)");
+  KILN_CHECK((t.is_cpu() || t.is_cuda()) && t.has_storage(), "to_dlpack: the tensor has no data (", t.device(),
+             " device)");
   auto ctx = std::make_unique<ExportedTensor>();
   ctx->tensor = t;
   ctx->storage = t.unsafe_impl()->storage;
@@ -100,8 +101,10 @@ DLManagedTensorVersioned* to_dlpack(const Tensor& t) {
   m.manager_ctx = ctx.get();
   m.deleter = delete_exported;
   m.flags = 0;
-  m.dl_tensor.data = t.data_ptr();
-  m.dl_tensor.device = {kDLCPU, 0};
+  // A CUDA tensor is exported as device memory; as torch's, the consumer orders its reads after the
+  // work queued on kiln's current stream (kiln::cuda::synchronize() or an event).
+  m.dl_tensor.data = t.unsafe_impl()->data();
+  m.dl_tensor.device = t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.device().index)} : DLDevice{kDLCPU, 0};
   m.dl_tensor.ndim = static_cast<int32_t>(t.dim());
   m.dl_tensor.dtype = to_dl_dtype(t.dtype());
   m.dl_tensor.shape = ctx->shape.data();
@@ -118,9 +121,18 @@ Tensor from_dlpack(DLManagedTensorVersioned* m) {
              "not supported yet: from_dlpack of a read-only tensor (kiln tensors are writable)");
   const DLTensor& dl = m->dl_tensor;
   const DLDeviceType dev = dl.device.device_type;
-  KILN_CHECK(dev != kDLCUDA && dev != kDLCUDAManaged && dev != kDLCUDAHost,
-             "not supported yet: from_dlpack of a CUDA tensor (device type ", int(dev), ")");
-  KILN_CHECK(dev == kDLCPU, "from_dlpack: device type ", int(dev), " is not supported (kiln reads CPU tensors)");
+  KILN_CHECK(dev != kDLCUDAManaged, "not supported yet: from_dlpack of CUDA managed memory (device type ", int(dev),
+             ")");
+  KILN_CHECK(dev == kDLCPU || dev == kDLCUDA || dev == kDLCUDAHost, "from_dlpack: device type ", int(dev),
+             " is not supported (kiln reads CPU and CUDA tensors)");
+  // Page-locked host memory (kDLCUDAHost) is host memory to kiln.
+  const Device device = dev == kDLCUDA ? Device(DeviceType::CUDA, dl.device.device_id) : kCPU;
+  if (dev == kDLCUDA) {
+    KILN_CHECK(cuda::is_available(), "from_dlpack: a CUDA tensor, and ",
+               cuda::is_built() ? "no CUDA device is available" : "kiln was built without CUDA");
+    KILN_CHECK(dl.device.device_id >= 0 && dl.device.device_id < cuda::device_count(), "from_dlpack: CUDA device ",
+               dl.device.device_id, " does not exist (", cuda::device_count(), " devices)");
+  }
   const DType dtype = from_dl_dtype(dl.dtype);
   KILN_CHECK(dl.ndim >= 0, "from_dlpack: ndim is negative (", dl.ndim, ")");
   KILN_CHECK(dl.ndim == 0 || dl.shape != nullptr, "from_dlpack: shape is null for ndim ", dl.ndim);
@@ -148,7 +160,7 @@ Tensor from_dlpack(DLManagedTensorVersioned* m) {
   KILN_CHECK(reinterpret_cast<uintptr_t>(data) % itemsize(dtype) == 0,
              "from_dlpack: data + byte_offset is not aligned to ", itemsize(dtype), " bytes (", dtype, ")");
   // Nothing below throws once the storage owns `m`, so the deleter runs exactly once.
-  return from_blob(data, sizes, strides, dtype, [m](void*) {
+  return from_blob(data, sizes, strides, TensorOptions(dtype).device(device), [m](void*) {
     if (m->deleter) m->deleter(m);
   });
 }

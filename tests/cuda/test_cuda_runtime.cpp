@@ -2,6 +2,8 @@
 // device (skipped without one), and clear errors without one.
 #include <string>
 
+#include "io/dlpack_abi.h"
+#include "kiln/dlpack.h"
 #include "tests/cuda/cuda_test.h"
 #include "tests/unit/expect_error.h"
 
@@ -70,6 +72,21 @@ TEST(CudaRuntime, PinnedMemoryAndNonBlockingCopies) {
   dst.copy_(y, /*non_blocking=*/true);
   cuda::synchronize();
   EXPECT_TRUE(same(dst, x));
+}
+
+// DLPack of CUDA tensors: the export views the device memory (writes through either side are seen
+// by the other), keeps the tensor alive, and the import is a CUDA tensor on that device.
+TEST(CudaRuntime, DlpackSharesDeviceMemory) {
+  KILN_REQUIRE_CUDA();
+  Tensor t = arange(0, 12, 1, kFloat32).reshape({3, 4}).cuda();
+  DLManagedTensorVersioned* m = to_dlpack(t.t());
+  EXPECT_EQ(m->dl_tensor.device.device_type, kDLCUDA);
+  EXPECT_EQ(m->dl_tensor.device.device_id, 0);
+  Tensor back = from_dlpack(m);
+  EXPECT_TRUE(back.is_cuda());
+  EXPECT_EQ(back.sizes().vec(), (std::vector<int64_t>{4, 3}));
+  back.fill_(7.0);
+  EXPECT_TRUE(same(t.cpu(), full({3, 4}, 7.0)));
 }
 
 TEST(CudaRuntime, DeviceProperties) {

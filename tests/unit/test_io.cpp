@@ -18,6 +18,7 @@
 #include <future>
 
 #include "io/dlpack_abi.h"
+#include "kiln/cuda.h"
 #include "kiln/dlpack.h"
 #include "kiln/io.h"
 #include "kiln/kiln.h"
@@ -838,7 +839,9 @@ TEST(DLPack, ImportRejectsWhatKilnCannotViewAndLeavesOwnershipWithTheCaller) {
   };
   rejected([](Producer& p) { p.m.version = {2, 0}; }, "DLPack version 2.0 is not supported");
   rejected([](Producer& p) { p.m.version = {0, 8}; }, "DLPack version 0.8 is not supported");
-  rejected([](Producer& p) { p.m.dl_tensor.device = {kDLCUDA, 0}; }, "not supported yet: from_dlpack of a CUDA tensor");
+  if (!cuda::is_available())
+    rejected([](Producer& p) { p.m.dl_tensor.device = {kDLCUDA, 0}; }, "from_dlpack: a CUDA tensor, and");
+  rejected([](Producer& p) { p.m.dl_tensor.device = {kDLCUDAManaged, 0}; }, "CUDA managed memory");
   rejected([](Producer& p) { p.m.dl_tensor.device = {kDLMetal, 0}; }, "device type 8 is not supported");
   rejected([](Producer& p) { p.m.dl_tensor.dtype = {kDLFloat, 32, 4}; }, "vector dtypes (lanes = 4)");
   rejected([](Producer& p) { p.m.dl_tensor.dtype = {kDLUInt, 16, 1}; }, "dtype code 1 with 16 bits has no kiln dtype");
