@@ -150,6 +150,21 @@ __global__ void plain_dkdv(FlashShape f, const T* go, const T* q, const T* k, co
 constexpr int kTile = 64;  // query rows per block, keys per tile
 constexpr int kWarps = 4;  // 16 rows (or keys) each
 constexpr int kTcThreads = kWarps * 32;
+// Shared-memory row pitches, padded so that the 16 rows a WMMA load walks do not start in one
+// bank; the per-element passes give a row's consecutive columns to consecutive lanes.
+constexpr int ld_t(int D) { return D + 8; }  // 16-bit tiles [64][D]
+constexpr int kLdS = kTile + 4;              // float score tiles [16][64]
+constexpr int kLdP = kTile + 8;              // 16-bit weight tiles [16][64]
+constexpr int ld_o(int D) { return D + 4; }  // float accumulators [16][D]
+constexpr size_t tile_bytes(int D) { return size_t(kTile) * ld_t(D) * 2; }
+constexpr size_t score_bytes() { return size_t(kWarps) * 16 * kLdS * 4; }
+constexpr size_t weight_bytes() { return size_t(kWarps) * 16 * kLdP * 2; }
+constexpr size_t acc_bytes(int D) { return size_t(kWarps) * 16 * ld_o(D) * 4; }
+constexpr size_t fwd_smem(int D) { return 3 * tile_bytes(D) + score_bytes() + weight_bytes() + acc_bytes(D); }
+constexpr size_t dq_smem(int D) { return 4 * tile_bytes(D) + 2 * score_bytes() + weight_bytes() + acc_bytes(D); }
+constexpr size_t dkdv_smem(int D) {
+  return 4 * tile_bytes(D) + 2 * kTile * 4 + 2 * score_bytes() + 2 * weight_bytes() + 2 * acc_bytes(D);
+}
 
 template <class T>
 __device__ inline T from_float(float x);
@@ -162,16 +177,36 @@ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-// Rows row0 .. row0 + 63 of a dense [rows, D] array into a [64][D] shared tile, zeros past `rows`,
-// in 16-byte vectors (D is a multiple of 16 and the arrays 16-byte aligned).
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Carves a kernel's shared memory into regions, in order.
+struct Carve {
+  unsigned char* p;
+  template <class X>
+  __device__ X* take(size_t bytes) {
+    X* r = reinterpret_cast<X*>(p);
+    p += bytes;
+    return r;
+  }
+};
+
+// Rows row0 .. row0 + 63 of a dense [rows, D] array into a [64][ld_t(D)] shared tile, zeros past
+// `rows`, in 16-byte vectors (D is a multiple of 16 and the arrays 16-byte aligned).
 template <class T>
 __device__ inline void load_tile(T* dst, const T* src, int64_t row0, int64_t rows, int D) {
-  const int vecs = D / 8;
+  const int vecs = D / 8, ld = ld_t(D);
   for (int idx = threadIdx.x; idx < kTile * vecs; idx += blockDim.x) {
     int rr = idx / vecs, cv = idx % vecs;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (row0 + rr < rows) val = reinterpret_cast<const uint4*>(src + (row0 + rr) * D)[cv];
-    reinterpret_cast<uint4*>(dst + rr * D)[cv] = val;
+    reinterpret_cast<uint4*>(dst + rr * ld)[cv] = val;
   }
 }
 
@@ -183,57 +218,41 @@ using RowB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
 template <class T>
 using ColB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
 
-// out16x64 (float, ld 64) = A (16 x D rows of a [.][D] tile) times B^T where B is 64 rows of a
-// [.][D] tile: the scores of 16 rows against 64 others.
+// out [16][kLdS] (float) = the 16 rows at `a` times the transpose of the 64 rows of tile `b`
+// (both pitch ld_t(D)): scores of 16 rows against 64 others.
 template <class T>
 __device__ inline void rows_times_rows_t(float* out, const T* a, const T* b, int D) {
+  const int ld = ld_t(D);
   for (int cb = 0; cb < kTile / 16; ++cb) {
     Acc acc;
     wmma::fill_fragment(acc, 0.0f);
     for (int kk = 0; kk < D / 16; ++kk) {
       RowA<T> fa;
       ColB<T> fb;
-      wmma::load_matrix_sync(fa, a + kk * 16, D);
-      wmma::load_matrix_sync(fb, b + cb * 16 * D + kk * 16, D);
+      wmma::load_matrix_sync(fa, a + kk * 16, ld);
+      wmma::load_matrix_sync(fb, b + cb * 16 * ld + kk * 16, ld);
       wmma::mma_sync(acc, fa, fb, acc);
     }
-    wmma::store_matrix_sync(out + cb * 16, acc, kTile, wmma::mem_row_major);
+    wmma::store_matrix_sync(out + cb * 16, acc, kLdS, wmma::mem_row_major);
   }
 }
 
-// acc16xD (float, ld D) += A (16 x 64, ld 64) times B (64 rows of a [.][D] tile).
+// acc16 [16][ld_o(D)] (float) += a [16][kLdP] (16-bit) times the 64 rows of tile `b`.
 template <class T>
 __device__ inline void accumulate_times_tile(float* acc16, const T* a, const T* b, int D) {
+  const int ld = ld_t(D), lo = ld_o(D);
   for (int cb = 0; cb < D / 16; ++cb) {
     Acc acc;
-    wmma::load_matrix_sync(acc, acc16 + cb * 16, D, wmma::mem_row_major);
+    wmma::load_matrix_sync(acc, acc16 + cb * 16, lo, wmma::mem_row_major);
     for (int kk = 0; kk < kTile / 16; ++kk) {
       RowA<T> fa;
       RowB<T> fb;
-      wmma::load_matrix_sync(fa, a + kk * 16, kTile);
-      wmma::load_matrix_sync(fb, b + kk * 16 * D + cb * 16, D);
+      wmma::load_matrix_sync(fa, a + kk * 16, kLdP);
+      wmma::load_matrix_sync(fb, b + kk * 16 * ld + cb * 16, ld);
       wmma::mma_sync(acc, fa, fb, acc);
     }
-    wmma::store_matrix_sync(acc16 + cb * 16, acc, D, wmma::mem_row_major);
+    wmma::store_matrix_sync(acc16 + cb * 16, acc, lo, wmma::mem_row_major);
   }
-}
-
-// Each lane owns half a row of a warp's 16 x 64 score tile: row lane / 2, columns from
-// (lane % 2) * 32; and half of that row's D output columns.
-struct LaneSlot {
-  int r, h;
-  __device__ LaneSlot() : r(static_cast<int>(threadIdx.x % 32) >> 1), h(static_cast<int>(threadIdx.x % 32) & 1) {}
-};
-
-// Bytes of shared memory of each kernel for head size D.
-constexpr size_t fwd_smem(int D) {
-  return 3 * kTile * D * 2 + kWarps * 16 * kTile * (4 + 2) + kWarps * 16 * D * 4;
-}
-constexpr size_t dq_smem(int D) {
-  return 4 * kTile * D * 2 + kWarps * 16 * kTile * (4 + 4 + 2) + kWarps * 16 * D * 4;
-}
-constexpr size_t dkdv_smem(int D) {
-  return 4 * kTile * D * 2 + 2 * kTile * 4 + kWarps * 16 * kTile * (4 + 4 + 2 + 2) + kWarps * 16 * D * 4 * 2;
 }
 
 template <class T>
@@ -241,68 +260,61 @@ __global__ void __launch_bounds__(kTcThreads) flash_fwd_tc(FlashShape f, const T
                                                            const T* __restrict__ k, const T* __restrict__ v,
                                                            T* __restrict__ out, float* __restrict__ lse) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int D = static_cast<int>(f.E), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  T* Qs = reinterpret_cast<T*>(smem);
-  T* Ks = Qs + kTile * D;
-  T* Vs = Ks + kTile * D;
-  float* Sw = reinterpret_cast<float*>(Vs + kTile * D) + warp * 16 * kTile;
-  T* Pw = reinterpret_cast<T*>(reinterpret_cast<float*>(Vs + kTile * D) + kWarps * 16 * kTile) + warp * 16 * kTile;
-  float* Ow = reinterpret_cast<float*>(reinterpret_cast<T*>(reinterpret_cast<float*>(Vs + kTile * D) +
-                                                            kWarps * 16 * kTile) +
-                                       kWarps * 16 * kTile) +
-              warp * 16 * D;
-  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const T* kn = k + n * f.S * D;
-  const T* vn = v + n * f.S * D;
+  const int D = static_cast<int>(f.E), LT = ld_t(D), LO = ld_o(D);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve cv{smem};
+  T* Qs = cv.take<T>(tile_bytes(D));
+  T* Ks = cv.take<T>(tile_bytes(D));
+  T* Vs = cv.take<T>(tile_bytes(D));
+  float* Sw = cv.take<float>(score_bytes()) + warp * 16 * kLdS;
+  T* Pw = cv.take<T>(weight_bytes()) + warp * 16 * kLdP;
+  float* Ow = cv.take<float>(acc_bytes(D)) + warp * 16 * LO;
+  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kTile, row0 = q0 + warp * 16;
   load_tile(Qs, q + n * f.L * D, q0, f.L, D);
-  for (int idx = lane; idx < 16 * D; idx += 32) Ow[idx] = 0.0f;
-  const LaneSlot ls;
-  const int64_t qi = q0 + warp * 16 + ls.r;
+  for (int idx = lane; idx < 16 * LO; idx += 32) Ow[idx] = 0.0f;
   const float scale = static_cast<float>(f.scale);
-  float m = -INFINITY, l = 0.0f;
+  float m[16], l[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
   const int64_t kv_end = f.causal ? (f.S < q0 + kTile ? f.S : q0 + kTile) : f.S;
   for (int64_t k0 = 0; k0 < kv_end; k0 += kTile) {
     __syncthreads();
-    load_tile(Ks, kn, k0, f.S, D);
-    load_tile(Vs, vn, k0, f.S, D);
+    load_tile(Ks, k + n * f.S * D, k0, f.S, D);
+    load_tile(Vs, v + n * f.S * D, k0, f.S, D);
     __syncthreads();
-    rows_times_rows_t(Sw, Qs + warp * 16 * D, Ks, D);
+    rows_times_rows_t(Sw, Qs + warp * 16 * LT, Ks, D);
     __syncwarp();
-    float* srow = Sw + ls.r * kTile + ls.h * 32;
-    float mx = -INFINITY;
-    for (int c = 0; c < 32; ++c) {
-      const int64_t kj = k0 + ls.h * 32 + c;
-      const bool keep = kj < f.S && (!f.causal || kj <= qi);
-      const float s = keep ? srow[c] * scale : -INFINITY;
-      srow[c] = s;
-      mx = fmaxf(mx, s);
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const int64_t qi = row0 + r, kj0 = k0 + lane, kj1 = kj0 + 32;
+      const float* srow = Sw + r * kLdS;
+      const float s0 = kj0 < f.S && (!f.causal || kj0 <= qi) ? srow[lane] * scale : -INFINITY;
+      const float s1 = kj1 < f.S && (!f.causal || kj1 <= qi) ? srow[lane + 32] * scale : -INFINITY;
+      const float m_new = fmaxf(m[r], warp_max(fmaxf(s0, s1)));
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float p0 = __expf(s0 - m_use), p1 = __expf(s1 - m_use);
+      Pw[r * kLdP + lane] = from_float<T>(p0);
+      Pw[r * kLdP + lane + 32] = from_float<T>(p1);
+      const float alpha = __expf(m[r] - m_use);
+      l[r] = l[r] * alpha + warp_sum(p0 + p1);
+      m[r] = m_new;
+      for (int c = lane; c < D; c += 32) Ow[r * LO + c] *= alpha;
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    const float m_new = fmaxf(m, mx);
-    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-    float sum = 0.0f;
-    T* prow = Pw + ls.r * kTile + ls.h * 32;
-    for (int c = 0; c < 32; ++c) {
-      const float p = __expf(srow[c] - m_use);
-      prow[c] = from_float<T>(p);
-      sum += p;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    const float alpha = __expf(m - m_use);
-    l = l * alpha + sum;
-    m = m_new;
-    float* orow = Ow + ls.r * D + ls.h * (D / 2);
-    for (int c = 0; c < D / 2; ++c) orow[c] *= alpha;
     __syncwarp();
     accumulate_times_tile(Ow, Pw, Vs, D);
     __syncwarp();
   }
-  if (qi < f.L) {
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const float* orow = Ow + ls.r * D + ls.h * (D / 2);
-    T* o = out + (n * f.L + qi) * D + ls.h * (D / 2);
-    for (int c = 0; c < D / 2; ++c) o[c] = from_float<T>(orow[c] * inv);
-    if (ls.h == 0) lse[n * f.L + qi] = l > 0.0f ? m + logf(l) : -INFINITY;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    const int64_t qi = row0 + r;
+    if (qi >= f.L) continue;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    T* o = out + (n * f.L + qi) * D;
+    for (int c = lane; c < D; c += 32) o[c] = from_float<T>(Ow[r * LO + c] * inv);
+    if (lane == 0) lse[n * f.L + qi] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
   }
 }
 
@@ -312,25 +324,28 @@ __global__ void __launch_bounds__(kTcThreads)
                     const T* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta,
                     T* __restrict__ dq) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int D = static_cast<int>(f.E), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  T* Qs = reinterpret_cast<T*>(smem);
-  T* dOs = Qs + kTile * D;
-  T* Ks = dOs + kTile * D;
-  T* Vs = Ks + kTile * D;
-  float* fbase = reinterpret_cast<float*>(Vs + kTile * D);
-  float* Sw = fbase + warp * 16 * kTile;
-  float* dPw = fbase + kWarps * 16 * kTile + warp * 16 * kTile;
-  T* tbase = reinterpret_cast<T*>(fbase + 2 * kWarps * 16 * kTile);
-  T* dSw = tbase + warp * 16 * kTile;
-  float* dQw = reinterpret_cast<float*>(tbase + kWarps * 16 * kTile) + warp * 16 * D;
-  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int D = static_cast<int>(f.E), LT = ld_t(D), LO = ld_o(D);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve cv{smem};
+  T* Qs = cv.take<T>(tile_bytes(D));
+  T* dOs = cv.take<T>(tile_bytes(D));
+  T* Ks = cv.take<T>(tile_bytes(D));
+  T* Vs = cv.take<T>(tile_bytes(D));
+  float* Sw = cv.take<float>(score_bytes()) + warp * 16 * kLdS;
+  float* dPw = cv.take<float>(score_bytes()) + warp * 16 * kLdS;
+  T* dSw = cv.take<T>(weight_bytes()) + warp * 16 * kLdP;
+  float* dQw = cv.take<float>(acc_bytes(D)) + warp * 16 * LO;
+  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kTile, row0 = q0 + warp * 16;
   load_tile(Qs, q + n * f.L * D, q0, f.L, D);
   load_tile(dOs, go + n * f.L * D, q0, f.L, D);
-  for (int idx = lane; idx < 16 * D; idx += 32) dQw[idx] = 0.0f;
-  const LaneSlot ls;
-  const int64_t qi = q0 + warp * 16 + ls.r;
-  const float lse_r = qi < f.L ? lse[n * f.L + qi] : INFINITY;
-  const float d_r = qi < f.L ? delta[n * f.L + qi] : 0.0f;
+  for (int idx = lane; idx < 16 * LO; idx += 32) dQw[idx] = 0.0f;
+  float lse_r[16], d_r[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    const int64_t qi = row0 + r;
+    lse_r[r] = qi < f.L ? lse[n * f.L + qi] : INFINITY;  // rows past L: every weight 0
+    d_r[r] = qi < f.L ? delta[n * f.L + qi] : 0.0f;
+  }
   const float scale = static_cast<float>(f.scale);
   const int64_t kv_end = f.causal ? (f.S < q0 + kTile ? f.S : q0 + kTile) : f.S;
   for (int64_t k0 = 0; k0 < kv_end; k0 += kTile) {
@@ -338,26 +353,31 @@ __global__ void __launch_bounds__(kTcThreads)
     load_tile(Ks, k + n * f.S * D, k0, f.S, D);
     load_tile(Vs, v + n * f.S * D, k0, f.S, D);
     __syncthreads();
-    rows_times_rows_t(Sw, Qs + warp * 16 * D, Ks, D);
-    rows_times_rows_t(dPw, dOs + warp * 16 * D, Vs, D);
+    rows_times_rows_t(Sw, Qs + warp * 16 * LT, Ks, D);
+    rows_times_rows_t(dPw, dOs + warp * 16 * LT, Vs, D);
     __syncwarp();
-    const float* srow = Sw + ls.r * kTile + ls.h * 32;
-    const float* dprow = dPw + ls.r * kTile + ls.h * 32;
-    T* dsrow = dSw + ls.r * kTile + ls.h * 32;
-    for (int c = 0; c < 32; ++c) {
-      const int64_t kj = k0 + ls.h * 32 + c;
-      const bool keep = kj < f.S && (!f.causal || kj <= qi);
-      const float p = keep ? __expf(srow[c] * scale - lse_r) : 0.0f;
-      dsrow[c] = from_float<T>(p * (dprow[c] - d_r));
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const int64_t qi = row0 + r;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int col = lane + 32 * h;
+        const int64_t kj = k0 + col;
+        const bool keep = kj < f.S && (!f.causal || kj <= qi);
+        const float p = keep ? __expf(Sw[r * kLdS + col] * scale - lse_r[r]) : 0.0f;
+        dSw[r * kLdP + col] = from_float<T>(p * (dPw[r * kLdS + col] - d_r[r]));
+      }
     }
     __syncwarp();
     accumulate_times_tile(dQw, dSw, Ks, D);
     __syncwarp();
   }
-  if (qi < f.L) {
-    const float* row = dQw + ls.r * D + ls.h * (D / 2);
-    T* o = dq + (n * f.L + qi) * D + ls.h * (D / 2);
-    for (int c = 0; c < D / 2; ++c) o[c] = from_float<T>(row[c] * scale);
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    const int64_t qi = row0 + r;
+    if (qi >= f.L) continue;
+    T* o = dq + (n * f.L + qi) * D;
+    for (int c = lane; c < D; c += 32) o[c] = from_float<T>(dQw[r * LO + c] * scale);
   }
 }
 
@@ -367,28 +387,25 @@ __global__ void __launch_bounds__(kTcThreads)
                       const T* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta,
                       T* __restrict__ dk, T* __restrict__ dv) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int D = static_cast<int>(f.E), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  T* Ks = reinterpret_cast<T*>(smem);
-  T* Vs = Ks + kTile * D;
-  T* Qs = Vs + kTile * D;
-  T* dOs = Qs + kTile * D;
-  float* lse_s = reinterpret_cast<float*>(dOs + kTile * D);
-  float* d_s = lse_s + kTile;
-  float* fbase = d_s + kTile;
-  float* Sw = fbase + warp * 16 * kTile;
-  float* dPw = fbase + kWarps * 16 * kTile + warp * 16 * kTile;
-  T* tbase = reinterpret_cast<T*>(fbase + 2 * kWarps * 16 * kTile);
-  T* Pw = tbase + warp * 16 * kTile;
-  T* dSw = tbase + kWarps * 16 * kTile + warp * 16 * kTile;
-  float* accs = reinterpret_cast<float*>(tbase + 2 * kWarps * 16 * kTile);
-  float* dKw = accs + warp * 16 * D;
-  float* dVw = accs + kWarps * 16 * D + warp * 16 * D;
-  const int64_t n = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int D = static_cast<int>(f.E), LT = ld_t(D), LO = ld_o(D);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve cv{smem};
+  T* Ks = cv.take<T>(tile_bytes(D));
+  T* Vs = cv.take<T>(tile_bytes(D));
+  T* Qs = cv.take<T>(tile_bytes(D));
+  T* dOs = cv.take<T>(tile_bytes(D));
+  float* lse_s = cv.take<float>(kTile * 4);
+  float* d_s = cv.take<float>(kTile * 4);
+  float* Sw = cv.take<float>(score_bytes()) + warp * 16 * kLdS;
+  float* dPw = cv.take<float>(score_bytes()) + warp * 16 * kLdS;
+  T* Pw = cv.take<T>(weight_bytes()) + warp * 16 * kLdP;
+  T* dSw = cv.take<T>(weight_bytes()) + warp * 16 * kLdP;
+  float* dKw = cv.take<float>(acc_bytes(D)) + warp * 16 * LO;
+  float* dVw = cv.take<float>(acc_bytes(D)) + warp * 16 * LO;
+  const int64_t n = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kTile, key0 = j0 + warp * 16;
   load_tile(Ks, k + n * f.S * D, j0, f.S, D);
   load_tile(Vs, v + n * f.S * D, j0, f.S, D);
-  for (int idx = lane; idx < 16 * D; idx += 32) dKw[idx] = dVw[idx] = 0.0f;
-  const LaneSlot ls;
-  const int64_t kj = j0 + warp * 16 + ls.r;
+  for (int idx = lane; idx < 16 * LO; idx += 32) dKw[idx] = dVw[idx] = 0.0f;
   const float scale = static_cast<float>(f.scale);
   // Causal: queries before the tile's first key see none of its keys.
   for (int64_t i0 = f.causal ? j0 : 0; i0 < f.L; i0 += kTile) {
@@ -401,34 +418,36 @@ __global__ void __launch_bounds__(kTcThreads)
       d_s[t] = in ? delta[n * f.L + i0 + t] : 0.0f;
     }
     __syncthreads();
-    rows_times_rows_t(Sw, Ks + warp * 16 * D, Qs, D);    // S^T: 16 keys x 64 queries
-    rows_times_rows_t(dPw, Vs + warp * 16 * D, dOs, D);  // dP^T
+    rows_times_rows_t(Sw, Ks + warp * 16 * LT, Qs, D);    // S^T: 16 keys x 64 queries
+    rows_times_rows_t(dPw, Vs + warp * 16 * LT, dOs, D);  // dP^T
     __syncwarp();
-    const float* srow = Sw + ls.r * kTile + ls.h * 32;
-    const float* dprow = dPw + ls.r * kTile + ls.h * 32;
-    T* prow = Pw + ls.r * kTile + ls.h * 32;
-    T* dsrow = dSw + ls.r * kTile + ls.h * 32;
-    for (int c = 0; c < 32; ++c) {
-      const int col = ls.h * 32 + c;
-      const int64_t qi = i0 + col;
-      const bool keep = kj < f.S && qi < f.L && (!f.causal || kj <= qi);
-      const float p = keep ? __expf(srow[c] * scale - lse_s[col]) : 0.0f;
-      prow[c] = from_float<T>(p);
-      dsrow[c] = from_float<T>(p * (dprow[c] - d_s[col]));
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const int64_t kj = key0 + r;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int col = lane + 32 * h;
+        const int64_t qi = i0 + col;
+        const bool keep = kj < f.S && qi < f.L && (!f.causal || kj <= qi);
+        const float p = keep ? __expf(Sw[r * kLdS + col] * scale - lse_s[col]) : 0.0f;
+        Pw[r * kLdP + col] = from_float<T>(p);
+        dSw[r * kLdP + col] = from_float<T>(p * (dPw[r * kLdS + col] - d_s[col]));
+      }
     }
     __syncwarp();
     accumulate_times_tile(dVw, Pw, dOs, D);
     accumulate_times_tile(dKw, dSw, Qs, D);
     __syncwarp();
   }
-  if (kj < f.S) {
-    const float* krow = dKw + ls.r * D + ls.h * (D / 2);
-    const float* vrow = dVw + ls.r * D + ls.h * (D / 2);
-    T* ok = dk + (n * f.S + kj) * D + ls.h * (D / 2);
-    T* ov = dv + (n * f.S + kj) * D + ls.h * (D / 2);
-    for (int c = 0; c < D / 2; ++c) {
-      ok[c] = from_float<T>(krow[c] * scale);
-      ov[c] = from_float<T>(vrow[c]);
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    const int64_t kj = key0 + r;
+    if (kj >= f.S) continue;
+    T* ok = dk + (n * f.S + kj) * D;
+    T* ov = dv + (n * f.S + kj) * D;
+    for (int c = lane; c < D; c += 32) {
+      ok[c] = from_float<T>(dKw[r * LO + c] * scale);
+      ov[c] = from_float<T>(dVw[r * LO + c]);
     }
   }
 }
