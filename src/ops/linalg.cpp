@@ -137,8 +137,10 @@ bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 std::vector<Tensor> decomp_addmm(const OpCall& c) {
   const bool batched = c.op == OpId::baddbmm;
   check_addmm(c, batched);
-  if (is_half(c.in(0).dtype())) {
-    // Float16/BFloat16: accumulate and scale in float32, round once.
+  if (is_half(c.in(0).dtype()) && !c.in(1).is_cuda()) {
+    // Float16/BFloat16 on the CPU: accumulate and scale in float32, round once. (On CUDA the
+    // GEMM takes half inputs on tensor cores and accumulates in float32 itself; the scaling and
+    // the add below round once more, within the dtype's tolerance.)
     const DType t = c.in(0).dtype();
     Tensor r = call_op1(c.op, {to(c.in(0), kFloat32), to(c.in(1), kFloat32), to(c.in(2), kFloat32)}, c.attrs);
     return {to(r, t)};
@@ -191,8 +193,10 @@ KILN_REGISTER_META(linear, meta_linear);
 std::vector<Tensor> decomp_linear(const OpCall& c) {
   check_linear(c);
   const Tensor& w = c.in(1);
-  if (is_half(w.dtype()) && c.in(2).defined()) {
-    // Float16/BFloat16 with bias: add the bias before rounding, as torch's addmm does.
+  if (is_half(w.dtype()) && c.in(2).defined() && !w.is_cuda()) {
+    // Float16/BFloat16 with bias on the CPU: add the bias before rounding, as torch's addmm does.
+    // (On CUDA the matmul stays in half precision on tensor cores, accumulating in float32, and
+    // the bias add rounds once more: upcasting would run the GEMM at float32 speed.)
     Tensor r = linear(to(c.in(0), kFloat32), to(w, kFloat32), to(c.in(2), kFloat32));
     return {to(r, w.dtype())};
   }
