@@ -11,6 +11,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/host_allocator.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/random.h"
 #include "dispatch/dispatch.h"
 #include "kiln/cuda.h"
 
@@ -222,9 +223,9 @@ void full_kernel(const OpCall& c, std::vector<Tensor>& outs) {
               current_cuda_stream(out.device().index));
 }
 
-// arange/linspace/eye, tril/triu_indices and the random factories: computed by the CPU kernel and uploaded, so
-// the values are the CPU's exactly (random ones too: seed and offset are attributes, so the
-// Philox stream is the same). A device Philox kernel would save the copy (issue 11).
+// arange/linspace/eye, tril/triu_indices, randint and randperm: computed by the CPU kernel and
+// uploaded, so the values are the CPU's exactly (random ones too: seed and offset are attributes,
+// so the Philox stream is the same).
 void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   KernelFn cpu = op_info(c.op).kernels[static_cast<int>(DeviceType::CPU)];
   KILN_CHECK(cpu, c.name(), ": not supported yet on cuda (no CPU kernel to stage through)");
@@ -281,8 +282,24 @@ KILN_REGISTER_KERNEL(full, CUDA, full_kernel);
 KILN_REGISTER_KERNEL(arange, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(linspace, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(eye, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(uniform, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(normal, CUDA, via_cpu_kernel);
+// The random factories on the device (random.cu): the CPU's numbers, drawn there. The output is
+// dense (a factory's), element i the CPU kernel's element i.
+void uniform_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  DeviceGuard g(out.device().index);
+  launch_uniform(out.dtype(), out.unsafe_impl()->data(), out.numel(), c.attrs.f(1), c.attrs.f(2),
+                 static_cast<uint64_t>(c.attrs.i(5)), static_cast<uint64_t>(c.attrs.i(6)),
+                 current_cuda_stream(out.device().index));
+}
+void normal_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  DeviceGuard g(out.device().index);
+  launch_normal(out.dtype(), out.unsafe_impl()->data(), out.numel(), c.attrs.f(1), c.attrs.f(2),
+                static_cast<uint64_t>(c.attrs.i(5)), static_cast<uint64_t>(c.attrs.i(6)),
+                current_cuda_stream(out.device().index));
+}
+KILN_REGISTER_KERNEL(uniform, CUDA, uniform_kernel);
+KILN_REGISTER_KERNEL(normal, CUDA, normal_kernel);
 KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
