@@ -40,11 +40,34 @@ __device__ inline Welford<C> shfl_down(Welford<C> v, int off) {
           __shfl_down_sync(kFullMask, v.n, off)};
 }
 
+// The statistics of the backward (Note [Fused batch_norm backward]): count, means of x and g,
+// x's sum of squared deviations and the co-moment sum (x - mean x)(g - mean g), merged as
+// Welford's (the co-moment's online form is Welford's with one factor from each variable).
+template <class C>
+struct CoMoments {
+  C n, mx, m2, mg, cxg;
+};
+
+template <class C>
+__device__ inline CoMoments<C> welford_merge(CoMoments<C> a, CoMoments<C> b) {
+  const C n = a.n + b.n;
+  if (n == C(0)) return a;
+  const C dx = b.mx - a.mx, dg = b.mg - a.mg, fb = b.n / n;
+  return {n, a.mx + dx * fb, a.m2 + b.m2 + dx * dx * a.n * fb, a.mg + dg * fb, a.cxg + b.cxg + dx * dg * a.n * fb};
+}
+
+template <class C>
+__device__ inline CoMoments<C> shfl_down(CoMoments<C> v, int off) {
+  return {__shfl_down_sync(kFullMask, v.n, off), __shfl_down_sync(kFullMask, v.mx, off),
+          __shfl_down_sync(kFullMask, v.m2, off), __shfl_down_sync(kFullMask, v.mg, off),
+          __shfl_down_sync(kFullMask, v.cxg, off)};
+}
+
 // Thread 0 gets the merge of every thread's v, in a fixed order (the result does not depend on
 // timing). blockDim.x: a multiple of 32, at most 1024.
-template <class C>
-__device__ inline Welford<C> block_merge(Welford<C> v) {
-  __shared__ Welford<C> shared[kWarp];
+template <class W>
+__device__ inline W block_merge(W v) {
+  __shared__ W shared[kWarp];
   for (int off = kWarp / 2; off > 0; off >>= 1) v = welford_merge(v, shfl_down(v, off));
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   if (lane == 0) shared[warp] = v;
@@ -122,6 +145,79 @@ __global__ void bn_apply_kernel(const T* x, const math::opmath_t<T>* mean, const
   }
 }
 
+// ---- _batch_norm_backward ----
+
+// As bn_partial_kernel, over x and g together.
+template <class T, class Index>
+__global__ void bn_grad_partial_kernel(const T* x, const T* g, Index c, Index hw, Index per_channel, Index chunk,
+                                       CoMoments<math::opmath_t<T>>* part) {
+  using C = math::opmath_t<T>;
+  const Index ch = blockIdx.x, split = blockIdx.y;
+  const Index begin = split * chunk;
+  const Index end = begin >= per_channel ? begin : (per_channel - begin < chunk ? per_channel : begin + chunk);
+  CoMoments<C> w{C(0), C(0), C(0), C(0), C(0)};
+  for (Index j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const Index b = j / hw, i = j - b * hw;
+    const Index e = (b * c + ch) * hw + i;
+    const C xv = static_cast<C>(x[e]), gv = static_cast<C>(g[e]);
+    w.n += C(1);
+    const C r = C(1) / w.n;
+    const C dx = xv - w.mx, dg = gv - w.mg;
+    w.mx += dx * r;
+    w.m2 += dx * (xv - w.mx);
+    w.mg += dg * r;
+    w.cxg += (xv - w.mx) * dg;
+  }
+  w = block_merge(w);
+  if (threadIdx.x == 0) part[static_cast<int64_t>(ch) * gridDim.y + split] = w;
+}
+
+// A thread per channel: grad_weight = sum g * xhat, grad_bias = sum g, and grad_x's
+// coefficients coef[k * c + ch]: k = 0 the mean, 1 a = weight * rstd, 2 mean(g), 3 b = rstd *
+// mean(g * xhat), so that grad_x = a * (g - mean(g) - (x - mean) * b) in training.
+template <class C>
+__global__ void bn_grad_finalize_kernel(const CoMoments<C>* part, int64_t splits, int64_t c, C count, bool training,
+                                        const C* running_mean, const C* running_var, const C* weight, C eps,
+                                        C* grad_weight, C* grad_bias, C* coef) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ch < c; ch += step) {
+    CoMoments<C> w = part[ch * splits];
+    for (int64_t k = 1; k < splits; ++k) w = welford_merge(w, part[ch * splits + k]);
+    const C sg = w.mg * count;
+    C mean, rstd, sgx;
+    if (training) {
+      mean = w.mx;
+      rstd = C(1) / ::sqrt(w.m2 / count + eps);
+      sgx = w.cxg * rstd;
+    } else {
+      // sum g (x - rm) = sum (g - mean g)(x - mean x) + (mean x - rm) sum g
+      mean = running_mean[ch];
+      rstd = C(1) / ::sqrt(running_var[ch] + eps);
+      sgx = (w.cxg + (w.mx - mean) * sg) * rstd;
+    }
+    grad_weight[ch] = sgx;
+    grad_bias[ch] = sg;
+    coef[ch] = mean;
+    coef[c + ch] = (weight ? weight[ch] : C(1)) * rstd;
+    coef[2 * c + ch] = training ? w.mg : C(0);
+    coef[3 * c + ch] = training ? rstd * (sgx / count) : C(0);
+  }
+}
+
+template <class T, class Index>
+__global__ void bn_grad_input_kernel(const T* x, const T* g, const math::opmath_t<T>* coef, bool training, T* gx,
+                                     Index total, Index c, Index hw) {
+  using C = math::opmath_t<T>;
+  const Index step = static_cast<Index>(blockDim.x) * gridDim.x;
+  for (Index e = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
+    const Index ch = (e / hw) % c;
+    const C gv = static_cast<C>(g[e]);
+    const C a = coef[c + ch];
+    gx[e] =
+        training ? T(a * (gv - coef[2 * c + ch] - (static_cast<C>(x[e]) - coef[ch]) * coef[3 * c + ch])) : T(a * gv);
+  }
+}
+
 // 32-bit indices where every element offset (and a grid stride past the end) fits.
 bool fits_index32(int64_t numel) { return numel < (int64_t{1} << 31); }
 
@@ -195,6 +291,44 @@ void launch_batch_norm_apply(DType t, const void* x, const void* mean, const voi
           xp, mp, rp, wp, bp, yp, static_cast<uint32_t>(total), static_cast<uint32_t>(c), static_cast<uint32_t>(hw));
     else
       bn_apply_kernel<T, int64_t><<<grid_for(total), kThreads, 0, s>>>(xp, mp, rp, wp, bp, yp, total, c, hw);
+    check_launch();
+  });
+}
+
+void launch_batch_norm_backward(DType t, const void* g, const void* x, const void* weight, const void* running_mean,
+                                const void* running_var, bool training, double eps, int64_t n, int64_t c, int64_t hw,
+                                int64_t splits, void* part, void* coef, void* grad_x, void* grad_weight,
+                                void* grad_bias, cudaStream_t s) {
+  const int64_t per_channel = n * hw, total = per_channel * c;
+  if (total == 0) return;
+  KILN_CHECK(splits >= 1 && splits <= kMaxSplits && c <= 0x7fffffff, "internal: batch_norm backward of ", c,
+             " channels in ", splits, " splits");
+  const int64_t chunk = (per_channel + splits - 1) / splits;
+  visit_floating(t, "_batch_norm_backward", [&]<class T>() {
+    using C = math::opmath_t<T>;
+    const T *xp = static_cast<const T*>(x), *gp = static_cast<const T*>(g);
+    auto* pp = static_cast<CoMoments<C>*>(part);
+    C* cp = static_cast<C*>(coef);
+    const dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(splits));
+    const bool i32 = fits_index32(total);
+    if (i32)
+      bn_grad_partial_kernel<T, uint32_t>
+          <<<grid, kStatThreads, 0, s>>>(xp, gp, static_cast<uint32_t>(c), static_cast<uint32_t>(hw),
+                                         static_cast<uint32_t>(per_channel), static_cast<uint32_t>(chunk), pp);
+    else
+      bn_grad_partial_kernel<T, int64_t><<<grid, kStatThreads, 0, s>>>(xp, gp, c, hw, per_channel, chunk, pp);
+    check_launch();
+    bn_grad_finalize_kernel<C><<<channel_grid(c), kThreads, 0, s>>>(
+        pp, splits, c, C(static_cast<double>(per_channel)), training, static_cast<const C*>(running_mean),
+        static_cast<const C*>(running_var), static_cast<const C*>(weight), C(eps), static_cast<C*>(grad_weight),
+        static_cast<C*>(grad_bias), cp);
+    check_launch();
+    T* gxp = static_cast<T*>(grad_x);
+    if (i32)
+      bn_grad_input_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, s>>>(
+          xp, gp, cp, training, gxp, static_cast<uint32_t>(total), static_cast<uint32_t>(c), static_cast<uint32_t>(hw));
+    else
+      bn_grad_input_kernel<T, int64_t><<<grid_for(total), kThreads, 0, s>>>(xp, gp, cp, training, gxp, total, c, hw);
     check_launch();
   });
 }

@@ -30,4 +30,14 @@ void launch_batch_norm_eval_stats(DType t, const void* running_mean, const void*
 void launch_batch_norm_apply(DType t, const void* x, const void* mean, const void* rstd, const void* weight,
                              const void* bias, void* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
 
+// _batch_norm_backward (Note [Fused batch_norm backward]): g and x dense [n, c, hw] of dtype t;
+// weight, running_mean, running_var: [c] C or null (the running ones read only in evaluation);
+// part: scratch of 5 * c * splits C values, coef of 4 * c. Writes grad_x (t, as x), grad_weight
+// = sum g * xhat and grad_bias = sum g ([c] C). Two reads of x and g: the per-channel moments
+// of both in one pass, then grad_x.
+void launch_batch_norm_backward(DType t, const void* g, const void* x, const void* weight, const void* running_mean,
+                                const void* running_var, bool training, double eps, int64_t n, int64_t c, int64_t hw,
+                                int64_t splits, void* part, void* coef, void* grad_x, void* grad_weight,
+                                void* grad_bias, cudaStream_t s);
+
 }  // namespace kiln::cuda

@@ -60,5 +60,32 @@ void batch_norm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(batch_norm, CUDA, batch_norm_kernel);
 
+// (grad_out, x, weight?, running_mean?, running_var?; training, eps) -> (grad_x, grad_weight,
+// grad_bias) (Note [Fused batch_norm backward]): grad_x of x's dtype, the others of its opmath.
+void batch_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& x0 = c.in(1);
+  const int64_t n = x0.sizes()[0], ch = x0.sizes()[1];
+  if (ch == 0) return;
+  DeviceGuard g(outs[0].device().index);
+  cudaStream_t s = current_cuda_stream(outs[0].device().index);
+  const DType t = x0.dtype(), cd = outs[1].dtype();
+  if (x0.numel() == 0) {  // no values: both sums are zero
+    for (int k : {1, 2})
+      KILN_CUDA_CHECK(cudaMemsetAsync(ptr(outs[k]), 0, static_cast<size_t>(ch) * itemsize(cd), s), "cudaMemsetAsync");
+    return;
+  }
+  const bool training = c.attrs.b(0);
+  const int64_t hw = x0.numel() / (n * ch);
+  const Device dev = x0.device();
+  const Tensor x = dense_as(x0, t), gy = dense_as(c.in(0), t);
+  const Tensor w = c.in(2).defined() ? dense_as(c.in(2), cd) : Tensor();
+  const Tensor rm = training ? Tensor() : dense_as(c.in(3), cd), rv = training ? Tensor() : dense_as(c.in(4), cd);
+  const int64_t splits = batch_norm_splits(ch, n * hw);
+  Tensor part = make_tensor({5 * ch * splits}, cd, dev), coef = make_tensor({4 * ch}, cd, dev);
+  launch_batch_norm_backward(t, ptr(gy), ptr(x), ptr(w), ptr(rm), ptr(rv), training, c.attrs.f(1), n, ch, hw, splits,
+                             ptr(part), ptr(coef), ptr(outs[0]), ptr(outs[1]), ptr(outs[2]), s);
+}
+KILN_REGISTER_KERNEL(_batch_norm_backward, CUDA, batch_norm_backward_kernel);
+
 }  // namespace
 }  // namespace kiln::cuda
