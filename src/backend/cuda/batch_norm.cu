@@ -79,6 +79,32 @@ __device__ inline W block_merge(W v) {
   return v;
 }
 
+// A thread's walk over one channel's values j = first, first + step, ... (value j is element
+// ((j / hw) * c + ch) * hw + j % hw): one division up front where hw >= step (a step then
+// crosses at most one row), one per value otherwise.
+template <class Index>
+struct ChannelWalk {
+  Index b, i, hw, step;
+  bool incremental;
+  __device__ ChannelWalk(Index first, Index hw_, Index step_) : hw(hw_), step(step_), incremental(hw_ >= step_) {
+    b = first / hw;
+    i = first - b * hw;
+  }
+  __device__ Index offset(Index c, Index ch) const { return (b * c + ch) * hw + i; }
+  __device__ void next(Index j_next) {
+    if (incremental) {
+      i += step;
+      if (i >= hw) {
+        i -= hw;
+        ++b;
+      }
+    } else {
+      b = j_next / hw;
+      i = j_next - b * hw;
+    }
+  }
+};
+
 // Block (channel ch = blockIdx.x, split = blockIdx.y) covers the channel's values
 // [split * chunk, min((split + 1) * chunk, n * hw)), value j at x[((j / hw) * c + ch) * hw + j % hw].
 template <class T, class Index>
@@ -90,9 +116,10 @@ __global__ void bn_partial_kernel(const T* x, Index c, Index hw, Index per_chann
   // (unsigned Index: no subtraction below zero; a split past the end is empty)
   const Index end = begin >= per_channel ? begin : (per_channel - begin < chunk ? per_channel : begin + chunk);
   Welford<C> w{C(0), C(0), C(0)};
+  ChannelWalk<Index> p(begin + threadIdx.x, hw, blockDim.x);
   for (Index j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const Index b = j / hw, i = j - b * hw;
-    const C v = static_cast<C>(x[(b * c + ch) * hw + i]);
+    const C v = static_cast<C>(x[p.offset(c, ch)]);
+    p.next(j + blockDim.x);
     w.n += C(1);
     const C d = v - w.mean;
     w.mean += d / w.n;
@@ -129,21 +156,52 @@ __global__ void bn_eval_stats_kernel(const C* running_mean, const C* running_var
   }
 }
 
-// The decomposition's order of operations: (x - mean) * rstd, then * weight, then + bias.
-template <class T, class Index>
-__global__ void bn_apply_kernel(const T* x, const math::opmath_t<T>* mean, const math::opmath_t<T>* rstd,
-                                const math::opmath_t<T>* weight, const math::opmath_t<T>* bias, T* y, Index total,
-                                Index c, Index hw) {
-  using C = math::opmath_t<T>;
+// ---- per-element passes: f(e, ch) for every element e of dense [n, c, hw] (ch its channel):
+// a block per row of hw values where rows are long (no division per element), else a
+// grid-stride loop over all elements ----
+constexpr int64_t kRowMin = 128;
+
+template <class Index, class F>
+__global__ void bn_rows_kernel(F f, Index rows, Index c, Index hw) {
+  for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
+    const Index ch = r % c;
+    for (Index i = threadIdx.x; i < hw; i += blockDim.x) f(r * hw + i, ch);
+  }
+}
+
+template <class Index, class F>
+__global__ void bn_flat_kernel(F f, Index total, Index c, Index hw) {
   const Index step = static_cast<Index>(blockDim.x) * gridDim.x;
-  for (Index e = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
-    const Index ch = (e / hw) % c;
+  for (Index e = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) f(e, (e / hw) % c);
+}
+
+template <class Index, class F>
+void launch_per_element(const F& f, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  const int64_t rows = n * c;
+  if (hw >= kRowMin)
+    bn_rows_kernel<Index, F><<<static_cast<unsigned>(rows < 65536 ? rows : 65536), kThreads, 0, s>>>(
+        f, static_cast<Index>(rows), static_cast<Index>(c), static_cast<Index>(hw));
+  else
+    bn_flat_kernel<Index, F><<<grid_for(rows * hw), kThreads, 0, s>>>(f, static_cast<Index>(rows * hw),
+                                                                      static_cast<Index>(c), static_cast<Index>(hw));
+  check_launch();
+}
+
+// The decomposition's order of operations: (x - mean) * rstd, then * weight, then + bias.
+template <class T>
+struct ApplyFn {
+  using C = math::opmath_t<T>;
+  const T* x;
+  const C *mean, *rstd, *weight, *bias;
+  T* y;
+  template <class Index>
+  __device__ void operator()(Index e, Index ch) const {
     C v = (static_cast<C>(x[e]) - mean[ch]) * rstd[ch];
     if (weight) v *= weight[ch];
     if (bias) v += bias[ch];
     y[e] = T(v);
   }
-}
+};
 
 // ---- _batch_norm_backward ----
 
@@ -156,9 +214,10 @@ __global__ void bn_grad_partial_kernel(const T* x, const T* g, Index c, Index hw
   const Index begin = split * chunk;
   const Index end = begin >= per_channel ? begin : (per_channel - begin < chunk ? per_channel : begin + chunk);
   CoMoments<C> w{C(0), C(0), C(0), C(0), C(0)};
+  ChannelWalk<Index> p(begin + threadIdx.x, hw, blockDim.x);
   for (Index j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const Index b = j / hw, i = j - b * hw;
-    const Index e = (b * c + ch) * hw + i;
+    const Index e = p.offset(c, ch);
+    p.next(j + blockDim.x);
     const C xv = static_cast<C>(x[e]), gv = static_cast<C>(g[e]);
     w.n += C(1);
     const C r = C(1) / w.n;
@@ -204,19 +263,21 @@ __global__ void bn_grad_finalize_kernel(const CoMoments<C>* part, int64_t splits
   }
 }
 
-template <class T, class Index>
-__global__ void bn_grad_input_kernel(const T* x, const T* g, const math::opmath_t<T>* coef, bool training, T* gx,
-                                     Index total, Index c, Index hw) {
+template <class T>
+struct GradInputFn {
   using C = math::opmath_t<T>;
-  const Index step = static_cast<Index>(blockDim.x) * gridDim.x;
-  for (Index e = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
-    const Index ch = (e / hw) % c;
-    const C gv = static_cast<C>(g[e]);
-    const C a = coef[c + ch];
+  const T *x, *g;
+  const C* coef;
+  bool training;
+  int64_t c;
+  T* gx;
+  template <class Index>
+  __device__ void operator()(Index e, Index ch) const {
+    const C gv = static_cast<C>(g[e]), a = coef[c + ch];
     gx[e] =
         training ? T(a * (gv - coef[2 * c + ch] - (static_cast<C>(x[e]) - coef[ch]) * coef[3 * c + ch])) : T(a * gv);
   }
-}
+};
 
 // 32-bit indices where every element offset (and a grid stride past the end) fits.
 bool fits_index32(int64_t numel) { return numel < (int64_t{1} << 31); }
@@ -285,13 +346,11 @@ void launch_batch_norm_apply(DType t, const void* x, const void* mean, const voi
     const T* xp = static_cast<const T*>(x);
     const C *mp = static_cast<const C*>(mean), *rp = static_cast<const C*>(rstd);
     const C *wp = static_cast<const C*>(weight), *bp = static_cast<const C*>(bias);
-    T* yp = static_cast<T*>(y);
+    const ApplyFn<T> f{xp, mp, rp, wp, bp, static_cast<T*>(y)};
     if (fits_index32(total))
-      bn_apply_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, s>>>(
-          xp, mp, rp, wp, bp, yp, static_cast<uint32_t>(total), static_cast<uint32_t>(c), static_cast<uint32_t>(hw));
+      launch_per_element<uint32_t>(f, n, c, hw, s);
     else
-      bn_apply_kernel<T, int64_t><<<grid_for(total), kThreads, 0, s>>>(xp, mp, rp, wp, bp, yp, total, c, hw);
-    check_launch();
+      launch_per_element<int64_t>(f, n, c, hw, s);
   });
 }
 
@@ -323,13 +382,11 @@ void launch_batch_norm_backward(DType t, const void* g, const void* x, const voi
         static_cast<const C*>(running_var), static_cast<const C*>(weight), C(eps), static_cast<C*>(grad_weight),
         static_cast<C*>(grad_bias), cp);
     check_launch();
-    T* gxp = static_cast<T*>(grad_x);
+    const GradInputFn<T> f{xp, gp, cp, training, c, static_cast<T*>(grad_x)};
     if (i32)
-      bn_grad_input_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, s>>>(
-          xp, gp, cp, training, gxp, static_cast<uint32_t>(total), static_cast<uint32_t>(c), static_cast<uint32_t>(hw));
+      launch_per_element<uint32_t>(f, n, c, hw, s);
     else
-      bn_grad_input_kernel<T, int64_t><<<grid_for(total), kThreads, 0, s>>>(xp, gp, cp, training, gxp, total, c, hw);
-    check_launch();
+      launch_per_element<int64_t>(f, n, c, hw, s);
   });
 }
 
