@@ -197,8 +197,7 @@ std::vector<OpSample> batch_norm_backward_samples() {
                 training ? Tensor() : make_input({C}, kFloat32, 33, -0.5, 0.5),
                 training ? Tensor() : make_input({C}, kFloat32, 34, 0.5, 2.0)};
     s.fn = [=](const TensorList& in) {
-      std::vector<Tensor> r =
-          call_op(OpId::_batch_norm_backward, {in[0], in[1], in[2], in[3], in[4]}, {training, eps});
+      std::vector<Tensor> r = call_op(OpId::_batch_norm_backward, {in[0], in[1], in[2], in[3], in[4]}, {training, eps});
       return TensorList(r.begin(), r.end());
     };
     s.reference = [=](const TensorList& in) {
