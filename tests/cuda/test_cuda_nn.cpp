@@ -260,9 +260,11 @@ TEST(CudaNn, TriRollRepeatOneHot) {
   EXPECT_THROW(one_hot(wrong.cuda(), 6), Error);
 }
 
-// batch_norm's CUDA kernel (statistics in Welford partials, then one normalising pass) against
-// the CPU's decomposition in training: output, running statistics after the call (updated in
-// place without a version bump), and the input's, weight's and bias's gradients (the op's VJP).
+// batch_norm's CUDA kernels (statistics in Welford partials, then one normalising pass; the
+// backward's _batch_norm_backward) against the CPU's decomposition and its double-precision
+// _batch_norm_backward, in training: output, running statistics after the call (updated in
+// place without a version bump), and the input's, weight's and bias's gradients; then in
+// evaluation, output and the input's and weight's gradients.
 TEST(CudaNn, BatchNormTrainingAsTheCpu) {
   KILN_REQUIRE_CUDA();
   manual_seed(27);
@@ -300,9 +302,16 @@ TEST(CudaNn, BatchNormTrainingAsTheCpu) {
       expect_rel(gx.grad(), cx.grad(), t == kFloat32 ? 1e-4 : 3e-2);
       expect_rel(gw.grad(), cw.grad(), t == kFloat32 ? 1e-4 : 3e-2);
       expect_rel(gb.grad(), cb.grad(), t == kFloat32 ? 1e-4 : 3e-2);
-      // Evaluation with the updated statistics, and without weight and bias.
-      expect_rel(batch_norm(x.cuda(), grm, grv, {}, {}, false, 0.1, 1e-5),
-                 batch_norm(x, crm, crv, {}, {}, false, 0.1, 1e-5), tol);
+      // Evaluation with the updated statistics, and without bias.
+      Tensor ex = x.cuda().requires_grad_(true), ew = w.cuda().requires_grad_(true);
+      Tensor cex = x.clone().requires_grad_(true), cew = w.clone().requires_grad_(true);
+      Tensor ey = batch_norm(ex, grm, grv, ew, {}, false, 0.1, 1e-5);
+      Tensor cey = batch_norm(cex, crm, crv, cew, {}, false, 0.1, 1e-5);
+      expect_rel(ey, cey, tol);
+      (ey * r.cuda()).sum().backward();
+      (cey * r).sum().backward();
+      expect_rel(ex.grad(), cex.grad(), t == kFloat32 ? 1e-4 : 3e-2);
+      expect_rel(ew.grad(), cew.grad(), t == kFloat32 ? 1e-4 : 3e-2);
     }
   }
   // A strided input and no running statistics; an empty batch leaves the statistics alone.
