@@ -1,7 +1,8 @@
 // batch_norm's CUDA kernels (batch_norm.h), in place of the decomposition's ~20 launches:
 // training takes the per-channel statistics in one read of x (Welford partials of a few blocks
 // per channel, then a thread per channel combines them, finishes mean / rstd and updates the
-// running statistics), then one elementwise pass normalises.
+// running statistics), then one elementwise pass normalises. _batch_norm_backward likewise takes
+// x's and g's per-channel moments in one read of both, then writes grad_x in a second.
 #include <cstdint>
 
 #include "backend/cuda/batch_norm.h"
