@@ -183,8 +183,16 @@ std::vector<Tensor> meta_outputs(const std::vector<TensorMeta>& metas) {
 // backend_call while a record layer is active: the op becomes a graph node
 // where a kernel would have run (Note [Record layer]). Returns false when the
 // op is to run as usual: by decomposition, or eagerly after a graph break.
+// A composite whose kernel writes some of its inputs in place: batch_norm in training with
+// running statistics. Recorded, it is decomposed wherever it has a kernel, so that its writes
+// are copy_ nodes of the graph (Note [Writes are ops]) rather than hidden in one node that a
+// pass could drop, reorder or recompute.
+bool kernel_writes_inputs(const OpCall& call) {
+  return call.op == OpId::batch_norm && call.attrs.b(0) && call.in(1).defined();
+}
+
 bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::vector<Tensor>& outs) {
-  if (info.kind == OpKind::Composite && info.decomp && rec->decompose(call.op)) {
+  if (info.kind == OpKind::Composite && info.decomp && (rec->decompose(call.op) || kernel_writes_inputs(call))) {
     std::vector<TensorMeta> metas;
     if (info.meta && !info.has(DATA_DEPENDENT)) metas = info.meta(call);  // the composite's own errors first
     outs = info.decomp(call);

@@ -1,6 +1,9 @@
 // VJP rules of softmax, log_softmax, layer_norm and batch_norm, written with
 // kiln ops (so double backward works), so autograd does not differentiate
 // through their decompositions. Statistics are recomputed from the saved input.
+#include <utility>
+
+#include "kiln/autograd.h"
 #include "ops/grad_util.h"
 #include "ops/nn_util.h"
 
@@ -56,6 +59,20 @@ std::vector<Tensor> vjp_layer_norm(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(layer_norm, vjp_layer_norm);
 
+// Note [Fused batch_norm backward]
+// The rule below, written with ops, makes ~10 passes over the activation; the
+// _batch_norm_backward prim makes two (per-channel sums of g and g * xhat, then grad_x) and is
+// what eager backward and traced backward graphs run. It is NONDIFF, so when the gradient is
+// itself to be differentiated (grad mode on in a create_graph pass, with anything here
+// requiring grad) the op formula runs instead and double backward works as before.
+bool batch_norm_grad_needs_graph(const VjpCall& v) {
+  if (!is_grad_enabled()) return false;
+  if (v.grads[0].defined() && v.grads[0].requires_grad()) return true;
+  for (const Tensor& t : v.inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
 std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
   const Tensor &x0 = v.inputs[0], &rm = v.inputs[1], &rv = v.inputs[2], &w = v.inputs[3];
   bool training = v.attrs.b(0);
@@ -64,6 +81,14 @@ std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
   if (x0.numel() == 0) {
     for (size_t i : {0, 3, 4})
       if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(x0.device()));
+    return r;
+  }
+  if (!batch_norm_grad_needs_graph(v)) {
+    Tensor g = v.grads[0].dtype() == x0.dtype() ? v.grads[0] : v.grads[0].to(x0.dtype());
+    std::vector<Tensor> gs = call_op(OpId::_batch_norm_backward,
+                                     {g, x0, w, training ? Tensor() : rm, training ? Tensor() : rv}, {training, eps});
+    for (auto [i, k] : {std::pair<size_t, size_t>{0, 0}, {3, 1}, {4, 2}})
+      if (v.needs(i)) r[i] = reduce_grad(v, i, gs[k]);
     return r;
   }
   int64_t nd = x0.dim(), C = x0.sizes()[1];

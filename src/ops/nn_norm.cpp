@@ -100,6 +100,37 @@ std::vector<Tensor> decomp_batch_norm(const OpCall& c) {
 }
 KILN_REGISTER_DECOMP(batch_norm, decomp_batch_norm);
 
+// ---- _batch_norm_backward: (grad_out, x, weight?, running_mean?, running_var?; training, eps)
+// -> (grad_x, grad_weight, grad_bias) (Note [Fused batch_norm backward], grad_nn.cpp) ----
+std::vector<TensorMeta> meta_batch_norm_backward(const OpCall& c) {
+  const Tensor &g = c.in(0), &x = c.in(1);
+  const char* op = c.name();
+  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
+             shape_str(x.sizes()));
+  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  KILN_CHECK(g.sizes() == x.sizes(), op, ": expected grad_out of shape ", shape_str(x.sizes()), ", got ",
+             shape_str(g.sizes()));
+  KILN_CHECK(g.dtype() == x.dtype(), op, ": expected grad_out of dtype ", x.dtype(), ", got ", g.dtype());
+  const int64_t C = x.sizes()[1];
+  const Shape cs{C};
+  check_param(c.in(2), cs, op, "weight");
+  check_param(c.in(3), cs, op, "running_mean");
+  check_param(c.in(4), cs, op, "running_var");
+  const bool training = c.attrs.b(0);
+  KILN_CHECK(training || (c.in(3).defined() && c.in(4).defined()), op,
+             ": running_mean and running_var must be defined in evaluation mode");
+  const Device d = output_device(c.inputs);
+  const DType ct = opmath(x.dtype());
+  std::vector<TensorMeta> out(3);
+  out[0].sizes = x.sizes().vec();
+  out[1].sizes = out[2].sizes = cs;
+  out[0].dtype = x.dtype();
+  out[1].dtype = out[2].dtype = ct;
+  for (auto& m : out) m.device = d;
+  return out;
+}
+KILN_REGISTER_META(_batch_norm_backward, meta_batch_norm_backward);
+
 // ---- layer_norm: (x, weight?, bias?; normalized_shape, eps) ----
 void check_normalized_shape(const Tensor& x, IntArrayRef ns, const char* op) {
   KILN_CHECK(!ns.empty(), op, ": normalized_shape must have at least one dim");

@@ -1,8 +1,11 @@
 // Hand tests of CUDA paths the op samples reach only at small sizes: the block scan for long
 // lines, sort/topk over long rows with NaN, -0 and ties, and pooling/convolution at model shapes.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "tests/cuda/cuda_test.h"
 
@@ -255,6 +258,71 @@ TEST(CudaNn, TriRollRepeatOneHot) {
   EXPECT_THROW(one_hot(wrong.cuda(), 6), Error);
   wrong.select(0, 0).select(0, 3).fill_(-1);
   EXPECT_THROW(one_hot(wrong.cuda(), 6), Error);
+}
+
+// batch_norm's CUDA kernels (statistics in Welford partials, then one normalising pass; the
+// backward's _batch_norm_backward) against the CPU's decomposition and its double-precision
+// _batch_norm_backward, in training: output, running statistics after the call (updated in
+// place without a version bump), and the input's, weight's and bias's gradients; then in
+// evaluation, output and the input's and weight's gradients.
+TEST(CudaNn, BatchNormTrainingAsTheCpu) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(27);
+  // Largest difference relative to the largest magnitude of the CPU's values.
+  auto expect_rel = [](const Tensor& got, const Tensor& want, double tol) {
+    ASSERT_EQ(got.dtype(), want.dtype());
+    const Tensor w = want.to(kFloat64);
+    const double scale = std::max(w.abs().max().item<double>(), 1e-30);
+    const double err = (got.cpu().to(kFloat64) - w).abs().max().item<double>();
+    EXPECT_LE(err, tol * scale) << "largest difference " << err << " of values up to " << scale;
+  };
+  for (DType t : {kFloat32, kBFloat16}) {
+    const double tol = t == kFloat32 ? 2e-5 : 2e-2;
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{8, 64, 28, 28}, std::vector<int64_t>{64, 300}, std::vector<int64_t>{4, 16, 1000}}) {
+      SCOPED_TRACE(std::to_string(shape.size()) + "-d input of " + std::to_string(shape[1]) + " channels, " +
+                   std::string(dtype_name(t)));
+      const int64_t C = shape[1];
+      Tensor x = (randn(shape) * 3 + 5).to(t);  // an offset mean: the variance must not cancel
+      Tensor w = randn({C}).to(t), b = randn({C}).to(t), r = randn(shape).to(t);
+      Tensor rm = randn({C}), rv = rand({C}) + 0.5;
+      Tensor grm = rm.cuda(), grv = rv.cuda(), crm = rm.clone(), crv = rv.clone();
+      Tensor gx = x.cuda().requires_grad_(true), gw = w.cuda().requires_grad_(true), gb = b.cuda().requires_grad_(true);
+      Tensor cx = x.clone().requires_grad_(true), cw = w.clone().requires_grad_(true),
+             cb = b.clone().requires_grad_(true);
+      const uint32_t v0 = grm._version();
+      Tensor gy = batch_norm(gx, grm, grv, gw, gb, /*training=*/true, 0.1, 1e-5);
+      Tensor cy = batch_norm(cx, crm, crv, cw, cb, /*training=*/true, 0.1, 1e-5);
+      expect_rel(gy, cy, tol);
+      expect_close(grm, crm, 1e-5, 1e-5);
+      expect_close(grv, crv, 1e-5, 1e-5);
+      EXPECT_EQ(grm._version(), v0);
+      (gy * r.cuda()).sum().backward();
+      (cy * r).sum().backward();
+      expect_rel(gx.grad(), cx.grad(), t == kFloat32 ? 1e-4 : 3e-2);
+      expect_rel(gw.grad(), cw.grad(), t == kFloat32 ? 1e-4 : 3e-2);
+      expect_rel(gb.grad(), cb.grad(), t == kFloat32 ? 1e-4 : 3e-2);
+      // Evaluation with the updated statistics, and without bias.
+      Tensor ex = x.cuda().requires_grad_(true), ew = w.cuda().requires_grad_(true);
+      Tensor cex = x.clone().requires_grad_(true), cew = w.clone().requires_grad_(true);
+      Tensor ey = batch_norm(ex, grm, grv, ew, {}, false, 0.1, 1e-5);
+      Tensor cey = batch_norm(cex, crm, crv, cew, {}, false, 0.1, 1e-5);
+      expect_rel(ey, cey, tol);
+      (ey * r.cuda()).sum().backward();
+      (cey * r).sum().backward();
+      expect_rel(ex.grad(), cex.grad(), t == kFloat32 ? 1e-4 : 3e-2);
+      expect_rel(ew.grad(), cew.grad(), t == kFloat32 ? 1e-4 : 3e-2);
+    }
+  }
+  // A strided input and no running statistics; an empty batch leaves the statistics alone.
+  Tensor x = randn({6, 5, 7});
+  expect_close(batch_norm(x.cuda().transpose(0, 2), {}, {}, {}, {}, true),
+               batch_norm(x.transpose(0, 2), {}, {}, {}, {}, true), 1e-5, 1e-5);
+  Tensor grm = zeros({5}).cuda(), grv = ones({5}).cuda();
+  Tensor e = batch_norm(zeros({0, 5, 3}).cuda(), grm, grv, {}, {}, true);
+  EXPECT_EQ(e.numel(), 0);
+  expect_close(grm, zeros({5}), 0, 0);
+  expect_close(grv, ones({5}), 0, 0);
 }
 
 }  // namespace

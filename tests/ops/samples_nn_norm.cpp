@@ -1,4 +1,5 @@
 // Samples for batch_norm, layer_norm, group_norm and rms_norm (Note [Op samples]).
+#include "dispatch/dispatch.h"
 #include "tests/ops/samples_nn_util.h"
 
 namespace kiln::test {
@@ -181,6 +182,72 @@ std::vector<ErrorSample> batch_norm_errors() {
   };
 }
 KILN_OP_SAMPLES(batch_norm, batch_norm_samples, batch_norm_errors);
+
+// ---- _batch_norm_backward (Note [Fused batch_norm backward]): against the Jacobian of the
+// normalisation taken element by element, d xhat_j / d x_i = rstd (delta_ij - 1/M - xhat_i
+// xhat_j / M) over a channel's M values in training, rstd delta_ij in evaluation ----
+std::vector<OpSample> batch_norm_backward_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, bool affine, bool training, double eps = 1e-5) {
+    const int64_t C = x.sizes()[1];
+    const DType t = x.dtype();
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {make_input(x.sizes().vec(), t, 31), x, affine ? make_input({C}, t, 32) : Tensor(),
+                training ? Tensor() : make_input({C}, kFloat32, 33, -0.5, 0.5),
+                training ? Tensor() : make_input({C}, kFloat32, 34, 0.5, 2.0)};
+    s.fn = [=](const TensorList& in) {
+      std::vector<Tensor> r = call_op(OpId::_batch_norm_backward, {in[0], in[1], in[2], in[3], in[4]}, {training, eps});
+      return TensorList(r.begin(), r.end());
+    };
+    s.reference = [=](const TensorList& in) {
+      Ref g = Ref::of(in[0]), a = Ref::of(in[1]);
+      Ref gx(a.shape), gw(Shape{C}), gb(Shape{C});
+      for (int64_t c = 0; c < C; ++c) {
+        std::vector<int64_t> at;  // the channel's flat positions
+        for (int64_t i = 0; i < a.numel(); ++i)
+          if (unravel(i, a.shape)[1] == c) at.push_back(i);
+        const double M = static_cast<double>(at.size());
+        double mean = 0, var = 0;
+        if (training) {
+          for (int64_t i : at) mean += a.v[i] / M;
+          for (int64_t i : at) var += (a.v[i] - mean) * (a.v[i] - mean) / M;
+        } else {
+          mean = Ref::of(in[3]).v[c];
+          var = Ref::of(in[4]).v[c];
+        }
+        const double rstd = 1 / std::sqrt(var + eps), w = in[2].defined() ? Ref::of(in[2]).v[c] : 1.0;
+        auto xhat = [&](int64_t i) { return (a.v[i] - mean) * rstd; };
+        for (int64_t i : at) {
+          gb.v[c] += g.v[i];
+          gw.v[c] += g.v[i] * xhat(i);
+          double acc = 0;
+          for (int64_t j : at) {
+            double jac = (i == j ? 1.0 : 0.0);
+            if (training) jac -= 1 / M + xhat(i) * xhat(j) / M;
+            acc += g.v[j] * w * rstd * jac;
+          }
+          gx.v[i] = acc;
+        }
+      }
+      const DType ct = t == kFloat64 ? kFloat64 : kFloat32;
+      return TensorList{gx.to(t), gw.to(ct), gb.to(ct)};
+    };
+    s.atol = norm_atol(t);
+    s.rtol = in_reduced(t) ? 2e-2 : 1e-5;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) {
+    add("[4,3] training affine " + dname(t), make_input({4, 3}, t, 1), true, true);
+    add("[2,3,2,2] eval affine " + dname(t), make_input({2, 3, 2, 2}, t, 2), true, false);
+  }
+  add("[2,3,4] training noncontig", make_input({2, 3, 4}, kFloat64, 3, -2, 2, true), true, true);
+  add("[3,2,5] training, no weight", make_input({3, 2, 5}, kFloat32, 4, 3, 5), false, true);
+  add("[2,3] eval, no weight, eps 0.1", make_input({2, 3}, kFloat32, 5), false, false, 0.1);
+  add("empty [0,3,2] training", make_input({0, 3, 2}, kFloat32, 6), true, true);
+  return out;
+}
+KILN_OP_SAMPLES(_batch_norm_backward, batch_norm_backward_samples, nullptr);
 
 // ---- group_norm ----
 std::vector<OpSample> group_norm_samples() {

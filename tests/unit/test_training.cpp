@@ -2,6 +2,9 @@
 // separable problem (the loss falls and accuracy rises), as in the demo.
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "dispatch/dispatch.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
@@ -44,4 +47,31 @@ TEST(Training, BatchNormTwoForwardsThenBackward) {
   auto want = (m1 * 0.09 + m2 * 0.1).to_vector<double>();
   auto got = rm.to_vector<double>();
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-5);
+}
+
+// Note [Fused batch_norm backward]: a plain backward runs batch_norm's VJP as one
+// _batch_norm_backward; with create_graph the op formula runs, gives the same gradients, and
+// can be differentiated again.
+TEST(Training, BatchNormBackwardIsOneFusedOpAndDoubleBackwardStillWorks) {
+  manual_seed(3);
+  const TensorOptions f64(kFloat64);
+  Tensor x = (randn({4, 3, 5}, f64) * 2 + 1).requires_grad_(), w = randn({3}, f64).requires_grad_(),
+         b = randn({3}, f64).requires_grad_();
+  Tensor r = randn({4, 3, 5}, f64);
+  for (bool training : {true, false}) {
+    Tensor y = batch_norm(x, zeros({3}, f64), ones({3}, f64) * 2, w, b, training);
+    std::vector<uint32_t> counts(kNumOps, 0);
+    set_op_call_counts(&counts);
+    std::vector<Tensor> g = autograd::grad({(y * r).sum()}, {x, w, b});
+    set_op_call_counts(nullptr);
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::_batch_norm_backward)], 1u);
+    Tensor y2 = batch_norm(x, zeros({3}, f64), ones({3}, f64) * 2, w, b, training);
+    std::vector<Tensor> g2 = autograd::grad({(y2 * r).sum()}, {x, w, b}, {}, true, /*create_graph=*/true);
+    for (size_t i = 0; i < 3; ++i) {
+      if (i < 2) EXPECT_TRUE(g2[i].requires_grad());  // the bias's, sum(r), depends on no input
+      EXPECT_LE((g2[i].detach() - g[i]).abs().max().item<double>(), 1e-10) << "input " << i;
+    }
+    std::vector<Tensor> gg = autograd::grad({(g2[0] * g2[0]).sum()}, {w});
+    EXPECT_TRUE(gg[0].defined());
+  }
 }

@@ -1,7 +1,7 @@
 // CPU kernels for softmax, log_softmax and layer_norm: one pass per row over
 // contiguous data, computing in the opmath type (float for Half/BFloat16),
-// parallel over rows. The decompositions in src/ops/nn_*.cpp define the
-// semantics; these are the fast eager path.
+// parallel over rows; and _batch_norm_backward, in double. The decompositions in
+// src/ops/nn_*.cpp define the semantics; these are the fast eager path.
 #include <cmath>
 #include <vector>
 
@@ -160,6 +160,67 @@ void layer_norm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   });
 }
 KILN_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);
+
+// _batch_norm_backward (Note [Fused batch_norm backward]) in double, a channel at a time: the
+// statistics (two passes in training, the running ones in evaluation), the sums of g and
+// g * xhat, then grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) (training) or
+// w * rstd * g (evaluation).
+void batch_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& x0 = c.in(1);
+  const bool training = c.attrs.b(0);
+  const double eps = c.attrs.f(1);
+  const int64_t N = x0.sizes()[0], C = x0.sizes()[1];
+  const int64_t HW = N * C == 0 ? 0 : x0.numel() / (N * C), M = N * HW;
+  const DType d = DType::Float64;
+  Tensor g = dense(c.in(0), d), x = dense(x0, d);
+  Tensor w = c.in(2).defined() ? dense(c.in(2), d) : Tensor();
+  Tensor rm = training ? Tensor() : dense(c.in(3), d), rv = training ? Tensor() : dense(c.in(4), d);
+  Tensor gx = make_tensor(x0.sizes(), d, x0.device()), gw = make_tensor({C}, d, x0.device()),
+         gb = make_tensor({C}, d, x0.device());
+  const double* gp = static_cast<const double*>(g.data_ptr());
+  const double* xp = static_cast<const double*>(x.data_ptr());
+  const double* wp = w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr;
+  double* gxp = static_cast<double*>(gx.data_ptr());
+  double* gwp = static_cast<double*>(gw.data_ptr());
+  double* gbp = static_cast<double*>(gb.data_ptr());
+  parallel_for(0, C, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t ch = lo; ch < hi; ++ch) {
+      auto each = [&](auto&& f) {
+        for (int64_t b = 0; b < N; ++b)
+          for (int64_t i = 0; i < HW; ++i) f((b * C + ch) * HW + i);
+      };
+      double mean = 0, rstd = 0;
+      if (!training) {
+        mean = static_cast<const double*>(rm.data_ptr())[ch];
+        rstd = 1 / std::sqrt(static_cast<const double*>(rv.data_ptr())[ch] + eps);
+      } else if (M > 0) {
+        double s = 0, sq = 0;
+        each([&](int64_t e) { s += xp[e]; });
+        mean = s / static_cast<double>(M);
+        each([&](int64_t e) { sq += (xp[e] - mean) * (xp[e] - mean); });
+        rstd = 1 / std::sqrt(sq / static_cast<double>(M) + eps);
+      }
+      double sg = 0, sgx = 0;
+      each([&](int64_t e) {
+        sg += gp[e];
+        sgx += gp[e] * (xp[e] - mean) * rstd;
+      });
+      gwp[ch] = sgx;
+      gbp[ch] = sg;
+      const double a = (wp ? wp[ch] : 1.0) * rstd;
+      if (training && M > 0) {
+        const double mg = sg / static_cast<double>(M), mgx = sgx / static_cast<double>(M);
+        each([&](int64_t e) { gxp[e] = a * (gp[e] - mg - (xp[e] - mean) * rstd * mgx); });
+      } else {
+        each([&](int64_t e) { gxp[e] = a * gp[e]; });
+      }
+    }
+  });
+  copy_cpu(outs[0], gx);
+  copy_cpu(outs[1], gw);
+  copy_cpu(outs[2], gb);
+}
+KILN_REGISTER_KERNEL(_batch_norm_backward, CPU, batch_norm_backward_kernel);
 
 }  // namespace
 }  // namespace kiln::cpu
