@@ -68,7 +68,9 @@ TEST(Training, BatchNormBackwardIsOneFusedOpAndDoubleBackwardStillWorks) {
     Tensor y2 = batch_norm(x, zeros({3}, f64), ones({3}, f64) * 2, w, b, training);
     std::vector<Tensor> g2 = autograd::grad({(y2 * r).sum()}, {x, w, b}, {}, true, /*create_graph=*/true);
     for (size_t i = 0; i < 3; ++i) {
-      if (i < 2) EXPECT_TRUE(g2[i].requires_grad());  // the bias's, sum(r), depends on no input
+      if (i < 2) {
+        EXPECT_TRUE(g2[i].requires_grad());  // the bias's, sum(r), depends on no input
+      }
       EXPECT_LE((g2[i].detach() - g[i]).abs().max().item<double>(), 1e-10) << "input " << i;
     }
     std::vector<Tensor> gg = autograd::grad({(g2[0] * g2[0]).sum()}, {w});
