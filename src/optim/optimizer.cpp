@@ -182,7 +182,7 @@ std::map<const TensorImpl*, StateDict> Optimizer::prepare_state(const OptimizerS
     } else {
       KILN_CHECK(value.sizes() == p.sizes(), what, ": state '", key, "' has shape ", shape_str(value.sizes()),
                  " but its parameter has shape ", shape_str(p.sizes()));
-      if (build) v = value.to(p.device(), p.dtype(), /*copy=*/true);
+      if (build) v = value.to(p.device(), p.dtype(), /*non_blocking=*/false, /*copy=*/true);
     }
     if (build) state[p.unsafe_impl()].insert(name, v.detach());
   }
