@@ -192,6 +192,8 @@ struct CompiledBackward : autograd::Node {
   GraphFn backward;
   std::vector<Tensor> saved;  // the backward graph's first inputs
   std::vector<uint32_t> saved_version;
+  // Note [Versions eager would check]: what eager's nodes would have saved, with its version.
+  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> eager_saved;
   std::vector<Tensor> constants;      // its last inputs
   std::vector<int> grad_of_edge;      // per next edge: which backward output is its gradient (-1: none)
   std::vector<int64_t> random_state;  // the forward's: recomputed random ops draw the same numbers
@@ -200,6 +202,7 @@ struct CompiledBackward : autograd::Node {
   std::string name() const override { return "CompiledFunctionBackward"; }
   void release_saved() override {
     saved.clear();
+    eager_saved.clear();
     released = true;
   }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -211,6 +214,11 @@ struct CompiledBackward : autograd::Node {
     KILN_CHECK(!is_grad_enabled(),
                "compile: not supported yet: double backward (create_graph=true) through a "
                "compiled region; compile it with backend=\"eager\"");
+    for (const auto& [counter, version] : eager_saved)
+      KILN_CHECK(counter->version.load() == version,
+                 "one of the tensors needed for gradient computation has been modified by an in-place operation: "
+                 "a tensor eager's autograd saves for this compiled graph is at version ", counter->version.load(),
+                 "; expected version ", version);
     for (size_t i = 0; i < saved.size(); ++i)
       KILN_CHECK(saved[i]._version() == saved_version[i],
                  "one of the tensors needed for gradient computation has been modified by an in-place operation: "
@@ -429,6 +437,9 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
             node->saved_version[i] = user._version();
           }
       };
+    r.eager_saved = [node](std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>&& s) {
+      node->eager_saved = std::move(s);
+    };
     r.output_nr.assign(n_out, -1);
     for (size_t d = 0; d < diff.size(); ++d) r.output_nr[diff[d]] = static_cast<int>(d);
     return r;

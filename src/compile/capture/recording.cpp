@@ -557,6 +557,9 @@ bool Recording::saved_tracer_modified() const {
 
 void Recording::flush() {
   if (num_nodes() == 0) {
+    // The next graph takes this index: symbols made for this one's inputs are bound by no graph
+    // (the second call of `nonzero(m); y.expand(...)` took m's symbol for y's size).
+    syms_.retire_graph(graph_index_);
     reset();
     return;
   }
@@ -573,6 +576,7 @@ void Recording::flush() {
   // Note [Saved tracer versions]: a tensor eager's backward reads was written since; eager's
   // autograd (with its version checks) is kept for this graph.
   if (differentiable && saved_tracer_modified()) differentiable = false;
+  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> eager_saved;
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
     // that what it saved does not count as alive; remember who required grad.
@@ -592,7 +596,11 @@ void Recording::flush() {
           m->grad_fn = nullptr;
           m->output_nr = 0;
         }
-      if (deferred_) deferred_->clear();
+      eager_saved = saved_log_;  // Note [Versions eager would check]
+      if (deferred_) {
+        deferred_->saved_versions(eager_saved);
+        deferred_->clear();
+      }
     }
   }
   // Eager's autograd graph is kept (a backward ran inside, or a leaf was made here): build
@@ -637,6 +645,7 @@ void Recording::flush() {
       result = sink_->run_graph(graph_index_, graph_, hash_.h, inputs_, differentiable);
     }
   }
+  if (result.grad_fn && result.eager_saved && !eager_saved.empty()) result.eager_saved(std::move(eager_saved));
   KILN_CHECK(result.outputs.size() == graph_.outputs.size(), "internal: the graph returned ", result.outputs.size(),
              " outputs, expected ", graph_.outputs.size());
   for (const auto& p : live) {

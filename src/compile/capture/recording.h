@@ -45,6 +45,12 @@ struct GraphResult {
   // a backward that saved the output checks the version of the user's tensor, so a write to it
   // after the graph (in a later graph or eagerly) raises as eager's would.
   std::function<void(size_t, const Tensor&)> bind_output;
+  // Note [Versions eager would check]: called with (version counter, version when saved) of
+  // every tensor eager's autograd would have saved for this graph (the graph's inputs and
+  // outputs among them can be written after it); the compiled backward raises eager's "modified
+  // by an in-place operation" when one was written since, even where the AOT backward does not
+  // read it (a partition recomputes or keeps something else).
+  std::function<void(std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>&&)> eager_saved;
 };
 
 // Receives each finished graph: compiles (or finds) it and runs it on the

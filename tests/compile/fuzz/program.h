@@ -30,11 +30,12 @@ struct Switches {
   bool aliasing_args = false;
   // Issue 27 case 1 (and 7's div): eager's backward raises "modified by an in-place operation",
   // compiled's does not (the saved tensor's version is taken after the write).
-  // Fixed within one graph (Note [Saved tracer versions]); what remains: kiln's eager saves
-  // operands PyTorch does not (conv's bias, mul's self when only the other needs a gradient,
-  // index_add's source), and a write after a graph break to an output an earlier graph's
-  // backward saved as an intermediate (max_pool3d's indices).
-  bool saved_tensor_versions = false;
+  // Fixed within one graph (Note [Saved tracer versions]); then eager saved operands PyTorch does
+  // not (conv's bias, mul's operand for its own gradient, index_add's source, max_pool3d's
+  // result), and a write after a graph break into what eager saved was not seen by a compiled
+  // backward that kept something else. Fixed: Note [Saving what the VJP reads] (save rules) and
+  // Note [Versions eager would check].
+  bool saved_tensor_versions = true;  // fixed: on
   // Issue 27 case 6: compiled raises "view size ... is not compatible with input tensor's size"
   // (a view sees other strides than eager's).
   bool view_strides = true;  // fixed: on
