@@ -112,7 +112,8 @@ void DeferredGraph::saved_versions(std::vector<std::pair<std::shared_ptr<Version
       if (e.inputs[i].defined() && e.inputs[i].requires_grad()) needs |= uint64_t{1} << i;
     const SaveSet saves = save_set(e.op, needs, e.attrs);
     for (size_t k = 0; k < e.inputs.size(); ++k)
-      if (saves_input(e.op, saves, k) && e.inputs[k].defined() && e.inputs[k].unsafe_impl()->version)
+      if (saves_input(e.op, saves, k) && !(k < 64 && ((saves.geometry >> k) & 1u)) && e.inputs[k].defined() &&
+          e.inputs[k].unsafe_impl()->version)
         out.emplace_back(e.inputs[k].unsafe_impl()->version, input_versions_[next_input + k]);
     for (uint32_t k = e.first_output; k < e.first_output + e.num_outputs; ++k)
       if (saves_output(e.op, saves, k - e.first_output) && outputs_[k].defined() && outputs_[k].unsafe_impl()->version)

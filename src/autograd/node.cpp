@@ -229,12 +229,17 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
     node->saved_inputs.reserve(inputs.size());
     for (size_t k = 0; k < inputs.size(); ++k) {
       const Tensor& t = inputs[k];
-      if (!saves_input(saves, k))
+      if (!saves_input(saves, k)) {
         node->saved_inputs.emplace_back();
-      else if (input_versions && t.defined())
+      } else if (k < 64 && ((saves.geometry >> k) & 1u) && t.defined()) {
+        Tensor layout = make_meta_tensor(t.sizes(), t.strides(), t.dtype(), t.device());
+        layout.unsafe_impl()->storage_offset = t.storage_offset();
+        node->saved_inputs.emplace_back(layout, false, node);
+      } else if (input_versions && t.defined()) {
         node->saved_inputs.emplace_back(t, false, node, input_versions[k]);
-      else
+      } else {
         node->saved_inputs.emplace_back(t, false, node);
+      }
     }
   }
   set_history(outputs, node);

@@ -5,6 +5,7 @@
 #include "kiln/ops/shape.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/grad_util.h"
+#include "ops/save_rule.h"
 
 namespace kiln {
 namespace {
@@ -147,6 +148,15 @@ std::vector<Tensor> vjp_as_strided(const VjpCall& v) {
                         offset, overlaps_itself(x.sizes(), x.strides()))};
 }
 KILN_REGISTER_VJP(as_strided, vjp_as_strided);
+// Note [Saving what the VJP reads]: the input's layout only (a write into it after the view was
+// taken, as the view rebase's own in-place op does, is no error).
+SaveSet save_layout(uint64_t, const Attrs&) {
+  SaveSet s;
+  s.inputs = 1;
+  s.geometry = 1;
+  return s;
+}
+KILN_REGISTER_SAVE_RULE(as_strided, save_layout);
 
 }  // namespace
 }  // namespace kiln

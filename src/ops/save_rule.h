@@ -17,6 +17,10 @@ namespace kiln {
 struct SaveSet {
   uint64_t inputs = ~uint64_t{0};   // bit k: input k (inputs past 63 are always saved)
   uint64_t outputs = ~uint64_t{0};  // bit k: output k
+  // Bit k: input k is read for its layout only (sizes, strides, offset: as_strided's), so a
+  // storage-less stand-in is saved and a later write into it is no error (PyTorch saves a
+  // TensorGeometry there).
+  uint64_t geometry = 0;
 };
 // needs: bit i set when input i needs a gradient (inputs past 63: not given).
 using SaveRuleFn = SaveSet (*)(uint64_t needs, const Attrs& attrs);

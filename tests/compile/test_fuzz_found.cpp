@@ -200,6 +200,34 @@ TEST(FuzzFound, WritesAfterABreakIntoWhatEagerSaved) {
   }
 }
 
+// Found with saved_tensor_versions on: an output of a compiled graph loses its history to a later
+// write (`v0.copy_(v3)` of a value without grad), so only fmod's result is differentiated; eager's
+// per-op graph gives the embedding's weight no gradient (nothing reaches it), the one compiled
+// backward gave it zeros. Note [Outputs an input reaches].
+TEST(FuzzFound, InputReachedOnlyByOutputsWithoutGradient) {
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(
+        [](const Tensors& in) {
+          Tensor v0 = embedding(in[0], in[1]);
+          Tensor v2 = fmod(in[2], in[3]);
+          Tensor v3 = v0.to(kFloat64).sum().item<double>() > 0 ? v0 * 2 : v0 - 1;
+          v3.zero_();
+          v0.copy_(v3);
+          return Tensors{v0, v2, v3};
+        },
+        backend(b));
+    Tensor w = ones({4, 2}).requires_grad_(true);
+    Tensor d = full({}, 3.0, kFloat64).requires_grad_(true);
+    Tensors out = f(Tensors{w, zeros({0}, kInt64), full({}, -5.5, kFloat64), d});
+    ASSERT_TRUE(out[1].requires_grad());
+    EXPECT_FALSE(out[0].requires_grad());
+    auto g = autograd::grad({out[1]}, {w, d}, {ones_like(out[1])}, std::nullopt, false, /*allow_unused=*/true);
+    EXPECT_FALSE(g[0].defined());
+    ASSERT_TRUE(g[1].defined());
+  }
+}
+
 // std of a 0-d tensor with correction 0 is 0; its gradient is 0 as eager's (and PyTorch's
 // std_backward: masked_fill_(result == 0, 0)), not the decomposition's sqrt'(0) * 0 = NaN.
 TEST(FuzzFound, StdOfOneElementHasZeroGradient) {

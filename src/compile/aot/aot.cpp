@@ -3,6 +3,7 @@
 // on tracers, split it with a min-cut partitioner, and decompose to prims.
 #include <algorithm>
 #include <optional>
+#include <unordered_set>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -196,6 +197,11 @@ struct CompiledBackward : autograd::Node {
   std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> eager_saved;
   std::vector<Tensor> constants;      // its last inputs
   std::vector<int> grad_of_edge;      // per next edge: which backward output is its gradient (-1: none)
+  // Note [Outputs an input reaches]: per next edge, the outputs whose gradient reaches it. Eager's
+  // per-op graph gives an input no gradient when no output that depends on it got one (the others
+  // lost their history to a later in-place op, or were not differentiated); the compiled backward
+  // computes one gradient for all, which would give it zeros.
+  std::vector<std::vector<int>> outputs_of_edge;
   std::vector<int64_t> random_state;  // the forward's: recomputed random ops draw the same numbers
   bool released = false;
 
@@ -249,8 +255,13 @@ struct CompiledBackward : autograd::Node {
       outs = backward(in);
     }
     std::vector<Tensor> result(next_edges.size());
-    for (size_t e = 0; e < next_edges.size(); ++e)
-      if (grad_of_edge[e] >= 0) result[e] = outs[grad_of_edge[e]];
+    for (size_t e = 0; e < next_edges.size(); ++e) {
+      if (grad_of_edge[e] < 0) continue;
+      bool reached = e >= outputs_of_edge.size();
+      if (!reached)
+        for (int k : outputs_of_edge[e]) reached = reached || (static_cast<size_t>(k) < grads.size() && grads[k].defined());
+      if (reached) result[e] = outs[grad_of_edge[e]];
+    }
     return result;
   }
 };
@@ -304,6 +315,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   std::vector<Tensor> tangents;
   std::vector<int> rg_primals;
   std::vector<Tensor> grads;
+  std::vector<std::vector<int>> reaches;  // per primal needing grad: the forward outputs reaching it
   size_t n_forward_nodes = 0;
   {
     EnableGradGuard grad_on;
@@ -324,6 +336,25 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
         rg_primals.push_back(static_cast<int>(i));
         wrt.push_back(primals[i]);
       }
+    // Note [Outputs an input reaches]: which differentiable outputs reach each input needing grad.
+    reaches.assign(wrt.size(), {});
+    for (size_t d = 0; d < roots.size(); ++d) {
+      std::vector<autograd::Node*> stack;
+      std::unordered_set<autograd::Node*> seen;
+      if (autograd::Edge e = autograd::gradient_edge(roots[d]); e.valid()) stack.push_back(e.fn.get());
+      while (!stack.empty()) {
+        autograd::Node* n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n).second) continue;
+        if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(n)) {
+          for (size_t j = 0; j < wrt.size(); ++j)
+            if (wrt[j].unsafe_impl() == acc->variable.get()) reaches[j].push_back(static_cast<int>(d));
+          continue;
+        }
+        for (const autograd::Edge& e : n->next_edges)
+          if (e.valid()) stack.push_back(e.fn.get());
+      }
+    }
     if (!roots.empty() && !wrt.empty())
       grads = autograd::grad(roots, wrt, tangents, /*retain_graph=*/false, /*create_graph=*/false,
                              /*allow_unused=*/true);
@@ -422,6 +453,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
       // autograd::grad(allow_unused) leaves its gradient undefined, as eager's would.
       node->next_edges.push_back(grad_out[i] >= 0 ? input_gradient_edge(in[rg_primals[i]]) : autograd::Edge{});
       node->grad_of_edge.push_back(grad_out[i]);
+      node->outputs_of_edge.push_back(reaches[i]);
     }
     node->output_meta = diff_meta;
     GraphResult r;
