@@ -102,7 +102,8 @@ void DeferredGraph::materialize() {
   --tls_materializing;
 }
 
-void DeferredGraph::saved_versions(std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>& out) const {
+void DeferredGraph::saved_versions(std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>& out,
+                                  std::vector<int64_t>* producers) const {
   size_t next_input = 0;
   for (const Entry& e : entries_) {
     // Note [Saving what the VJP reads]: what the node will save (its inputs' requires_grad
@@ -118,6 +119,12 @@ void DeferredGraph::saved_versions(std::vector<std::pair<std::shared_ptr<Version
     for (uint32_t k = e.first_output; k < e.first_output + e.num_outputs; ++k)
       if (saves_output(e.op, saves, k - e.first_output) && outputs_[k].defined() && outputs_[k].unsafe_impl()->version)
         out.emplace_back(outputs_[k].unsafe_impl()->version, output_versions_[k]);
+    if (producers) {  // the tracer value of the node's first output (its graph node), or -1
+      int64_t v = -1;
+      for (uint32_t k = e.first_output; k < e.first_output + e.num_outputs && v < 0; ++k)
+        if (outputs_[k].defined() && outputs_[k].unsafe_impl()->is_tracer()) v = outputs_[k].unsafe_impl()->tracer_value;
+      producers->resize(out.size(), v);
+    }
     next_input += e.inputs.size();
   }
 }

@@ -43,7 +43,8 @@ class DeferredGraph {
   bool saved_modified() const;
   // Appends (version counter, version when saved) of every tensor the deferred nodes would save
   // (Note [Versions eager would check]).
-  void saved_versions(std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>& out) const;
+  void saved_versions(std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>& out,
+                      std::vector<int64_t>* producers = nullptr) const;
   DeferredGraph* prev() const { return prev_; }
 
  private:

@@ -228,6 +228,31 @@ TEST(FuzzFound, InputReachedOnlyByOutputsWithoutGradient) {
   }
 }
 
+// The same checks only where eager's node would run: copysign saves its result, which a later
+// write (with grad) gives a new history; no gradient reaches copysign's node then, so eager
+// raises nothing, and neither may the compiled backward (found by the fuzzer, seed 4660).
+TEST(FuzzFound, WritesIntoWhatEagerSavedWhereItsNodeNeverRuns) {
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(
+        [](const Tensors& in) {
+          Tensor v3 = copysign(in[0], in[1]);
+          Tensor u = in[1] * 2;  // the compiled backward of the first graph runs for u
+          Tensor v4 = in[1].sum().item<double>() > 0 ? in[1] * 2 : in[1] - 1;
+          v3.zero_();
+          return Tensors{v3, v4, u};
+        },
+        backend(b));
+    Tensor a = full({}, 0.75, kFloat64), w = full({}, 2.0, kFloat64).requires_grad_(true);
+    Tensors out = f(Tensors{a, w});
+    Tensor loss = out[1] * 3 + out[2];
+    if (out[0].requires_grad()) loss = loss + out[0];
+    EXPECT_NO_THROW(loss.backward());
+    ASSERT_TRUE(w.grad().defined());
+    EXPECT_EQ(w.grad().item<double>(), 8.0);
+  }
+}
+
 // std of a 0-d tensor with correction 0 is 0; its gradient is 0 as eager's (and PyTorch's
 // std_backward: masked_fill_(result == 0, 0)), not the decomposition's sqrt'(0) * 0 = NaN.
 TEST(FuzzFound, StdOfOneElementHasZeroGradient) {

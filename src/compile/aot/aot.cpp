@@ -194,7 +194,7 @@ struct CompiledBackward : autograd::Node {
   std::vector<Tensor> saved;  // the backward graph's first inputs
   std::vector<uint32_t> saved_version;
   // Note [Versions eager would check]: what eager's nodes would have saved, with its version.
-  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> eager_saved;
+  std::vector<EagerSaved> eager_saved;
   std::vector<Tensor> constants;      // its last inputs
   std::vector<int> grad_of_edge;      // per next edge: which backward output is its gradient (-1: none)
   // Note [Outputs an input reaches]: per next edge, the outputs whose gradient reaches it. Eager's
@@ -220,11 +220,14 @@ struct CompiledBackward : autograd::Node {
     KILN_CHECK(!is_grad_enabled(),
                "compile: not supported yet: double backward (create_graph=true) through a "
                "compiled region; compile it with backend=\"eager\"");
-    for (const auto& [counter, version] : eager_saved)
-      KILN_CHECK(counter->version.load() == version,
+    for (const EagerSaved& e : eager_saved) {
+      bool runs = e.always;
+      for (int k : e.slots) runs = runs || (static_cast<size_t>(k) < grads.size() && grads[k].defined());
+      KILN_CHECK(!runs || e.counter->version.load() == e.version,
                  "one of the tensors needed for gradient computation has been modified by an in-place operation: "
-                 "a tensor eager's autograd saves for this compiled graph is at version ", counter->version.load(),
-                 "; expected version ", version);
+                 "a tensor eager's autograd saves for this compiled graph is at version ", e.counter->version.load(),
+                 "; expected version ", e.version);
+    }
     for (size_t i = 0; i < saved.size(); ++i)
       KILN_CHECK(saved[i]._version() == saved_version[i],
                  "one of the tensors needed for gradient computation has been modified by an in-place operation: "
@@ -469,7 +472,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
             node->saved_version[i] = user._version();
           }
       };
-    r.eager_saved = [node](std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>&& s) {
+    r.eager_saved = [node](std::vector<EagerSaved>&& s) {
       node->eager_saved = std::move(s);
     };
     r.output_nr.assign(n_out, -1);
