@@ -4,6 +4,7 @@
 
 #include "autograd/autograd_meta.h"
 #include "autograd/node.h"
+#include "ops/save_rule.h"
 #include "kiln/error.h"
 
 namespace kiln::autograd {
@@ -101,18 +102,38 @@ void DeferredGraph::materialize() {
   --tls_materializing;
 }
 
-bool DeferredGraph::saved_modified() const {
+void DeferredGraph::saved_versions(std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>& out,
+                                  std::vector<int64_t>* producers) const {
   size_t next_input = 0;
   for (const Entry& e : entries_) {
-    const auto save = static_cast<uint8_t>(op_info(e.op).save);
-    if (save & static_cast<uint8_t>(SaveMask::SaveIn))
-      for (size_t k = 0; k < e.inputs.size(); ++k)
-        if (e.inputs[k].defined() && e.inputs[k]._version() != input_versions_[next_input + k]) return true;
-    if (save & static_cast<uint8_t>(SaveMask::SaveOut))
-      for (uint32_t k = e.first_output; k < e.first_output + e.num_outputs; ++k)
-        if (outputs_[k].defined() && outputs_[k]._version() != output_versions_[k]) return true;
+    // Note [Saving what the VJP reads]: what the node will save (its inputs' requires_grad
+    // stands for its next edges).
+    uint64_t needs = 0;
+    for (size_t i = 0; i < e.inputs.size() && i < 64; ++i)
+      if (e.inputs[i].defined() && e.inputs[i].requires_grad()) needs |= uint64_t{1} << i;
+    const SaveSet saves = save_set(e.op, needs, e.attrs);
+    for (size_t k = 0; k < e.inputs.size(); ++k)
+      if (saves_input(e.op, saves, k) && !(k < 64 && ((saves.geometry >> k) & 1u)) && e.inputs[k].defined() &&
+          e.inputs[k].unsafe_impl()->version)
+        out.emplace_back(e.inputs[k].unsafe_impl()->version, input_versions_[next_input + k]);
+    for (uint32_t k = e.first_output; k < e.first_output + e.num_outputs; ++k)
+      if (saves_output(e.op, saves, k - e.first_output) && outputs_[k].defined() && outputs_[k].unsafe_impl()->version)
+        out.emplace_back(outputs_[k].unsafe_impl()->version, output_versions_[k]);
+    if (producers) {  // the tracer value of the node's first output (its graph node), or -1
+      int64_t v = -1;
+      for (uint32_t k = e.first_output; k < e.first_output + e.num_outputs && v < 0; ++k)
+        if (outputs_[k].defined() && outputs_[k].unsafe_impl()->is_tracer()) v = outputs_[k].unsafe_impl()->tracer_value;
+      producers->resize(out.size(), v);
+    }
     next_input += e.inputs.size();
   }
+}
+
+bool DeferredGraph::saved_modified() const {
+  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> saved;
+  saved_versions(saved);
+  for (const auto& [counter, version] : saved)
+    if (counter->version.load() != version) return true;
   return false;
 }
 

@@ -41,6 +41,10 @@ class DeferredGraph {
   // Whether a tensor that a noted node would save was written since its op ran: eager's
   // backward would raise "modified by an in-place operation" (Note [Saved tracer versions]).
   bool saved_modified() const;
+  // Appends (version counter, version when saved) of every tensor the deferred nodes would save
+  // (Note [Versions eager would check]).
+  void saved_versions(std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>& out,
+                      std::vector<int64_t>* producers = nullptr) const;
   DeferredGraph* prev() const { return prev_; }
 
  private:

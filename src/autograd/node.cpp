@@ -6,6 +6,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
+#include "ops/save_rule.h"
 
 namespace kiln::autograd {
 
@@ -219,15 +220,26 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
   }
   node->output_meta.reserve(outputs.size());  // each list allocated once (Note [Cheap dispatch])
   for (const Tensor& t : outputs) node->output_meta.push_back(meta_of(t));
-  auto save = static_cast<uint8_t>(info.save);
-  if (save & static_cast<uint8_t>(SaveMask::SaveIn)) {
+  // Note [Saving what the VJP reads]: only what the VJP reads for the inputs needing a gradient.
+  uint64_t needs = 0;
+  for (size_t i = 0; i < node->next_edges.size() && i < 64; ++i)
+    if (node->next_edges[i].valid()) needs |= uint64_t{1} << i;
+  const SaveSet saves = save_set(op, needs, node->attrs);
+  if (static_cast<uint8_t>(info.save) & static_cast<uint8_t>(SaveMask::SaveIn)) {
     node->saved_inputs.reserve(inputs.size());
     for (size_t k = 0; k < inputs.size(); ++k) {
       const Tensor& t = inputs[k];
-      if (input_versions && t.defined())
+      if (!saves_input(saves, k)) {
+        node->saved_inputs.emplace_back();
+      } else if (k < 64 && ((saves.geometry >> k) & 1u) && t.defined()) {
+        Tensor layout = make_meta_tensor(t.sizes(), t.strides(), t.dtype(), t.device());
+        layout.unsafe_impl()->storage_offset = t.storage_offset();
+        node->saved_inputs.emplace_back(layout, false, node);
+      } else if (input_versions && t.defined()) {
         node->saved_inputs.emplace_back(t, false, node, input_versions[k]);
-      else
+      } else {
         node->saved_inputs.emplace_back(t, false, node);
+      }
     }
   }
   set_history(outputs, node);
@@ -238,11 +250,13 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
     m.view_of_base = true;
     m.view_version = output_versions ? output_versions[k] : t._version();
   }
-  if (save & static_cast<uint8_t>(SaveMask::SaveOut)) {
+  if (static_cast<uint8_t>(info.save) & static_cast<uint8_t>(SaveMask::SaveOut)) {
     node->saved_outputs.reserve(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {
       const Tensor& t = outputs[k];
-      if (output_versions && t.defined())
+      if (!saves_output(op, saves, k))
+        node->saved_outputs.emplace_back();
+      else if (output_versions && t.defined())
         node->saved_outputs.emplace_back(t, true, node, output_versions[k]);
       else
         node->saved_outputs.emplace_back(t, true, node);

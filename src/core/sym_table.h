@@ -31,6 +31,14 @@ class SymTable {
   // The graph a raw value can be used in: -2 for a concrete value (any graph).
   int graph_of(int64_t raw) const;
   void begin_graph(int g) { graph_ = g; }
+  // The graph g was dropped (it recorded no op) and its index goes to the next one: its
+  // symbols are bound nowhere, so that graph must not take them for its own (they read as
+  // plain numbers there, as another graph's do).
+  void retire_graph(int g) {
+    for (SymNode& n : nodes_)
+      if (n.graph == g) n.graph = kRetired;
+  }
+  static constexpr int kRetired = -3;
   int current_graph() const { return graph_; }
   int num_symbols() const { return num_symbols_; }
   const std::vector<SymNode>& nodes() const { return nodes_; }

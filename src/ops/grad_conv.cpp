@@ -9,6 +9,7 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/shape.h"
 #include "ops/grad_util.h"
+#include "ops/save_rule.h"
 
 namespace kiln {
 namespace {
@@ -23,7 +24,7 @@ void check_no_double_backward(const char* op, std::initializer_list<const Tensor
 std::vector<Tensor> vjp_convolution(const VjpCall& v) {
   const Tensor& g = v.grads[0];
   Attrs a(v.attrs.values());
-  a.push_back(std::vector<int64_t>{v.needs(0), v.needs(1), v.needs(2) && v.inputs[2].defined()});
+  a.push_back(std::vector<int64_t>{v.needs(0), v.needs(1), v.needs(2)});
   auto gs = call_op(OpId::convolution_backward, {g, v.inputs[0], v.inputs[1]}, a);
   std::vector<Tensor> r(3);
   for (size_t i = 0; i < 3; ++i)
@@ -31,6 +32,9 @@ std::vector<Tensor> vjp_convolution(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(convolution, vjp_convolution);
+// Note [Saving what the VJP reads]: the bias gradient is a sum of the output gradient.
+SaveSet save_convolution(uint64_t, const Attrs&) { return {uint64_t{3}, 0}; }
+KILN_REGISTER_SAVE_RULE(convolution, save_convolution);
 
 // The convolution is bilinear, out = B(x, w) + b, and its backward gives (B(., w)^T g,
 // B(x, .)^T g, sum g). Differentiating those along (ggx, ggw, ggb):
@@ -74,6 +78,11 @@ std::vector<Tensor> vjp_max_pool2d(const VjpCall& v) {
   return {call_op1(OpId::max_pool2d_backward, {g, v.inputs[0], v.outputs[1]}, v.attrs)};
 }
 KILN_REGISTER_VJP(max_pool2d, vjp_max_pool2d);
+// Note [Saving what the VJP reads]: the input and the indices, not the pooled values (as PyTorch's
+// max_pool*_with_indices): a write into the result is no error.
+SaveSet save_input_and_indices(uint64_t, const Attrs&) { return {uint64_t{1}, uint64_t{1} << 1}; }
+SaveSet save_indices(uint64_t, const Attrs&) { return {0, uint64_t{1} << 1}; }
+KILN_REGISTER_SAVE_RULE(max_pool2d, save_input_and_indices);
 
 // avg_pool2d saves nothing: the backward only needs the input's shape, given
 // as a stride-0 expanded scalar.
@@ -104,6 +113,8 @@ std::vector<Tensor> vjp_max_pool3d(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(max_pool3d, vjp_max_pool3d);
 KILN_REGISTER_VJP(adaptive_max_pool3d, vjp_max_pool3d);
+KILN_REGISTER_SAVE_RULE(max_pool3d, save_indices);
+KILN_REGISTER_SAVE_RULE(adaptive_max_pool3d, save_indices);
 
 std::vector<Tensor> vjp_avg_pool3d(const VjpCall& v) {
   const Tensor& g = v.grads[0];

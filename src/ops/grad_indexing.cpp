@@ -6,6 +6,7 @@
 #include "kiln/ops/shape.h"
 #include "ops/grad_util.h"
 #include "ops/meta_util.h"
+#include "ops/save_rule.h"
 
 namespace kiln {
 namespace {
@@ -47,6 +48,9 @@ std::vector<Tensor> vjp_gather(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(gather, vjp_gather);
+// Note [Saving what the VJP reads]: the gradients need the index alone (sizes are in input_meta).
+SaveSet save_index(uint64_t, const Attrs&) { return {uint64_t{1} << 1, 0}; }
+KILN_REGISTER_SAVE_RULE(gather, save_index);
 
 std::vector<Tensor> vjp_scatter(const VjpCall& v) {
   const Tensor& g = v.grads[0];
@@ -58,7 +62,9 @@ std::vector<Tensor> vjp_scatter(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(scatter, vjp_scatter);
+KILN_REGISTER_SAVE_RULE(scatter, save_index);
 KILN_REGISTER_VJP(scatter_add, vjp_scatter);
+KILN_REGISTER_SAVE_RULE(scatter_add, save_index);
 
 std::vector<Tensor> vjp_scatter_reduce(const VjpCall& v) {
   const Tensor& g = v.grads[0];
@@ -132,6 +138,7 @@ std::vector<Tensor> vjp_index_add(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(index_add, vjp_index_add);
+KILN_REGISTER_SAVE_RULE(index_add, save_index);
 
 std::vector<Tensor> vjp_index_select(const VjpCall& v) {
   const Tensor& g = v.grads[0];
@@ -140,6 +147,7 @@ std::vector<Tensor> vjp_index_select(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(index_select, vjp_index_select);
+KILN_REGISTER_SAVE_RULE(index_select, save_index);
 
 std::vector<Tensor> vjp_index(const VjpCall& v) {
   const Tensor& g = v.grads[0];

@@ -3,6 +3,7 @@
 #include "kiln/ops/nn.h"
 #include "kiln/ops/shape.h"
 #include "ops/grad_util.h"
+#include "ops/save_rule.h"
 
 namespace kiln {
 namespace {
@@ -17,6 +18,12 @@ std::vector<Tensor> vjp_mm(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(mm, vjp_mm);
+// Note [Saving what the VJP reads]: each operand only for the other's gradient.
+SaveSet save_other_factor(uint64_t needs, const Attrs&) {
+  const uint64_t one = 1;
+  return {((needs & (one << 1)) ? one : 0) | ((needs & one) ? one << 1 : 0), 0};
+}
+KILN_REGISTER_SAVE_RULE(mm, save_other_factor);
 
 std::vector<Tensor> vjp_bmm(const VjpCall& v) {
   const Tensor& g = v.grads[0];
@@ -26,6 +33,7 @@ std::vector<Tensor> vjp_bmm(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(bmm, vjp_bmm);
+KILN_REGISTER_SAVE_RULE(bmm, save_other_factor);
 
 }  // namespace
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/grad_util.h"
+#include "ops/save_rule.h"
 
 namespace kiln {
 namespace {
@@ -23,6 +24,9 @@ template <UnaryRule R>
 constexpr auto unary = &unary_vjp<R>;
 const Tensor& x_(const VjpCall& v) { return vjp_input0(v); }
 const Tensor& y_(const VjpCall& v) { return v.outputs[0]; }
+
+constexpr uint64_t bit(size_t i) { return uint64_t{1} << i; }
+bool has(uint64_t needs, size_t i) { return (needs & bit(i)) != 0; }
 
 // Piecewise-constant ops (floor, sign, rounding modes of div, ...) have a zero gradient, as in PyTorch.
 std::vector<Tensor> zero_grads(const VjpCall& v) {
@@ -184,6 +188,11 @@ std::vector<Tensor> vjp_mul(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(mul, vjp_mul);
+// Note [Saving what the VJP reads]: each operand only for the other's gradient.
+SaveSet save_other_operand(uint64_t needs, const Attrs&) {
+  return {(has(needs, 1) ? bit(0) : 0) | (has(needs, 0) ? bit(1) : 0), 0};
+}
+KILN_REGISTER_SAVE_RULE(mul, save_other_operand);
 
 std::vector<Tensor> vjp_div(const VjpCall& v) {
   if (!v.attrs.none(0)) return zero_grads(v);  // trunc/floor: piecewise constant
@@ -195,6 +204,12 @@ std::vector<Tensor> vjp_div(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(div, vjp_div);
+// The divisor for either gradient, the dividend for the divisor's; nothing for a rounding mode.
+SaveSet save_div(uint64_t needs, const Attrs& attrs) {
+  if (!attrs.none(0)) return {0, 0};
+  return {(has(needs, 1) ? bit(0) : 0) | (needs & (bit(0) | bit(1)) ? bit(1) : 0), 0};
+}
+KILN_REGISTER_SAVE_RULE(div, save_div);
 
 // fmod/remainder: d/da = 1, d/db = -(a / b rounded: trunc for fmod, floor for remainder).
 std::vector<Tensor> vjp_mod(const VjpCall& v) {
@@ -315,6 +330,8 @@ std::vector<Tensor> vjp_where(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(where, vjp_where);
+SaveSet save_condition(uint64_t, const Attrs&) { return {bit(0), 0}; }
+KILN_REGISTER_SAVE_RULE(where, save_condition);
 
 std::vector<Tensor> vjp_lerp(const VjpCall& v) {
   const Tensor& g = v.grads[0];
@@ -338,6 +355,10 @@ std::vector<Tensor> vjp_addcmul(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(addcmul, vjp_addcmul);
+SaveSet save_addcmul(uint64_t needs, const Attrs&) {
+  return {(has(needs, 2) ? bit(1) : 0) | (has(needs, 1) ? bit(2) : 0), 0};
+}
+KILN_REGISTER_SAVE_RULE(addcmul, save_addcmul);
 
 std::vector<Tensor> vjp_addcdiv(const VjpCall& v) {
   const Tensor& g = v.grads[0];
@@ -351,6 +372,10 @@ std::vector<Tensor> vjp_addcdiv(const VjpCall& v) {
   return r;
 }
 KILN_REGISTER_VJP(addcdiv, vjp_addcdiv);
+SaveSet save_addcdiv(uint64_t needs, const Attrs&) {
+  return {(has(needs, 2) ? bit(1) : 0) | (needs & (bit(1) | bit(2)) ? bit(2) : 0), 0};
+}
+KILN_REGISTER_SAVE_RULE(addcdiv, save_addcdiv);
 
 }  // namespace
 }  // namespace kiln

@@ -1,9 +1,11 @@
 // VJP rules of view ops.
+#include <algorithm>
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/grad_util.h"
+#include "ops/save_rule.h"
 
 namespace kiln {
 namespace {
@@ -85,8 +87,10 @@ Tensor storage_positions(IntArrayRef sizes, IntArrayRef strides, int64_t offset,
 // accumulated into a flat buffer covering both layouts (index_add sums
 // overlapping windows), then read back at the input's positions. Written with
 // ops, so it differentiates again.
+// An input whose own elements overlap (an expanded dim) shares each storage position's gradient
+// evenly among the elements at it, as PyTorch's as_strided_backward: `split_shared`.
 Tensor view_backward(const Tensor& g, IntArrayRef in_sizes, IntArrayRef in_strides, int64_t in_offset,
-                     IntArrayRef sizes, IntArrayRef strides, int64_t offset) {
+                     IntArrayRef sizes, IntArrayRef strides, int64_t offset, bool split_shared = false) {
   TensorOptions o = TensorOptions(g.dtype()).device(g.device());
   if (compute_numel(in_sizes) == 0) return zeros(in_sizes.vec(), o);
   auto extent = [](IntArrayRef sz, IntArrayRef st, int64_t off) {
@@ -102,6 +106,11 @@ Tensor view_backward(const Tensor& g, IntArrayRef in_sizes, IntArrayRef in_strid
     buf = index_add(buf, 0, out_pos, g.reshape({-1}));
   }
   Tensor in_pos = storage_positions(in_sizes, in_strides, in_offset - lo, g.device()).reshape({-1});
+  if (split_shared) {
+    // Every position an input element is at is counted at least once: no division by zero.
+    Tensor count = index_add(zeros({hi - lo + 1}, o), 0, in_pos, ones({in_pos.sizes()[0]}, o));
+    return index_select(buf, 0, in_pos).div(index_select(count, 0, in_pos)).view(in_sizes.vec());
+  }
   return index_select(buf, 0, in_pos).view(in_sizes.vec());
 }
 
@@ -116,17 +125,38 @@ std::vector<Tensor> vjp_diagonal(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(diagonal, vjp_diagonal);
 
+// Whether two elements of a layout share a memory position (a dim of stride 0, sliding windows):
+// the dims of size > 1 by stride, each stride past everything the smaller ones reach.
+bool overlaps_itself(IntArrayRef sizes, IntArrayRef strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1) dims.emplace_back(strides[d] < 0 ? -strides[d] : strides[d], sizes[d]);
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (auto [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += stride * (size - 1);
+  }
+  return false;
+}
+
 std::vector<Tensor> vjp_as_strided(const VjpCall& v) {
   // as_strided addresses the input's storage, so the input's own geometry matters.
   const Tensor& x = v.inputs[0];
-  for (size_t d = 0; d < x.strides().size(); ++d)
-    KILN_CHECK(x.strides()[d] != 0 || x.sizes()[d] <= 1,
-               "as_strided: not supported yet: the derivative for an input with overlapping (expanded) memory");
   int64_t offset = v.attrs.none(2) ? x.storage_offset() : v.attrs.i(2);
   return {view_backward(v.grads[0], x.sizes(), x.strides(), x.storage_offset(), v.attrs.ints(0), v.attrs.ints(1),
-                        offset)};
+                        offset, overlaps_itself(x.sizes(), x.strides()))};
 }
 KILN_REGISTER_VJP(as_strided, vjp_as_strided);
+// Note [Saving what the VJP reads]: the input's layout only (a write into it after the view was
+// taken, as the view rebase's own in-place op does, is no error).
+SaveSet save_layout(uint64_t, const Attrs&) {
+  SaveSet s;
+  s.inputs = 1;
+  s.geometry = 1;
+  return s;
+}
+KILN_REGISTER_SAVE_RULE(as_strided, save_layout);
 
 }  // namespace
 }  // namespace kiln

@@ -81,5 +81,79 @@ TEST(StridedGrads, DivDoesNotSaveItsOutput) {
   }
 }
 
+// Note [Saving what the VJP reads]: an op saves only the operands the gradients of its inputs
+// that require grad read (PyTorch's derivatives.yaml saves `other` of mul only when `self` needs
+// a gradient): writing one it did not save is no error, writing one it did still is.
+TEST(StridedGrads, OpsSaveOnlyWhatTheirGradientsRead) {
+  auto v4 = [] { return tensor(std::vector<float>{1, 2, 3, 4}); };
+  auto write = [](Tensor& t) {
+    NoGradGuard g;
+    t.add_(1.0);
+  };
+  {  // div: the divisor for either gradient, the dividend only for the divisor's.
+    Tensor x = v4().requires_grad_(true), a = v4() * 1.0, b = v4() * 2.0;
+    Tensor xx = x * 1.0;
+    Tensor q = xx / b;  // saves b, not xx
+    Tensor r = a / x;   // saves a and x
+    write(xx);
+    q.sum().backward();
+    EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>({0.5f, 0.25f, 1.0f / 6, 0.125f}));
+    Tensor q2 = (x * 1.0) / b;
+    write(b);
+    testing::expect_error([&] { q2.sum().backward(); }, {"modified by an in-place operation", "div"});
+    write(a);
+    testing::expect_error([&] { r.sum().backward(); }, {"modified by an in-place operation", "div"});
+  }
+  {  // mul: `y = x * c` with c constant saves c, not x.
+    Tensor w = v4().requires_grad_(true);
+    Tensor x = w * 1.0, c = v4() * 3.0;
+    Tensor y = x * c;
+    write(x);
+    y.sum().backward();
+    EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>({3, 6, 9, 12}));
+    Tensor w2 = v4().requires_grad_(true);
+    Tensor x2 = w2 * 1.0, c2 = v4() * 3.0;
+    Tensor y2 = x2 * c2;
+    write(c2);
+    testing::expect_error([&] { y2.sum().backward(); }, {"modified by an in-place operation", "mul"});
+  }
+  {  // convolution never saves its bias; index_add saves its index only.
+    Tensor x = ones({1, 1, 3, 3}).requires_grad_(true), w = ones({2, 1, 2, 2}).requires_grad_(true);
+    Tensor b0 = zeros({2}).requires_grad_(true);
+    Tensor b = b0 * 1.0;
+    Tensor y = conv2d(x, w, b);
+    write(b);
+    y.sum().backward();
+    EXPECT_EQ(b0.grad().to_vector<float>(), std::vector<float>({4, 4}));
+    Tensor s0 = ones({2, 2}).requires_grad_(true), t0 = zeros({3, 2}).requires_grad_(true);
+    Tensor s = s0 * 2.0, t = t0 * 1.0;
+    Tensor z = t.index_add(0, tensor(std::vector<int64_t>{0, 2}), s);
+    write(s);
+    write(t);
+    z.sum().backward();
+    EXPECT_EQ(s0.grad().to_vector<float>(), std::vector<float>({2, 2, 2, 2}));
+    EXPECT_EQ(t0.grad().to_vector<float>(), std::vector<float>(6, 1.0f));
+  }
+  {  // max pooling keeps its indices, not its result.
+    Tensor x = arange(0, 16, 1, kFloat32).view({1, 1, 4, 4}).requires_grad_(true);
+    auto [o2, i2] = max_pool2d_with_indices(x, {2, 2});
+    write(o2);
+    o2.sum().backward();
+    Tensor x3 = arange(0, 8, 1, kFloat32).view({1, 1, 2, 2, 2}).requires_grad_(true);
+    auto [o3, i3] = max_pool3d_with_indices(x3, {2, 2, 2});
+    write(o3);
+    o3.sum().backward();
+    EXPECT_EQ(x3.grad().to_vector<float>(), std::vector<float>({0, 0, 0, 0, 0, 0, 0, 1}));
+  }
+  {  // mm: each factor only for the other's gradient.
+    Tensor w = ones({2, 2}).requires_grad_(true);
+    Tensor a = w * 1.0, c = ones({2, 2}) * 1.0;
+    Tensor y = mm(a, c);
+    write(a);
+    y.sum().backward();
+    EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(4, 2.0f));
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -3,6 +3,7 @@
 // on tracers, split it with a min-cut partitioner, and decompose to prims.
 #include <algorithm>
 #include <optional>
+#include <unordered_set>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -192,14 +193,22 @@ struct CompiledBackward : autograd::Node {
   GraphFn backward;
   std::vector<Tensor> saved;  // the backward graph's first inputs
   std::vector<uint32_t> saved_version;
+  // Note [Versions eager would check]: what eager's nodes would have saved, with its version.
+  std::vector<EagerSaved> eager_saved;
   std::vector<Tensor> constants;      // its last inputs
   std::vector<int> grad_of_edge;      // per next edge: which backward output is its gradient (-1: none)
+  // Note [Outputs an input reaches]: per next edge, the outputs whose gradient reaches it. Eager's
+  // per-op graph gives an input no gradient when no output that depends on it got one (the others
+  // lost their history to a later in-place op, or were not differentiated); the compiled backward
+  // computes one gradient for all, which would give it zeros.
+  std::vector<std::vector<int>> outputs_of_edge;
   std::vector<int64_t> random_state;  // the forward's: recomputed random ops draw the same numbers
   bool released = false;
 
   std::string name() const override { return "CompiledFunctionBackward"; }
   void release_saved() override {
     saved.clear();
+    eager_saved.clear();
     released = true;
   }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -211,6 +220,14 @@ struct CompiledBackward : autograd::Node {
     KILN_CHECK(!is_grad_enabled(),
                "compile: not supported yet: double backward (create_graph=true) through a "
                "compiled region; compile it with backend=\"eager\"");
+    for (const EagerSaved& e : eager_saved) {
+      bool runs = e.always;
+      for (int k : e.slots) runs = runs || (static_cast<size_t>(k) < grads.size() && grads[k].defined());
+      KILN_CHECK(!runs || e.counter->version.load() == e.version,
+                 "one of the tensors needed for gradient computation has been modified by an in-place operation: "
+                 "a tensor eager's autograd saves for this compiled graph is at version ", e.counter->version.load(),
+                 "; expected version ", e.version);
+    }
     for (size_t i = 0; i < saved.size(); ++i)
       KILN_CHECK(saved[i]._version() == saved_version[i],
                  "one of the tensors needed for gradient computation has been modified by an in-place operation: "
@@ -241,8 +258,13 @@ struct CompiledBackward : autograd::Node {
       outs = backward(in);
     }
     std::vector<Tensor> result(next_edges.size());
-    for (size_t e = 0; e < next_edges.size(); ++e)
-      if (grad_of_edge[e] >= 0) result[e] = outs[grad_of_edge[e]];
+    for (size_t e = 0; e < next_edges.size(); ++e) {
+      if (grad_of_edge[e] < 0) continue;
+      bool reached = e >= outputs_of_edge.size();
+      if (!reached)
+        for (int k : outputs_of_edge[e]) reached = reached || (static_cast<size_t>(k) < grads.size() && grads[k].defined());
+      if (reached) result[e] = outs[grad_of_edge[e]];
+    }
     return result;
   }
 };
@@ -296,6 +318,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   std::vector<Tensor> tangents;
   std::vector<int> rg_primals;
   std::vector<Tensor> grads;
+  std::vector<std::vector<int>> reaches;  // per primal needing grad: the forward outputs reaching it
   size_t n_forward_nodes = 0;
   {
     EnableGradGuard grad_on;
@@ -316,6 +339,25 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
         rg_primals.push_back(static_cast<int>(i));
         wrt.push_back(primals[i]);
       }
+    // Note [Outputs an input reaches]: which differentiable outputs reach each input needing grad.
+    reaches.assign(wrt.size(), {});
+    for (size_t d = 0; d < roots.size(); ++d) {
+      std::vector<autograd::Node*> stack;
+      std::unordered_set<autograd::Node*> seen;
+      if (autograd::Edge e = autograd::gradient_edge(roots[d]); e.valid()) stack.push_back(e.fn.get());
+      while (!stack.empty()) {
+        autograd::Node* n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n).second) continue;
+        if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(n)) {
+          for (size_t j = 0; j < wrt.size(); ++j)
+            if (wrt[j].unsafe_impl() == acc->variable.get()) reaches[j].push_back(static_cast<int>(d));
+          continue;
+        }
+        for (const autograd::Edge& e : n->next_edges)
+          if (e.valid()) stack.push_back(e.fn.get());
+      }
+    }
     if (!roots.empty() && !wrt.empty())
       grads = autograd::grad(roots, wrt, tangents, /*retain_graph=*/false, /*create_graph=*/false,
                              /*allow_unused=*/true);
@@ -414,6 +456,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
       // autograd::grad(allow_unused) leaves its gradient undefined, as eager's would.
       node->next_edges.push_back(grad_out[i] >= 0 ? input_gradient_edge(in[rg_primals[i]]) : autograd::Edge{});
       node->grad_of_edge.push_back(grad_out[i]);
+      node->outputs_of_edge.push_back(reaches[i]);
     }
     node->output_meta = diff_meta;
     GraphResult r;
@@ -429,6 +472,9 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
             node->saved_version[i] = user._version();
           }
       };
+    r.eager_saved = [node](std::vector<EagerSaved>&& s) {
+      node->eager_saved = std::move(s);
+    };
     r.output_nr.assign(n_out, -1);
     for (size_t d = 0; d < diff.size(); ++d) r.output_nr[diff[d]] = static_cast<int>(d);
     return r;

@@ -557,6 +557,9 @@ bool Recording::saved_tracer_modified() const {
 
 void Recording::flush() {
   if (num_nodes() == 0) {
+    // The next graph takes this index: symbols made for this one's inputs are bound by no graph
+    // (the second call of `nonzero(m); y.expand(...)` took m's symbol for y's size).
+    syms_.retire_graph(graph_index_);
     reset();
     return;
   }
@@ -573,6 +576,8 @@ void Recording::flush() {
   // Note [Saved tracer versions]: a tensor eager's backward reads was written since; eager's
   // autograd (with its version checks) is kept for this graph.
   if (differentiable && saved_tracer_modified()) differentiable = false;
+  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> eager_saved;
+  std::vector<int64_t> eager_saved_by;  // per entry: a value of the node that saved it, or -1
   if (differentiable) {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
     // that what it saved does not count as alive; remember who required grad.
@@ -592,7 +597,12 @@ void Recording::flush() {
           m->grad_fn = nullptr;
           m->output_nr = 0;
         }
-      if (deferred_) deferred_->clear();
+      eager_saved = saved_log_;  // Note [Versions eager would check]
+      eager_saved_by.assign(eager_saved.size(), -1);
+      if (deferred_) {
+        deferred_->saved_versions(eager_saved, &eager_saved_by);
+        deferred_->clear();
+      }
     }
   }
   // Eager's autograd graph is kept (a backward ran inside, or a leaf was made here): build
@@ -636,6 +646,39 @@ void Recording::flush() {
         for (int v : graph_.outputs) graph_.values[v].requires_grad = differentiable && requires_grad[v];
       result = sink_->run_graph(graph_index_, graph_, hash_.h, inputs_, differentiable);
     }
+  }
+  if (result.grad_fn && result.eager_saved && !eager_saved.empty()) {
+    // Note [Versions eager would check]: the graph outputs downstream of each saving node.
+    const std::vector<Node>& nodes = replayed ? expect_->nodes : graph_.nodes;
+    const size_t nv = replayed ? std::max(expect_->values.size(), num_values) : graph_.values.size();
+    const std::vector<Value>& values = replayed ? expect_->values : graph_.values;
+    std::vector<uint64_t> reach(nv, 0);
+    for (size_t o = 0; o < graph_.outputs.size(); ++o)
+      if (static_cast<size_t>(graph_.outputs[o]) < nv) reach[graph_.outputs[o]] |= o < 64 ? uint64_t{1} << o : ~uint64_t{0};
+    for (size_t n = nodes.size(); n-- > 0;) {
+      uint64_t m = 0;
+      for (int v : nodes[n].outputs)
+        if (v >= 0 && static_cast<size_t>(v) < nv) m |= reach[v];
+      for (int v : nodes[n].inputs)
+        if (v >= 0 && static_cast<size_t>(v) < nv) reach[v] |= m;
+    }
+    std::vector<EagerSaved> checks;
+    for (size_t i = 0; i < eager_saved.size(); ++i) {
+      EagerSaved e{eager_saved[i].first, eager_saved[i].second, true, {}};
+      const int64_t v = i < eager_saved_by.size() ? eager_saved_by[i] : -1;
+      if (v >= 0 && static_cast<size_t>(v) < nv && static_cast<size_t>(v) < values.size() && values[v].node >= 0 &&
+          static_cast<size_t>(values[v].node) < nodes.size() && graph_.outputs.size() <= 64) {
+        uint64_t m = 0;
+        for (int w : nodes[values[v].node].outputs)
+          if (w >= 0 && static_cast<size_t>(w) < nv) m |= reach[w];
+        e.always = false;
+        for (size_t o = 0; o < graph_.outputs.size(); ++o)
+          if ((m >> o & 1u) && o < result.output_nr.size() && result.output_nr[o] >= 0) e.slots.push_back(result.output_nr[o]);
+        if (e.slots.empty()) continue;  // no gradient reaches the node: eager's never runs
+      }
+      checks.push_back(std::move(e));
+    }
+    if (!checks.empty()) result.eager_saved(std::move(checks));
   }
   KILN_CHECK(result.outputs.size() == graph_.outputs.size(), "internal: the graph returned ", result.outputs.size(),
              " outputs, expected ", graph_.outputs.size());

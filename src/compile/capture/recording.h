@@ -37,6 +37,16 @@ namespace kiln::compiler {
 // now an ordinary tensor. C++ control flow therefore always takes eager's
 // path, and nothing but tensor data is left to the compiled graph.
 
+// Note [Versions eager would check]: a tensor an eager node of the graph would have saved, with
+// its version then, and the slots of the compiled backward (differentiable outputs) whose
+// gradient reaches that node (eager's node runs, and checks, only when one of them has one).
+struct EagerSaved {
+  std::shared_ptr<VersionCounter> counter;
+  uint32_t version = 0;
+  bool always = false;     // the node is not known: check whenever the backward runs
+  std::vector<int> slots;  // grad slots of the compiled backward
+};
+
 struct GraphResult {
   std::vector<Tensor> outputs;              // one real tensor per graph output
   std::shared_ptr<autograd::Node> grad_fn;  // the compiled backward (AOT), else null
@@ -45,6 +55,12 @@ struct GraphResult {
   // a backward that saved the output checks the version of the user's tensor, so a write to it
   // after the graph (in a later graph or eagerly) raises as eager's would.
   std::function<void(size_t, const Tensor&)> bind_output;
+  // Note [Versions eager would check]: called with every tensor eager's autograd would have
+  // saved for this graph (the graph's inputs and outputs among them can be written after it);
+  // the compiled backward raises eager's "modified by an in-place operation" when one was
+  // written since and eager's node would run, even where the AOT backward does not read it (a
+  // partition recomputes or keeps something else).
+  std::function<void(std::vector<EagerSaved>&&)> eager_saved;
 };
 
 // Receives each finished graph: compiles (or finds) it and runs it on the

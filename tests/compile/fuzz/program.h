@@ -30,11 +30,12 @@ struct Switches {
   bool aliasing_args = false;
   // Issue 27 case 1 (and 7's div): eager's backward raises "modified by an in-place operation",
   // compiled's does not (the saved tensor's version is taken after the write).
-  // Fixed within one graph (Note [Saved tracer versions]); what remains: kiln's eager saves
-  // operands PyTorch does not (conv's bias, mul's self when only the other needs a gradient,
-  // index_add's source), and a write after a graph break to an output an earlier graph's
-  // backward saved as an intermediate (max_pool3d's indices).
-  bool saved_tensor_versions = false;
+  // Fixed within one graph (Note [Saved tracer versions]); then eager saved operands PyTorch does
+  // not (conv's bias, mul's operand for its own gradient, index_add's source, max_pool3d's
+  // result), and a write after a graph break into what eager saved was not seen by a compiled
+  // backward that kept something else. Fixed: Note [Saving what the VJP reads] (save rules) and
+  // Note [Versions eager would check].
+  bool saved_tensor_versions = true;  // fixed: on
   // Issue 27 case 6: compiled raises "view size ... is not compatible with input tensor's size"
   // (a view sees other strides than eager's).
   bool view_strides = true;  // fixed: on
@@ -63,8 +64,9 @@ struct Switches {
   // Fixed: Note [No-grad nodes] (and no edge for an input the backward gives no gradient).
   bool zero_vs_undefined_grads = true;  // fixed: on
   // Found by the fuzzer: as_strided of an expanded input requiring grad raises "not supported
-  // yet" under aot_eager; eager runs it.
-  bool as_strided_overlap = false;
+  // yet" under aot_eager; eager runs it. Fixed: its derivative shares each storage position's
+  // gradient among the input's elements there (PyTorch's as_strided_backward), eagerly and compiled.
+  bool as_strided_overlap = true;  // fixed: on
   // Found by the fuzzer (generator), two bugs: eager's autograd does not rebase views after an
   // in-place write to their base (`v = a.unsqueeze(0); a.mul_(2)`: v's gradient uses the old a;
   // PyTorch and aot_eager rebase it), and under aot_eager a view of an argument taken before a
@@ -83,7 +85,9 @@ struct Switches {
   // data-dependent output is matched to another tensor's size ("sub: the size of tensor a (0)
   // must match the size of tensor b (4)", "compiled graph output 2 has shape [0] where the
   // trace said [2]"), e.g. masked_select(bool[3,4], mask) then median(float64[4,5]).
-  bool symbols_after_data_dependent = false;
+  // Fixed: the empty graph before the data-dependent op is dropped and the next one takes its
+  // index; the symbols it made are retired (SymTable::retire_graph).
+  bool symbols_after_data_dependent = true;  // fixed: on
   // Found by the fuzzer: `a.copy_(b); b.zero_(); return a;` returns zeros under aot_eager (the
   // functionalized copy_ makes a an alias of b).
   bool copy_aliases_source = true;  // fixed: on
