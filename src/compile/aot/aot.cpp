@@ -306,7 +306,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
           }
           write_back(in, writeback, outs, n_out);
           outs.resize(n_out);
-          return GraphResult{std::move(outs), nullptr, {}, {}};
+          return GraphResult{std::move(outs), nullptr, {}, {}, {}};
         });
   }
 

@@ -21,7 +21,7 @@ Runnable compile_eager(const Graph& captured, CompileContext&) {
   auto g = std::make_shared<Graph>(captured);
   dead_code_elimination(*g);
   return [g](const std::vector<Tensor>& inputs, const std::vector<int64_t>& random_state) {
-    return GraphResult{run_interpreted(*g, inputs, &random_state), nullptr, {}, {}};
+    return GraphResult{run_interpreted(*g, inputs, &random_state), nullptr, {}, {}, {}};
   };
 }
 
