@@ -155,11 +155,51 @@ std::vector<Tensor> vjp_flash_attention(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(_scaled_dot_product_flash_attention, vjp_flash_attention);
 
-// Recorded under create_graph so that a second derivative through the fused attention raises
-// instead of silently missing (as torch's flash backward): the matmul path has one.
-std::vector<Tensor> vjp_flash_attention_backward(const VjpCall&) {
-  KILN_FAIL("scaled_dot_product_attention: not supported yet: the second derivative of the fused attention kernel "
-            "(CUDA, float16/bfloat16); compute it in float32, where attention runs on the matmul path");
+// The fused backward's own derivative (a second derivative of the attention): the backward's
+// formula written with ops in the opmath dtype, as a function of its seven inputs, differentiated
+// by autograd. It materializes the L x S weights (the fused kernel's saving is for first
+// derivatives); torch's flash backward has none.
+//   P = exp(q k^T * scale - lse) (zero where masked), D = rowsum(dO * out) - grad_lse,
+//   dS = P * (dO v^T - D), dq = dS k * scale, dk = dS^T q * scale, dv = P^T dO.
+std::vector<Tensor> vjp_flash_attention_backward(const VjpCall& v) {
+  const bool causal = v.attrs.b(0), create_graph = is_grad_enabled();
+  const double scale = v.attrs.f(1);
+  std::vector<Tensor> r(7), in(7), wrt;
+  std::vector<size_t> slot;
+  EnableGradGuard grad;
+  for (size_t i = 0; i < 7; ++i) {
+    const Tensor& t = v.inputs[i];
+    if (!t.defined()) continue;
+    // Under create_graph an input with history is used as is (higher derivatives follow it);
+    // otherwise a detached leaf stands for it.
+    in[i] = create_graph && t.requires_grad() ? t : t.detach().requires_grad_(v.needs(i));
+    if (v.needs(i)) {
+      wrt.push_back(in[i]);
+      slot.push_back(i);
+    }
+  }
+  if (wrt.empty()) return r;
+  const DType ct = opmath(in[1].dtype());
+  Tensor go = in[0].to(ct), q = in[1].to(ct), k = in[2].to(ct), vv = in[3].to(ct), out = in[4].to(ct),
+         lse = in[5].to(ct);
+  const int64_t L = q.sizes()[1], S = k.sizes()[1];
+  Tensor p = exp(matmul(q, transpose(k, 1, 2)) * scale - unsqueeze(lse, -1));
+  if (causal) p = where(tril(ones({L, S}, TensorOptions(kBool).device(q.device()))), p, Scalar(0.0));
+  Tensor d = sum(go * out, {-1}, false);
+  if (in[6].defined()) d = d - in[6].to(ct);
+  Tensor ds = p * (matmul(go, transpose(vv, 1, 2)) - unsqueeze(d, -1));
+  const Tensor fwd[3] = {matmul(ds, k) * scale, matmul(transpose(ds, 1, 2), q) * scale, matmul(transpose(p, 1, 2), go)};
+  std::vector<Tensor> roots, cot;
+  for (size_t j = 0; j < 3; ++j)
+    if (v.grads[j].defined()) {
+      roots.push_back(fwd[j]);
+      cot.push_back(v.grads[j].to(ct));
+    }
+  if (roots.empty()) return r;
+  std::vector<Tensor> g = autograd::grad(roots, wrt, cot, create_graph, create_graph, /*allow_unused=*/true);
+  for (size_t j = 0; j < slot.size(); ++j)
+    if (g[j].defined()) r[slot[j]] = g[j].to(v.inputs[slot[j]].dtype());
+  return r;
 }
 KILN_REGISTER_VJP(_scaled_dot_product_flash_attention_backward, vjp_flash_attention_backward);
 

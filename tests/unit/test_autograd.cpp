@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "dispatch/dispatch.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
@@ -349,6 +350,26 @@ TEST(Autograd, InPlaceOnAViewOfALeafThatRequiresGradIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mul_: a view of a leaf tensor that requires grad"), std::string::npos)
         << e.what();
+  }
+}
+}  // namespace
+
+namespace {
+// Note [Flash attention]: the fused attention's backward has its own derivative (a second
+// derivative of attention), checked by finite differences on small inputs, causal or not, with
+// the logsumexp output taking part.
+TEST(Autograd, FusedAttentionSecondDerivative) {
+  for (bool causal : {false, true}) {
+    manual_seed(3);
+    std::vector<Tensor> in{randn({1, 3, 2}, kFloat64).requires_grad_(true), randn({1, 4, 2}, kFloat64).requires_grad_(true),
+                           randn({1, 4, 3}, kFloat64).requires_grad_(true)};
+    auto fn = [causal](const std::vector<Tensor>& x) {
+      std::vector<Tensor> r = call_op(OpId::_scaled_dot_product_flash_attention, {x[0], x[1], x[2]}, {causal, 0.7});
+      return std::vector<Tensor>{r[0], r[1] * 0.5};
+    };
+    GradcheckOptions o;
+    o.check_backward_twice = true;
+    EXPECT_TRUE(gradcheck(fn, in, o)) << (causal ? "causal" : "full");
   }
 }
 }  // namespace
