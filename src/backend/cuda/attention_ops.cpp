@@ -14,9 +14,9 @@ namespace {
 // t dense (row-major, its own dtype) with a 16-byte aligned start, for the kernels' vector loads.
 Tensor dense_aligned(const Tensor& t) {
   if (!t.defined()) return t;
-  bool aligned = reinterpret_cast<uintptr_t>(t.unsafe_impl()->data()) % 16 == 0;
-  if (t.is_contiguous() && aligned) return t;
-  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
+  Tensor d = dense_as(t, t.dtype());
+  if (reinterpret_cast<uintptr_t>(d.unsafe_impl()->data()) % 16 == 0) return d;
+  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());  // a fresh allocation is aligned
   copy_same_device(c, t);
   return c;
 }

@@ -89,6 +89,13 @@ void copy_same_device(const Tensor& dst, const Tensor& src) {
   launch_copy(make_elementwise_args({&dst, &src}), s);
 }
 
+Tensor dense_as(const Tensor& t, DType dt) {
+  if (t.is_contiguous() && t.dtype() == dt) return t;
+  Tensor c = make_tensor(t.sizes(), dt, t.device());
+  copy_same_device(c, t);
+  return c;
+}
+
 namespace {
 
 Tensor contiguous_like(const Tensor& t, DType dtype, Device device) { return make_tensor(t.sizes(), dtype, device); }

@@ -11,14 +11,6 @@
 namespace kiln::cuda {
 namespace {
 
-// t as a dense tensor of dtype `dt` on its device (t itself when it already is one).
-Tensor dense_as(const Tensor& t, DType dt) {
-  if (t.is_contiguous() && t.dtype() == dt) return t;
-  Tensor c = make_tensor(t.sizes(), dt, t.device());
-  copy_same_device(c, t);
-  return c;
-}
-
 void* ptr(const Tensor& t) { return t.defined() ? t.unsafe_impl()->data() : nullptr; }
 
 // (x, running_mean?, running_var?, weight?, bias?; training, momentum, eps): out has x's dtype

@@ -121,12 +121,7 @@ void set_tensor(TensorDesc& t, cudnnDataType_t type, const std::vector<int>& d) 
 }
 
 // Dense copy of t on its device (cuDNN is given fully packed NCHW tensors).
-Tensor dense(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
-  copy_same_device(c, t);
-  return c;
-}
+Tensor dense(const Tensor& t) { return dense_as(t, t.dtype()); }
 
 // Everything one cuDNN call needs; `xs` is the convolution's input side, `ys` its output side
 // in cuDNN's (non-transposed) sense: a transposed convolution swaps them.

@@ -15,6 +15,8 @@ namespace kiln::cuda {
 ElementwiseArgs make_elementwise_args(std::initializer_list<const Tensor*> ops);
 // dst = src on one device, converting dtype and following strides.
 void copy_same_device(const Tensor& dst, const Tensor& src);
+// t as a dense tensor of dtype `dt` on its device (t itself when it already is one).
+Tensor dense_as(const Tensor& t, DType dt);
 // Note [CUDA staged through the CPU]: runs the op's CPU kernel on downloaded inputs, uploads the results.
 void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs);
 // cuDNN as `kiln info` shows it: the loaded library's version, or why convolutions lack it.

@@ -13,14 +13,6 @@
 namespace kiln::cuda {
 namespace {
 
-// t as a dense tensor of dtype `dt` on its device (t itself when it already is one).
-Tensor dense_as(const Tensor& t, DType dt) {
-  if (t.is_contiguous() && t.dtype() == dt) return t;
-  Tensor c = make_tensor(t.sizes(), dt, t.device());
-  copy_same_device(c, t);
-  return c;
-}
-
 const void* cptr(const Tensor& t) { return t.unsafe_impl()->data(); }
 void* mptr(const Tensor& t) { return t.unsafe_impl()->data(); }
 cudaStream_t stream_of(const Tensor& t) { return current_cuda_stream(t.device().index); }
