@@ -214,12 +214,37 @@ __global__ void combine_partials_kernel(const typename Op::A* partial, int64_t M
   out[m] = a;
 }
 
+// The same for B == 1 (a bias gradient: [rows, M] summed over rows): threads take adjacent
+// columns, so a warp reads one row's 32 consecutive values; kColumnRows rows of a block go
+// at once, folded in a fixed order at the end.
+constexpr int kColumnRows = 8;
+template <class T, class Op>
+__global__ void reduce_columns_kernel(const T* x, int64_t A, int64_t M, int64_t splits, typename Op::A* partial,
+                                      Op op) {
+  using Acc = typename Op::A;
+  __shared__ Acc part[kColumnRows][33];
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x, sp = blockIdx.y;
+  const int64_t per = (A + splits - 1) / splits, lo = sp * per, hi = lo + per < A ? lo + per : A;
+  Acc a = op.init();
+  if (m < M)
+    for (int64_t r = lo + threadIdx.y; r < hi; r += kColumnRows) a = op.combine(a, op.lift(x[r * M + m]));
+  part[threadIdx.y][threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.y != 0 || m >= M) return;
+  for (int y = 1; y < kColumnRows; ++y) a = op.combine(a, part[y][threadIdx.x]);
+  partial[m * splits + sp] = a;
+}
+
 template <class T, class Op>
 void run_outer_inner(const void* x, int64_t A, int64_t M, int64_t B, void* out, double scale, void* scratch,
                      int64_t splits, cudaStream_t s, Op op) {
   using Acc = typename Op::A;
   Acc* partial = static_cast<Acc*>(scratch);
-  reduce_outer_inner_kernel<T, Op><<<dim3(static_cast<unsigned>(M), static_cast<unsigned>(splits)), kReduceThreads, 0,
+  if (B == 1)
+    reduce_columns_kernel<T, Op><<<dim3(static_cast<unsigned>((M + 31) / 32), static_cast<unsigned>(splits)),
+                                   dim3(32, kColumnRows), 0, s>>>(static_cast<const T*>(x), A, M, splits, partial, op);
+  else
+    reduce_outer_inner_kernel<T, Op><<<dim3(static_cast<unsigned>(M), static_cast<unsigned>(splits)), kReduceThreads, 0,
                                      s>>>(static_cast<const T*>(x), A, M, B, splits, partial, op);
   combine_partials_kernel<Op><<<static_cast<unsigned>((M + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
                                 s>>>(partial, M, splits, static_cast<Acc*>(out), scale, op);
@@ -250,8 +275,10 @@ DType reduce_result_dtype(ReduceOp op, DType in) {
 }
 
 int64_t outer_inner_splits(int64_t A, int64_t M, int64_t B) {
-  // About four blocks per SM of an H100 in all, each with at least 4096 elements.
-  int64_t want = (528 + M - 1) / M, most = (A * B + 4095) / 4096;
+  // About four blocks per SM of an H100 in all, each with at least 4096 elements (columns: 32
+  // outputs per block, at least 64 rows).
+  const int64_t blocks = B == 1 ? (M + 31) / 32 : M;
+  int64_t want = (528 + blocks - 1) / blocks, most = B == 1 ? (A + 63) / 64 : (A * B + 4095) / 4096;
   int64_t splits = want < most ? want : most;
   return splits < 1 ? 1 : (splits > 65535 ? 65535 : splits);
 }
@@ -260,7 +287,7 @@ void launch_reduce_outer_inner(ReduceOp op, const void* x, DType in, int64_t A, 
                                double scale, void* scratch, cudaStream_t s) {
   KILN_CHECK(op != ReduceOp::ArgMax && op != ReduceOp::ArgMin, "internal: no outer/inner arg reductions");
   if (M == 0) return;
-  KILN_CHECK(M <= 65535, "internal: outer/inner reduction of ", M, " outputs");
+  KILN_CHECK(M <= 65535 || B == 1, "internal: outer/inner reduction of ", M, " outputs");
   const int64_t splits = outer_inner_splits(A, M, B);
   visit_dtype(in, [&]<class T>() {
     switch (op) {

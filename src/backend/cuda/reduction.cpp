@@ -62,7 +62,8 @@ bool reduce_outer_inner(ReduceOp op, const Tensor& x, const std::vector<bool>& m
   const bool batch_norm_like = A > 1 && B >= 32 && M <= 65535;
   const bool few_long_rows = A == 1 && M < 264 && B >= 8192;
   const bool few_outputs = A > 1 && B < 32 && M <= 16;
-  if (!batch_norm_like && !few_long_rows && !few_outputs) return false;
+  const bool columns = A > 1 && B == 1;  // a bias gradient: no transposing copy
+  if (!batch_norm_like && !few_long_rows && !few_outputs && !columns) return false;
   DType rt = reduce_result_dtype(op, compute);
   Tensor vals = make_tensor({M}, rt, x.device());
   Tensor scratch = make_tensor({M * outer_inner_splits(A, M, B)}, rt, x.device());

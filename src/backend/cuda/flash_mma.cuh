@@ -1,0 +1,551 @@
+// Tensor-core flash attention kernels for float16/bfloat16 (Note [Flash attention] in attention.cu),
+// written on the PTX instructions themselves: mma.sync m16n8k16 with float accumulators, ldmatrix
+// from padded shared tiles, cp.async double buffering. Scores, weights and accumulators stay in
+// registers (FlashAttention-2's arrangement): a warp owns 16 rows and the accumulator layout of one
+// product is the operand layout of the next, so P never goes through memory.
+//
+// Only CUDA headers are included, so the standalone benchmark (bench/cuda/flash_attention.cu) builds
+// the very kernels kiln runs with nvcc alone.
+//
+// Layouts: q [N, L, E], k [N, S, E], v [N, S, E], out [N, L, E] dense row-major in T; lse and delta
+// [N, L] float (lse natural-log). D is the padded head dim (64 or 128): E <= D, E % 16 == 0; loops
+// over E's 16-wide steps are unrolled to D and guarded, so register arrays stay statically indexed.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kiln::cuda::flash {
+
+constexpr int kRows = 64;     // query rows (or keys) per block: 4 warps x 16
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <int D>
+__host__ __device__ constexpr int pitch() {
+  return D + 8;  // 16 bytes of padding: the 8 rows one ldmatrix reads fall in distinct bank groups
+}
+template <int D>
+__host__ __device__ constexpr int tile_elems() {
+  return kRows * pitch<D>();
+}
+
+struct Problem {
+  int64_t N, L, S;
+  int E;
+  bool causal;
+  float scale;  // softmax scale (natural units)
+};
+
+// ---- PTX wrappers ----
+
+__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// 16 bytes global -> shared, zero-filled when !pred (the source is then not read).
+__device__ inline void cp_async16(void* dst, const void* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(pred ? 16 : 0));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c += a b for a 16x16 A (row), a 16x8 B (col), float accumulators.
+template <class T>
+__device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ inline void mma<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ inline void mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as a T pair in one register, the lower column in the low half.
+template <class T>
+__device__ inline uint32_t pack(float lo, float hi);
+template <>
+__device__ inline uint32_t pack<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ inline uint32_t pack<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ inline float2 to_float2(const __nv_bfloat16* p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+__device__ inline float2 to_float2(const __half* p) { return __half22float2(*reinterpret_cast<const __half2*>(p)); }
+
+// ---- fragments ----
+// Lane l of a warp holds, of each 16x8 accumulator tile, rows g = l/4 and g + 8 and columns
+// 2t, 2t + 1 (t = l % 4): c[0], c[1] on row g, c[2], c[3] on row g + 8.
+
+// The A operand (16 rows x 16 of k) at `tile` (pitch P), rows r0.., k from k0.
+template <int P, class T>
+__device__ inline void load_a(uint32_t (&a)[4], const T* tile, int r0, int k0, int lane) {
+  ldmatrix_x4(a, tile + (r0 + (lane & 15)) * P + k0 + (lane >> 4) * 8);
+}
+// B operands of two 8-wide n-tiles (n0.., n0 + 8..) for k0..k0+15 from a tile stored [n][k]
+// (keys by head dim: the B of S = Q K^T): b[0], b[1] for the first n-tile, b[2], b[3] the second.
+template <int P, class T>
+__device__ inline void load_b_nk(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
+  ldmatrix_x4(b, tile + (n0 + (lane & 7) + (lane >> 4) * 8) * P + k0 + ((lane >> 3) & 1) * 8);
+}
+// The same from a tile stored [k][n] (keys by head dim as the B of P V), transposed on the way.
+template <int P, class T>
+__device__ inline void load_b_kn(uint32_t (&b)[4], const T* tile, int k0, int n0, int lane) {
+  ldmatrix_x4_trans(b, tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * P + n0 + (lane >> 4) * 8);
+}
+// The A operand for k-step kk made from accumulator tiles 2kk and 2kk + 1 (scores as weights).
+template <class T>
+__device__ inline void acc_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = pack<T>(c0[0], c0[1]);
+  a[1] = pack<T>(c0[2], c0[3]);
+  a[2] = pack<T>(c1[0], c1[1]);
+  a[3] = pack<T>(c1[2], c1[3]);
+}
+
+// Rows row0 .. row0 + 63 of a [rows, E] array into a [64][pitch] tile by cp.async, zeros past
+// `rows`; columns past E are left alone (never read: every loop over E is guarded).
+template <int D, class T>
+__device__ inline void load_tile_async(T* tile, const T* src, int64_t row0, int64_t rows, int E) {
+  const int vecs = E / 8;
+  for (int idx = threadIdx.x; idx < kRows * vecs; idx += kThreads) {
+    const int r = idx / vecs, c = (idx % vecs) * 8;
+    const bool in = row0 + r < rows;
+    cp_async16(tile + r * pitch<D>() + c, src + (in ? (row0 + r) * E + c : 0), in);
+  }
+}
+
+__device__ inline float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ inline float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Scores of the warp's 16 rows (A from `a_tile` rows a0..) against 64 columns of `b_tile`
+// (stored [n][k]): s[nt] is the accumulator tile of columns 8 nt ..
+template <int D, class T>
+__device__ inline void scores(float (&s)[8][4], const T* a_tile, int a0, const T* b_tile, int E, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk * 16 >= E) break;
+    uint32_t a[4];
+    load_a<pitch<D>()>(a, a_tile, a0, kk * 16, lane);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      load_b_nk<pitch<D>()>(b, b_tile, np * 16, kk * 16, lane);
+      mma<T>(s[2 * np], a, b[0], b[1]);
+      mma<T>(s[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc [16 x E] += w [16 x 64] (accumulator tiles, as weights) times `tile` [64][E] (stored [k][n]).
+template <int D, class T>
+__device__ inline void weights_times_tile(float (&acc)[D / 8][4], const float (&w)[8][4], const T* tile, int E,
+                                          int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4];
+    acc_to_a<T>(a, w[2 * kk], w[2 * kk + 1]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      if (dp * 16 >= E) break;
+      uint32_t b[4];
+      load_b_kn<pitch<D>()>(b, tile, kk * 16, dp * 16, lane);
+      mma<T>(acc[2 * dp], a, b[0], b[1]);
+      mma<T>(acc[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Writes the warp's 16 x E accumulator rows (times `mul`) to dst rows row0.. of a [rows, E] array.
+template <int D, class T>
+__device__ inline void store_rows(T* dst, const float (&acc)[D / 8][4], int64_t row0, int64_t rows, int E, float mul0,
+                                  float mul1, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t r = row0 + g + 8 * h;
+    if (r >= rows) continue;
+    const float mul = h ? mul1 : mul0;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      if (nt * 8 >= E) break;
+      *reinterpret_cast<uint32_t*>(dst + r * E + nt * 8 + 2 * t) =
+          pack<T>(acc[nt][2 * h] * mul, acc[nt][2 * h + 1] * mul);
+    }
+  }
+}
+
+template <int D>
+__device__ inline void zero(float (&acc)[D / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+}
+
+// ---- forward: a block per 64 query rows of one batch entry; keys in double-buffered tiles ----
+
+template <int D>
+constexpr size_t forward_smem() {
+  return size_t(5) * tile_elems<D>() * 2;  // Q, then K and V twice
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restrict__ q, const T* __restrict__ k,
+                                                    const T* __restrict__ v, T* __restrict__ out,
+                                                    float* __restrict__ lse) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* Qs = reinterpret_cast<T*>(smem);
+  T* Ks = Qs + tile_elems<D>();  // [2] tiles
+  T* Vs = Ks + 2 * tile_elems<D>();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
+  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows, r0 = q0 + warp * 16;
+  const T* kb = k + n * p.S * E;
+  const T* vb = v + n * p.S * E;
+  const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
+  const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
+  load_tile_async<D>(Qs, q + n * p.L * E, q0, p.L, E);
+  if (tiles > 0) {
+    load_tile_async<D>(Ks, kb, 0, p.S, E);
+    load_tile_async<D>(Vs, vb, 0, p.S, E);
+  }
+  cp_async_commit();
+  const float c = p.scale * kLog2e;  // scores in log2 units: exp2 is one instruction
+  float o[D / 8][4];
+  zero<D>(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int j = 0; j < tiles; ++j) {
+    const int buf = j & 1;
+    if (j + 1 < tiles) {
+      load_tile_async<D>(Ks + (buf ^ 1) * tile_elems<D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
+      load_tile_async<D>(Vs + (buf ^ 1) * tile_elems<D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T* Kt = Ks + buf * tile_elems<D>();
+    const T* Vt = Vs + buf * tile_elems<D>();
+    float s[8][4];
+    scores<D, T>(s, Qs, warp * 16, Kt, E, lane);
+    const int64_t k0 = int64_t(j) * kRows;
+    const bool edge = k0 + kRows > p.S || (p.causal && k0 + kRows - 1 > r0);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t kj = k0 + nt * 8 + 2 * t + (e & 1), qi = r0 + g + 8 * (e >> 1);
+        const bool keep = !edge || (kj < p.S && (!p.causal || kj <= qi));
+        s[nt][e] = keep ? s[nt][e] * c : -INFINITY;
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = m[h];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+      mx = quad_max(mx);
+      const float use = mx == -INFINITY ? 0.0f : mx;
+      const float alpha = exp2f(m[h] - use);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        s[nt][2 * h] = exp2f(s[nt][2 * h] - use);
+        s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - use);
+        sum += s[nt][2 * h] + s[nt][2 * h + 1];
+      }
+      l[h] = l[h] * alpha + sum;  // this thread's columns only; summed over the quad at the end
+      m[h] = mx;
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) {
+        o[nt][2 * h] *= alpha;
+        o[nt][2 * h + 1] *= alpha;
+      }
+    }
+    weights_times_tile<D, T>(o, s, Vt, E, lane);
+    __syncthreads();  // every warp is done with this buffer before the next prefetch fills it
+  }
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] = quad_sum(l[h]);
+    inv[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+    const int64_t qi = r0 + g + 8 * h;
+    if (t == 0 && qi < p.L) lse[n * p.L + qi] = l[h] > 0.0f ? m[h] * kLn2 + logf(l[h]) : -INFINITY;
+  }
+  store_rows<D, T>(out + n * p.L * E, o, r0, p.L, E, inv[0], inv[1], lane);
+}
+
+// ---- backward ----
+// dS = P (dP - delta) with delta = rowsum(dO * O) - grad_lse (computed before, one per row).
+// Two kernels without atomics, so results do not depend on timing: one per 64 keys accumulates dK
+// and dV over the query tiles, one per 64 queries accumulates dQ over the key tiles.
+
+template <int D>
+constexpr size_t dq_smem() {
+  return size_t(6) * tile_elems<D>() * 2;  // Q, dO, then K and V twice
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads)
+    backward_dq(Problem p, const T* __restrict__ go, const T* __restrict__ q, const T* __restrict__ k,
+                const T* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta,
+                T* __restrict__ dq) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* Qs = reinterpret_cast<T*>(smem);
+  T* dOs = Qs + tile_elems<D>();
+  T* Ks = dOs + tile_elems<D>();  // [2]
+  T* Vs = Ks + 2 * tile_elems<D>();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
+  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows, r0 = q0 + warp * 16;
+  const T* kb = k + n * p.S * E;
+  const T* vb = v + n * p.S * E;
+  const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
+  const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
+  load_tile_async<D>(Qs, q + n * p.L * E, q0, p.L, E);
+  load_tile_async<D>(dOs, go + n * p.L * E, q0, p.L, E);
+  if (tiles > 0) {
+    load_tile_async<D>(Ks, kb, 0, p.S, E);
+    load_tile_async<D>(Vs, vb, 0, p.S, E);
+  }
+  cp_async_commit();
+  const float c = p.scale * kLog2e;
+  float lse2[2], dl[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t qi = r0 + g + 8 * h;
+    const float x = qi < p.L ? lse[n * p.L + qi] : INFINITY;
+    lse2[h] = x == -INFINITY ? INFINITY : x * kLog2e;  // a row without keys (or past L): weights 0
+    dl[h] = qi < p.L ? delta[n * p.L + qi] : 0.0f;
+  }
+  float acc[D / 8][4];
+  zero<D>(acc);
+  for (int j = 0; j < tiles; ++j) {
+    const int buf = j & 1;
+    if (j + 1 < tiles) {
+      load_tile_async<D>(Ks + (buf ^ 1) * tile_elems<D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
+      load_tile_async<D>(Vs + (buf ^ 1) * tile_elems<D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T* Kt = Ks + buf * tile_elems<D>();
+    const T* Vt = Vs + buf * tile_elems<D>();
+    float s[8][4], dp[8][4];
+    scores<D, T>(s, Qs, warp * 16, Kt, E, lane);
+    scores<D, T>(dp, dOs, warp * 16, Vt, E, lane);
+    const int64_t k0 = int64_t(j) * kRows;
+    const bool edge = k0 + kRows > p.S || (p.causal && k0 + kRows - 1 > r0);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        const int64_t kj = k0 + nt * 8 + 2 * t + (e & 1), qi = r0 + g + 8 * h;
+        const bool keep = !edge || (kj < p.S && (!p.causal || kj <= qi));
+        const float w = keep ? exp2f(s[nt][e] * c - lse2[h]) : 0.0f;
+        s[nt][e] = w * (dp[nt][e] - dl[h]);  // dS
+      }
+    weights_times_tile<D, T>(acc, s, Kt, E, lane);
+    __syncthreads();
+  }
+  store_rows<D, T>(dq + n * p.L * E, acc, r0, p.L, E, p.scale, p.scale, lane);
+}
+
+template <int D>
+constexpr size_t dkdv_smem() {
+  return size_t(6) * tile_elems<D>() * 2 + 4 * kRows * sizeof(float);  // K, V, Q and dO twice, lse and delta twice
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads)
+    backward_dkdv(Problem p, const T* __restrict__ go, const T* __restrict__ q, const T* __restrict__ k,
+                  const T* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta,
+                  T* __restrict__ dk, T* __restrict__ dv) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* Ks = reinterpret_cast<T*>(smem);
+  T* Vs = Ks + tile_elems<D>();
+  T* Qs = Vs + tile_elems<D>();  // [2]
+  T* dOs = Qs + 2 * tile_elems<D>();  // [2]
+  float* lse_s = reinterpret_cast<float*>(dOs + 2 * tile_elems<D>());  // [2][64], log2 units
+  float* d_s = lse_s + 2 * kRows;                                      // [2][64]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
+  const int64_t n = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kRows, key0 = j0 + warp * 16;
+  const T* qb = q + n * p.L * E;
+  const T* gb = go + n * p.L * E;
+  const float* lb = lse + n * p.L;
+  const float* db = delta + n * p.L;
+  // Causal: queries before the block's first key see none of its keys.
+  const int64_t i_begin = p.causal ? j0 : 0;
+  const int tiles = i_begin < p.L ? static_cast<int>((p.L - i_begin + kRows - 1) / kRows) : 0;
+  auto stage = [&](int j, int buf) {
+    const int64_t i0 = i_begin + int64_t(j) * kRows;
+    load_tile_async<D>(Qs + buf * tile_elems<D>(), qb, i0, p.L, E);
+    load_tile_async<D>(dOs + buf * tile_elems<D>(), gb, i0, p.L, E);
+    for (int r = threadIdx.x; r < kRows; r += kThreads) {
+      const bool in = i0 + r < p.L;
+      const float x = in ? lb[i0 + r] : INFINITY;
+      lse_s[buf * kRows + r] = x == -INFINITY ? INFINITY : x * kLog2e;
+      d_s[buf * kRows + r] = in ? db[i0 + r] : 0.0f;
+    }
+  };
+  load_tile_async<D>(Ks, k + n * p.S * E, j0, p.S, E);
+  load_tile_async<D>(Vs, v + n * p.S * E, j0, p.S, E);
+  if (tiles > 0) stage(0, 0);
+  cp_async_commit();
+  const float c = p.scale * kLog2e;
+  float dkacc[D / 8][4], dvacc[D / 8][4];
+  zero<D>(dkacc);
+  zero<D>(dvacc);
+  for (int j = 0; j < tiles; ++j) {
+    const int buf = j & 1;
+    if (j + 1 < tiles) {
+      stage(j + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T* Qt = Qs + buf * tile_elems<D>();
+    const T* dOt = dOs + buf * tile_elems<D>();
+    const float* ls = lse_s + buf * kRows;
+    const float* ds = d_s + buf * kRows;
+    float s[8][4], dp[8][4];  // transposed: the warp's 16 keys by 64 queries
+    scores<D, T>(s, Ks, warp * 16, Qt, E, lane);
+    scores<D, T>(dp, Vs, warp * 16, dOt, E, lane);
+    const int64_t i0 = i_begin + int64_t(j) * kRows;
+    const bool edge = i0 + kRows > p.L || key0 + 16 > p.S || (p.causal && key0 + 15 > i0);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = nt * 8 + 2 * t + (e & 1);
+        const int64_t qi = i0 + col, kj = key0 + g + 8 * (e >> 1);
+        const bool keep = !edge || (qi < p.L && kj < p.S && (!p.causal || kj <= qi));
+        const float w = keep ? exp2f(s[nt][e] * c - ls[col]) : 0.0f;
+        s[nt][e] = w;                         // P^T
+        dp[nt][e] = w * (dp[nt][e] - ds[col]);  // dS^T
+      }
+    weights_times_tile<D, T>(dvacc, s, dOt, E, lane);
+    weights_times_tile<D, T>(dkacc, dp, Qt, E, lane);
+    __syncthreads();
+  }
+  store_rows<D, T>(dk + n * p.S * E, dkacc, key0, p.S, E, p.scale, p.scale, lane);
+  store_rows<D, T>(dv + n * p.S * E, dvacc, key0, p.S, E, 1.0f, 1.0f, lane);
+}
+
+// delta[r] = sum_e dO[r, e] O[r, e] - grad_lse[r] (grad_lse may be null): a warp per row.
+template <class T>
+__global__ void __launch_bounds__(kThreads) row_delta(int64_t rows, int E, const T* __restrict__ go,
+                                                      const T* __restrict__ o, const float* __restrict__ glse,
+                                                      float* __restrict__ delta) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const int lane = threadIdx.x & 31;
+  float d = 0.0f;
+  for (int e = 2 * lane; e < E; e += 64) {
+    const float2 a = to_float2(go + r * E + e), b = to_float2(o + r * E + e);
+    d += a.x * b.x + a.y * b.y;
+  }
+  for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+  if (lane == 0) delta[r] = d - (glse ? glse[r] : 0.0f);
+}
+
+// ---- launchers: E % 16 == 0, 16 <= E <= 128; return the first CUDA error (the caller checks) ----
+
+inline unsigned blocks(int64_t n) { return static_cast<unsigned>((n + kRows - 1) / kRows); }
+
+template <class K>
+cudaError_t allow_smem(K kernel, size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+// Calls f.template operator()<D>() with the padded head dim for E.
+template <class F>
+cudaError_t with_head_dim(int E, F&& f) {
+  return E <= 64 ? f.template operator()<64>() : f.template operator()<128>();
+}
+
+template <class T>
+cudaError_t launch_forward(const Problem& p, const T* q, const T* k, const T* v, T* out, float* lse, cudaStream_t s) {
+  if (p.N * p.L == 0) return cudaSuccess;
+  return with_head_dim(p.E, [&]<int D>() {
+    cudaError_t e = allow_smem(forward<T, D>, forward_smem<D>());
+    if (e != cudaSuccess) return e;
+    forward<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, forward_smem<D>(), s>>>(p, q, k, v, out,
+                                                                                                   lse);
+    return cudaGetLastError();
+  });
+}
+
+// delta: N * L floats of scratch. grad_lse may be null.
+template <class T>
+cudaError_t launch_backward(const Problem& p, const T* go, const T* q, const T* k, const T* v, const T* out,
+                            const float* lse, const float* grad_lse, float* delta, T* dq, T* dk, T* dv,
+                            cudaStream_t s) {
+  const int64_t rows = p.N * p.L;
+  if (rows > 0) {
+    row_delta<T><<<static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32)), kThreads, 0, s>>>(
+        rows, p.E, go, out, grad_lse, delta);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  return with_head_dim(p.E, [&]<int D>() {
+    cudaError_t e = cudaSuccess;
+    if (rows > 0) {
+      if ((e = allow_smem(backward_dq<T, D>, dq_smem<D>())) != cudaSuccess) return e;
+      backward_dq<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, dq_smem<D>(), s>>>(
+          p, go, q, k, v, lse, delta, dq);
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    if (p.N * p.S > 0) {
+      if ((e = allow_smem(backward_dkdv<T, D>, dkdv_smem<D>())) != cudaSuccess) return e;
+      backward_dkdv<T, D><<<dim3(blocks(p.S), static_cast<unsigned>(p.N)), kThreads, dkdv_smem<D>(), s>>>(
+          p, go, q, k, v, lse, delta, dk, dv);
+      e = cudaGetLastError();
+    }
+    return e;
+  });
+}
+
+}  // namespace kiln::cuda::flash
