@@ -45,14 +45,58 @@ __device__ inline Pos unflatten(int64_t i, const int64_t* dims) {
   return p;
 }
 
-template <class T>
-__global__ void max_pool_kernel(PoolArgs p, const T* x, T* y, int64_t* indices, int64_t total) {
+// PoolArgs in the index type I: max pooling's kernels divide and take remainders per element,
+// and 64-bit division is emulated on the GPU (several times the cost of 32-bit), so tensors with
+// fewer than 2^31 elements index in int32.
+// Below this many elements, int32 indexing (a grid-stride step past the end still fits).
+constexpr int64_t kInt32Index = int64_t(1) << 30;
+template <class I>
+struct PoolIdx {
+  I planes, in[3], k[3], stride[3], pad[3], dil[3], out[3];
+  bool adaptive;
+  explicit PoolIdx(const PoolArgs& p) : planes(static_cast<I>(p.planes)), adaptive(p.adaptive) {
+    for (int j = 0; j < 3; ++j) {
+      in[j] = static_cast<I>(p.in[j]);
+      k[j] = static_cast<I>(p.k[j]);
+      stride[j] = static_cast<I>(p.stride[j]);
+      pad[j] = static_cast<I>(p.pad[j]);
+      dil[j] = static_cast<I>(p.dil[j]);
+      out[j] = static_cast<I>(p.out[j]);
+    }
+  }
+};
+template <class I>
+struct PosI {
+  I plane, o[3];
+};
+template <class I>
+__device__ inline PosI<I> unflatten_i(I i, const I* dims) {
+  PosI<I> p;
+  p.o[2] = i % dims[2];
+  i /= dims[2];
+  p.o[1] = i % dims[1];
+  i /= dims[1];
+  p.o[0] = i % dims[0];
+  p.plane = i / dims[0];
+  return p;
+}
+template <class I>
+__device__ inline I floor_div_i(I a, I b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+template <class I>
+__device__ inline I clamp_i(I v, I lo, I hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+template <class T, class I>
+__global__ void max_pool_kernel(PoolIdx<I> p, const T* x, T* y, int64_t* indices, I total) {
   using A = PoolAcc<T>;
-  const int64_t ip = p.in[0] * p.in[1] * p.in[2];
-  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    Pos q = unflatten(i, p.out);
-    int64_t lo[3], hi[3], dl[3];
+  const I ip = p.in[0] * p.in[1] * p.in[2];
+  const I step = static_cast<I>(blockDim.x) * gridDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    PosI<I> q = unflatten_i(i, p.out);
+    I lo[3], hi[3], dl[3];
     for (int j = 0; j < 3; ++j) {
       if (p.adaptive) {
         lo[j] = q.o[j] * p.in[j] / p.out[j];
@@ -66,13 +110,13 @@ __global__ void max_pool_kernel(PoolArgs p, const T* x, T* y, int64_t* indices, 
         dl[j] = p.dil[j];
       }
     }
-    const T* xp = x + q.plane * ip;
+    const T* xp = x + static_cast<int64_t>(q.plane) * ip;
     A best = -static_cast<A>(INFINITY);
-    int64_t best_i = (lo[0] * p.in[1] + lo[1]) * p.in[2] + lo[2];
-    for (int64_t d = lo[0]; d < hi[0]; d += dl[0])
-      for (int64_t h = lo[1]; h < hi[1]; h += dl[1])
-        for (int64_t w = lo[2]; w < hi[2]; w += dl[2]) {
-          const int64_t k = (d * p.in[1] + h) * p.in[2] + w;
+    I best_i = (lo[0] * p.in[1] + lo[1]) * p.in[2] + lo[2];
+    for (I d = lo[0]; d < hi[0]; d += dl[0])
+      for (I h = lo[1]; h < hi[1]; h += dl[1])
+        for (I w = lo[2]; w < hi[2]; w += dl[2]) {
+          const I k = (d * p.in[1] + h) * p.in[2] + w;
           A v = static_cast<A>(xp[k]);
           if (v > best || is_nan(v)) best = v, best_i = k;
         }
@@ -81,28 +125,26 @@ __global__ void max_pool_kernel(PoolArgs p, const T* x, T* y, int64_t* indices, 
   }
 }
 
-// The outputs along one dim whose windows (k, stride, pad, dil) may hold position `pos`.
-__device__ inline void window_range(const PoolArgs& p, int j, int64_t pos, int64_t& o0, int64_t& o1) {
-  o0 = clamp(ceil_div(pos + p.pad[j] - (p.k[j] - 1) * p.dil[j], p.stride[j]), 0, p.out[j]);
-  o1 = clamp(floor_div(pos + p.pad[j], p.stride[j]) + 1, 0, p.out[j]);
-}
-
-template <class T>
-__global__ void max_pool_backward_kernel(PoolArgs p, const T* gy, const int64_t* indices, T* gx, int64_t total) {
+template <class T, class I>
+__global__ void max_pool_backward_kernel(PoolIdx<I> p, const T* gy, const int64_t* indices, T* gx, I total) {
   using A = PoolAcc<T>;
-  const int64_t op = p.out[0] * p.out[1] * p.out[2];
-  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    Pos q = unflatten(i, p.in);
+  const I op = p.out[0] * p.out[1] * p.out[2];
+  const I step = static_cast<I>(blockDim.x) * gridDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    PosI<I> q = unflatten_i(i, p.in);
     const int64_t flat = (q.o[0] * p.in[1] + q.o[1]) * p.in[2] + q.o[2];
-    int64_t lo[3], hi[3];
-    for (int j = 0; j < 3; ++j) window_range(p, j, q.o[j], lo[j], hi[j]);
+    I lo[3], hi[3];
+    for (int j = 0; j < 3; ++j) {  // the outputs whose windows may hold this position along dim j
+      const I pos = q.o[j] + p.pad[j];
+      lo[j] = clamp_i<I>(floor_div_i<I>(pos - (p.k[j] - 1) * p.dil[j] + p.stride[j] - 1, p.stride[j]), 0, p.out[j]);
+      hi[j] = clamp_i<I>(floor_div_i<I>(pos, p.stride[j]) + 1, 0, p.out[j]);
+    }
     A sum = 0;
-    const int64_t base = q.plane * op;
-    for (int64_t od = lo[0]; od < hi[0]; ++od)
-      for (int64_t oh = lo[1]; oh < hi[1]; ++oh)
-        for (int64_t ow = lo[2]; ow < hi[2]; ++ow) {
-          const int64_t o = base + (od * p.out[1] + oh) * p.out[2] + ow;
+    const I base = q.plane * op;
+    for (I od = lo[0]; od < hi[0]; ++od)
+      for (I oh = lo[1]; oh < hi[1]; ++oh)
+        for (I ow = lo[2]; ow < hi[2]; ++ow) {
+          const I o = base + (od * p.out[1] + oh) * p.out[2] + ow;
           if (indices[o] == flat) sum += static_cast<A>(gy[o]);
         }
     gx[i] = T(sum);
@@ -328,9 +370,14 @@ void visit_float(DType t, const char* op, F&& f) {
 void launch_max_pool(const PoolArgs& p, DType t, const void* x, void* y, int64_t* indices, cudaStream_t s) {
   const int64_t total = p.planes * plane_size(p.out);
   if (total == 0) return;
+  const int64_t in_total = p.planes * plane_size(p.in);
   visit_float(t, "max_pool", [&]<class T>() {
-    max_pool_kernel<T>
-        <<<grid_for(total), kThreads, 0, s>>>(p, static_cast<const T*>(x), static_cast<T*>(y), indices, total);
+    if (total < kInt32Index && in_total < kInt32Index)
+      max_pool_kernel<T, int32_t><<<grid_for(total), kThreads, 0, s>>>(
+          PoolIdx<int32_t>(p), static_cast<const T*>(x), static_cast<T*>(y), indices, static_cast<int32_t>(total));
+    else
+      max_pool_kernel<T, int64_t><<<grid_for(total), kThreads, 0, s>>>(PoolIdx<int64_t>(p), static_cast<const T*>(x),
+                                                                      static_cast<T*>(y), indices, total);
   });
   check_launch();
 }
@@ -339,9 +386,15 @@ void launch_max_pool_backward(const PoolArgs& p, DType t, const void* grad_out, 
                               cudaStream_t s) {
   const int64_t total = p.planes * plane_size(p.in);
   if (total == 0) return;
+  const int64_t out_total = p.planes * plane_size(p.out);
   visit_float(t, "max_pool_backward", [&]<class T>() {
-    max_pool_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(p, static_cast<const T*>(grad_out), indices,
-                                                                     static_cast<T*>(grad_in), total);
+    if (total < kInt32Index && out_total < kInt32Index)
+      max_pool_backward_kernel<T, int32_t><<<grid_for(total), kThreads, 0, s>>>(
+          PoolIdx<int32_t>(p), static_cast<const T*>(grad_out), indices, static_cast<T*>(grad_in),
+          static_cast<int32_t>(total));
+    else
+      max_pool_backward_kernel<T, int64_t><<<grid_for(total), kThreads, 0, s>>>(
+          PoolIdx<int64_t>(p), static_cast<const T*>(grad_out), indices, static_cast<T*>(grad_in), total);
   });
   check_launch();
 }
