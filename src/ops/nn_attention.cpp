@@ -125,19 +125,29 @@ std::vector<TensorMeta> meta_flash_backward(const OpCall& c) {
 }
 KILN_REGISTER_META(_scaled_dot_product_flash_attention_backward, meta_flash_backward);
 
-// Whether an attention goes to the fused op: where its kernel beats the matmul path (CUDA, half
-// precision, head sizes its tensor-core tiles take), without a mask or dropout (not in it yet).
+// Whether an attention goes to the fused op: where its kernel beats the matmul path (CUDA, head
+// sizes its tensor-core tiles take: float16/bfloat16 a multiple of 16 up to 128, float32 a
+// multiple of 8 up to 64; at most 65535 heads in all), without a mask or dropout (not in it yet).
 bool flash_eligible(const OpCall& c) {
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
   if (!q.is_cuda() || c.in(3).defined() || c.attrs.f(0) > 0) return false;
   if (!op_info(OpId::_scaled_dot_product_flash_attention).kernels[static_cast<int>(DeviceType::CUDA)]) return false;
-  if (q.dtype() != DType::BFloat16 && q.dtype() != DType::Float16) return false;
   int64_t E = q.sizes().back();
-  if (E % 16 != 0 || E > 128 || v.sizes().back() != E) return false;
+  if (v.sizes().back() != E) return false;
+  if (q.dtype() == DType::Float32) {
+    if (E % 8 != 0 || E > 64) return false;
+  } else if (q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16) {
+    if (E % 16 != 0 || E > 128) return false;
+  } else {
+    return false;
+  }
   if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
-  for (int64_t d = 0; d < q.dim() - 2; ++d)
+  int64_t heads = 1;
+  for (int64_t d = 0; d < q.dim() - 2; ++d) {
     if (k.sizes()[d] != q.sizes()[d] || v.sizes()[d] != q.sizes()[d]) return false;
-  return q.sizes()[q.dim() - 2] > 0 && k.sizes()[k.dim() - 2] > 0;
+    heads *= q.sizes()[d];
+  }
+  return heads <= 65535 && q.sizes()[q.dim() - 2] > 0 && k.sizes()[k.dim() - 2] > 0;
 }
 
 std::vector<Tensor> flash_attention(const OpCall& c) {

@@ -1,6 +1,7 @@
 // The fused attention kernels (attention.h, Note [Flash attention]).
 //
-// Tensor-core kernels (float16/bfloat16, E == Ev a multiple of 16 up to 128): flash_mma.cuh, in
+// Tensor-core kernels (float16/bfloat16 with E == Ev a multiple of 16 up to 128; float32 with E a
+// multiple of 8 up to 64, in three TF32 products for float32 accuracy): flash_mma.cuh, in
 // the manner of FlashAttention-2 on mma.sync: a block of 4 warps takes 64 query rows (16 per warp)
 // and walks the keys in double-buffered tiles of 64; scores, the online softmax's running max and
 // sum, the weights and the output accumulator stay in registers. The backward recomputes the weights
@@ -8,7 +9,7 @@
 // another per query tile accumulates dQ over the key tiles (no atomics, so results do not depend on
 // timing). bench/cuda/flash_attention.cu checks and times them alone (H100, gpt2's shape N=96,
 // L=1024, E=64 causal, bfloat16: forward 0.14 ms, backward 0.45 ms; the WMMA kernels before them
-// took 0.57 and 1.86 ms).
+// took 0.57 and 1.86 ms; float32: 0.67 and 2.3 ms).
 //
 // Plain kernels (every floating dtype and shape): one thread per output element, in the opmath
 // type; exact and slow, they serve the shapes the tensor-core kernels do not take (the decomposition
@@ -146,13 +147,15 @@ __global__ void plain_dkdv(FlashShape f, const T* go, const T* q, const T* k, co
     dv[local] = T(acc);
 }
 
-// Runs f with the CUDA half type of t (float16 or bfloat16).
+// Runs f with the CUDA type of t (float16, bfloat16 or float32).
 template <class F>
 void visit_tc(DType t, F&& f) {
   if (t == DType::Float16)
     f.template operator()<__half>();
-  else
+  else if (t == DType::BFloat16)
     f.template operator()<__nv_bfloat16>();
+  else
+    f.template operator()<float>();
 }
 
 flash::Problem problem(const FlashShape& f) {
@@ -162,8 +165,9 @@ flash::Problem problem(const FlashShape& f) {
 }  // namespace
 
 bool flash_tensor_cores(DType t, const FlashShape& f) {
-  return (t == DType::Float16 || t == DType::BFloat16) && f.E == f.Ev && f.E % 16 == 0 && f.E >= 16 && f.E <= 128 &&
-         f.N <= 65535;
+  if (f.E != f.Ev || f.E < 8 || f.N > 65535) return false;
+  if (t == DType::Float32) return f.E % 8 == 0 && f.E <= 64;
+  return (t == DType::Float16 || t == DType::BFloat16) && f.E % 16 == 0 && f.E <= 128;
 }
 
 void launch_flash_forward(DType t, const FlashShape& f, const void* q, const void* k, const void* v, void* out,

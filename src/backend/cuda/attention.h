@@ -17,8 +17,9 @@ struct FlashShape {
   double scale;
 };
 
-// Whether the tensor-core kernels take this shape and dtype (float16/bfloat16, E == Ev, a multiple
-// of 16 up to 128); others run the plain kernels, which are exact but slow.
+// Whether the tensor-core kernels take this shape and dtype (E == Ev; float16/bfloat16: E a
+// multiple of 16 up to 128; float32: a multiple of 8 up to 64); others run the plain kernels,
+// which are exact but slow.
 bool flash_tensor_cores(DType t, const FlashShape& f);
 
 void launch_flash_forward(DType t, const FlashShape& f, const void* q, const void* k, const void* v, void* out,

@@ -1,6 +1,6 @@
-// Tensor-core flash attention kernels for float16/bfloat16 (Note [Flash attention] in attention.cu),
-// written on the PTX instructions themselves: mma.sync m16n8k16 with float accumulators, ldmatrix
-// from padded shared tiles, cp.async double buffering. Scores, weights and accumulators stay in
+// Tensor-core flash attention kernels (Note [Flash attention] in attention.cu), written on the PTX
+// instructions themselves: mma.sync m16n8k16 with float accumulators for float16/bfloat16 (float32:
+// three m16n8k8 TF32 products, below), ldmatrix from padded shared tiles, cp.async double buffering. Scores, weights and accumulators stay in
 // registers (FlashAttention-2's arrangement): a warp owns 16 rows and the accumulator layout of one
 // product is the operand layout of the next, so P never goes through memory.
 //
@@ -8,8 +8,9 @@
 // the very kernels kiln runs with nvcc alone.
 //
 // Layouts: q [N, L, E], k [N, S, E], v [N, S, E], out [N, L, E] dense row-major in T; lse and delta
-// [N, L] float (lse natural-log). D is the padded head dim (64 or 128): E <= D, E % 16 == 0; loops
-// over E's 16-wide steps are unrolled to D and guarded, so register arrays stay statically indexed.
+// [N, L] float (lse natural-log). D is the padded head dim, 64 or 128 (float32: 64): E <= D, E a
+// multiple of 16 (float32: of 8); loops over E's steps are unrolled to D and guarded, so register
+// arrays stay statically indexed.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,13 +26,16 @@ constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <int D>
+// Row pitch of a shared tile in elements: 16 bytes of padding, so the 8 rows one ldmatrix reads
+// fall in distinct bank groups; for float, whose [k][n] operands are read a value per lane at rows
+// 2t and 2t + 1 and columns g, 4 floats make those 32 reads hit 32 banks as well.
+template <class T, int D>
 __host__ __device__ constexpr int pitch() {
-  return D + 8;  // 16 bytes of padding: the 8 rows one ldmatrix reads fall in distinct bank groups
+  return sizeof(T) == 2 ? D + 8 : D + 4;
 }
-template <int D>
+template <class T, int D>
 __host__ __device__ constexpr int tile_elems() {
-  return kRows * pitch<D>();
+  return kRows * pitch<T, D>();
 }
 
 struct Problem {
@@ -104,6 +108,7 @@ __device__ inline float2 to_float2(const __nv_bfloat16* p) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
 }
 __device__ inline float2 to_float2(const __half* p) { return __half22float2(*reinterpret_cast<const __half2*>(p)); }
+__device__ inline float2 to_float2(const float* p) { return *reinterpret_cast<const float2*>(p); }
 
 // ---- fragments ----
 // Lane l of a warp holds, of each 16x8 accumulator tile, rows g = l/4 and g + 8 and columns
@@ -138,11 +143,12 @@ __device__ inline void acc_to_a(uint32_t (&a)[4], const float (&c0)[4], const fl
 // `rows`; columns past E are left alone (never read: every loop over E is guarded).
 template <int D, class T>
 __device__ inline void load_tile_async(T* tile, const T* src, int64_t row0, int64_t rows, int E) {
-  const int vecs = E / 8;
+  constexpr int kVec = 16 / sizeof(T);
+  const int vecs = E / kVec;
   for (int idx = threadIdx.x; idx < kRows * vecs; idx += kThreads) {
-    const int r = idx / vecs, c = (idx % vecs) * 8;
+    const int r = idx / vecs, c = (idx % vecs) * kVec;
     const bool in = row0 + r < rows;
-    cp_async16(tile + r * pitch<D>() + c, src + (in ? (row0 + r) * E + c : 0), in);
+    cp_async16(tile + r * pitch<T, D>() + c, src + (in ? (row0 + r) * E + c : 0), in);
   }
 }
 
@@ -155,21 +161,99 @@ __device__ inline float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// ---- float32: three TF32 products per product (3xTF32) ----
+// x = big + small with both TF32 (10-bit mantissas); a b ~ big_a big_b + big_a small_b + small_a
+// big_b loses only small_a small_b, about 2^-22 of the product: float32-level accuracy on tensor
+// cores (mma.sync m16n8k8), as CUTLASS's OpMultiplyAddFastF32, which PyTorch's float32 attention
+// uses. A 16x8 TF32 A holds (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); a B (k = t, n = g)
+// and (t + 4, g).
+
+__device__ inline uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+template <int N>
+struct Split {
+  uint32_t big[N], small[N];
+  __device__ explicit Split(const float (&x)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      big[i] = to_tf32(x[i]);
+      small[i] = to_tf32(x[i] - __uint_as_float(big[i]));
+    }
+  }
+};
+__device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c += a b, the small terms first.
+__device__ inline void mma3(float (&c)[4], const Split<4>& a, const Split<2>& b) {
+  mma_tf32(c, a.small, b.big[0], b.big[1]);
+  mma_tf32(c, a.big, b.small[0], b.small[1]);
+  mma_tf32(c, a.big, b.big[0], b.big[1]);
+}
+__device__ inline float f(uint32_t bits) { return __uint_as_float(bits); }
+
+template <int D>
+__device__ inline void scores_f32(float (&s)[8][4], const float* a_tile, int a0, const float* b_tile, int E,
+                                  int lane) {
+  constexpr int P = pitch<float, D>();
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 8; ++kk) {
+    if (kk * 8 >= E) break;
+    uint32_t r[4];  // an ldmatrix of 32-bit values: lane holds (row g, column t) of four 8x4 blocks
+    ldmatrix_x4(r, a_tile + (a0 + (lane & 15)) * P + kk * 8 + (lane >> 4) * 4);
+    const Split<4> a({f(r[0]), f(r[1]), f(r[2]), f(r[3])});
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      ldmatrix_x4(r, b_tile + (np * 16 + (lane & 7) + (lane >> 4) * 8) * P + kk * 8 + ((lane >> 3) & 1) * 4);
+      mma3(s[2 * np], a, Split<2>({f(r[0]), f(r[1])}));
+      mma3(s[2 * np + 1], a, Split<2>({f(r[2]), f(r[3])}));
+    }
+  }
+}
+
+// The weights' k index is permuted: the A slot t of key tile kk holds the thread's column 2t
+// and slot t + 4 column 2t + 1 (the accumulator layout), and B is read with the same rows.
+template <int D>
+__device__ inline void weights_times_tile_f32(float (&acc)[D / 8][4], const float (&w)[8][4], const float* tile,
+                                              int E, int lane) {
+  constexpr int P = pitch<float, D>();
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const Split<4> a({w[kk][0], w[kk][2], w[kk][1], w[kk][3]});
+    const float* r0 = tile + (kk * 8 + 2 * t) * P + g;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      if (nt * 8 >= E) break;
+      mma3(acc[nt], a, Split<2>({r0[nt * 8], r0[P + nt * 8]}));
+    }
+  }
+}
+
 // Scores of the warp's 16 rows (A from `a_tile` rows a0..) against 64 columns of `b_tile`
 // (stored [n][k]): s[nt] is the accumulator tile of columns 8 nt ..
 template <int D, class T>
-__device__ inline void scores(float (&s)[8][4], const T* a_tile, int a0, const T* b_tile, int E, int lane) {
+__device__ inline void scores_16(float (&s)[8][4], const T* a_tile, int a0, const T* b_tile, int E, int lane) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     if (kk * 16 >= E) break;
     uint32_t a[4];
-    load_a<pitch<D>()>(a, a_tile, a0, kk * 16, lane);
+    load_a<pitch<T, D>()>(a, a_tile, a0, kk * 16, lane);
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t b[4];
-      load_b_nk<pitch<D>()>(b, b_tile, np * 16, kk * 16, lane);
+      load_b_nk<pitch<T, D>()>(b, b_tile, np * 16, kk * 16, lane);
       mma<T>(s[2 * np], a, b[0], b[1]);
       mma<T>(s[2 * np + 1], a, b[2], b[3]);
     }
@@ -178,8 +262,8 @@ __device__ inline void scores(float (&s)[8][4], const T* a_tile, int a0, const T
 
 // acc [16 x E] += w [16 x 64] (accumulator tiles, as weights) times `tile` [64][E] (stored [k][n]).
 template <int D, class T>
-__device__ inline void weights_times_tile(float (&acc)[D / 8][4], const float (&w)[8][4], const T* tile, int E,
-                                          int lane) {
+__device__ inline void weights_times_tile_16(float (&acc)[D / 8][4], const float (&w)[8][4], const T* tile, int E,
+                                             int lane) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     uint32_t a[4];
@@ -188,11 +272,27 @@ __device__ inline void weights_times_tile(float (&acc)[D / 8][4], const float (&
     for (int dp = 0; dp < D / 16; ++dp) {
       if (dp * 16 >= E) break;
       uint32_t b[4];
-      load_b_kn<pitch<D>()>(b, tile, kk * 16, dp * 16, lane);
+      load_b_kn<pitch<T, D>()>(b, tile, kk * 16, dp * 16, lane);
       mma<T>(acc[2 * dp], a, b[0], b[1]);
       mma<T>(acc[2 * dp + 1], a, b[2], b[3]);
     }
   }
+}
+
+template <int D, class T>
+__device__ inline void scores(float (&s)[8][4], const T* a_tile, int a0, const T* b_tile, int E, int lane) {
+  if constexpr (sizeof(T) == 4)
+    scores_f32<D>(s, a_tile, a0, b_tile, E, lane);
+  else
+    scores_16<D, T>(s, a_tile, a0, b_tile, E, lane);
+}
+template <int D, class T>
+__device__ inline void weights_times_tile(float (&acc)[D / 8][4], const float (&w)[8][4], const T* tile, int E,
+                                          int lane) {
+  if constexpr (sizeof(T) == 4)
+    weights_times_tile_f32<D>(acc, w, tile, E, lane);
+  else
+    weights_times_tile_16<D, T>(acc, w, tile, E, lane);
 }
 
 // Writes the warp's 16 x E accumulator rows (times `mul`) to dst rows row0.. of a [rows, E] array.
@@ -208,8 +308,12 @@ __device__ inline void store_rows(T* dst, const float (&acc)[D / 8][4], int64_t 
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
       if (nt * 8 >= E) break;
-      *reinterpret_cast<uint32_t*>(dst + r * E + nt * 8 + 2 * t) =
-          pack<T>(acc[nt][2 * h] * mul, acc[nt][2 * h + 1] * mul);
+      if constexpr (sizeof(T) == 4)
+        *reinterpret_cast<float2*>(dst + r * E + nt * 8 + 2 * t) =
+            make_float2(acc[nt][2 * h] * mul, acc[nt][2 * h + 1] * mul);
+      else
+        *reinterpret_cast<uint32_t*>(dst + r * E + nt * 8 + 2 * t) =
+            pack<T>(acc[nt][2 * h] * mul, acc[nt][2 * h + 1] * mul);
     }
   }
 }
@@ -222,9 +326,9 @@ __device__ inline void zero(float (&acc)[D / 8][4]) {
 
 // ---- forward: a block per 64 query rows of one batch entry; keys in double-buffered tiles ----
 
-template <int D>
+template <class T, int D>
 constexpr size_t forward_smem() {
-  return size_t(5) * tile_elems<D>() * 2;  // Q, then K and V twice
+  return size_t(5) * tile_elems<T, D>() * sizeof(T);  // Q, then K and V twice
 }
 
 template <class T, int D>
@@ -233,18 +337,18 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
                                                     float* __restrict__ lse) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* Qs = reinterpret_cast<T*>(smem);
-  T* Ks = Qs + tile_elems<D>();  // [2] tiles
-  T* Vs = Ks + 2 * tile_elems<D>();
+  T* Ks = Qs + tile_elems<T, D>();  // [2] tiles
+  T* Vs = Ks + 2 * tile_elems<T, D>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
   const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows, r0 = q0 + warp * 16;
   const T* kb = k + n * p.S * E;
   const T* vb = v + n * p.S * E;
   const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
   const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
-  load_tile_async<D>(Qs, q + n * p.L * E, q0, p.L, E);
+  load_tile_async<D, T>(Qs, q + n * p.L * E, q0, p.L, E);
   if (tiles > 0) {
-    load_tile_async<D>(Ks, kb, 0, p.S, E);
-    load_tile_async<D>(Vs, vb, 0, p.S, E);
+    load_tile_async<D, T>(Ks, kb, 0, p.S, E);
+    load_tile_async<D, T>(Vs, vb, 0, p.S, E);
   }
   cp_async_commit();
   const float c = p.scale * kLog2e;  // scores in log2 units: exp2 is one instruction
@@ -254,16 +358,16 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
     if (j + 1 < tiles) {
-      load_tile_async<D>(Ks + (buf ^ 1) * tile_elems<D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
-      load_tile_async<D>(Vs + (buf ^ 1) * tile_elems<D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
+      load_tile_async<D, T>(Ks + (buf ^ 1) * tile_elems<T, D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
+      load_tile_async<D, T>(Vs + (buf ^ 1) * tile_elems<T, D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const T* Kt = Ks + buf * tile_elems<D>();
-    const T* Vt = Vs + buf * tile_elems<D>();
+    const T* Kt = Ks + buf * tile_elems<T, D>();
+    const T* Vt = Vs + buf * tile_elems<T, D>();
     float s[8][4];
     scores<D, T>(s, Qs, warp * 16, Kt, E, lane);
     const int64_t k0 = int64_t(j) * kRows;
@@ -318,9 +422,9 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
 // Two kernels without atomics, so results do not depend on timing: one per 64 keys accumulates dK
 // and dV over the query tiles, one per 64 queries accumulates dQ over the key tiles.
 
-template <int D>
+template <class T, int D>
 constexpr size_t dq_smem() {
-  return size_t(6) * tile_elems<D>() * 2;  // Q, dO, then K and V twice
+  return size_t(6) * tile_elems<T, D>() * sizeof(T);  // Q, dO, then K and V twice
 }
 
 template <class T, int D>
@@ -330,20 +434,20 @@ __global__ void __launch_bounds__(kThreads)
                 T* __restrict__ dq) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* Qs = reinterpret_cast<T*>(smem);
-  T* dOs = Qs + tile_elems<D>();
-  T* Ks = dOs + tile_elems<D>();  // [2]
-  T* Vs = Ks + 2 * tile_elems<D>();
+  T* dOs = Qs + tile_elems<T, D>();
+  T* Ks = dOs + tile_elems<T, D>();  // [2]
+  T* Vs = Ks + 2 * tile_elems<T, D>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
   const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows, r0 = q0 + warp * 16;
   const T* kb = k + n * p.S * E;
   const T* vb = v + n * p.S * E;
   const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
   const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
-  load_tile_async<D>(Qs, q + n * p.L * E, q0, p.L, E);
-  load_tile_async<D>(dOs, go + n * p.L * E, q0, p.L, E);
+  load_tile_async<D, T>(Qs, q + n * p.L * E, q0, p.L, E);
+  load_tile_async<D, T>(dOs, go + n * p.L * E, q0, p.L, E);
   if (tiles > 0) {
-    load_tile_async<D>(Ks, kb, 0, p.S, E);
-    load_tile_async<D>(Vs, vb, 0, p.S, E);
+    load_tile_async<D, T>(Ks, kb, 0, p.S, E);
+    load_tile_async<D, T>(Vs, vb, 0, p.S, E);
   }
   cp_async_commit();
   const float c = p.scale * kLog2e;
@@ -360,16 +464,16 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
     if (j + 1 < tiles) {
-      load_tile_async<D>(Ks + (buf ^ 1) * tile_elems<D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
-      load_tile_async<D>(Vs + (buf ^ 1) * tile_elems<D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
+      load_tile_async<D, T>(Ks + (buf ^ 1) * tile_elems<T, D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
+      load_tile_async<D, T>(Vs + (buf ^ 1) * tile_elems<T, D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const T* Kt = Ks + buf * tile_elems<D>();
-    const T* Vt = Vs + buf * tile_elems<D>();
+    const T* Kt = Ks + buf * tile_elems<T, D>();
+    const T* Vt = Vs + buf * tile_elems<T, D>();
     float s[8][4], dp[8][4];
     scores<D, T>(s, Qs, warp * 16, Kt, E, lane);
     scores<D, T>(dp, dOs, warp * 16, Vt, E, lane);
@@ -391,9 +495,9 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<D, T>(dq + n * p.L * E, acc, r0, p.L, E, p.scale, p.scale, lane);
 }
 
-template <int D>
+template <class T, int D>
 constexpr size_t dkdv_smem() {
-  return size_t(6) * tile_elems<D>() * 2 + 4 * kRows * sizeof(float);  // K, V, Q and dO twice, lse and delta twice
+  return size_t(6) * tile_elems<T, D>() * sizeof(T) + 4 * kRows * sizeof(float);  // K, V, Q and dO twice, lse and delta twice
 }
 
 template <class T, int D>
@@ -403,10 +507,10 @@ __global__ void __launch_bounds__(kThreads)
                   T* __restrict__ dk, T* __restrict__ dv) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* Ks = reinterpret_cast<T*>(smem);
-  T* Vs = Ks + tile_elems<D>();
-  T* Qs = Vs + tile_elems<D>();  // [2]
-  T* dOs = Qs + 2 * tile_elems<D>();  // [2]
-  float* lse_s = reinterpret_cast<float*>(dOs + 2 * tile_elems<D>());  // [2][64], log2 units
+  T* Vs = Ks + tile_elems<T, D>();
+  T* Qs = Vs + tile_elems<T, D>();  // [2]
+  T* dOs = Qs + 2 * tile_elems<T, D>();  // [2]
+  float* lse_s = reinterpret_cast<float*>(dOs + 2 * tile_elems<T, D>());  // [2][64], log2 units
   float* d_s = lse_s + 2 * kRows;                                      // [2][64]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
   const int64_t n = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kRows, key0 = j0 + warp * 16;
@@ -419,8 +523,8 @@ __global__ void __launch_bounds__(kThreads)
   const int tiles = i_begin < p.L ? static_cast<int>((p.L - i_begin + kRows - 1) / kRows) : 0;
   auto stage = [&](int j, int buf) {
     const int64_t i0 = i_begin + int64_t(j) * kRows;
-    load_tile_async<D>(Qs + buf * tile_elems<D>(), qb, i0, p.L, E);
-    load_tile_async<D>(dOs + buf * tile_elems<D>(), gb, i0, p.L, E);
+    load_tile_async<D, T>(Qs + buf * tile_elems<T, D>(), qb, i0, p.L, E);
+    load_tile_async<D, T>(dOs + buf * tile_elems<T, D>(), gb, i0, p.L, E);
     for (int r = threadIdx.x; r < kRows; r += kThreads) {
       const bool in = i0 + r < p.L;
       const float x = in ? lb[i0 + r] : INFINITY;
@@ -428,8 +532,8 @@ __global__ void __launch_bounds__(kThreads)
       d_s[buf * kRows + r] = in ? db[i0 + r] : 0.0f;
     }
   };
-  load_tile_async<D>(Ks, k + n * p.S * E, j0, p.S, E);
-  load_tile_async<D>(Vs, v + n * p.S * E, j0, p.S, E);
+  load_tile_async<D, T>(Ks, k + n * p.S * E, j0, p.S, E);
+  load_tile_async<D, T>(Vs, v + n * p.S * E, j0, p.S, E);
   if (tiles > 0) stage(0, 0);
   cp_async_commit();
   const float c = p.scale * kLog2e;
@@ -446,8 +550,8 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_wait<0>();
     }
     __syncthreads();
-    const T* Qt = Qs + buf * tile_elems<D>();
-    const T* dOt = dOs + buf * tile_elems<D>();
+    const T* Qt = Qs + buf * tile_elems<T, D>();
+    const T* dOt = dOs + buf * tile_elems<T, D>();
     const float* ls = lse_s + buf * kRows;
     const float* ds = d_s + buf * kRows;
     float s[8][4], dp[8][4];  // transposed: the warp's 16 keys by 64 queries
@@ -491,7 +595,7 @@ __global__ void __launch_bounds__(kThreads) row_delta(int64_t rows, int E, const
   if (lane == 0) delta[r] = d - (glse ? glse[r] : 0.0f);
 }
 
-// ---- launchers: E % 16 == 0, 16 <= E <= 128; return the first CUDA error (the caller checks) ----
+// ---- launchers: E as above; they return the first CUDA error (the caller checks) ----
 
 inline unsigned blocks(int64_t n) { return static_cast<unsigned>((n + kRows - 1) / kRows); }
 
@@ -500,19 +604,22 @@ cudaError_t allow_smem(K kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
-// Calls f.template operator()<D>() with the padded head dim for E.
-template <class F>
+// Calls f.template operator()<D>() with the padded head dim for E (float: 64 only).
+template <class T, class F>
 cudaError_t with_head_dim(int E, F&& f) {
-  return E <= 64 ? f.template operator()<64>() : f.template operator()<128>();
+  if constexpr (sizeof(T) == 4)
+    return f.template operator()<64>();
+  else
+    return E <= 64 ? f.template operator()<64>() : f.template operator()<128>();
 }
 
 template <class T>
 cudaError_t launch_forward(const Problem& p, const T* q, const T* k, const T* v, T* out, float* lse, cudaStream_t s) {
   if (p.N * p.L == 0) return cudaSuccess;
-  return with_head_dim(p.E, [&]<int D>() {
-    cudaError_t e = allow_smem(forward<T, D>, forward_smem<D>());
+  return with_head_dim<T>(p.E, [&]<int D>() {
+    cudaError_t e = allow_smem(forward<T, D>, forward_smem<T, D>());
     if (e != cudaSuccess) return e;
-    forward<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, forward_smem<D>(), s>>>(p, q, k, v, out,
+    forward<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, forward_smem<T, D>(), s>>>(p, q, k, v, out,
                                                                                                    lse);
     return cudaGetLastError();
   });
@@ -530,17 +637,17 @@ cudaError_t launch_backward(const Problem& p, const T* go, const T* q, const T* 
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
-  return with_head_dim(p.E, [&]<int D>() {
+  return with_head_dim<T>(p.E, [&]<int D>() {
     cudaError_t e = cudaSuccess;
     if (rows > 0) {
-      if ((e = allow_smem(backward_dq<T, D>, dq_smem<D>())) != cudaSuccess) return e;
-      backward_dq<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, dq_smem<D>(), s>>>(
+      if ((e = allow_smem(backward_dq<T, D>, dq_smem<T, D>())) != cudaSuccess) return e;
+      backward_dq<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, dq_smem<T, D>(), s>>>(
           p, go, q, k, v, lse, delta, dq);
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (p.N * p.S > 0) {
-      if ((e = allow_smem(backward_dkdv<T, D>, dkdv_smem<D>())) != cudaSuccess) return e;
-      backward_dkdv<T, D><<<dim3(blocks(p.S), static_cast<unsigned>(p.N)), kThreads, dkdv_smem<D>(), s>>>(
+      if ((e = allow_smem(backward_dkdv<T, D>, dkdv_smem<T, D>())) != cudaSuccess) return e;
+      backward_dkdv<T, D><<<dim3(blocks(p.S), static_cast<unsigned>(p.N)), kThreads, dkdv_smem<T, D>(), s>>>(
           p, go, q, k, v, lse, delta, dk, dv);
       e = cudaGetLastError();
     }
