@@ -21,6 +21,13 @@ struct ZooOptions {
   bool profile = false;              // CUDA: per-op GPU time of 3 more steps, on stderr
 };
 
+// kiln bench launch: per-op cost of tiny eager ops.
+struct LaunchOptions {
+  std::string device = "cuda";
+  int iters = 10000;
+  bool json = false;
+};
+
 // The CPU backend's answer for `key` in Backend::info() ("blas": "openblas" or "kiln"), "?" when it has none.
 std::string cpu_info(const std::string& key);
 
@@ -35,5 +42,6 @@ int cmd_bench_zoo(const ZooOptions& opts);
 int cmd_bench_zoo_compiled(const ZooOptions& opts, const std::vector<std::string>& names);
 // kiln bench compile: capture and AOT autograd per zoo model (same options as bench zoo).
 int cmd_bench_compile(const ZooOptions& opts);
+int cmd_bench_launch(const LaunchOptions& opts);
 
 }  // namespace kiln::cli

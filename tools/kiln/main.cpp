@@ -236,6 +236,13 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(whole_number(INT32_MAX));
   bench_compile->add_flag("--json", co.json, "one JSON line per model");
+  auto* bench_launch = bench->add_subcommand("launch", "per-op cost of tiny eager ops (a one-element add loop)");
+  kiln::cli::LaunchOptions lo;
+  bench_launch->add_option("--device", lo.device, "cuda or cpu")->capture_default_str();
+  bench_launch->add_option("--iters", lo.iters, "ops per timed loop (at least 1)")
+      ->capture_default_str()
+      ->check(whole_number(INT32_MAX));
+  bench_launch->add_flag("--json", lo.json, "print one JSON object");
 
   // Wrong usage: one line naming the problem, the usage line, exit code 2.
   auto usage_error = [&](const std::string& msg, const CLI::App* sub) {
@@ -289,6 +296,10 @@ int run(int argc, char** argv) {
         return usage_error(e.what(), bench_zoo);
       }
       return kiln::cli::cmd_bench_zoo(zo);
+    }
+    if (*bench_launch) {
+      if (lo.iters < 1) return usage_error("--iters: expected at least 1", bench_launch);
+      return kiln::cli::cmd_bench_launch(lo);
     }
     if (*bench_compile) {
       try {
