@@ -126,10 +126,4 @@ namespace kiln::backends::cudnn {
 // mantissa products, float32 accumulation). Off gives float32 products.
 void allow_tf32(bool on);
 bool allow_tf32();
-// Convolution algorithms that give the same bits run to run (torch.backends.cudnn.deterministic):
-// off by default, as PyTorch, so each convolution runs the algorithm cuDNN ranks first (for the
-// backward passes often one that adds partial results with atomics); on keeps only deterministic
-// ones where cuDNN has one for the shape.
-void deterministic(bool on);
-bool deterministic();
 }  // namespace kiln::backends::cudnn

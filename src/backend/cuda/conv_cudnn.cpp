@@ -15,12 +15,9 @@
 namespace kiln::backends::cudnn {
 namespace {
 std::atomic<bool> g_allow_tf32{true};
-std::atomic<bool> g_deterministic{false};
 }
 void allow_tf32(bool on) { g_allow_tf32 = on; }
 bool allow_tf32() { return g_allow_tf32; }
-void deterministic(bool on) { g_deterministic = on; }
-bool deterministic() { return g_deterministic; }
 }  // namespace kiln::backends::cudnn
 
 #ifdef KILN_HAVE_CUDNN
@@ -173,16 +170,14 @@ void setup(ConvSetup& s, const ConvShape& sh, const Shape& xs, const Shape& ws, 
   };
   s.key = "d" + std::to_string(device) + "t" + std::to_string(static_cast<int>(t)) + "x" + join(xd) + "w" + join(wd) +
           "y" + join(yd) + "p" + join({pad[0], pad[1], pad[2]}) + "s" + join({stride[0], stride[1], stride[2]}) + "l" +
-          join({dil[0], dil[1], dil[2]}) + "g" + std::to_string(sh.groups) + (s.fp32_no_tf32 ? "f" : "m") +
-          (backends::cudnn::deterministic() ? "D" : "");
+          join({dil[0], dil[1], dil[2]}) + "g" + std::to_string(sh.groups) + (s.fp32_no_tf32 ? "f" : "m");
 }
 
 // Note [cuDNN algorithm cache]
-// The candidates are ranked once per (kind, shape, dtype, device, math, determinism): by cuDNN's
-// heuristics, or with KILN_CUDNN_BENCHMARK=1 by timing them on the first call's buffers. The
-// first that works is kept, as PyTorch does; with backends::cudnn::deterministic(true) the first
-// deterministic one (the first working one if none is), so a shape's results are the same run
-// to run.
+// The candidates are ranked once per (kind, shape, dtype, device, math): by cuDNN's heuristics,
+// or with KILN_CUDNN_BENCHMARK=1 by timing them on the first call's buffers. The first
+// deterministic algorithm that works is kept (the first working one if none is deterministic),
+// so a shape's results are the same run to run.
 struct Algo {
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
@@ -197,7 +192,6 @@ Algo pick(const Perf* perf, int n, const ConvSetup& s, const char* what) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (s.fp32_no_tf32 && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
     if (chosen < 0) chosen = i;
-    if (!backends::cudnn::deterministic()) break;
     if (perf[i].determinism == CUDNN_DETERMINISTIC) {
       chosen = i;
       break;
