@@ -3,6 +3,7 @@
 // decompositions. Reductions follow torch: "mean" of a weighted class loss
 // divides by the summed weights of the non-ignored targets.
 #include "kiln/autograd.h"
+#include "ops/loss_fused.h"
 #include "ops/nn_util.h"
 
 namespace kiln {
@@ -143,6 +144,8 @@ std::vector<Tensor> decomp_cross_entropy(const OpCall& c) {
   const std::string& red = c.attrs.str(1);
   double ls = c.attrs.f(2);
   int64_t cd = class_dim(input), C = input.sizes()[cd];
+  if (!prob_target(target))
+    if (std::optional<Tensor> fused = fused_cross_entropy(input, target, weight, ignore, red, ls)) return {*fused};
   Tensor logp = log_softmax(input, cd);
   Tensor wb = weight.defined() ? reshape(weight.to(input.dtype()), channel_shape(input.dim(), C, cd)) : Tensor();
   if (prob_target(target)) {

@@ -59,6 +59,34 @@ TEST(CudaIndexing, EmbeddingIndexSelectCrossEntropy) {
   expect_close(w.cuda()[neg.cuda()], w[neg], 0, 0);
 }
 
+// Note [Fused cross_entropy]: [N, C] logits with class indices on CUDA run the one-pass kernels;
+// the loss and the logits' gradient equal the CPU decomposition's, at a language model head's row
+// length, with ignored rows, label smoothing and class weights; a bad target raises the
+// decomposition's message and leaves the device usable.
+TEST(CudaIndexing, FusedCrossEntropyAsTheCpu) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(8);
+  const int64_t N = 24, C = 5003;
+  Tensor logits = randn({N, C}) * 3, target = indices({N}, C, 9), w = rand({C}) + 0.5;
+  target.index_put_({Tensor(tensor({2, 7}, kInt64))}, full({2}, -100, TensorOptions(kInt64)));
+  for (double ls : {0.0, 0.1})
+    for (bool weighted : {false, true})
+      for (std::string red : {"mean", "sum", "none"}) {
+        Tensor gx = logits.cuda().requires_grad_(true), cx = logits.clone().requires_grad_(true);
+        Tensor gl = cross_entropy(gx, target.cuda(), weighted ? w.cuda() : Tensor(), -100, red, ls);
+        Tensor cl = cross_entropy(cx, target, weighted ? w : Tensor(), -100, red, ls);
+        expect_close(gl, cl, 1e-5, 1e-5);
+        (gl * gl).sum().backward();
+        (cl * cl).sum().backward();
+        expect_close(gx.grad(), cx.grad(), 1e-4, 1e-7);
+      }
+  Tensor bad = target.clone();
+  bad.index_put_({Tensor(tensor({5}, kInt64))}, full({1}, C, TensorOptions(kInt64)));
+  testing::expect_error([&] { (void)cross_entropy(logits.cuda(), bad.cuda()); },
+                        {"cross_entropy: target 5003 is out of bounds"});
+  expect_close(logits.cuda().sum(), logits.sum(), 1e-5, 1e-3);
+}
+
 TEST(CudaIndexing, IndexPutAndEmbeddingBackward) {
   KILN_REQUIRE_CUDA();
   manual_seed(6);

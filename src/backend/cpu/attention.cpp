@@ -12,22 +12,6 @@
 namespace kiln::cpu {
 namespace {
 
-// x as dense doubles (the kernels read every operand many times).
-std::vector<double> doubles(const Tensor& x) {
-  Tensor d = make_tensor(x.sizes(), kFloat64, x.device());
-  if (x.numel() > 0) copy_cpu(d, x);
-  const double* p = static_cast<const double*>(d.data_ptr());
-  return std::vector<double>(p, p + x.numel());
-}
-
-// Writes dense doubles into `out` (its dtype).
-void store(const Tensor& out, const std::vector<double>& v) {
-  if (out.numel() == 0) return;
-  Tensor d = make_tensor(out.sizes(), kFloat64, out.device());
-  std::copy(v.begin(), v.end(), static_cast<double*>(d.data_ptr()));
-  copy_cpu(out, d);
-}
-
 struct Dims {
   int64_t N, L, S, E, Ev;
   bool causal;
@@ -51,7 +35,7 @@ double score(const std::vector<double>& q, const std::vector<double>& k, const D
 
 void flash_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Dims d(c.in(0), c.in(1), c.in(2), c.attrs);
-  std::vector<double> q = doubles(c.in(0)), k = doubles(c.in(1)), v = doubles(c.in(2));
+  std::vector<double> q = dense_doubles(c.in(0)), k = dense_doubles(c.in(1)), v = dense_doubles(c.in(2));
   std::vector<double> out(static_cast<size_t>(d.N * d.L * d.Ev)), lse(static_cast<size_t>(d.N * d.L));
   const double ninf = -std::numeric_limits<double>::infinity();
   parallel_for(0, d.N * d.L, 1, [&](int64_t b, int64_t e) {
@@ -79,16 +63,16 @@ void flash_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       }
     }
   });
-  store(outs[0], out);
-  store(outs[1], lse);
+  store_doubles(outs[0], out);
+  store_doubles(outs[1], lse);
 }
 KILN_REGISTER_KERNEL(_scaled_dot_product_flash_attention, CPU, flash_kernel);
 
 void flash_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Dims d(c.in(1), c.in(2), c.in(3), c.attrs);
-  std::vector<double> go = doubles(c.in(0)), q = doubles(c.in(1)), k = doubles(c.in(2)), v = doubles(c.in(3)),
-                      o = doubles(c.in(4)), lse = doubles(c.in(5));
-  std::vector<double> glse = c.in(6).defined() ? doubles(c.in(6)) : std::vector<double>(lse.size(), 0.0);
+  std::vector<double> go = dense_doubles(c.in(0)), q = dense_doubles(c.in(1)), k = dense_doubles(c.in(2)),
+                      v = dense_doubles(c.in(3)), o = dense_doubles(c.in(4)), lse = dense_doubles(c.in(5));
+  std::vector<double> glse = c.in(6).defined() ? dense_doubles(c.in(6)) : std::vector<double>(lse.size(), 0.0);
   std::vector<double> dq(q.size()), dk(k.size()), dv(v.size());
   parallel_for(0, d.N, 1, [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
@@ -116,9 +100,9 @@ void flash_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       }
     }
   });
-  store(outs[0], dq);
-  store(outs[1], dk);
-  store(outs[2], dv);
+  store_doubles(outs[0], dq);
+  store_doubles(outs[1], dk);
+  store_doubles(outs[2], dv);
 }
 KILN_REGISTER_KERNEL(_scaled_dot_product_flash_attention_backward, CPU, flash_backward_kernel);
 

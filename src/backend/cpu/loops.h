@@ -6,6 +6,7 @@
 #include <numeric>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/parallel.h"
@@ -169,6 +170,21 @@ using ::kiln::convert;  // core/convert.h: shared with generated code
 
 // dst = src (same shape after broadcasting, any dtypes, any strides).
 void copy_cpu(const Tensor& dst, const Tensor& src);
+
+// x's values as dense doubles, for reference kernels that read every operand many times.
+inline std::vector<double> dense_doubles(const Tensor& x) {
+  Tensor d = make_tensor(x.sizes(), kFloat64, x.device());
+  if (x.numel() > 0) copy_cpu(d, x);
+  const double* p = static_cast<const double*>(d.data_ptr());
+  return std::vector<double>(p, p + x.numel());
+}
+// Writes dense doubles into `out` (converted to its dtype).
+inline void store_doubles(const Tensor& out, const std::vector<double>& v) {
+  if (out.numel() == 0) return;
+  Tensor d = make_tensor(out.sizes(), kFloat64, out.device());
+  std::copy(v.begin(), v.end(), static_cast<double*>(d.data_ptr()));
+  copy_cpu(out, d);
+}
 // The input converted to dtype `t` (itself when it already has it).
 Tensor cast_to(const Tensor& x, DType t);
 
