@@ -413,5 +413,31 @@ TEST(FuzzFound, BatchNormRunningStatsUnderEveryBackend) {
   }
 }
 
+// Seed 20709 (backend "eager"): binary_cross_entropy of an input outside [0, 1] raises eagerly
+// (as PyTorch); its decomposition checked the values only where they existed, so a traced call
+// returned a loss. The check now reads the values while tracing too (a graph break).
+TEST(FuzzFound, BinaryCrossEntropyRangeCheckedWhenCompiled) {
+  auto fn = [](const Tensors& in) { return Tensors{binary_cross_entropy(in[0] * 2, in[1])}; };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor x = full({2, 3}, 0.75), t = full({2, 3}, 0.5);
+  const std::string want = message([&] { fn(Tensors{x, t}); });
+  ASSERT_NE(want.find("between 0 and 1"), std::string::npos) << want;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    EXPECT_EQ(message([&] { f(Tensors{x, t}); }), want);
+    // In range, the loss is eager's.
+    Tensor y = full({2, 3}, 0.25);
+    EXPECT_LE((f(Tensors{y, t})[0] - fn(Tensors{y, t})[0]).abs().item<double>(), 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
