@@ -439,5 +439,60 @@ TEST(FuzzFound, BinaryCrossEntropyRangeCheckedWhenCompiled) {
   }
 }
 
+// Gradients of every input requiring grad, with ones for every output requiring grad
+// (undefined where an input gets none).
+Tensors grads_of(const Tensors& outs, const Tensors& inputs) {
+  Tensors roots, seeds;
+  for (const Tensor& t : outs)
+    if (t.defined() && t.requires_grad()) {
+      roots.push_back(t);
+      seeds.push_back(ones_like(t));
+    }
+  if (roots.empty()) return Tensors(inputs.size());
+  return autograd::grad(roots, inputs, seeds, std::nullopt, false, true);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.defined(), want.defined()) << what;
+  if (!want.defined()) return;
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
+  Tensor g = got.to(kFloat64), w = want.to(kFloat64);
+  EXPECT_TRUE(allclose(g, w, 1e-5, 1e-6, true)) << what << "\ngot " << g << "\nwant " << w;
+}
+
+// Seed 13445 (aot_eager): a value made under NoGradGuard (attention), then `y.copy_(x)` with x
+// requiring grad: y takes x's history (eager and PyTorch), its gradient reaches x.
+TEST(FuzzFound, CopyWithGradIntoANoGradValue) {
+  auto fn = [](const Tensors& in) {
+    Tensor y;
+    {
+      NoGradGuard g;
+      y = scaled_dot_product_attention(in[0], in[0], in[0]);
+    }
+    y.copy_(in[1]);
+    return Tensors{y, y * 2};
+  };
+  manual_seed(3);
+  Tensor q0 = randn({2, 3, 4}), x0 = randn({2, 3, 4});
+  Tensor q = q0.clone().requires_grad_(true), x = x0.clone().requires_grad_(true);
+  Tensors want = fn(Tensors{q, x});
+  Tensors want_g = grads_of(want, {q, x});
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor qc = q0.clone().requires_grad_(true), xc = x0.clone().requires_grad_(true);
+      Tensors got = f(Tensors{qc, xc});
+      for (size_t i = 0; i < want.size(); ++i) {
+        expect_close(got[i], want[i], "output " + std::to_string(i));
+        EXPECT_EQ(got[i].requires_grad(), want[i].requires_grad()) << i;
+      }
+      Tensors g = grads_of(got, {qc, xc});
+      expect_close(g[0], want_g[0], "grad q");
+      expect_close(g[1], want_g[1], "grad x");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
