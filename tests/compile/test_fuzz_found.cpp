@@ -494,5 +494,30 @@ TEST(FuzzFound, CopyWithGradIntoANoGradValue) {
   }
 }
 
+// Seed 32884 (eager): median's values over a dim were a view (its decomposition reshapes a
+// gather) of a base without history, so eager refused an in-place op on them ("a view of a
+// detach()ed tensor"); PyTorch and every backend run it.
+TEST(FuzzFound, InPlaceOnAMediansValues) {
+  auto fn = [](const Tensors& in) {
+    auto [v, i] = median(in[0], 1);
+    v.masked_fill_(v > 0, 0);
+    return Tensors{v * 2, i};
+  };
+  manual_seed(11);
+  Tensor x0 = randn({3, 4, 5});
+  Tensor x = x0.clone().requires_grad_(true);
+  Tensors want = fn(Tensors{x});
+  Tensors want_g = grads_of(want, {x});
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    Tensor xc = x0.clone().requires_grad_(true);
+    Tensors got = f(Tensors{xc});
+    expect_close(got[0], want[0], "values");
+    EXPECT_EQ(got[1].to_vector<int64_t>(), want[1].to_vector<int64_t>());
+    expect_close(grads_of(got, {xc})[0], want_g[0], "gradient");
+  }
+}
+
 }  // namespace
 }  // namespace kiln
