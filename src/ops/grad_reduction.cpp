@@ -143,7 +143,16 @@ struct VarParts {
 VarParts var_parts(const VjpCall& v) {
   VarParts p{red_of(v, v.attrs.ints(0)), {}, 0};
   const Tensor& x = v.inputs[0];
-  p.centered = sub(x, mean(x, p.r.dims, /*keepdim=*/true));
+  // Centered about each slice's first element first: equal values (an expanded input) give
+  // exactly 0 (and so a zero gradient), whichever rounding the mean's kernel or the compiled
+  // code has; x - mean(x) gives rounding noise there, which the std's 1/std amplifies.
+  Tensor shifted = x;
+  if (x.numel() > 0 && !p.r.dims.empty()) {
+    Tensor first = x;
+    for (int64_t d : p.r.dims) first = narrow(first, d, 0, 1);
+    shifted = sub(x, first);
+  }
+  p.centered = sub(shifted, mean(shifted, p.r.dims, /*keepdim=*/true));
   p.denom = std::max(0.0, p.r.n - v.attrs.f(1));
   return p;
 }
