@@ -478,7 +478,8 @@ void Recording::rebase_view_origin(TensorImpl* view, const Tensor& root) {
   }
   if (!no_grad) return;
   Attrs attrs{std::vector<int64_t>(view->sizes.begin(), view->sizes.end()),
-              std::vector<int64_t>(view->strides.begin(), view->strides.end()), static_cast<int64_t>(view->storage_offset)};
+              std::vector<int64_t>(view->strides.begin(), view->strides.end()),
+              static_cast<int64_t>(view->storage_offset)};
   view_origin_[view] = ViewOrigin{root.impl_ptr(), OpId::as_strided, std::move(attrs), {}, 0, ~uint64_t{0}, false};
 }
 
