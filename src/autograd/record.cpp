@@ -49,10 +49,11 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
     // Likewise a view its decomposition made of an intermediate (median's reshape of a gather) is
     // the op's own tensor: as a view of a base without history, an in-place op on it would be
     // refused (Note [In-place on a view]) where PyTorch's is not. A view of an input is a copy.
+    // Tracers too: a captured graph runs what eager's autograd recorded for them (backend "eager").
     std::vector<const TensorImpl*> roots;  // two outputs viewing one intermediate: copies too
     if (!info.has(VIEW))
       for (Tensor& o : outs) {
-        if (!o.defined() || !o.is_view() || !o.has_storage()) continue;
+        if (!o.defined() || !o.is_view()) continue;
         const TensorImpl* root = o.unsafe_impl()->view_base.get();
         bool copy = std::find(roots.begin(), roots.end(), root) != roots.end();
         roots.push_back(root);

@@ -511,5 +511,28 @@ TEST(FuzzFound, InPlaceOnAMediansValues) {
   }
 }
 
+// Seed 36463 (backend "eager"): the same for index_select of a 0-d input while tracing: its
+// output was a view of a traced intermediate without history, and the captured graph refused
+// `mul_` on it where eager runs it.
+TEST(FuzzFound, InPlaceOnACompositesOutputWhileTracing) {
+  auto fn = [](const Tensors& in) {
+    Tensor v = index_select(in[0], 0, in[1]);
+    v.mul_(2);
+    return Tensors{v};
+  };
+  Tensor idx = tensor(std::vector<int64_t>{0});
+  Tensor x = tensor(-1.25).to(kFloat64).requires_grad_(true);
+  Tensors want = fn(Tensors{x, idx});
+  Tensor want_g = grads_of(want, {x})[0];
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    Tensor xc = tensor(-1.25).to(kFloat64).requires_grad_(true);
+    Tensors got = f(Tensors{xc, idx});
+    expect_close(got[0], want[0], "output");
+    expect_close(grads_of(got, {xc})[0], want_g, "gradient");
+  }
+}
+
 }  // namespace
 }  // namespace kiln
