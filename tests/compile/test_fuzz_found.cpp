@@ -486,6 +486,40 @@ TEST(FuzzFound, StdOfAnExpandedInput) {
   EXPECT_TRUE(allclose(ge, full({3, 4, 5}, 1.0 / 3, TensorOptions(kFloat64)), 1e-12, 1e-12)) << ge;
 }
 
+// Seed 13445 (aot_eager): a value made under NoGradGuard (attention), then `y.copy_(x)` with x
+// requiring grad: y takes x's history (eager and PyTorch), its gradient reaches x.
+TEST(FuzzFound, CopyWithGradIntoANoGradValue) {
+  auto fn = [](const Tensors& in) {
+    Tensor y;
+    {
+      NoGradGuard g;
+      y = scaled_dot_product_attention(in[0], in[0], in[0]);
+    }
+    y.copy_(in[1]);
+    return Tensors{y, y * 2};
+  };
+  manual_seed(3);
+  Tensor q0 = randn({2, 3, 4}), x0 = randn({2, 3, 4});
+  Tensor q = q0.clone().requires_grad_(true), x = x0.clone().requires_grad_(true);
+  Tensors want = fn(Tensors{q, x});
+  Tensors want_g = grads_of(want, {q, x});
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor qc = q0.clone().requires_grad_(true), xc = x0.clone().requires_grad_(true);
+      Tensors got = f(Tensors{qc, xc});
+      for (size_t i = 0; i < want.size(); ++i) {
+        expect_close(got[i], want[i], "output " + std::to_string(i));
+        EXPECT_EQ(got[i].requires_grad(), want[i].requires_grad()) << i;
+      }
+      Tensors g = grads_of(got, {qc, xc});
+      expect_close(g[0], want_g[0], "grad q");
+      expect_close(g[1], want_g[1], "grad x");
+    }
+  }
+}
+
 // Seed 32884 (eager): median's values over a dim were a view (its decomposition reshapes a
 // gather) of a base without history, so eager refused an in-place op on them ("a view of a
 // detach()ed tensor"); PyTorch and every backend run it.
