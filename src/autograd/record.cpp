@@ -1,5 +1,7 @@
 // The autograd layer of the op call path: runs an op below autograd and
 // records an OpNode whose VJP is the op's rule (Note [Op call path]).
+#include <algorithm>
+
 #include "autograd/autograd_meta.h"
 #include "autograd/deferred.h"
 #include "autograd/node.h"
@@ -44,6 +46,27 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
           o = clone(o);
           break;
         }
+    // Likewise a view its decomposition made of an intermediate (median's reshape of a gather) is
+    // the op's own tensor: as a view of a base without history, an in-place op on it would be
+    // refused (Note [In-place on a view]) where PyTorch's is not. A view of an input is a copy.
+    // Tracers too: a captured graph runs what eager's autograd recorded for them (backend "eager").
+    std::vector<const TensorImpl*> roots;  // two outputs viewing one intermediate: copies too
+    if (!info.has(VIEW))
+      for (Tensor& o : outs) {
+        if (!o.defined() || !o.is_view()) continue;
+        const TensorImpl* root = o.unsafe_impl()->view_base.get();
+        bool copy = std::find(roots.begin(), roots.end(), root) != roots.end();
+        roots.push_back(root);
+        for (const Tensor& in : inputs)
+          if (in.defined()) {
+            const TensorImpl* i = in.unsafe_impl();
+            copy = copy || root == (i->view_base ? i->view_base.get() : i);
+          }
+        if (copy)
+          o = clone(o);
+        else
+          o.unsafe_impl()->view_base = nullptr;
+      }
   }
   if (RecordLayer* rec = current_record_layer())
     if (DeferredGraph* deferred = rec->deferred_autograd()) {

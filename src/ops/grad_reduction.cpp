@@ -10,6 +10,7 @@
 #include "dispatch/dispatch.h"
 #include "ops/grad_util.h"
 #include "ops/meta_util.h"
+#include "ops/save_rule.h"
 
 namespace kiln {
 namespace {
@@ -109,6 +110,16 @@ KILN_REGISTER_VJP(min, vjp_max_dim);
 KILN_REGISTER_VJP(mode, vjp_max_dim);
 std::vector<Tensor> vjp_kthvalue(const VjpCall& v) { return {to_selected_index(v, v.attrs.i(1))}; }
 KILN_REGISTER_VJP(kthvalue, vjp_kthvalue);
+// Over a dim they read only the indices (Note [Saving what the VJP reads]), as PyTorch's
+// value_selecting_reduction_backward: an in-place op on the values is no error at backward.
+SaveSet save_selected_index(uint64_t, const Attrs&) { return {0, uint64_t{1} << 1}; }
+SaveSet save_median(uint64_t, const Attrs& a) { return a.opt_i(0) ? SaveSet{0, uint64_t{1} << 1} : SaveSet{}; }
+KILN_REGISTER_SAVE_RULE(max, save_selected_index);
+KILN_REGISTER_SAVE_RULE(min, save_selected_index);
+KILN_REGISTER_SAVE_RULE(mode, save_selected_index);
+KILN_REGISTER_SAVE_RULE(kthvalue, save_selected_index);
+KILN_REGISTER_SAVE_RULE(median, save_median);
+KILN_REGISTER_SAVE_RULE(nanmedian, save_median);
 
 // median/nanmedian with a dim select an index; over every element the gradient
 // is shared evenly among the elements equal to the median, as torch's
@@ -132,7 +143,16 @@ struct VarParts {
 VarParts var_parts(const VjpCall& v) {
   VarParts p{red_of(v, v.attrs.ints(0)), {}, 0};
   const Tensor& x = v.inputs[0];
-  p.centered = sub(x, mean(x, p.r.dims, /*keepdim=*/true));
+  // Centered about each slice's first element first: equal values (an expanded input) give
+  // exactly 0 (and so a zero gradient), whichever rounding the mean's kernel or the compiled
+  // code has; x - mean(x) gives rounding noise there, which the std's 1/std amplifies.
+  Tensor shifted = x;
+  if (x.numel() > 0 && !p.r.dims.empty()) {
+    Tensor first = x;
+    for (int64_t d : p.r.dims) first = narrow(first, d, 0, 1);
+    shifted = sub(x, first);
+  }
+  p.centered = sub(shifted, mean(shifted, p.r.dims, /*keepdim=*/true));
   p.denom = std::max(0.0, p.r.n - v.attrs.f(1));
   return p;
 }

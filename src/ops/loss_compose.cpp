@@ -1,7 +1,7 @@
 // The losses of include/kiln/ops/nn_loss_extra.h as compositions of kiln ops, each written as
 // torch 1.13's CompositeImplicitAutograd kernel or Python function is, so values and gradients
-// (ties and clamps included) follow torch's. Only eager calls read tensor values for checks
-// (class ranges, negative variances): reading them while tracing would break the graph.
+// (ties and clamps included) follow torch's. Checks of tensor values (class ranges, negative
+// variances) are made compiled too (Note [Value checks]).
 #include <cmath>
 #include <numbers>
 
@@ -26,9 +26,9 @@ void check_floating_pair(const Tensor& a, const Tensor& b, const char* op) {
              ": expected floating input and target, got dtypes ", a.dtype(), " and ", b.dtype());
 }
 
-// The eager-only value check of class-index targets: false when any lies outside [lo, hi).
+// The value check of class-index targets: false when any lies outside [lo, hi).
 bool targets_in_range(const Tensor& t, int64_t lo, int64_t hi) {
-  if (!t.has_storage() || t.numel() == 0) return true;
+  if (!has_values_to_check(t)) return true;
   NoGradGuard no_grad;
   return !any(logical_or(lt(t, Scalar(lo)), ge(t, Scalar(hi)))).item<bool>();
 }
@@ -273,7 +273,7 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   check_reduction(reduction, op);
   check_floating_pair(input, target, op);
   KILN_CHECK(is_floating_point(var.dtype()), op, ": expected a floating var, got dtype ", var.dtype());
-  if (var.has_storage() && var.numel() > 0) {
+  if (has_values_to_check(var)) {
     NoGradGuard no_grad;
     KILN_CHECK(!any(lt(var, Scalar(0))).item<bool>(), op, ": var has negative entry/entries");
   }

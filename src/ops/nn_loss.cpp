@@ -235,12 +235,11 @@ KILN_REGISTER_META(binary_cross_entropy, meta_bce);
 KILN_REGISTER_META(binary_cross_entropy_with_logits, meta_bce);
 
 // Logs are clamped at -100 (as torch) so a saturated probability gives a finite loss.
-// Inputs outside [0, 1] (or NaN) are refused as torch does; only where the values
-// exist (eager), since reading them while tracing would break the graph.
+// Inputs outside [0, 1] (or NaN) are refused as torch does, compiled too (Note [Value checks]).
 std::vector<Tensor> decomp_bce(const OpCall& c) {
   meta_bce(c);
   const Tensor &x = c.in(0), &t = c.in(1), &w = c.in(2);
-  if (x.has_storage() && x.numel() > 0) {
+  if (has_values_to_check(x)) {
     NoGradGuard no_grad;
     Tensor bad = logical_or(logical_or(lt(x, Scalar(0)), gt(x, Scalar(1))), isnan(x));
     KILN_CHECK(!any(bad).item<bool>(), "binary_cross_entropy: all elements of input should be between 0 and 1");

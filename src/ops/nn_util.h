@@ -12,6 +12,14 @@
 
 namespace kiln::nn_detail {
 
+// Note [Value checks]: a check of tensor values eager makes (binary_cross_entropy's input range,
+// a variance's sign, class-index targets) is made while compiling too: reading a tracer's values
+// breaks the graph there (as user code's item() does), so a compiled call raises eager's error
+// instead of returning an answer. Meta tensors have no values to check.
+inline bool has_values_to_check(const Tensor& t) {
+  return t.defined() && t.numel() > 0 && (t.has_storage() || t.unsafe_impl()->is_tracer());
+}
+
 // Checks a loss reduction string ("none", "mean", "sum").
 inline void check_reduction(const std::string& r, const char* op) {
   KILN_CHECK(r == "none" || r == "mean" || r == "sum", op, ": reduction must be 'none', 'mean' or 'sum', got '", r,

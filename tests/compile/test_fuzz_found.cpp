@@ -413,5 +413,160 @@ TEST(FuzzFound, BatchNormRunningStatsUnderEveryBackend) {
   }
 }
 
+// Seed 20709 (backend "eager"): binary_cross_entropy of an input outside [0, 1] raises eagerly
+// (as PyTorch); its decomposition checked the values only where they existed, so a traced call
+// returned a loss. The check now reads the values while tracing too (a graph break).
+TEST(FuzzFound, BinaryCrossEntropyRangeCheckedWhenCompiled) {
+  auto fn = [](const Tensors& in) { return Tensors{binary_cross_entropy(in[0] * 2, in[1])}; };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor x = full({2, 3}, 0.75), t = full({2, 3}, 0.5);
+  const std::string want = message([&] { fn(Tensors{x, t}); });
+  ASSERT_NE(want.find("between 0 and 1"), std::string::npos) << want;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    EXPECT_EQ(message([&] { f(Tensors{x, t}); }), want);
+    // In range, the loss is eager's.
+    Tensor y = full({2, 3}, 0.25);
+    EXPECT_LE((f(Tensors{y, t})[0] - fn(Tensors{y, t})[0]).abs().item<double>(), 1e-6);
+  }
+}
+
+// Gradients of every input requiring grad, with ones for every output requiring grad
+// (undefined where an input gets none).
+Tensors grads_of(const Tensors& outs, const Tensors& inputs) {
+  Tensors roots, seeds;
+  for (const Tensor& t : outs)
+    if (t.defined() && t.requires_grad()) {
+      roots.push_back(t);
+      seeds.push_back(ones_like(t));
+    }
+  if (roots.empty()) return Tensors(inputs.size());
+  return autograd::grad(roots, inputs, seeds, std::nullopt, false, true);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.defined(), want.defined()) << what;
+  if (!want.defined()) return;
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
+  Tensor g = got.to(kFloat64), w = want.to(kFloat64);
+  EXPECT_TRUE(allclose(g, w, 1e-5, 1e-6, true)) << what << "\ngot " << g << "\nwant " << w;
+}
+
+// Seeds 6984 and 2152 (inductor): std / var_mean over dim 0 of an input expanded along it
+// (every slice equal): x - mean(x) was rounding noise, different in the generated code than in
+// eager's kernels, and the std's 1/std made it a gradient of order 1 either way; centered about
+// the slice's first element it is exactly 0 (so is the gradient) under every backend.
+TEST(FuzzFound, StdOfAnExpandedInput) {
+  auto fn = [](const Tensors& in) {
+    auto [v, m] = var_mean(in[0], {0}, Scalar(2), true);
+    return Tensors{std(in[0], {0}, Scalar(2), true), v, m};
+  };
+  manual_seed(2152);
+  Tensor x0 = randn({1, 4, 5}, TensorOptions(kFloat64)) * 3;
+  auto input = [&] { return x0.expand({3, 4, 5}).detach().requires_grad_(true); };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    Tensor x = input();
+    Tensors got = f(Tensors{x});
+    Tensors g = grads_of(got, {x});
+    // The gradient of the std and var is 0; the mean's is 1/3 per element.
+    EXPECT_TRUE(allclose(g[0], full({3, 4, 5}, 1.0 / 3, TensorOptions(kFloat64)), 1e-12, 1e-12)) << g[0];
+  }
+  Tensor x = input();
+  Tensor ge = grads_of(fn(Tensors{x}), {x})[0];
+  EXPECT_TRUE(allclose(ge, full({3, 4, 5}, 1.0 / 3, TensorOptions(kFloat64)), 1e-12, 1e-12)) << ge;
+}
+
+// Seed 13445 (aot_eager): a value made under NoGradGuard (attention), then `y.copy_(x)` with x
+// requiring grad: y takes x's history (eager and PyTorch), its gradient reaches x.
+TEST(FuzzFound, CopyWithGradIntoANoGradValue) {
+  auto fn = [](const Tensors& in) {
+    Tensor y;
+    {
+      NoGradGuard g;
+      y = scaled_dot_product_attention(in[0], in[0], in[0]);
+    }
+    y.copy_(in[1]);
+    return Tensors{y, y * 2};
+  };
+  manual_seed(3);
+  Tensor q0 = randn({2, 3, 4}), x0 = randn({2, 3, 4});
+  Tensor q = q0.clone().requires_grad_(true), x = x0.clone().requires_grad_(true);
+  Tensors want = fn(Tensors{q, x});
+  Tensors want_g = grads_of(want, {q, x});
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor qc = q0.clone().requires_grad_(true), xc = x0.clone().requires_grad_(true);
+      Tensors got = f(Tensors{qc, xc});
+      for (size_t i = 0; i < want.size(); ++i) {
+        expect_close(got[i], want[i], "output " + std::to_string(i));
+        EXPECT_EQ(got[i].requires_grad(), want[i].requires_grad()) << i;
+      }
+      Tensors g = grads_of(got, {qc, xc});
+      expect_close(g[0], want_g[0], "grad q");
+      expect_close(g[1], want_g[1], "grad x");
+    }
+  }
+}
+
+// Seed 32884 (eager): median's values over a dim were a view (its decomposition reshapes a
+// gather) of a base without history, so eager refused an in-place op on them ("a view of a
+// detach()ed tensor"); PyTorch and every backend run it.
+TEST(FuzzFound, InPlaceOnAMediansValues) {
+  auto fn = [](const Tensors& in) {
+    auto [v, i] = median(in[0], 1);
+    v.masked_fill_(v > 0, 0);
+    return Tensors{v * 2, i};
+  };
+  manual_seed(11);
+  Tensor x0 = randn({3, 4, 5});
+  Tensor x = x0.clone().requires_grad_(true);
+  Tensors want = fn(Tensors{x});
+  Tensors want_g = grads_of(want, {x});
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    Tensor xc = x0.clone().requires_grad_(true);
+    Tensors got = f(Tensors{xc});
+    expect_close(got[0], want[0], "values");
+    EXPECT_EQ(got[1].to_vector<int64_t>(), want[1].to_vector<int64_t>());
+    expect_close(grads_of(got, {xc})[0], want_g[0], "gradient");
+  }
+}
+
+// Seed 36463 (backend "eager"): the same for index_select of a 0-d input while tracing: its
+// output was a view of a traced intermediate without history, and the captured graph refused
+// `mul_` on it where eager runs it.
+TEST(FuzzFound, InPlaceOnACompositesOutputWhileTracing) {
+  auto fn = [](const Tensors& in) {
+    Tensor v = index_select(in[0], 0, in[1]);
+    v.mul_(2);
+    return Tensors{v};
+  };
+  Tensor idx = tensor(std::vector<int64_t>{0});
+  Tensor x = tensor(-1.25).to(kFloat64).requires_grad_(true);
+  Tensors want = fn(Tensors{x, idx});
+  Tensor want_g = grads_of(want, {x})[0];
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    Tensor xc = tensor(-1.25).to(kFloat64).requires_grad_(true);
+    Tensors got = f(Tensors{xc, idx});
+    expect_close(got[0], want[0], "output");
+    expect_close(grads_of(got, {xc})[0], want_g, "gradient");
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -408,6 +408,7 @@ void Recording::functional_write(const Tensor& dst, const Tensor& src) {
     Tensor root(d->view_base);
     const TensorImpl* r = root.unsafe_impl();
     KILN_CHECK(r->is_tracer(), "internal: a functionalized write through a view of a real tensor");
+    if (recording_differentiable()) rebase_view_origin(d, root);
     auto call1 = [](OpId op, std::vector<Tensor> in, Attrs a) { return backend_call(op, in, a)[0]; };
     auto flat = [&](const Tensor& t) {
       return call1(OpId::view, {call1(OpId::clone, {t}, {})}, {std::vector<int64_t>{t.numel()}});
@@ -457,6 +458,29 @@ void Recording::functional_write(const Tensor& dst, const Tensor& src) {
   ++generation_[d];
   for (const auto& [w, index] : placeholders_)
     if (w.lock().get() == d) written_inputs_.insert(index);
+}
+
+// Note [In-place on a view] (dispatch.cpp): a write with grad through a view gives the view eager's
+// new history, a view of the written root, even where the view (or a view it was taken of) was
+// made under no_grad: remade as it was, it would stay a constant for autograd (`y` a view of a
+// no-grad result, then `y.copy_(x)`: y had no gradient). Eager's autograd needs a contiguous root
+// there, so as_strided of the root gives the view's elements.
+void Recording::rebase_view_origin(TensorImpl* view, const Tensor& root) {
+  const TensorImpl* r = root.unsafe_impl();
+  if (!r->is_contiguous || r->storage_offset != 0) return;
+  bool no_grad = false;
+  for (const TensorImpl* v = view; v && !no_grad;) {
+    auto it = view_origin_.find(v);
+    if (it == view_origin_.end()) break;
+    no_grad = it->second.no_grad;
+    auto base = it->second.base.lock();
+    v = base.get() == r ? nullptr : base.get();
+  }
+  if (!no_grad) return;
+  Attrs attrs{std::vector<int64_t>(view->sizes.begin(), view->sizes.end()),
+              std::vector<int64_t>(view->strides.begin(), view->strides.end()),
+              static_cast<int64_t>(view->storage_offset)};
+  view_origin_[view] = ViewOrigin{root.impl_ptr(), OpId::as_strided, std::move(attrs), {}, 0, ~uint64_t{0}, false};
 }
 
 void Recording::refresh_view(TensorImpl* view) {

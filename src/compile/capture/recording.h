@@ -226,6 +226,7 @@ class Recording final : public RecordLayer {
     bool no_grad;  // the view's node (Note [No-grad nodes]): its remake is the same
   };
   std::unordered_map<const TensorImpl*, ViewOrigin> view_origin_;
+  void rebase_view_origin(TensorImpl* view, const Tensor& root);
   std::unordered_map<const TensorImpl*, uint64_t> generation_;           // root → writes so far
   std::vector<std::pair<std::weak_ptr<TensorImpl>, int>> placeholders_;  // impl, input index
   std::unordered_set<int> written_inputs_;
