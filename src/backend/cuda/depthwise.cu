@@ -25,8 +25,21 @@ template <class I>
 struct Dw {
   I N, C, mult, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
   explicit Dw(const DepthwiseArgs& a)
-      : N(I(a.N)), C(I(a.C)), mult(I(a.mult)), H(I(a.H)), W(I(a.W)), kh(I(a.kh)), kw(I(a.kw)), sh(I(a.sh)),
-        sw(I(a.sw)), ph(I(a.ph)), pw(I(a.pw)), dh(I(a.dh)), dw(I(a.dw)), oh(I(a.oh)), ow(I(a.ow)) {}
+      : N(I(a.N)),
+        C(I(a.C)),
+        mult(I(a.mult)),
+        H(I(a.H)),
+        W(I(a.W)),
+        kh(I(a.kh)),
+        kw(I(a.kw)),
+        sh(I(a.sh)),
+        sw(I(a.sw)),
+        ph(I(a.ph)),
+        pw(I(a.pw)),
+        dh(I(a.dh)),
+        dw(I(a.dw)),
+        oh(I(a.oh)),
+        ow(I(a.ow)) {}
 };
 
 // KH, KW > 0 fix the window's size at compile time (the loops unroll); 0 takes a.kh, a.kw.
@@ -62,17 +75,24 @@ __global__ void depthwise_forward_kernel(Dw<I> a, const T* __restrict__ x, const
   }
 }
 
-// q / d when q is a multiple of d (the output position a tap reads from), else -1.
-template <class I>
+// q / d when q is a multiple of d (the output position a tap reads from), else -1. D > 0 is d
+// at compile time (a shift for 2, as PyTorch's kernel templated on the stride).
+template <int D, class I>
 __device__ inline I exact_div(I q, I d) {
-  if (d == 1) return q;
-  const I o = q / d;
-  return o * d == q ? o : I(-1);
+  if constexpr (D == 1) {
+    return q;
+  } else if constexpr (D > 0) {
+    return q % D == 0 ? q / D : I(-1);
+  } else {
+    const I o = q / d;
+    return o * d == q ? o : I(-1);
+  }
 }
 
 // grad_x[n, c, ih, iw] = the sum over the multiplier's output channels and the taps (r, s) whose
 // output position (ih + ph - r * dh) / sh, (iw + pw - s * dw) / sw is whole and inside the output.
-template <class T, class I, int KH, int KW>
+// STRIDE > 0: sh = sw = STRIDE (q >= 0 here, so q % 2 and q / 2 are a mask and a shift).
+template <class T, class I, int KH, int KW, int STRIDE>
 __global__ void depthwise_backward_input_kernel(Dw<I> a, const T* __restrict__ gy, const T* __restrict__ w,
                                                 T* __restrict__ gx, I total) {
   using A = Acc<T>;
@@ -95,13 +115,13 @@ __global__ void depthwise_backward_input_kernel(Dw<I> a, const T* __restrict__ g
       for (I r = 0; r < kh; ++r) {
         const I hs = ih + a.ph - r * a.dh;
         if (hs < 0) break;  // it only falls as r grows
-        const I oh = exact_div(hs, a.sh);
+        const I oh = exact_div<STRIDE>(hs, a.sh);
         if (oh < 0 || oh >= a.oh) continue;
 #pragma unroll
         for (I s = 0; s < kw; ++s) {
           const I ws = iw + a.pw - s * a.dw;
           if (ws < 0) break;
-          const I ow = exact_div(ws, a.sw);
+          const I ow = exact_div<STRIDE>(ws, a.sw);
           if (ow >= 0 && ow < a.ow) sum += A(gp[oh * a.ow + ow]) * A(wp[r * kw + s]);
         }
       }
@@ -110,14 +130,16 @@ __global__ void depthwise_backward_input_kernel(Dw<I> a, const T* __restrict__ g
   }
 }
 
-// A power of two: the tree reduction halves it.
-constexpr int kWeightThreads = 256;
+// The most threads of a weight element's block (a power of two: the tree reduction halves it).
+constexpr int kWeightThreads = 1024;
 
 // A block per weight element e = (oc, r, s): its threads stride over the batch and output
-// positions in a fixed order, then a fixed tree in shared memory adds their partial sums.
+// positions in a fixed order, then a fixed tree in shared memory adds their partial sums. The
+// block's size (a power of two) is a function of the shape only, so the order is too.
 template <class T, class I>
-__global__ void depthwise_backward_weight_kernel(Dw<I> a, const T* __restrict__ gy, const T* __restrict__ x,
-                                                 T* __restrict__ gw, I weights) {
+__global__ void __launch_bounds__(kWeightThreads)
+    depthwise_backward_weight_kernel(Dw<I> a, const T* __restrict__ gy, const T* __restrict__ x, T* __restrict__ gw,
+                                     I weights) {
   using A = Acc<T>;
   __shared__ A part[kWeightThreads];
   const I plane = a.oh * a.ow, positions = a.N * plane, cout = a.C * a.mult;
@@ -138,7 +160,7 @@ __global__ void depthwise_backward_weight_kernel(Dw<I> a, const T* __restrict__ 
     }
     part[threadIdx.x] = sum;
     __syncthreads();
-    for (int k = kWeightThreads / 2; k > 0; k >>= 1) {
+    for (int k = int(blockDim.x) / 2; k > 0; k >>= 1) {
       if (int(threadIdx.x) < k) part[threadIdx.x] += part[threadIdx.x + k];
       __syncthreads();
     }
@@ -173,10 +195,13 @@ void visit_index(const DepthwiseArgs& a, F&& f) {
     f.template operator()<int64_t>();
 }
 
-// f<KH, KW>() for MobileNet's and EfficientNet's 3x3 and 5x5 windows, f<0, 0>() for the rest.
-template <class F>
+// f<KH, KW>() for MobileNet's and EfficientNet's 3x3 and 5x5 windows, f<0, 0>() for the rest
+// and for 64-bit indexing (rare: fewer instantiations to compile).
+template <class I, class F>
 void visit_window(const DepthwiseArgs& a, F&& f) {
-  if (a.kh == 3 && a.kw == 3)
+  if (sizeof(I) == 8)
+    f.template operator()<0, 0>();
+  else if (a.kh == 3 && a.kw == 3)
     f.template operator()<3, 3>();
   else if (a.kh == 5 && a.kw == 5)
     f.template operator()<5, 5>();
@@ -192,10 +217,10 @@ void launch_depthwise_forward(const DepthwiseArgs& a, DType t, const void* x, co
   if (total == 0) return;
   visit_float(t, "convolution", [&]<class T>() {
     visit_index(a, [&]<class I>() {
-      visit_window(a, [&]<int KH, int KW>() {
-        depthwise_forward_kernel<T, I, KH, KW><<<grid_for(total), kThreads, 0, s>>>(
-            Dw<I>(a), static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
-            static_cast<T*>(y), I(total));
+      visit_window<I>(a, [&]<int KH, int KW>() {
+        depthwise_forward_kernel<T, I, KH, KW>
+            <<<grid_for(total), kThreads, 0, s>>>(Dw<I>(a), static_cast<const T*>(x), static_cast<const T*>(w),
+                                                  static_cast<const T*>(bias), static_cast<T*>(y), I(total));
       });
     });
   });
@@ -208,9 +233,17 @@ void launch_depthwise_backward_input(const DepthwiseArgs& a, DType t, const void
   if (total == 0) return;
   visit_float(t, "convolution_backward", [&]<class T>() {
     visit_index(a, [&]<class I>() {
-      visit_window(a, [&]<int KH, int KW>() {
-        depthwise_backward_input_kernel<T, I, KH, KW><<<grid_for(total), kThreads, 0, s>>>(
-            Dw<I>(a), static_cast<const T*>(grad_y), static_cast<const T*>(w), static_cast<T*>(grad_x), I(total));
+      visit_window<I>(a, [&]<int KH, int KW>() {
+        auto run = [&]<int STRIDE>() {
+          depthwise_backward_input_kernel<T, I, KH, KW, STRIDE><<<grid_for(total), kThreads, 0, s>>>(
+              Dw<I>(a), static_cast<const T*>(grad_y), static_cast<const T*>(w), static_cast<T*>(grad_x), I(total));
+        };
+        // The stride divides per tap here: 1 and 2 (MobileNet's) at compile time.
+        if constexpr (KH > 0) {
+          if (a.sh == 1 && a.sw == 1) return run.template operator()<1>();
+          if (a.sh == 2 && a.sw == 2) return run.template operator()<2>();
+        }
+        run.template operator()<0>();
       });
     });
   });
@@ -222,9 +255,14 @@ void launch_depthwise_backward_weight(const DepthwiseArgs& a, DType t, const voi
   const int64_t weights = a.C * a.mult * a.kh * a.kw;
   if (weights == 0) return;
   const unsigned blocks = static_cast<unsigned>(weights < 65536 ? weights : 65536);
+  // Few weights with many positions each (MobileNet's first layers: 288 blocks over 800k
+  // positions) need big blocks to fill the GPU; many small ones do better with small blocks.
+  const int64_t positions = a.N * a.oh * a.ow;
+  int threads = 64;
+  while (threads < kWeightThreads && threads * int64_t(16) < positions) threads *= 2;
   visit_float(t, "convolution_backward", [&]<class T>() {
     visit_index(a, [&]<class I>() {
-      depthwise_backward_weight_kernel<T, I><<<blocks, kWeightThreads, 0, s>>>(
+      depthwise_backward_weight_kernel<T, I><<<blocks, threads, 0, s>>>(
           Dw<I>(a), static_cast<const T*>(grad_y), static_cast<const T*>(x), static_cast<T*>(grad_w), I(weights));
     });
   });

@@ -28,7 +28,8 @@ DepthwiseArgs depthwise_args(const ConvShape& sh) {
   DepthwiseArgs a{};
   a.N = sh.N, a.C = sh.C_in, a.mult = sh.C_out / sh.C_in;
   a.H = 1, a.kh = 1, a.sh = 1, a.ph = 0, a.dh = 1, a.oh = 1;
-  if (sh.nd == 2) a.H = sh.in[0], a.kh = sh.k[0], a.sh = sh.stride[0], a.ph = sh.pad[0], a.dh = sh.dil[0], a.oh = sh.out[0];
+  if (sh.nd == 2)
+    a.H = sh.in[0], a.kh = sh.k[0], a.sh = sh.stride[0], a.ph = sh.pad[0], a.dh = sh.dil[0], a.oh = sh.out[0];
   const int j = sh.nd - 1;
   a.W = sh.in[j], a.kw = sh.k[j], a.sw = sh.stride[j], a.pw = sh.pad[j], a.dw = sh.dil[j], a.ow = sh.out[j];
   return a;
