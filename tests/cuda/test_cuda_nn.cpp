@@ -85,6 +85,69 @@ TEST(CudaNn, Tf32ConvolutionsAreTheDefault) {
   EXPECT_LT(fp32, tf32);  // TF32 did run
 }
 
+// got (any device, any floating dtype) against a float64 CPU result, within tol of the largest
+// magnitude of want (half types round each output once; the kernels accumulate in float32).
+void expect_close_scaled(const Tensor& got, const Tensor& want, double tol) {
+  Tensor w = want.detach().to(kFloat64);
+  const double scale = std::max(1.0, w.abs().max().item<double>());
+  expect_close(got.detach().cpu().to(kFloat64), w, tol, tol * scale);
+}
+
+// Depthwise convolutions (groups = in channels) run on kiln's own kernels (depthwise.cu), not
+// cuDNN: the forward and all three gradients against the CPU in float64 on the same rounded inputs.
+TEST(CudaNn, DepthwiseConvolutionAsTheCpu) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(27);
+  struct Case {
+    std::string name;
+    std::vector<int64_t> x, w, stride, pad, dil;
+    bool bias, transposed_input;
+  };
+  const std::vector<Case> cases = {
+      {"3x3 stride 1 pad 1 + bias", {2, 8, 13, 11}, {8, 1, 3, 3}, {1}, {1}, {1}, true, false},
+      {"3x3 stride 2 pad 1", {2, 8, 14, 15}, {8, 1, 3, 3}, {2}, {1}, {1}, false, false},
+      {"3x3 dilation 2 pad 2 multiplier 2 + bias", {2, 4, 12, 10}, {8, 1, 3, 3}, {1}, {2}, {2}, true, false},
+      {"5x5 stride 2 pad 2 multiplier 2 + bias", {3, 4, 17, 16}, {8, 1, 5, 5}, {2}, {2}, {1}, true, false},
+      {"1x7 stride (1,2) pad (0,3)", {2, 6, 5, 20}, {6, 1, 1, 7}, {1, 2}, {0, 3}, {1}, false, false},
+      {"3x3 stride 2, non-contiguous input + bias", {2, 8, 13, 11}, {8, 1, 3, 3}, {2}, {1}, {1}, true, true},
+      {"1-d stride 2 pad 1 multiplier 2 + bias", {2, 5, 30}, {10, 1, 3}, {2}, {1}, {1}, true, false},
+      {"MobileNetV2's 3x3 stride 2", {4, 32, 56, 56}, {32, 1, 3, 3}, {2}, {1}, {1}, false, false},
+  };
+  for (const Case& k : cases) {
+    const int64_t groups = k.x[1];
+    auto conv = [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return k.x.size() == 3 ? conv1d(x, w, b, k.stride, k.pad, k.dil, groups)
+                             : conv2d(x, w, b, k.stride, k.pad, k.dil, groups);
+    };
+    // The non-contiguous input is a transposed view of an [N, C, W, H] leaf.
+    std::vector<int64_t> xs = k.x;
+    if (k.transposed_input) std::swap(xs[2], xs[3]);
+    auto view = [&](const Tensor& x) { return k.transposed_input ? x.transpose(2, 3) : x; };
+    const Tensor x64 = randn(xs, kFloat64), w64 = randn(k.w, kFloat64) * 0.3, b64 = randn({k.w[0]}, kFloat64);
+    for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      SCOPED_TRACE(k.name + " " + std::string(dtype_name(t)));
+      const double tol = t == kFloat64 ? 1e-10 : t == kFloat32 ? 1e-4 : 1e-2;
+      auto leaf = [&](const Tensor& v, bool on_gpu) {
+        Tensor r = on_gpu ? v.to(t).cuda() : v.to(t).to(kFloat64).clone();
+        return r.requires_grad_(true);
+      };
+      Tensor cx = leaf(x64, false), cw = leaf(w64, false), cb = leaf(b64, false);
+      Tensor gx = leaf(x64, true), gw = leaf(w64, true), gb = leaf(b64, true);
+      Tensor cy = conv(view(cx), cw, k.bias ? cb : Tensor());
+      Tensor gy = conv(view(gx), gw, k.bias ? gb : Tensor());
+      ASSERT_EQ(gy.dtype(), t);
+      expect_close_scaled(gy, cy, tol);
+      // A random upstream gradient (rounded to t on both sides) reaches every tap.
+      const Tensor up = randn(cy.sizes(), kFloat64).to(t);
+      (cy * up.to(kFloat64)).sum().backward();
+      (gy * up.cuda()).sum().backward();
+      expect_close_scaled(gx.grad(), cx.grad(), tol);
+      expect_close_scaled(gw.grad(), cw.grad(), tol);
+      if (k.bias) expect_close_scaled(gb.grad(), cb.grad(), tol);
+    }
+  }
+}
+
 TEST(CudaNn, SearchsortedAsTheCpu) {
   KILN_REQUIRE_CUDA();
   manual_seed(24);

@@ -179,6 +179,13 @@ std::vector<OpSample> conv1d_samples() {
   c.dw = 2, c.groups = 2;
   v.push_back(conv_sample("dilation 2 groups 2, unbatched", {in({4, 8}, kFloat64, 4), in({2, 2, 3}, kFloat64, 5)},
                           [](const TensorList& x) { return TensorList{conv1d(x[0], x[1], {}, 1, 0, 2, 2)}; }, c));
+  for (DType t : {kFloat32, kBFloat16}) {
+    ConvCfg d;
+    d.sw = 2, d.pw = 1, d.groups = 3;
+    v.push_back(conv_sample("depthwise stride 2 pad 1 multiplier 2 + bias " + tname(t),
+                            {in({2, 3, 9}, t, 6), in({6, 1, 3}, t, 7), in({6}, t, 8)},
+                            [](const TensorList& x) { return TensorList{conv1d(x[0], x[1], x[2], 2, 1, 1, 3)}; }, d));
+  }
   return v;
 }
 std::vector<ErrorSample> conv1d_errors() {
@@ -248,6 +255,17 @@ std::vector<OpSample> convolution_samples() {
   d.sh = 2, d.dw = 2;
   v.push_back(conv_sample("direct stride and dilation, no bias",
                           {in({1, 3, 6, 7}, kFloat32, 7), in({4, 3, 2, 2}, kFloat32, 8), Tensor()}, direct(d), d));
+  // Depthwise (groups = in channels): CUDA runs its own kernels for these, not cuDNN.
+  ConvCfg dw;
+  dw.sh = dw.sw = 2, dw.ph = dw.pw = 2, dw.dh = dw.dw = 2, dw.groups = 3;
+  for (DType t : kFloatTypes)
+    v.push_back(conv_sample("direct depthwise 5x5 stride 2 pad 2 dilation 2 multiplier 2 + bias " + tname(t),
+                            {in({1, 3, 9, 8}, t, 9), in({6, 1, 5, 5}, t, 10), in({6}, t, 11)}, direct(dw), dw));
+  ConvCfg row;
+  row.pw = 3, row.groups = 4;
+  v.push_back(conv_sample("direct depthwise 1x7 pad (0,3), non-contiguous input",
+                          {in({2, 4, 3, 9}, kFloat32, 12, true), in({4, 1, 1, 7}, kFloat32, 13), Tensor()}, direct(row),
+                          row));
   return v;
 }
 std::vector<ErrorSample> convolution_errors() {
@@ -298,6 +316,18 @@ std::vector<OpSample> convolution_backward_samples() {
   ConvCfg dw;
   dw.ph = dw.pw = 1, dw.groups = 3;
   v.push_back(conv_bwd_sample("depthwise", {2, 3, 5, 5}, {3, 1, 3, 3}, dw, kFloat32, {1, 1, 1}));
+  ConvCfg dm;
+  dm.sh = dm.sw = 2, dm.ph = dm.pw = 2, dm.dh = dm.dw = 2, dm.groups = 3;
+  for (DType t : kFloatTypes)
+    v.push_back(conv_bwd_sample("depthwise stride 2 pad 2 dilation 2 multiplier 2", {1, 3, 5, 6}, {6, 1, 3, 3}, dm, t,
+                                {1, 1, 1}));
+  ConvCfg d5;
+  d5.ph = d5.pw = 2, d5.groups = 2;
+  v.push_back(conv_bwd_sample("depthwise 5x5 grad_weight only", {1, 2, 5, 5}, {2, 1, 5, 5}, d5, kFloat64, {0, 1, 0}));
+  ConvCfg d17;
+  d17.sw = 2, d17.pw = 3, d17.groups = 2;
+  v.push_back(conv_bwd_sample("depthwise 1x7 stride (1,2), no grad_weight", {1, 2, 2, 9}, {2, 1, 1, 7}, d17, kFloat32,
+                              {1, 0, 1}));
   return v;
 }
 std::vector<ErrorSample> convolution_backward_errors() {

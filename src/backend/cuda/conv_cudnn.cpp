@@ -3,7 +3,8 @@
 // dilation, padding, transposed. float32 computes in TF32 unless backends::cudnn::allow_tf32(false)
 // (PyTorch's default); float16/bfloat16 on tensor cores. The algorithm is cuDNN's
 // heuristic (or, KILN_CUDNN_BENCHMARK=1, timed) choice, cached per shape. Without
-// cuDNN at build time (KILN_HAVE_CUDNN unset) both ops say so.
+// cuDNN at build time (KILN_HAVE_CUDNN unset) both ops say so. Depthwise convolutions (groups =
+// in channels, 1-d/2-d, not transposed) run on kiln's own kernels instead (depthwise_ops.cpp).
 #include <atomic>
 #include <string>
 
@@ -39,11 +40,18 @@ namespace kiln::cuda {
 namespace {
 
 #ifndef KILN_HAVE_CUDNN
-void no_cudnn(const OpCall& c, std::vector<Tensor>&) {
+// Depthwise convolutions have kiln's own kernels (depthwise_ops.cpp); the rest need cuDNN.
+void no_cudnn(const OpCall& c) {
   KILN_FAIL(c.name(), ": not supported yet on cuda: convolution needs cuDNN (kiln was built without it)");
 }
-KILN_REGISTER_KERNEL(convolution, CUDA, no_cudnn);
-KILN_REGISTER_KERNEL(convolution_backward, CUDA, no_cudnn);
+void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  if (!depthwise_convolution(c, outs)) no_cudnn(c);
+}
+void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  if (!depthwise_convolution_backward(c, outs)) no_cudnn(c);
+}
+KILN_REGISTER_KERNEL(convolution, CUDA, convolution_kernel);
+KILN_REGISTER_KERNEL(convolution_backward, CUDA, convolution_backward_kernel);
 #else
 
 void check_cudnn(cudnnStatus_t st, const char* what) {
@@ -370,7 +378,7 @@ void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   int d = out.device().index;
   DeviceGuard g(d);
   (void)cudnn_type(c.name(), out.dtype());
-  if (out.numel() == 0) return;
+  if (out.numel() == 0 || depthwise_convolution(c, outs)) return;
   Tensor x = dense(c.in(0)), w = dense(c.in(1));
   ConvSetup s;
   if (x.numel() == 0 || w.numel() == 0) {
@@ -404,6 +412,7 @@ void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   int d = c.in(1).device().index;
   DeviceGuard g(d);
   (void)cudnn_type(c.name(), c.in(1).dtype());
+  if (depthwise_convolution_backward(c, outs)) return;
   Tensor go = dense(c.in(0)), x = dense(c.in(1)), w = dense(c.in(2));
   const bool empty = go.numel() == 0 || x.numel() == 0 || w.numel() == 0;
   if (empty) {

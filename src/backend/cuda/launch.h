@@ -19,6 +19,9 @@ void copy_same_device(const Tensor& dst, const Tensor& src);
 Tensor dense_as(const Tensor& t, DType dt);
 // Note [CUDA staged through the CPU]: runs the op's CPU kernel on downloaded inputs, uploads the results.
 void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs);
+// Depthwise convolutions (depthwise_ops.cpp): false, computing nothing, when c is not one.
+bool depthwise_convolution(const OpCall& c, std::vector<Tensor>& outs);
+bool depthwise_convolution_backward(const OpCall& c, std::vector<Tensor>& outs);
 // cuDNN as `kiln info` shows it: the loaded library's version, or why convolutions lack it.
 std::string cudnn_info();
 
