@@ -13,7 +13,7 @@
 // without weights); 0 on ignored rows. The reduction stays in ops on the [N] losses.
 //
 // cross_entropy's decomposition sends CUDA [N, C] logits with class-index targets (and a weight
-// that needs no gradient: torch's weight gets none either) here; the CPU and compiled graphs
+// that needs no gradient; the op's VJP has the weight's gradient in ops, for direct calls) here; the CPU and compiled graphs
 // keep the decomposition (the CPU kernels are the reference the CUDA ones are tested against).
 #include "kiln/autograd.h"
 #include "ops/grad_util.h"
@@ -89,34 +89,42 @@ bool needs_graph(const VjpCall& v) {
 std::vector<Tensor> vjp_fused_ce(const VjpCall& v) {
   const Tensor &x = v.inputs[0], &target = v.inputs[1], &weight = v.inputs[2];
   const Tensor &tw = v.outputs[1], &lse = v.outputs[2];
-  const int64_t ignore = v.attrs.i(0);
+  const int64_t ignore = v.attrs.i(0), C = x.sizes()[1];
   const double ls = v.attrs.f(1);
-  KILN_CHECK(!v.needs(2), "_fused_cross_entropy: not supported yet: a gradient for the class weight "
-                          "(cross_entropy sends weights that require grad to its decomposition)");
   std::vector<Tensor> r(3);
-  if (!v.needs(0)) return r;
   const Tensor g = v.grads[0].to(x.dtype());
   const Tensor gl = v.grads[2].to(lse.dtype());  // zeros unless the logsumexp output was used
-  Tensor gx;
-  if (!needs_graph(v)) {
-    gx = call_op1(OpId::_fused_cross_entropy_backward, {g, x, target, weight, lse, gl}, v.attrs);
-  } else {
-    const int64_t C = x.sizes()[1];
-    Tensor p = exp(x - unsqueeze(lse.to(x.dtype()), 1));
-    Tensor t = target.to(kInt64);
-    Tensor hot = eq(unsqueeze(t, 1), arange(Scalar(int64_t(0)), Scalar(C), Scalar(int64_t(1)),
-                                            TensorOptions(kInt64).device(x.device())))
-                     .to(x.dtype());
-    gx = unsqueeze(tw, 1) * (p - hot);
-    if (ls > 0) {
-      Tensor keep = unsqueeze(ne(t, Scalar(ignore)).to(x.dtype()), 1);
-      Tensor w = weight.defined() ? unsqueeze(weight.to(x.dtype()), 0) : ones_like(p);
-      Tensor W = weight.defined() ? sum(weight.to(x.dtype())) : scalar(static_cast<double>(C));
-      gx = gx * (1.0 - ls) + keep * (p * W - w) * (ls / static_cast<double>(C));
+  // The formula in ops (double backward; the class weight's gradient): the one-hot targets and
+  // the kept rows as [N, C] / [N, 1] masks.
+  auto hot = [&] {
+    return eq(unsqueeze(target.to(kInt64), 1),
+              arange(Scalar(int64_t(0)), Scalar(C), Scalar(int64_t(1)), TensorOptions(kInt64).device(x.device())))
+        .to(x.dtype());
+  };
+  auto keep = [&] { return unsqueeze(ne(target.to(kInt64), Scalar(ignore)).to(x.dtype()), 1); };
+  if (v.needs(0)) {
+    if (!needs_graph(v)) {
+      r[0] = call_op1(OpId::_fused_cross_entropy_backward, {g, x, target, weight, lse, gl}, v.attrs);
+    } else {
+      Tensor p = exp(x - unsqueeze(lse.to(x.dtype()), 1));
+      Tensor gx = unsqueeze(tw, 1) * (p - hot());
+      if (ls > 0) {
+        Tensor w = weight.defined() ? unsqueeze(weight.to(x.dtype()), 0) : ones_like(p);
+        Tensor W = weight.defined() ? sum(weight.to(x.dtype())) : scalar(static_cast<double>(C));
+        gx = gx * (1.0 - ls) + keep() * (p * W - w) * (ls / static_cast<double>(C));
+      }
+      r[0] = reduce_grad(v, 0, gx * unsqueeze(g, 1) + unsqueeze(gl.to(x.dtype()), 1) * p);
     }
-    gx = gx * unsqueeze(g, 1) + unsqueeze(gl.to(x.dtype()), 1) * p;
   }
-  r[0] = reduce_grad(v, 0, gx);
+  if (v.needs(2)) {
+    // loss_i = (1 - ls) w_t (lse_i - x_it) + ls / C sum_c w_c (lse_i - x_ic) and target_weight_i
+    // = w_t on kept rows.
+    Tensor diff = unsqueeze(lse.to(x.dtype()), 1) - x, h = hot(), k = keep();
+    Tensor per = h * diff * (1.0 - ls);
+    if (ls > 0) per = per + diff * (ls / static_cast<double>(C));
+    Tensor gw = sum(k * (unsqueeze(g, 1) * per + unsqueeze(v.grads[1].to(x.dtype()), 1) * h), {0});
+    r[2] = reduce_grad(v, 2, gw);
+  }
   return r;
 }
 KILN_REGISTER_VJP(_fused_cross_entropy, vjp_fused_ce);

@@ -79,7 +79,7 @@ std::vector<OpSample> fused_ce_samples() {
         const DType x = in[0].dtype();
         return TensorList{r.loss.to(x), r.tw.to(x), r.lse.to(x == kFloat64 ? kFloat64 : kFloat32)};
       };
-      s.grad_inputs = {0};
+      s.grad_inputs = {0, 2};
       s.check_grad = cc.shape[1] <= 100;  // finite differences over 4500 logits: minutes; the short rows check it
       if (in_reduced(t)) s.atol = 3e-2;
       out.push_back(s);
