@@ -30,6 +30,10 @@ bool grad_needs_graph(const VjpCall& v) {
   if (v.grads[0].defined() && v.grads[0].requires_grad()) return true;
   for (const Tensor& t : v.inputs)
     if (t.defined() && t.requires_grad()) return true;
+  // Ops that save only their output (softmax) have no inputs here; the output requires grad
+  // exactly when an input did.
+  for (const Tensor& t : v.outputs)
+    if (t.defined() && t.requires_grad()) return true;
   return false;
 }
 
