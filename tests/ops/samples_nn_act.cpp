@@ -115,13 +115,25 @@ std::vector<ErrorSample> softmax_backward_data_errors() {
     call_op1(OpId::_softmax_backward_data, {g, y}, {d, false});
   };
   return {
-      {"dim out of range", [=] { call(make_input({2, 3}, kFloat32, 1), make_input({2, 3}, kFloat32, 2), 2); },
+      {"dim out of range",
+       [=] {
+         call(make_input({2, 3}, kFloat32, 1), make_input({2, 3}, kFloat32, 2), 2);
+       },
        "out of range"},
-      {"grad_out shape", [=] { call(make_input({2, 4}, kFloat32, 1), make_input({2, 3}, kFloat32, 2), 1); },
+      {"grad_out shape",
+       [=] {
+         call(make_input({2, 4}, kFloat32, 1), make_input({2, 3}, kFloat32, 2), 1);
+       },
        "expected grad_out of shape [2, 3]"},
-      {"grad_out dtype", [=] { call(make_input({2, 3}, kFloat64, 1), make_input({2, 3}, kFloat32, 2), 1); },
+      {"grad_out dtype",
+       [=] {
+         call(make_input({2, 3}, kFloat64, 1), make_input({2, 3}, kFloat32, 2), 1);
+       },
        "expected grad_out of dtype"},
-      {"integer output", [=] { call(make_input({2, 3}, kInt64, 1), make_input({2, 3}, kInt64, 2), 1); },
+      {"integer output",
+       [=] {
+         call(make_input({2, 3}, kInt64, 1), make_input({2, 3}, kInt64, 2), 1);
+       },
        "expected a floating output"},
   };
 }
@@ -130,9 +142,7 @@ KILN_OP_SAMPLES(_softmax_backward_data, softmax_backward_data_samples, softmax_b
 // ---- _gelu_backward (Note [Fused norm and activation backward]): against a central difference
 // of gelu's formula in double ----
 double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
-double gelu_tanh(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 std::vector<OpSample> gelu_backward_samples() {
   std::vector<OpSample> out;
   auto add = [&](std::string name, const Tensor& g, const Tensor& x, std::string approx) {
@@ -140,9 +150,7 @@ std::vector<OpSample> gelu_backward_samples() {
     OpSample s;
     s.name = std::move(name) + " " + approx;
     s.inputs = {g, x};
-    s.fn = [=](const TensorList& in) {
-      return TensorList{call_op1(OpId::_gelu_backward, {in[0], in[1]}, {approx})};
-    };
+    s.fn = [=](const TensorList& in) { return TensorList{call_op1(OpId::_gelu_backward, {in[0], in[1]}, {approx})}; };
     s.reference = [=](const TensorList& in) {
       auto f = approx == "tanh" ? gelu_tanh : gelu_exact;
       return TensorList{ref_map2(Ref::of(in[0]), Ref::of(in[1]), [f](double gv, double xv) {

@@ -280,7 +280,8 @@ std::vector<OpSample> layer_norm_backward_samples() {
           gw.v[i] += g.v[o + i] * xhat(i);
           double acc = 0;
           for (int64_t j = 0; j < N; ++j) {
-            const double jac = (i == j ? 1.0 : 0.0) - 1 / static_cast<double>(N) - xhat(i) * xhat(j) / static_cast<double>(N);
+            const double jac =
+                (i == j ? 1.0 : 0.0) - 1 / static_cast<double>(N) - xhat(i) * xhat(j) / static_cast<double>(N);
             acc += g.v[o + j] * w.v[j] * rstd * jac;
           }
           gx.v[o + i] = acc;
@@ -309,11 +310,20 @@ std::vector<ErrorSample> layer_norm_backward_errors() {
     call_op(OpId::_layer_norm_backward, {g, x, Tensor()}, {ns, 1e-5});
   };
   return {
-      {"grad_out shape", [=] { call(make_input({2, 3}, kFloat32, 1), make_input({2, 4}, kFloat32, 2), {4}); },
+      {"grad_out shape",
+       [=] {
+         call(make_input({2, 3}, kFloat32, 1), make_input({2, 4}, kFloat32, 2), {4});
+       },
        "expected grad_out of shape [2, 4]"},
-      {"grad_out dtype", [=] { call(make_input({2, 4}, kFloat64, 1), make_input({2, 4}, kFloat32, 2), {4}); },
+      {"grad_out dtype",
+       [=] {
+         call(make_input({2, 4}, kFloat64, 1), make_input({2, 4}, kFloat32, 2), {4});
+       },
        "expected grad_out of dtype"},
-      {"normalized_shape", [=] { call(make_input({2, 4}, kFloat32, 1), make_input({2, 4}, kFloat32, 2), {3}); },
+      {"normalized_shape",
+       [=] {
+         call(make_input({2, 4}, kFloat32, 1), make_input({2, 4}, kFloat32, 2), {3});
+       },
        "normalized_shape"},
   };
 }

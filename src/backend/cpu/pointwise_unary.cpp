@@ -79,7 +79,8 @@ KILN_REGISTER_KERNEL(gelu, CPU, gelu_kernel);
 void gelu_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   if (c.attrs.str(0) == "tanh")
     binary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(1), outs[0].dtype(), math::GeluTanhBackward{});
-  else binary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(1), outs[0].dtype(), math::GeluBackward{});
+  else
+    binary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(1), outs[0].dtype(), math::GeluBackward{});
 }
 KILN_REGISTER_KERNEL(_gelu_backward, CPU, gelu_backward_kernel);
 

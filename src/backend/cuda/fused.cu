@@ -662,8 +662,8 @@ void launch_layer_norm_backward(DType t, const void* g, const void* x, const voi
     } else {  // no rows: both sums are zero
       KILN_CUDA_CHECK(cudaMemsetAsync(pp, 0, static_cast<size_t>(2 * splits * n) * sizeof(C), s), "cudaMemsetAsync");
     }
-    layer_norm_backward_cols_final<C><<<grid_for(n), kThreads, 0, s>>>(pp, static_cast<C*>(gw), static_cast<C*>(gb), n,
-                                                                       splits);
+    layer_norm_backward_cols_final<C>
+        <<<grid_for(n), kThreads, 0, s>>>(pp, static_cast<C*>(gw), static_cast<C*>(gb), n, splits);
   });
   check_launch();
 }
