@@ -20,6 +20,10 @@ std::vector<Tensor> vjp_softmax(const VjpCall& v) {
   if (!v.needs(0)) return r;
   if (y.dim() == 0) return {reduce_grad(v, 0, g * 0.0)};  // softmax of one element is constant
   int64_t d = wrap_dim(v.attrs.i(0), y.dim(), "softmax");
+  if (!grad_needs_graph(v)) {
+    r[0] = reduce_grad(v, 0, call_op1(OpId::_softmax_backward_data, {g, y}, {d, v.op == OpId::log_softmax}));
+    return r;
+  }
   Tensor gx;
   if (v.op == OpId::softmax) gx = y * (g - sum(g * y, {d}, true));
   else gx = g - exp(y) * sum(g, {d}, true);
@@ -45,6 +49,13 @@ std::vector<Tensor> vjp_layer_norm(const VjpCall& v) {
       if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(x0.device()));
     return r;
   }
+  if (!grad_needs_graph(v)) {
+    Tensor g = v.grads[0].dtype() == x0.dtype() ? v.grads[0] : v.grads[0].to(x0.dtype());
+    std::vector<Tensor> gs = call_op(OpId::_layer_norm_backward, {g, x0, w}, {v.attrs.ints(0), eps});
+    for (size_t i = 0; i < 3; ++i)
+      if (v.needs(i)) r[i] = reduce_grad(v, i, gs[i]);
+    return r;
+  }
   DType ct = opmath(x0.dtype());
   Tensor x = x0.to(ct), g = v.grads[0].to(ct);
   std::vector<int64_t> dims = last_dims(x.dim(), k), lead = last_dims(x.dim() - k, x.dim() - k);
@@ -59,20 +70,20 @@ std::vector<Tensor> vjp_layer_norm(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(layer_norm, vjp_layer_norm);
 
+// Note [Fused norm and activation backward]
+// As _batch_norm_backward (Note [Fused batch_norm backward] below): layer_norm's, softmax's,
+// log_softmax's and gelu's rules written with ops make 3-15 passes over the activation (the
+// statistics recomputed, each intermediate in float32); _layer_norm_backward,
+// _softmax_backward_data and _gelu_backward (grad_pointwise.cpp) are one kernel each, as
+// torch's native_layer_norm_backward, _softmax_backward_data and gelu_backward. They are
+// NONDIFF, so a gradient that is itself differentiated (grad_needs_graph) runs the op formula.
+
 // Note [Fused batch_norm backward]
 // The rule below, written with ops, makes ~10 passes over the activation; the
 // _batch_norm_backward prim makes two (per-channel sums of g and g * xhat, then grad_x) and is
 // what eager backward and traced backward graphs run. It is NONDIFF, so when the gradient is
 // itself to be differentiated (grad mode on in a create_graph pass, with anything here
-// requiring grad) the op formula runs instead and double backward works as before.
-bool batch_norm_grad_needs_graph(const VjpCall& v) {
-  if (!is_grad_enabled()) return false;
-  if (v.grads[0].defined() && v.grads[0].requires_grad()) return true;
-  for (const Tensor& t : v.inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
-
+// requiring grad: grad_needs_graph) the op formula runs instead and double backward works as before.
 std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
   const Tensor &x0 = v.inputs[0], &rm = v.inputs[1], &rv = v.inputs[2], &w = v.inputs[3];
   bool training = v.attrs.b(0);
@@ -83,7 +94,7 @@ std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
       if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(x0.device()));
     return r;
   }
-  if (!batch_norm_grad_needs_graph(v)) {
+  if (!grad_needs_graph(v)) {
     Tensor g = v.grads[0].dtype() == x0.dtype() ? v.grads[0] : v.grads[0].to(x0.dtype());
     std::vector<Tensor> gs = call_op(OpId::_batch_norm_backward,
                                      {g, x0, w, training ? Tensor() : rm, training ? Tensor() : rv}, {training, eps});

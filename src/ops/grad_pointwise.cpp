@@ -3,6 +3,7 @@
 // (double backward) where the math allows.
 #include <cmath>
 
+#include "dispatch/dispatch.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/grad_util.h"
@@ -86,6 +87,9 @@ Tensor g_silu(const VjpCall& v, const Tensor& g) {
 }
 Tensor g_gelu(const VjpCall& v, const Tensor& g) {
   const Tensor& x = x_(v);
+  // One kernel unless the gradient is to be differentiated (Note [Fused norm and activation backward]).
+  if (!grad_needs_graph(v))
+    return call_op1(OpId::_gelu_backward, {g.dtype() == x.dtype() ? g : g.to(x.dtype()), x}, {v.attrs.str(0)});
   if (v.attrs.str(0) == "tanh") {
     // d/dx x/2 (1 + t), t = tanh(b (x + k x^3)): (1 + t)/2 + x/2 (1 - t^2) b (1 + 3k x^2)
     Tensor x2 = square(x);

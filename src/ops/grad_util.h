@@ -20,4 +20,9 @@ std::vector<Tensor> unary_vjp(const VjpCall& v) {
 }
 inline const Tensor& vjp_input0(const VjpCall& v) { return v.inputs[0]; }
 
+// Whether the gradient being computed is itself to be differentiated (grad mode on in a
+// create_graph pass, with the output gradient or a saved input or output requiring grad): then a VJP must be
+// written with differentiable ops, not a NONDIFF fused backward op (Note [Fused batch_norm backward]).
+bool grad_needs_graph(const VjpCall& v);
+
 }  // namespace kiln

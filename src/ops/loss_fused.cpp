@@ -75,17 +75,6 @@ SaveSet save_fused_ce(uint64_t, const Attrs&) {
 }
 KILN_REGISTER_SAVE_RULE(_fused_cross_entropy, save_fused_ce);
 
-// Whether the gradient must itself be differentiable (a create_graph pass that reaches here):
-// then the formula runs in ops instead of the NONDIFF backward op.
-bool needs_graph(const VjpCall& v) {
-  if (!is_grad_enabled()) return false;
-  for (const Tensor& g : v.grads)
-    if (g.defined() && g.requires_grad()) return true;
-  for (const Tensor& t : v.inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
-
 std::vector<Tensor> vjp_fused_ce(const VjpCall& v) {
   const Tensor &x = v.inputs[0], &target = v.inputs[1], &weight = v.inputs[2];
   const Tensor &tw = v.outputs[1], &lse = v.outputs[2];
@@ -103,7 +92,7 @@ std::vector<Tensor> vjp_fused_ce(const VjpCall& v) {
   };
   auto keep = [&] { return unsqueeze(ne(target.to(kInt64), Scalar(ignore)).to(x.dtype()), 1); };
   if (v.needs(0)) {
-    if (!needs_graph(v)) {
+    if (!grad_needs_graph(v)) {
       r[0] = call_op1(OpId::_fused_cross_entropy_backward, {g, x, target, weight, lse, gl}, v.attrs);
     } else {
       Tensor p = exp(x - unsqueeze(lse.to(x.dtype()), 1));

@@ -50,6 +50,21 @@ std::vector<Tensor> decomp_softmax(const OpCall& c) {
 KILN_REGISTER_DECOMP(softmax, decomp_softmax);
 KILN_REGISTER_DECOMP(log_softmax, decomp_softmax);
 
+// ---- _softmax_backward_data: (grad_out, output; dim, log) (Note [Fused norm and activation
+// backward], grad_nn.cpp): grad_out and the forward's output of one floating dtype and shape ----
+std::vector<TensorMeta> meta_softmax_backward_data(const OpCall& c) {
+  const Tensor &g = c.in(0), &y = c.in(1);
+  const char* op = c.name();
+  KILN_CHECK(g.defined() && y.defined(), op, ": expected defined grad_out and output");
+  KILN_CHECK(is_floating_point(y.dtype()), op, ": expected a floating output, got dtype ", y.dtype());
+  KILN_CHECK(g.dtype() == y.dtype(), op, ": expected grad_out of dtype ", y.dtype(), " (output's), got ", g.dtype());
+  KILN_CHECK(g.sizes() == y.sizes(), op, ": expected grad_out of shape ", shape_str(y.sizes()), " (output's), got ",
+             shape_str(g.sizes()));
+  wrap_dim(c.attrs.i(0), y.dim(), op);
+  return one_output(y.sizes().vec(), y.dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(_softmax_backward_data, meta_softmax_backward_data);
+
 // ---- dropout: (x; p, train, seed, offset) ----
 std::vector<TensorMeta> meta_dropout(const OpCall& c) {
   const Tensor& x = c.in(0);

@@ -152,6 +152,31 @@ std::vector<TensorMeta> meta_layer_norm(const OpCall& c) {
 }
 KILN_REGISTER_META(layer_norm, meta_layer_norm);
 
+// ---- _layer_norm_backward: (grad_out, x, weight?; normalized_shape, eps) -> (grad_x,
+// grad_weight, grad_bias) (Note [Fused norm and activation backward], grad_nn.cpp) ----
+std::vector<TensorMeta> meta_layer_norm_backward(const OpCall& c) {
+  const Tensor &g = c.in(0), &x = c.in(1);
+  const auto& ns = c.attrs.ints(0);
+  const char* op = c.name();
+  KILN_CHECK(g.defined() && x.defined(), op, ": expected defined grad_out and x");
+  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  check_normalized_shape(x, ns, op);
+  KILN_CHECK(g.sizes() == x.sizes(), op, ": expected grad_out of shape ", shape_str(x.sizes()), ", got ",
+             shape_str(g.sizes()));
+  KILN_CHECK(g.dtype() == x.dtype(), op, ": expected grad_out of dtype ", x.dtype(), ", got ", g.dtype());
+  check_param(c.in(2), ns, op, "weight");
+  const Device d = output_device(c.inputs);
+  const DType ct = opmath(x.dtype());
+  std::vector<TensorMeta> out(3);
+  out[0].sizes = x.sizes().vec();
+  out[1].sizes = out[2].sizes = Shape(ns.begin(), ns.end());
+  out[0].dtype = x.dtype();
+  out[1].dtype = out[2].dtype = ct;
+  for (auto& m : out) m.device = d;
+  return out;
+}
+KILN_REGISTER_META(_layer_norm_backward, meta_layer_norm_backward);
+
 std::vector<Tensor> decomp_layer_norm(const OpCall& c) {
   std::vector<TensorMeta> m = meta_layer_norm(c);
   const Tensor& x0 = c.in(0);

@@ -53,6 +53,19 @@ std::vector<TensorMeta> meta_gelu(const OpCall& c) {
   KILN_CHECK(a == "none" || a == "tanh", "gelu: approximate must be 'none' or 'tanh', got '", a, "'");
   return meta_float_only(c);
 }
+// _gelu_backward (grad_out, x; approximate): grad_out and x of one floating dtype and shape.
+std::vector<TensorMeta> meta_gelu_backward(const OpCall& c) {
+  const Tensor &g = c.in(0), &x = c.in(1);
+  const char* op = c.name();
+  KILN_CHECK(g.defined() && x.defined(), op, ": expected defined grad_out and x");
+  const std::string& a = c.attrs.str(0);
+  KILN_CHECK(a == "none" || a == "tanh", op, ": approximate must be 'none' or 'tanh', got '", a, "'");
+  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating x, got dtype ", x.dtype());
+  KILN_CHECK(g.dtype() == x.dtype(), op, ": expected grad_out of dtype ", x.dtype(), " (x's), got ", g.dtype());
+  KILN_CHECK(g.sizes() == x.sizes(), op, ": expected grad_out of shape ", shape_str(x.sizes()), " (x's), got ",
+             shape_str(g.sizes()));
+  return one_output(x.sizes().vec(), x.dtype(), output_device(c.inputs));
+}
 std::vector<TensorMeta> meta_bool1(const OpCall& c) { return out_like(unary_input(c), DType::Bool); }
 std::vector<TensorMeta> meta_bitwise_not(const OpCall& c) {
   const Tensor& x = unary_input(c);
@@ -133,6 +146,7 @@ KILN_REGISTER_META(atanh, meta_float1);
 KILN_REGISTER_META(logit, meta_float1);
 KILN_REGISTER_META(frac, meta_float_only);
 KILN_REGISTER_META(gelu, meta_gelu);
+KILN_REGISTER_META(_gelu_backward, meta_gelu_backward);
 KILN_REGISTER_META(silu, meta_float_only);
 KILN_REGISTER_META(isnan, meta_bool1);
 KILN_REGISTER_META(isinf, meta_bool1);
@@ -181,6 +195,28 @@ std::vector<Tensor> decomp_gelu(const OpCall& c) {
   }
   return {from_opmath(call_op1(OpId::mul, {mul_s(x, 0.5), add_s(inner, 1.0)}), c.in(0).dtype())};
 }
+// _gelu_backward, the formulas of math::GeluBackward / GeluTanhBackward:
+// exact: g (Phi(x) + x phi(x)); tanh: g ((1 + t)/2 + x/2 (1 - t^2) b (1 + 3k x^2)),
+// t = tanh(b (x + k x^3)), b = sqrt(2/pi), k = 0.044715.
+std::vector<Tensor> decomp_gelu_backward(const OpCall& c) {
+  const Tensor g = to_opmath(c.in(0)), x = to_opmath(c.in(1));
+  auto mul = [](const Tensor& a, const Tensor& b) { return call_op1(OpId::mul, {a, b}); };
+  const Tensor x2 = mul(x, x);
+  Tensor d;
+  if (c.attrs.str(0) == "tanh") {
+    const double b = std::sqrt(2.0 / M_PI), k = 0.044715;
+    Tensor t = prim1(OpId::tanh, mul_s(call_op1(OpId::add, {x, mul(x2, x)}, {Scalar(k)}), b));
+    Tensor left = mul_s(add_s(t, 1.0), 0.5);
+    Tensor one_minus_t2 = add_s(prim1(OpId::neg, mul(t, t)), 1.0);
+    Tensor right = mul(mul(mul_s(x, 0.5), one_minus_t2), mul_s(add_s(mul_s(x2, 3 * k), 1.0), b));
+    d = call_op1(OpId::add, {left, right}, {Scalar(1)});
+  } else {
+    Tensor cdf = mul_s(add_s(prim1(OpId::erf, mul_s(x, M_SQRT1_2)), 1.0), 0.5);
+    Tensor pdf = mul_s(prim1(OpId::exp, mul_s(x2, -0.5)), 0.5 * M_2_SQRTPI * M_SQRT1_2);
+    d = call_op1(OpId::add, {cdf, mul(x, pdf)}, {Scalar(1)});
+  }
+  return {from_opmath(mul(g, d), c.in(1).dtype())};
+}
 // silu(x) = x * sigmoid(x)
 std::vector<Tensor> decomp_silu(const OpCall& c) {
   Tensor x = to_opmath(c.in(0));
@@ -209,6 +245,7 @@ KILN_REGISTER_DECOMP(square, decomp_square);
 KILN_REGISTER_DECOMP(sigmoid, decomp_sigmoid);
 KILN_REGISTER_DECOMP(relu, decomp_relu);
 KILN_REGISTER_DECOMP(gelu, decomp_gelu);
+KILN_REGISTER_DECOMP(_gelu_backward, decomp_gelu_backward);
 KILN_REGISTER_DECOMP(silu, decomp_silu);
 KILN_REGISTER_DECOMP(clone, decomp_clone);
 KILN_REGISTER_DECOMP(frac, decomp_frac);

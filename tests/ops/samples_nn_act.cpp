@@ -1,4 +1,5 @@
 // Samples for softmax, log_softmax and dropout (Note [Op samples]).
+#include "dispatch/dispatch.h"
 #include "tests/ops/samples_nn_util.h"
 
 namespace kiln::test {
@@ -55,6 +56,137 @@ std::vector<ErrorSample> log_softmax_errors() { return softmax_errors_for(true);
 
 KILN_OP_SAMPLES(softmax, softmax_samples, softmax_errors);
 KILN_OP_SAMPLES(log_softmax, log_softmax_samples, log_softmax_errors);
+
+// ---- _softmax_backward_data (Note [Fused norm and activation backward]): against the
+// Jacobian of a row, d y_j / d x_i = y_j (delta_ij - y_i) for softmax and delta_ij - exp(y_i)
+// for log_softmax, from the forward's output y ----
+std::vector<OpSample> softmax_backward_data_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, const Tensor& x, int64_t dim, bool log, bool noncontig_g = false) {
+    const DType t = x.dtype();
+    OpSample s;
+    s.name = std::move(name) + (log ? " log" : "");
+    Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
+    s.inputs = {make_input(x.sizes().vec(), t, 51, -2, 2, noncontig_g), y};
+    s.fn = [=](const TensorList& in) {
+      return TensorList{call_op1(OpId::_softmax_backward_data, {in[0], in[1]}, {dim, log})};
+    };
+    s.reference = [=](const TensorList& in) {
+      Ref g = Ref::of(in[0]), yr = Ref::of(in[1]);
+      Ref gx = yr;
+      const int64_t d = yr.dim() == 0 ? 0 : (dim < 0 ? dim + yr.dim() : dim);
+      Ref idx(yr.shape);  // flat positions, walked row by row along dim
+      for (int64_t i = 0; i < idx.numel(); ++i) idx.v[i] = static_cast<double>(i);
+      for_rows(idx, d, [&](std::vector<double>& row) {
+        const size_t n = row.size();
+        std::vector<double> r(n);
+        for (size_t i = 0; i < n; ++i) {
+          const int64_t ei = static_cast<int64_t>(row[i]);
+          double acc = 0;
+          for (size_t j = 0; j < n; ++j) {
+            const int64_t ej = static_cast<int64_t>(row[j]);
+            const double delta = i == j ? 1.0 : 0.0;
+            const double jac = log ? delta - std::exp(yr.v[ei]) : yr.v[ej] * (delta - yr.v[ei]);
+            acc += g.v[ej] * jac;
+          }
+          r[i] = acc;
+        }
+        for (size_t i = 0; i < n; ++i) gx.v[static_cast<int64_t>(row[i])] = r[i];
+      });
+      return TensorList{gx.to(t)};
+    };
+    if (in_reduced(t)) s.atol = s.rtol = 2e-2;
+    out.push_back(s);
+  };
+  for (bool log : {false, true}) {
+    for (DType t : kFloatTypes) {
+      add("[3,5] dim -1 " + dname(t), make_input({3, 5}, t, 1), -1, log);
+      add("[3,5] dim 0 " + dname(t), make_input({3, 5}, t, 2), 0, log);
+      add("[2,3,4] dim 1 noncontig " + dname(t), make_input({2, 3, 4}, t, 3, -3, 3, true), 1, log, true);
+    }
+    add("0-d", make_input({}, kFloat32, 4), 0, log);
+    add("empty [0,3]", make_input({0, 3}, kFloat32, 5), 1, log);
+    add("[16,300] dim -1 (parallel)", make_input({16, 300}, kFloat32, 6, -5, 5), -1, log);
+  }
+  return out;
+}
+std::vector<ErrorSample> softmax_backward_data_errors() {
+  auto call = [](const Tensor& g, const Tensor& y, int64_t d) {
+    call_op1(OpId::_softmax_backward_data, {g, y}, {d, false});
+  };
+  return {
+      {"dim out of range",
+       [=] {
+         call(make_input({2, 3}, kFloat32, 1), make_input({2, 3}, kFloat32, 2), 2);
+       },
+       "out of range"},
+      {"grad_out shape",
+       [=] {
+         call(make_input({2, 4}, kFloat32, 1), make_input({2, 3}, kFloat32, 2), 1);
+       },
+       "expected grad_out of shape [2, 3]"},
+      {"grad_out dtype",
+       [=] {
+         call(make_input({2, 3}, kFloat64, 1), make_input({2, 3}, kFloat32, 2), 1);
+       },
+       "expected grad_out of dtype"},
+      {"integer output",
+       [=] {
+         call(make_input({2, 3}, kInt64, 1), make_input({2, 3}, kInt64, 2), 1);
+       },
+       "expected a floating output"},
+  };
+}
+KILN_OP_SAMPLES(_softmax_backward_data, softmax_backward_data_samples, softmax_backward_data_errors);
+
+// ---- _gelu_backward (Note [Fused norm and activation backward]): against a central difference
+// of gelu's formula in double ----
+double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+std::vector<OpSample> gelu_backward_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, const Tensor& g, const Tensor& x, std::string approx) {
+    const DType t = x.dtype();
+    OpSample s;
+    s.name = std::move(name) + " " + approx;
+    s.inputs = {g, x};
+    s.fn = [=](const TensorList& in) { return TensorList{call_op1(OpId::_gelu_backward, {in[0], in[1]}, {approx})}; };
+    s.reference = [=](const TensorList& in) {
+      auto f = approx == "tanh" ? gelu_tanh : gelu_exact;
+      return TensorList{ref_map2(Ref::of(in[0]), Ref::of(in[1]), [f](double gv, double xv) {
+                          const double h = 1e-5;
+                          return gv * (f(xv + h) - f(xv - h)) / (2 * h);
+                        }).to(t)};
+    };
+    if (t == kFloat32) s.atol = s.rtol = 1e-5;
+    out.push_back(s);
+  };
+  for (std::string approx : {"none", "tanh"}) {
+    for (DType t : kFloatTypes) {
+      add("[4,7] " + dname(t), make_input({4, 7}, t, 1), make_input({4, 7}, t, 2, -4, 4), approx);
+      add("[3,4] noncontig " + dname(t), make_input({3, 4}, t, 3, -2, 2, true), make_input({3, 4}, t, 4, -4, 4, true),
+          approx);
+    }
+    add("0-d", make_input({}, kFloat64, 5), make_input({}, kFloat64, 6), approx);
+    add("empty [0,3]", make_input({0, 3}, kFloat32, 7), make_input({0, 3}, kFloat32, 8), approx);
+    add("large |x| [64]", make_input({64}, kFloat32, 9), make_input({64}, kFloat32, 10, -12, 12), approx);
+  }
+  return out;
+}
+std::vector<ErrorSample> gelu_backward_errors() {
+  auto call = [](const Tensor& g, const Tensor& x, std::string a) { call_op1(OpId::_gelu_backward, {g, x}, {a}); };
+  return {
+      {"approximate", [=] { call(make_input({3}, kFloat32, 1), make_input({3}, kFloat32, 2), "erf"); },
+       "approximate must be 'none' or 'tanh'"},
+      {"grad_out shape", [=] { call(make_input({4}, kFloat32, 1), make_input({3}, kFloat32, 2), "none"); },
+       "expected grad_out of shape [3]"},
+      {"grad_out dtype", [=] { call(make_input({3}, kFloat64, 1), make_input({3}, kFloat32, 2), "none"); },
+       "expected grad_out of dtype"},
+      {"integer x", [=] { call(make_input({3}, kInt64, 1), make_input({3}, kInt64, 2), "none"); },
+       "expected a floating x"},
+  };
+}
+KILN_OP_SAMPLES(_gelu_backward, gelu_backward_samples, gelu_backward_errors);
 
 // ---- dropout: structural checks (Note [Dropout mask]) ----
 std::vector<OpSample> dropout_samples() {

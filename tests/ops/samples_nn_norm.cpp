@@ -249,6 +249,86 @@ std::vector<OpSample> batch_norm_backward_samples() {
 }
 KILN_OP_SAMPLES(_batch_norm_backward, batch_norm_backward_samples, nullptr);
 
+// ---- _layer_norm_backward (Note [Fused norm and activation backward]): against the Jacobian
+// of a row's normalisation taken element by element, d xhat_j / d x_i = rstd (delta_ij - 1/N -
+// xhat_i xhat_j / N) over the row's N values ----
+std::vector<OpSample> layer_norm_backward_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, Shape ns, bool affine, double eps = 1e-5, bool noncontig_g = false) {
+    const DType t = x.dtype();
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {make_input(x.sizes().vec(), t, 41, -2, 2, noncontig_g), x, affine ? make_input(ns, t, 42) : Tensor()};
+    s.fn = [=](const TensorList& in) {
+      std::vector<Tensor> r = call_op(OpId::_layer_norm_backward, {in[0], in[1], in[2]}, {ns, eps});
+      return TensorList(r.begin(), r.end());
+    };
+    s.reference = [=](const TensorList& in) {
+      Ref g = Ref::of(in[0]), a = Ref::of(in[1]);
+      const int64_t N = ref_numel(ns), M = N == 0 ? 0 : a.numel() / N;
+      Ref gx(a.shape), gw(ns), gb(ns);
+      Ref w = in[2].defined() ? Ref::of(in[2]) : Ref(ns, 1.0);
+      for (int64_t r = 0; r < M; ++r) {
+        const int64_t o = r * N;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < N; ++i) mean += a.v[o + i] / static_cast<double>(N);
+        for (int64_t i = 0; i < N; ++i) var += (a.v[o + i] - mean) * (a.v[o + i] - mean) / static_cast<double>(N);
+        const double rstd = 1 / std::sqrt(var + eps);
+        auto xhat = [&](int64_t i) { return (a.v[o + i] - mean) * rstd; };
+        for (int64_t i = 0; i < N; ++i) {
+          gb.v[i] += g.v[o + i];
+          gw.v[i] += g.v[o + i] * xhat(i);
+          double acc = 0;
+          for (int64_t j = 0; j < N; ++j) {
+            const double jac =
+                (i == j ? 1.0 : 0.0) - 1 / static_cast<double>(N) - xhat(i) * xhat(j) / static_cast<double>(N);
+            acc += g.v[o + j] * w.v[j] * rstd * jac;
+          }
+          gx.v[o + i] = acc;
+        }
+      }
+      const DType ct = t == kFloat64 ? kFloat64 : kFloat32;
+      return TensorList{gx.to(t), gw.to(ct), gb.to(ct)};
+    };
+    s.atol = norm_atol(t);
+    s.rtol = in_reduced(t) ? 2e-2 : 1e-5;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) {
+    add("[4,5] affine " + dname(t), make_input({4, 5}, t, 1), {5}, true);
+    add("[2,3,4] over [3,4] " + dname(t), make_input({2, 3, 4}, t, 2), {3, 4}, true);
+  }
+  add("[3,6] noncontig x and grad_out", make_input({3, 6}, kFloat64, 3, -2, 2, true), {6}, true, 1e-5, true);
+  add("[2,2,7] no weight, eps 0.1", make_input({2, 2, 7}, kFloat32, 4, 3, 5), {7}, false, 0.1);
+  add("[5] one row", make_input({5}, kFloat32, 5), {5}, true);
+  add("[300,40] many rows (parallel)", make_input({300, 40}, kFloat32, 6), {40}, true);
+  add("empty [0,4]", make_input({0, 4}, kFloat32, 7), {4}, true);
+  return out;
+}
+std::vector<ErrorSample> layer_norm_backward_errors() {
+  auto call = [](const Tensor& g, const Tensor& x, Shape ns) {
+    call_op(OpId::_layer_norm_backward, {g, x, Tensor()}, {ns, 1e-5});
+  };
+  return {
+      {"grad_out shape",
+       [=] {
+         call(make_input({2, 3}, kFloat32, 1), make_input({2, 4}, kFloat32, 2), {4});
+       },
+       "expected grad_out of shape [2, 4]"},
+      {"grad_out dtype",
+       [=] {
+         call(make_input({2, 4}, kFloat64, 1), make_input({2, 4}, kFloat32, 2), {4});
+       },
+       "expected grad_out of dtype"},
+      {"normalized_shape",
+       [=] {
+         call(make_input({2, 4}, kFloat32, 1), make_input({2, 4}, kFloat32, 2), {3});
+       },
+       "normalized_shape"},
+  };
+}
+KILN_OP_SAMPLES(_layer_norm_backward, layer_norm_backward_samples, layer_norm_backward_errors);
+
 // ---- group_norm ----
 std::vector<OpSample> group_norm_samples() {
   std::vector<OpSample> out;

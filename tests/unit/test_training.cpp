@@ -2,6 +2,7 @@
 // separable problem (the loss falls and accuracy rises), as in the demo.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <vector>
 
 #include "dispatch/dispatch.h"
@@ -75,5 +76,44 @@ TEST(Training, BatchNormBackwardIsOneFusedOpAndDoubleBackwardStillWorks) {
     }
     std::vector<Tensor> gg = autograd::grad({(g2[0] * g2[0]).sum()}, {w});
     EXPECT_TRUE(gg[0].defined());
+  }
+}
+
+// Note [Fused norm and activation backward]: a plain backward runs the VJPs of layer_norm,
+// softmax, log_softmax and gelu as one fused op each; with create_graph the op formulas run,
+// give the same gradients, and can be differentiated again.
+TEST(Training, NormAndActivationBackwardAreOneFusedOpAndDoubleBackwardStillWorks) {
+  manual_seed(4);
+  const TensorOptions f64(kFloat64);
+  Tensor x = (randn({4, 6}, f64) * 2 + 1).requires_grad_(), w = randn({6}, f64).requires_grad_(),
+         b = randn({6}, f64).requires_grad_();
+  Tensor r = randn({4, 6}, f64);
+  struct Case {
+    const char* name;
+    OpId fused;
+    std::function<Tensor()> f;
+  };
+  const std::vector<Case> cases = {
+      {"layer_norm", OpId::_layer_norm_backward, [&] { return layer_norm(x, {6}, w, b); }},
+      {"softmax", OpId::_softmax_backward_data, [&] { return softmax(x * w, 1); }},
+      {"log_softmax", OpId::_softmax_backward_data, [&] { return log_softmax(x * w, 0); }},
+      {"gelu", OpId::_gelu_backward, [&] { return gelu(x * w, "none"); }},
+      {"gelu tanh", OpId::_gelu_backward, [&] { return gelu(x * w, "tanh"); }},
+  };
+  for (const Case& c : cases) {
+    Tensor y = c.f();
+    std::vector<uint32_t> counts(kNumOps, 0);
+    set_op_call_counts(&counts);
+    std::vector<Tensor> g = autograd::grad({(y * r).sum()}, {x, w});
+    set_op_call_counts(nullptr);
+    EXPECT_EQ(counts[static_cast<size_t>(c.fused)], 1u) << c.name;
+    std::vector<Tensor> g2 = autograd::grad({(c.f() * r).sum()}, {x, w}, {}, true, /*create_graph=*/true);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(g2[i].requires_grad()) << c.name << " input " << i;
+      EXPECT_LE((g2[i].detach() - g[i]).abs().max().item<double>(), 1e-10) << c.name << " input " << i;
+    }
+    std::vector<Tensor> gg = autograd::grad({(g2[0] * g2[0]).sum()}, {w});
+    EXPECT_TRUE(gg[0].defined()) << c.name;
+    EXPECT_GT(gg[0].abs().sum().item<double>(), 0.0) << c.name;
   }
 }

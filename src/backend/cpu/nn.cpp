@@ -1,6 +1,7 @@
 // CPU kernels for softmax, log_softmax and layer_norm: one pass per row over
 // contiguous data, computing in the opmath type (float for Half/BFloat16),
-// parallel over rows; and _batch_norm_backward, in double. The decompositions in
+// parallel over rows; and the fused backward ops _batch_norm_backward, _layer_norm_backward and
+// _softmax_backward_data, in double (the reference the CUDA kernels are tested against). The decompositions in
 // src/ops/nn_*.cpp define the semantics; these are the fast eager path.
 #include <cmath>
 #include <vector>
@@ -221,6 +222,97 @@ void batch_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   copy_cpu(outs[2], gb);
 }
 KILN_REGISTER_KERNEL(_batch_norm_backward, CPU, batch_norm_backward_kernel);
+
+// _layer_norm_backward (Note [Fused norm and activation backward]) in double over M rows of N:
+// per row mean and rstd (two passes), then with gh = g * w, grad_x = rstd * (gh - mean(gh) -
+// xhat * mean(gh * xhat)); grad_weight = sum over rows of g * xhat, grad_bias of g.
+void layer_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& x0 = c.in(1);
+  int64_t N = 1;
+  for (int64_t s : c.attrs.ints(0)) N *= s;
+  const int64_t M = N == 0 ? 0 : x0.numel() / N;
+  const double eps = c.attrs.f(1);
+  const DType d = DType::Float64;
+  Tensor g = dense(c.in(0), d), x = dense(x0, d);
+  Tensor w = c.in(2).defined() ? dense(c.in(2), d) : Tensor();
+  Tensor gx = make_tensor(x0.sizes(), d, x0.device());
+  Tensor xhat = make_tensor(x0.sizes(), d, x0.device());  // kept for the column sums below
+  const double* gp = static_cast<const double*>(g.data_ptr());
+  const double* xp = static_cast<const double*>(x.data_ptr());
+  const double* wp = w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr;
+  double* gxp = static_cast<double*>(gx.data_ptr());
+  double* hp = static_cast<double*>(xhat.data_ptr());
+  parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const double *gr = gp + r * N, *xr = xp + r * N;
+      double *gxr = gxp + r * N, *hr = hp + r * N;
+      double mu = 0, var = 0;
+      for (int64_t i = 0; i < N; ++i) mu += xr[i];
+      mu /= static_cast<double>(N);
+      for (int64_t i = 0; i < N; ++i) var += (xr[i] - mu) * (xr[i] - mu);
+      const double rstd = 1 / std::sqrt(var / static_cast<double>(N) + eps);
+      double sgh = 0, sghx = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        hr[i] = (xr[i] - mu) * rstd;
+        const double gh = wp ? gr[i] * wp[i] : gr[i];
+        sgh += gh;
+        sghx += gh * hr[i];
+      }
+      const double mg = sgh / static_cast<double>(N), mgx = sghx / static_cast<double>(N);
+      for (int64_t i = 0; i < N; ++i) gxr[i] = rstd * ((wp ? gr[i] * wp[i] : gr[i]) - mg - hr[i] * mgx);
+    }
+  });
+  Tensor gw = make_tensor(outs[1].sizes(), d, x0.device()), gb = make_tensor(outs[2].sizes(), d, x0.device());
+  double* gwp = static_cast<double*>(gw.data_ptr());
+  double* gbp = static_cast<double*>(gb.data_ptr());
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(M, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      double sw = 0, sb = 0;
+      for (int64_t r = 0; r < M; ++r) {
+        sw += gp[r * N + i] * hp[r * N + i];
+        sb += gp[r * N + i];
+      }
+      gwp[i] = sw;
+      gbp[i] = sb;
+    }
+  });
+  copy_cpu(outs[0], gx);
+  copy_cpu(outs[1], gw);
+  copy_cpu(outs[2], gb);
+}
+KILN_REGISTER_KERNEL(_layer_norm_backward, CPU, layer_norm_backward_kernel);
+
+// _softmax_backward_data (Note [Fused norm and activation backward]) in double, for each of the
+// outer x inner rows along dim: softmax y (g - sum(g y)); log_softmax g - exp(y) sum(g).
+void softmax_backward_data_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& y0 = c.in(1);
+  if (y0.numel() == 0) return;
+  const int64_t dim = y0.dim() == 0 ? 0 : wrap_dim(c.attrs.i(0), y0.dim(), c.name());
+  const bool log = c.attrs.b(1);
+  const Split3 sp(y0.sizes(), dim);
+  const DType d = DType::Float64;
+  Tensor g = dense(c.in(0), d), y = dense(y0, d), gx = make_tensor(y0.sizes(), d, y0.device());
+  const double* gp = static_cast<const double*>(g.data_ptr());
+  const double* yp = static_cast<const double*>(y.data_ptr());
+  double* gxp = static_cast<double*>(gx.data_ptr());
+  parallel_for(0, sp.outer * sp.inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(sp.n, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t t = lo; t < hi; ++t) {
+                   const int64_t base = (t / sp.inner) * sp.n * sp.inner + t % sp.inner;
+                   double s = 0;
+                   for (int64_t i = 0; i < sp.n; ++i) {
+                     const int64_t e = base + i * sp.inner;
+                     s += log ? gp[e] : gp[e] * yp[e];
+                   }
+                   for (int64_t i = 0; i < sp.n; ++i) {
+                     const int64_t e = base + i * sp.inner;
+                     gxp[e] = log ? gp[e] - std::exp(yp[e]) * s : yp[e] * (gp[e] - s);
+                   }
+                 }
+               });
+  copy_cpu(outs[0], gx);
+}
+KILN_REGISTER_KERNEL(_softmax_backward_data, CPU, softmax_backward_data_kernel);
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -74,6 +74,16 @@ void gelu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(gelu, CPU, gelu_kernel);
 
+// _gelu_backward (Note [Fused norm and activation backward]): the functors autograd's formula
+// and the CUDA kernel share, in opmath.
+void gelu_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  if (c.attrs.str(0) == "tanh")
+    binary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(1), outs[0].dtype(), math::GeluTanhBackward{});
+  else
+    binary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(1), outs[0].dtype(), math::GeluBackward{});
+}
+KILN_REGISTER_KERNEL(_gelu_backward, CPU, gelu_backward_kernel);
+
 void round_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   int64_t d = c.attrs.i(0);
   if (d == 0) unary_op(outs[0], c.in(0), c.in(0).dtype(), math::Round{});

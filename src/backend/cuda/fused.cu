@@ -1,4 +1,5 @@
-// Fused CUDA kernels (fused.h): softmax / log_softmax and layer_norm in one launch each, the
+// Fused CUDA kernels (fused.h): softmax / log_softmax and layer_norm in one launch each, their
+// backward ops (Note [Fused norm and activation backward]), the
 // foreach ops as a multi-tensor apply (many tensors per launch, PyTorch's multi_tensor_apply),
 // and tril/triu and one_hot (the ops that had only their many-launch decompositions).
 #include <limits>
@@ -195,6 +196,173 @@ __global__ void layer_norm_kernel(const T* x, const math::opmath_t<T>* w, const 
       if (b) v += b[i];
       yr[i] = T(v);
     }
+  }
+}
+
+// ---- _softmax_backward_data (Note [Fused norm and activation backward]): per row along dim,
+// s = sum(g y) (softmax) or sum(g) (log_softmax), then y (g - s) or g - exp(y) s; the rows
+// and columns split as the forward's ----
+template <class T, bool Log>
+__device__ inline math::opmath_t<T> softmax_backward_term(T g, T y) {
+  using C = math::opmath_t<T>;
+  return Log ? static_cast<C>(g) : static_cast<C>(g) * static_cast<C>(y);
+}
+template <class T, bool Log>
+__device__ inline T softmax_backward_value(T g, T y, math::opmath_t<T> s) {
+  using C = math::opmath_t<T>;
+  if constexpr (Log)
+    return T(static_cast<C>(g) - math::Exp{}(static_cast<C>(y)) * s);
+  else
+    return T(static_cast<C>(y) * (static_cast<C>(g) - s));
+}
+
+template <class T, bool Log, bool Warp>
+__global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* gx, int64_t rows, int64_t n) {
+  using C = math::opmath_t<T>;
+  __shared__ C shared[kWarp];
+  const RowGroup<Warp> grp;
+  for (int64_t r = grp.first; r < rows; r += grp.step) {  // uniform per block, as group_reduce needs
+    const T *gr = g + r * n, *yr = y + r * n;
+    T* gxr = gx + r * n;
+    C sum = 0;
+    for (int64_t i = grp.lane; i < n; i += grp.width) sum += softmax_backward_term<T, Log>(gr[i], yr[i]);
+    const C s = group_reduce<Warp>(sum, Plus<C>{}, shared);
+    for (int64_t i = grp.lane; i < n; i += grp.width) gxr[i] = softmax_backward_value<T, Log>(gr[i], yr[i], s);
+  }
+}
+
+template <class T, bool Log>
+__global__ void softmax_backward_cols_kernel(const T* g, const T* y, T* gx, int64_t outer, int64_t n, int64_t inner) {
+  using C = math::opmath_t<T>;
+  const int64_t cols = outer * inner;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < cols; col += step) {
+    const int64_t off = (col / inner) * n * inner + col % inner;
+    C s = 0;
+    for (int64_t i = 0; i < n; ++i) s += softmax_backward_term<T, Log>(g[off + i * inner], y[off + i * inner]);
+    for (int64_t i = 0; i < n; ++i)
+      gx[off + i * inner] = softmax_backward_value<T, Log>(g[off + i * inner], y[off + i * inner], s);
+  }
+}
+
+template <class T, bool Log>
+void run_softmax_backward(const T* g, const T* y, T* gx, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+  if (inner == 1) {
+    if (n <= kWarpRowMax) {
+      const int64_t per = kWarpRowThreads / kWarp;
+      softmax_backward_rows_kernel<T, Log, true>
+          <<<capped_grid((outer + per - 1) / per), kWarpRowThreads, 0, s>>>(g, y, gx, outer, n);
+    } else {
+      softmax_backward_rows_kernel<T, Log, false><<<capped_grid(outer), kBlockRowThreads, 0, s>>>(g, y, gx, outer, n);
+    }
+  } else {
+    softmax_backward_cols_kernel<T, Log><<<grid_for(outer * inner), kThreads, 0, s>>>(g, y, gx, outer, n, inner);
+  }
+}
+
+// ---- _layer_norm_backward (Note [Fused norm and activation backward]) ----
+// grad_x: a warp (n <= 1024) or a block per row, three passes over the row (L1/L2-resident for
+// GPT-sized rows): the mean; the squared deviations with the sums of gh = g w and gh (x - mean);
+// then rstd (gh - mean(gh) - xhat mean(gh xhat)). The row's mean and rstd go to a scratch for
+// the column sums of grad_weight and grad_bias.
+template <class C>
+struct Sum3 {
+  C a, b, c;
+};
+template <class C>
+__device__ inline Sum3<C> shfl_xor(Sum3<C> v, int lane_mask) {
+  return {__shfl_xor_sync(kFullMask, v.a, lane_mask), __shfl_xor_sync(kFullMask, v.b, lane_mask),
+          __shfl_xor_sync(kFullMask, v.c, lane_mask)};
+}
+template <class C>
+struct PlusSum3 {
+  __device__ Sum3<C> operator()(Sum3<C> x, Sum3<C> y) const { return {x.a + y.a, x.b + y.b, x.c + y.c}; }
+};
+
+template <class T, bool Warp>
+__global__ void layer_norm_backward_rows_kernel(const T* g, const T* x, const math::opmath_t<T>* w, T* gx,
+                                                math::opmath_t<T>* mean_out, math::opmath_t<T>* rstd_out, int64_t rows,
+                                                int64_t n, math::opmath_t<T> eps) {
+  using C = math::opmath_t<T>;
+  __shared__ C shared[kWarp];
+  __shared__ Sum3<C> shared3[kWarp];
+  const RowGroup<Warp> grp;
+  for (int64_t r = grp.first; r < rows; r += grp.step) {
+    const T *gr = g + r * n, *xr = x + r * n;
+    T* gxr = gx + r * n;
+    C sum = 0;
+    for (int64_t i = grp.lane; i < n; i += grp.width) sum += static_cast<C>(xr[i]);
+    const C mu = group_reduce<Warp>(sum, Plus<C>{}, shared) / C(n);
+    Sum3<C> acc{0, 0, 0};  // sum (x - mu)^2, sum gh, sum gh (x - mu)
+    for (int64_t i = grp.lane; i < n; i += grp.width) {
+      const C d = static_cast<C>(xr[i]) - mu;
+      const C gh = w ? static_cast<C>(gr[i]) * w[i] : static_cast<C>(gr[i]);
+      acc.a += d * d;
+      acc.b += gh;
+      acc.c += gh * d;
+    }
+    acc = group_reduce<Warp>(acc, PlusSum3<C>{}, shared3);
+    const C rstd = C(1) / math::Sqrt{}(acc.a / C(n) + eps);
+    const C mg = acc.b / C(n), mgx = acc.c * rstd / C(n);
+    for (int64_t i = grp.lane; i < n; i += grp.width) {
+      const C xhat = (static_cast<C>(xr[i]) - mu) * rstd;
+      const C gh = w ? static_cast<C>(gr[i]) * w[i] : static_cast<C>(gr[i]);
+      gxr[i] = T(rstd * (gh - mg - xhat * mgx));
+    }
+    if (grp.lane == 0) {
+      mean_out[r] = mu;
+      rstd_out[r] = rstd;
+    }
+  }
+}
+
+// grad_weight / grad_bias, deterministic (no atomics): block (x, y) sums columns
+// [32 x, 32 x + 32) over its share of the rows (rows_per_split from y * rows_per_split), its
+// 8 thread rows combined in a fixed order, into part[y][col] (weight) and part[splits + y][col]
+// (bias); layer_norm_backward_cols_final then sums the splits in order.
+constexpr int kColTile = 32, kColRows = 8;
+
+template <class T>
+__global__ void layer_norm_backward_cols_kernel(const T* g, const T* x, const math::opmath_t<T>* mean,
+                                                const math::opmath_t<T>* rstd, math::opmath_t<T>* part, int64_t rows,
+                                                int64_t n, int64_t rows_per_split, int64_t splits) {
+  using C = math::opmath_t<T>;
+  __shared__ C sw[kColRows][kColTile], sb[kColRows][kColTile];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  const int64_t split = blockIdx.y;
+  const int64_t r0 = split * rows_per_split, r1 = r0 + rows_per_split < rows ? r0 + rows_per_split : rows;
+  C aw = 0, ab = 0;
+  if (col < n) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColRows) {
+      const C gv = static_cast<C>(g[r * n + col]);
+      aw += gv * (static_cast<C>(x[r * n + col]) - mean[r]) * rstd[r];
+      ab += gv;
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < n) {
+    for (int k = 1; k < kColRows; ++k) {
+      aw += sw[k][threadIdx.x];
+      ab += sb[k][threadIdx.x];
+    }
+    part[split * n + col] = aw;
+    part[(splits + split) * n + col] = ab;
+  }
+}
+
+template <class C>
+__global__ void layer_norm_backward_cols_final(const C* part, C* gw, C* gb, int64_t n, int64_t splits) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < n; col += step) {
+    C aw = 0, ab = 0;
+    for (int64_t k = 0; k < splits; ++k) {
+      aw += part[k * n + col];
+      ab += part[(splits + k) * n + col];
+    }
+    gw[col] = aw;
+    gb[col] = ab;
   }
 }
 
@@ -438,6 +606,64 @@ void launch_layer_norm(DType t, const void* x, const void* weight, const void* b
     } else {
       layer_norm_kernel<T, false><<<capped_grid(rows), kBlockRowThreads, 0, s>>>(xp, wp, bp, yp, rows, n, C(eps));
     }
+  });
+  check_launch();
+}
+
+void launch_softmax_backward(bool log, DType t, const void* g, const void* y, void* gx, int64_t outer, int64_t n,
+                             int64_t inner, cudaStream_t s) {
+  if (outer * n * inner == 0) return;
+  visit_floating(t, "_softmax_backward_data", [&]<class T>() {
+    const T *gp = static_cast<const T*>(g), *yp = static_cast<const T*>(y);
+    T* gxp = static_cast<T*>(gx);
+    if (log)
+      run_softmax_backward<T, true>(gp, yp, gxp, outer, n, inner, s);
+    else
+      run_softmax_backward<T, false>(gp, yp, gxp, outer, n, inner, s);
+  });
+  check_launch();
+}
+
+int64_t layer_norm_backward_splits(int64_t rows, int64_t n) {
+  // Enough blocks for the column sums to fill a large GPU (~1024), each over >= 64 rows.
+  const int64_t tiles = (n + kColTile - 1) / kColTile;
+  const int64_t by_rows = (rows + 63) / 64, by_blocks = 1024 / tiles > 1 ? 1024 / tiles : 1;
+  const int64_t splits = by_rows < by_blocks ? by_rows : by_blocks;
+  return splits < 1 ? 1 : (splits > 65535 ? 65535 : splits);
+}
+
+void launch_layer_norm_backward(DType t, const void* g, const void* x, const void* weight, void* gx, void* gw, void* gb,
+                                void* row_stats, void* part, int64_t rows, int64_t n, int64_t splits, double eps,
+                                cudaStream_t s) {
+  if (n == 0) return;
+  visit_floating(t, "_layer_norm_backward", [&]<class T>() {
+    using C = math::opmath_t<T>;
+    const T *gp = static_cast<const T*>(g), *xp = static_cast<const T*>(x);
+    const C* wp = static_cast<const C*>(weight);
+    C* mean = static_cast<C*>(row_stats);
+    C* rstd = mean + rows;
+    C* pp = static_cast<C*>(part);
+    if (rows > 0) {
+      T* gxp = static_cast<T*>(gx);
+      if (n <= kWarpRowMax) {
+        const int64_t per = kWarpRowThreads / kWarp;
+        layer_norm_backward_rows_kernel<T, true><<<capped_grid((rows + per - 1) / per), kWarpRowThreads, 0, s>>>(
+            gp, xp, wp, gxp, mean, rstd, rows, n, C(eps));
+      } else {
+        layer_norm_backward_rows_kernel<T, false>
+            <<<capped_grid(rows), kBlockRowThreads, 0, s>>>(gp, xp, wp, gxp, mean, rstd, rows, n, C(eps));
+      }
+      check_launch();
+      const int64_t per_split = (rows + splits - 1) / splits;
+      const dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(splits));
+      layer_norm_backward_cols_kernel<T>
+          <<<grid, dim3(kColTile, kColRows), 0, s>>>(gp, xp, mean, rstd, pp, rows, n, per_split, splits);
+      check_launch();
+    } else {  // no rows: both sums are zero
+      KILN_CUDA_CHECK(cudaMemsetAsync(pp, 0, static_cast<size_t>(2 * splits * n) * sizeof(C), s), "cudaMemsetAsync");
+    }
+    layer_norm_backward_cols_final<C>
+        <<<grid_for(n), kThreads, 0, s>>>(pp, static_cast<C*>(gw), static_cast<C*>(gb), n, splits);
   });
   check_launch();
 }

@@ -20,6 +20,19 @@ void launch_softmax(bool log, DType t, const void* x, void* y, int64_t outer, in
 void launch_layer_norm(DType t, const void* x, const void* weight, const void* bias, void* y, int64_t rows, int64_t n,
                        double eps, cudaStream_t s);
 
+// _softmax_backward_data (Note [Fused norm and activation backward]) of dense g and y [outer, n,
+// inner] of floating dtype t into gx, split as launch_softmax.
+void launch_softmax_backward(bool log, DType t, const void* g, const void* y, void* gx, int64_t outer, int64_t n,
+                             int64_t inner, cudaStream_t s);
+
+// _layer_norm_backward (Note [Fused norm and activation backward]) of dense g and x [rows, n] of
+// floating dtype t. weight (or null), gw and gb: dense [n] of t's opmath dtype C; scratch, of C:
+// row_stats [2 * rows], part [2 * splits * n] with splits from layer_norm_backward_splits.
+int64_t layer_norm_backward_splits(int64_t rows, int64_t n);
+void launch_layer_norm_backward(DType t, const void* g, const void* x, const void* weight, void* gx, void* gw, void* gb,
+                                void* row_stats, void* part, int64_t rows, int64_t n, int64_t splits, double eps,
+                                cudaStream_t s);
+
 // Note [CUDA foreach]
 // The foreach ops' elementwise functors, one per op, shared by the multi-tensor launch and the
 // strided per-tensor fallback; each is the single-tensor op's functor with its scalar converted

@@ -1,5 +1,5 @@
-// Host side of the fused CUDA kernels (fused.cu): softmax / log_softmax and layer_norm as the
-// CPU's kernels (backend/cpu/nn.cpp) take their inputs, and the foreach ops (Note [CUDA foreach])
+// Host side of the fused CUDA kernels (fused.cu): softmax / log_softmax and layer_norm and their
+// backward ops as the CPU's kernels (backend/cpu/nn.cpp) take their inputs, and the foreach ops (Note [CUDA foreach])
 // as the CPU's (backend/cpu/foreach.cpp): dense tensors in multi-tensor launches, others one by one;
 // then tril/triu, one_hot, roll and repeat, as the CPU kernels (backend/cpu/shape_copy.cpp, indexing.cpp).
 #include <utility>
@@ -59,6 +59,48 @@ void layer_norm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
                     n, c.attrs.f(1), stream_of(out));
 }
 KILN_REGISTER_KERNEL(layer_norm, CUDA, layer_norm_kernel);
+
+// ---- _softmax_backward_data (grad_out, output; dim, log) (Note [Fused norm and activation
+// backward]): both dense in the output's dtype, [outer, n, inner] around dim ----
+void softmax_backward_data_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  DeviceGuard g(out.device().index);
+  const Tensor gy = dense_as(c.in(0), out.dtype()), y = dense_as(c.in(1), out.dtype());
+  const int64_t d = y.dim() == 0 ? 0 : wrap_dim(c.attrs.i(0), y.dim(), c.name());
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t i = 0; i < y.dim(); ++i) {
+    if (i < d)
+      outer *= y.sizes()[i];
+    else if (i == d)
+      n = y.sizes()[i];
+    else
+      inner *= y.sizes()[i];
+  }
+  launch_softmax_backward(c.attrs.b(1), out.dtype(), ptr(gy), ptr(y), ptr(out), outer, n, inner, stream_of(out));
+}
+KILN_REGISTER_KERNEL(_softmax_backward_data, CUDA, softmax_backward_data_kernel);
+
+// ---- _layer_norm_backward (grad_out, x, weight?; normalized_shape, eps) -> (grad_x,
+// grad_weight, grad_bias) (Note [Fused norm and activation backward]): grad_x of x's dtype, the
+// others (and the weight, and the scratch) of its opmath dtype ----
+void layer_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& x0 = c.in(1);
+  int64_t n = 1;
+  for (int64_t s : c.attrs.ints(0)) n *= s;
+  if (n == 0) return;
+  const int64_t rows = x0.numel() / n;
+  DeviceGuard g(outs[0].device().index);
+  const DType t = x0.dtype(), cd = outs[1].dtype();
+  const Device dev = x0.device();
+  const Tensor x = dense_as(x0, t), gy = dense_as(c.in(0), t);
+  const Tensor w = c.in(2).defined() ? dense_as(c.in(2), cd) : Tensor();
+  const int64_t splits = layer_norm_backward_splits(rows, n);
+  Tensor stats = make_tensor({2 * rows}, cd, dev), part = make_tensor({2 * splits * n}, cd, dev);
+  launch_layer_norm_backward(t, ptr(gy), ptr(x), w.defined() ? ptr(w) : nullptr, ptr(outs[0]), ptr(outs[1]),
+                             ptr(outs[2]), ptr(stats), ptr(part), rows, n, splits, c.attrs.f(1), stream_of(outs[0]));
+}
+KILN_REGISTER_KERNEL(_layer_norm_backward, CUDA, layer_norm_backward_kernel);
 
 // ---- foreach: position i's operands are outs[i] (self[i] when in place), then each list's
 // tensor i (Note [Foreach ops]) ----

@@ -171,6 +171,13 @@ void gelu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   run(c.attrs.str(0) == "tanh" ? P::gelu_tanh : P::gelu, outs[0], {c.in(0)}, outs[0].dtype());
 }
 KILN_REGISTER_KERNEL(gelu, CUDA, gelu_kernel);
+// _gelu_backward (grad_out, x; approximate) (Note [Fused norm and activation backward]): the
+// functors of the CPU kernel, in the output's (x's) dtype.
+void gelu_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  run(c.attrs.str(0) == "tanh" ? P::gelu_tanh_backward : P::gelu_backward, outs[0], {c.in(0), c.in(1)},
+      outs[0].dtype());
+}
+KILN_REGISTER_KERNEL(_gelu_backward, CUDA, gelu_backward_kernel);
 
 void round_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   PointwiseParams p;

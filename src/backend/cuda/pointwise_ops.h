@@ -94,6 +94,8 @@
   X(hypot, math::Hypot{}, Floating, 2)                                      \
   X(xlogy, math::Xlogy{}, Floating, 2)                                      \
   X(copysign, math::CopySign{}, Floating, 2)                                \
+  X(gelu_backward, math::GeluBackward{}, Floating, 2)                       \
+  X(gelu_tanh_backward, math::GeluTanhBackward{}, Floating, 2)              \
   X(lerp, math::Lerp{}, Floating, 3)                                        \
   X(addcmul, (Addcmul<T>{alpha<C>(p)}), NotBool, 3)                         \
   X(addcdiv, (math::Addcdiv<C>{alpha<C>(p)}), Floating, 3)
