@@ -1192,6 +1192,29 @@ struct TanhBackward {  // grad * (1 - y^2), y = tanh(x)
   }
 };
 
+// torch's threshold_backward: grad where x > threshold, else 0 (a NaN x keeps the gradient: the
+// comparison x <= threshold is false), compared in opmath.
+template <class S>
+struct ThresholdBackward {
+  S threshold;
+  template <class T>
+  KILN_HD T operator()(T grad, T x) const {
+    using C = opmath_t<T>;
+    return C(x) <= C(threshold) ? T(0) : grad;
+  }
+};
+
+// torch's hardtanh_backward: 0 where x <= lo or x >= hi (the bounds get none), else grad.
+template <class S>
+struct HardtanhBackward {
+  S lo, hi;
+  template <class T>
+  KILN_HD T operator()(T grad, T x) const {
+    using C = opmath_t<T>;
+    return C(x) <= C(lo) || C(x) >= C(hi) ? T(0) : grad;
+  }
+};
+
 struct GeluBackward {  // grad * (Phi(x) + x phi(x))
   template <class T>
   KILN_HD T operator()(T grad, T v) const {

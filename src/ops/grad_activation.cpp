@@ -1,6 +1,7 @@
 // VJP rules of the pointwise activations (activation.cpp), written with kiln ops so they run
 // in eager autograd, trace into ahead-of-time backward graphs and differentiate again. Masks
 // follow torch's backward kernels, including which side of a comparison a NaN falls on.
+#include "dispatch/dispatch.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/activation_util.h"
@@ -18,7 +19,9 @@ const Tensor& x_(const VjpCall& v) { return vjp_input0(v); }
 Tensor g_hardtanh(const VjpCall& v, const Tensor& g) {
   const Tensor& x = x_(v);
   auto [lo, hi] = hardtanh_bounds(x.dtype(), v.attrs);
-  return where(logical_or(le(x, lo), ge(x, hi)), Scalar(0), g);
+  if (grad_needs_graph(v) || !is_floating_point(x.dtype()))
+    return where(logical_or(le(x, lo), ge(x, hi)), Scalar(0), g);
+  return call_op1(OpId::hardtanh_backward, {g.dtype() == x.dtype() ? g : g.to(x.dtype()), x}, {lo, hi});
 }
 KILN_REGISTER_VJP(hardtanh, unary<g_hardtanh>);
 

@@ -56,7 +56,12 @@ Tensor g_tan(const VjpCall& v, const Tensor& g) { return g * (y_(v) * y_(v) + 1)
 Tensor g_tanh(const VjpCall& v, const Tensor& g) { return g * rsub(y_(v) * y_(v), 1); }
 Tensor g_sigmoid(const VjpCall& v, const Tensor& g) { return g * (y_(v) * rsub(y_(v), 1)); }
 // Zero where the result is <= 0; NaN passes the gradient through (torch's threshold_backward).
-Tensor g_relu(const VjpCall& v, const Tensor& g) { return where(le(y_(v), 0), Scalar(0), g); }
+// torch's threshold_backward: one pass (the op formula when the gradient needs a graph).
+Tensor g_relu(const VjpCall& v, const Tensor& g) {
+  const Tensor& y = y_(v);
+  if (grad_needs_graph(v) || !is_floating_point(y.dtype())) return where(le(y, 0), Scalar(0), g);
+  return call_op1(OpId::threshold_backward, {g.dtype() == y.dtype() ? g : g.to(y.dtype()), y}, {Scalar(0)});
+}
 Tensor g_erf(const VjpCall& v, const Tensor& g) { return g * (exp(-square(x_(v))) * kTwoOverSqrtPi); }
 Tensor g_erfinv(const VjpCall& v, const Tensor& g) { return g * (exp(square(y_(v))) * kSqrtPiOver2); }
 Tensor g_erfc(const VjpCall& v, const Tensor& g) { return -(g * (exp(-square(x_(v))) * kTwoOverSqrtPi)); }

@@ -53,18 +53,22 @@ std::vector<TensorMeta> meta_gelu(const OpCall& c) {
   KILN_CHECK(a == "none" || a == "tanh", "gelu: approximate must be 'none' or 'tanh', got '", a, "'");
   return meta_float_only(c);
 }
-// _gelu_backward (grad_out, x; approximate): grad_out and x of one floating dtype and shape.
-std::vector<TensorMeta> meta_gelu_backward(const OpCall& c) {
+// A pointwise backward op (grad_out, x; ...): grad_out and x of one floating dtype and shape.
+std::vector<TensorMeta> meta_pointwise_backward(const OpCall& c) {
   const Tensor &g = c.in(0), &x = c.in(1);
   const char* op = c.name();
   KILN_CHECK(g.defined() && x.defined(), op, ": expected defined grad_out and x");
-  const std::string& a = c.attrs.str(0);
-  KILN_CHECK(a == "none" || a == "tanh", op, ": approximate must be 'none' or 'tanh', got '", a, "'");
   KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating x, got dtype ", x.dtype());
   KILN_CHECK(g.dtype() == x.dtype(), op, ": expected grad_out of dtype ", x.dtype(), " (x's), got ", g.dtype());
   KILN_CHECK(g.sizes() == x.sizes(), op, ": expected grad_out of shape ", shape_str(x.sizes()), " (x's), got ",
              shape_str(g.sizes()));
   return one_output(x.sizes().vec(), x.dtype(), output_device(c.inputs));
+}
+// _gelu_backward (grad_out, x; approximate).
+std::vector<TensorMeta> meta_gelu_backward(const OpCall& c) {
+  const std::string& a = c.attrs.str(0);
+  KILN_CHECK(a == "none" || a == "tanh", c.name(), ": approximate must be 'none' or 'tanh', got '", a, "'");
+  return meta_pointwise_backward(c);
 }
 std::vector<TensorMeta> meta_bool1(const OpCall& c) { return out_like(unary_input(c), DType::Bool); }
 std::vector<TensorMeta> meta_bitwise_not(const OpCall& c) {
@@ -147,6 +151,8 @@ KILN_REGISTER_META(logit, meta_float1);
 KILN_REGISTER_META(frac, meta_float_only);
 KILN_REGISTER_META(gelu, meta_gelu);
 KILN_REGISTER_META(_gelu_backward, meta_gelu_backward);
+KILN_REGISTER_META(threshold_backward, meta_pointwise_backward);
+KILN_REGISTER_META(hardtanh_backward, meta_pointwise_backward);
 KILN_REGISTER_META(silu, meta_float_only);
 KILN_REGISTER_META(isnan, meta_bool1);
 KILN_REGISTER_META(isinf, meta_bool1);
@@ -217,6 +223,17 @@ std::vector<Tensor> decomp_gelu_backward(const OpCall& c) {
   }
   return {from_opmath(mul(g, d), c.in(1).dtype())};
 }
+// threshold_backward: where(x <= threshold, 0, grad); hardtanh_backward: 0 where x <= min_val
+// or x >= max_val.
+std::vector<Tensor> decomp_threshold_backward(const OpCall& c) {
+  Tensor drop = call_op1(OpId::le, {c.in(1), wrap_scalar(c.attrs.s(0))});
+  return {call_op1(OpId::where, {drop, wrap_scalar(Scalar(0.0)), c.in(0)})};
+}
+std::vector<Tensor> decomp_hardtanh_backward(const OpCall& c) {
+  Tensor drop = call_op1(OpId::logical_or, {call_op1(OpId::le, {c.in(1), wrap_scalar(c.attrs.s(0))}),
+                                            call_op1(OpId::ge, {c.in(1), wrap_scalar(c.attrs.s(1))})});
+  return {call_op1(OpId::where, {drop, wrap_scalar(Scalar(0.0)), c.in(0)})};
+}
 // silu(x) = x * sigmoid(x)
 std::vector<Tensor> decomp_silu(const OpCall& c) {
   Tensor x = to_opmath(c.in(0));
@@ -246,6 +263,8 @@ KILN_REGISTER_DECOMP(sigmoid, decomp_sigmoid);
 KILN_REGISTER_DECOMP(relu, decomp_relu);
 KILN_REGISTER_DECOMP(gelu, decomp_gelu);
 KILN_REGISTER_DECOMP(_gelu_backward, decomp_gelu_backward);
+KILN_REGISTER_DECOMP(threshold_backward, decomp_threshold_backward);
+KILN_REGISTER_DECOMP(hardtanh_backward, decomp_hardtanh_backward);
 KILN_REGISTER_DECOMP(silu, decomp_silu);
 KILN_REGISTER_DECOMP(clone, decomp_clone);
 KILN_REGISTER_DECOMP(frac, decomp_frac);

@@ -28,9 +28,7 @@ void expect_close_scaled(const Tensor& got, const Tensor& want, double tol, cons
 
 // The CPU gradients of one step after scaling the float inputs by (1 + 1e-6): two correct float32
 // implementations differ by rounding (about 1e-7 of each value per op), so they cannot agree more
-// closely than the model's gradients move under such a perturbation. MobileNetV2 at the CPU sizes
-// (8 images of 64 x 64: 2 x 2 maps under batch norm, ReLU6 kinks) moves by up to 3% of a
-// gradient's scale; the others far less.
+// closely than the model's gradients move under such a perturbation.
 std::vector<Tensor> perturbed_cpu_grads(const std::string& name) {
   models::Workload w = models::make_workload(name, kCPU, /*cpu_sizes=*/true);
   {
@@ -45,22 +43,40 @@ std::vector<Tensor> perturbed_cpu_grads(const std::string& name) {
   return g;
 }
 
+// MobileNetV2 at the CPU sizes is compared in float64: in float32 the GPU's gradients differed
+// from the CPU's by up to 3% of a gradient's scale on an H100 while the loss agreed, 20x what the
+// perturbation below moves them by (a single probe direction; rounding elsewhere flips ReLU6 kinks
+// and 2 x 2 maps under batch norm amplify it). In float64 rounding cannot reach a kink, so both
+// devices must agree to 1e-6 of scale (cuDNN and kiln's depthwise kernels in double).
+bool compare_in_float64(const std::string& name) { return name == "mobilenet_v2"; }
+
+void to_float64(models::Workload& w) {
+  w.module->to(kFloat64);
+  for (Tensor& x : w.inputs)
+    if (is_floating_point(x.dtype())) x = x.to(kFloat64);
+}
+
 class CudaZoo : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaZoo, OneStepMatchesCpu) {
   KILN_REQUIRE_CUDA();
   models::Workload c = models::make_workload(GetParam(), kCPU, /*cpu_sizes=*/true);
   models::Workload g = models::make_workload(GetParam(), Device(DeviceType::CUDA), /*cpu_sizes=*/true);
+  const bool f64 = compare_in_float64(GetParam());
+  if (f64) {
+    to_float64(c);
+    to_float64(g);
+  }
   manual_seed(5);
   Tensor lc = c.step_loss();
   manual_seed(5);
   Tensor lg = g.step_loss();
-  expect_close_scaled(lg, lc, 1e-4, "loss");
+  expect_close_scaled(lg, lc, f64 ? 1e-9 : 1e-4, "loss");
   lc.backward();
   lg.backward();
   auto pc = c.module->named_parameters(), pg = g.module->named_parameters();
   ASSERT_EQ(pc.size(), pg.size());
-  std::vector<Tensor> moved = perturbed_cpu_grads(GetParam());
+  std::vector<Tensor> moved = f64 ? std::vector<Tensor>(pc.size()) : perturbed_cpu_grads(GetParam());
   ASSERT_EQ(moved.size(), pc.size());
   for (size_t i = 0; i < pc.size(); ++i) {
     ASSERT_EQ(pc[i].first, pg[i].first);
@@ -69,7 +85,7 @@ TEST_P(CudaZoo, OneStepMatchesCpu) {
     if (!gc.defined()) continue;
     // Twice the perturbation's effect: the GPU's rounding and the CPU's both count.
     double floor = moved[i].defined() ? 2 * max_abs_diff(moved[i], gc) : 0;
-    expect_close_scaled(gg, gc, 1e-3, "grad of " + pc[i].first, floor);
+    expect_close_scaled(gg, gc, f64 ? 1e-6 : 1e-3, "grad of " + pc[i].first, floor);
   }
 }
 

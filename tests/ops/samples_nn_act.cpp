@@ -188,6 +188,81 @@ std::vector<ErrorSample> gelu_backward_errors() {
 }
 KILN_OP_SAMPLES(_gelu_backward, gelu_backward_samples, gelu_backward_errors);
 
+// ---- threshold_backward / hardtanh_backward: grad where self passes, 0 elsewhere; NaN self keeps
+// the gradient (both comparisons false), the bounds get none ----
+std::vector<OpSample> threshold_backward_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, const Tensor& g, const Tensor& x, double th) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {g, x};
+    s.fn = [=](const TensorList& in) {
+      return TensorList{call_op1(OpId::threshold_backward, {in[0], in[1]}, {Scalar(th)})};
+    };
+    s.reference = [=](const TensorList& in) {
+      return TensorList{
+          ref_map2(Ref::of(in[0]), Ref::of(in[1]), [th](double gv, double xv) { return xv <= th ? 0.0 : gv; })
+              .to(in[1].dtype())};
+    };
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) {
+    add("[4,7] threshold 0 " + dname(t), make_input({4, 7}, t, 1), make_input({4, 7}, t, 2), 0.0);
+    add("[3,4] noncontig threshold 0.5 " + dname(t), make_input({3, 4}, t, 3, -2, 2, true),
+        make_input({3, 4}, t, 4, -2, 2, true), 0.5);
+  }
+  add("at the threshold and NaN", make_input({4}, kFloat64, 5),
+      tensor<double>({0.0, -0.0, kNan, 1e-300}, {4}, kFloat64), 0.0);
+  add("0-d", make_input({}, kFloat64, 6), make_input({}, kFloat64, 7), 0.0);
+  add("empty [0,3]", make_input({0, 3}, kFloat32, 8), make_input({0, 3}, kFloat32, 9), 0.0);
+  return out;
+}
+std::vector<ErrorSample> pointwise_backward_errors(OpId op, Attrs attrs) {
+  auto call = [=](const Tensor& g, const Tensor& x) { call_op1(op, {g, x}, attrs); };
+  return {
+      {"grad_out shape", [=] { call(make_input({4}, kFloat32, 1), make_input({3}, kFloat32, 2)); },
+       "expected grad_out of shape [3]"},
+      {"grad_out dtype", [=] { call(make_input({3}, kFloat64, 1), make_input({3}, kFloat32, 2)); },
+       "expected grad_out of dtype"},
+      {"integer self", [=] { call(make_input({3}, kInt64, 1), make_input({3}, kInt64, 2)); }, "expected a floating x"},
+  };
+}
+std::vector<ErrorSample> threshold_backward_errors() {
+  return pointwise_backward_errors(OpId::threshold_backward, {Scalar(0.0)});
+}
+KILN_OP_SAMPLES(threshold_backward, threshold_backward_samples, threshold_backward_errors);
+
+std::vector<OpSample> hardtanh_backward_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, const Tensor& g, const Tensor& x, double lo, double hi) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {g, x};
+    s.fn = [=](const TensorList& in) {
+      return TensorList{call_op1(OpId::hardtanh_backward, {in[0], in[1]}, {Scalar(lo), Scalar(hi)})};
+    };
+    s.reference = [=](const TensorList& in) {
+      return TensorList{ref_map2(Ref::of(in[0]), Ref::of(in[1]), [lo, hi](double gv, double xv) {
+                          return xv <= lo || xv >= hi ? 0.0 : gv;
+                        }).to(in[1].dtype())};
+    };
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) {
+    add("[4,7] (-1, 1) " + dname(t), make_input({4, 7}, t, 1), make_input({4, 7}, t, 2), -1.0, 1.0);
+    add("[3,4] noncontig relu6 " + dname(t), make_input({3, 4}, t, 3, -2, 2, true),
+        make_input({3, 4}, t, 4, -1, 7, true), 0.0, 6.0);
+  }
+  add("at the bounds and NaN", make_input({5}, kFloat64, 5), tensor<double>({0.0, 6.0, kNan, 3.0, -0.0}, {5}, kFloat64),
+      0.0, 6.0);
+  add("empty [0,3]", make_input({0, 3}, kFloat32, 8), make_input({0, 3}, kFloat32, 9), -1.0, 1.0);
+  return out;
+}
+std::vector<ErrorSample> hardtanh_backward_errors() {
+  return pointwise_backward_errors(OpId::hardtanh_backward, {Scalar(-1.0), Scalar(1.0)});
+}
+KILN_OP_SAMPLES(hardtanh_backward, hardtanh_backward_samples, hardtanh_backward_errors);
+
 // ---- dropout: structural checks (Note [Dropout mask]) ----
 std::vector<OpSample> dropout_samples() {
   std::vector<OpSample> out;

@@ -84,6 +84,18 @@ void gelu_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(_gelu_backward, CPU, gelu_backward_kernel);
 
+// threshold_backward / hardtanh_backward: the functors the CUDA kernels share.
+void threshold_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  binary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(1), outs[0].dtype(),
+                               math::ThresholdBackward<double>{c.attrs.s(0).to_double()});
+}
+KILN_REGISTER_KERNEL(threshold_backward, CPU, threshold_backward_kernel);
+void hardtanh_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  binary_op<TypeSet::Floating>(outs[0], c.in(0), c.in(1), outs[0].dtype(),
+                               math::HardtanhBackward<double>{c.attrs.s(0).to_double(), c.attrs.s(1).to_double()});
+}
+KILN_REGISTER_KERNEL(hardtanh_backward, CPU, hardtanh_backward_kernel);
+
 void round_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   int64_t d = c.attrs.i(0);
   if (d == 0) unary_op(outs[0], c.in(0), c.in(0).dtype(), math::Round{});

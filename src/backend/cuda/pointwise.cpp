@@ -178,6 +178,20 @@ void gelu_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       outs[0].dtype());
 }
 KILN_REGISTER_KERNEL(_gelu_backward, CUDA, gelu_backward_kernel);
+// threshold_backward / hardtanh_backward: math::ThresholdBackward / HardtanhBackward, as the CPU's.
+void threshold_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  PointwiseParams p;
+  p.f0 = c.attrs.s(0).to_double();
+  run(P::threshold_backward, outs[0], {c.in(0), c.in(1)}, outs[0].dtype(), p);
+}
+KILN_REGISTER_KERNEL(threshold_backward, CUDA, threshold_backward_kernel);
+void hardtanh_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  PointwiseParams p;
+  p.f0 = c.attrs.s(0).to_double();
+  p.f1 = c.attrs.s(1).to_double();
+  run(P::hardtanh_backward, outs[0], {c.in(0), c.in(1)}, outs[0].dtype(), p);
+}
+KILN_REGISTER_KERNEL(hardtanh_backward, CUDA, hardtanh_backward_kernel);
 
 void round_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   PointwiseParams p;

@@ -96,6 +96,8 @@
   X(copysign, math::CopySign{}, Floating, 2)                                \
   X(gelu_backward, math::GeluBackward{}, Floating, 2)                       \
   X(gelu_tanh_backward, math::GeluTanhBackward{}, Floating, 2)              \
+  X(threshold_backward, (math::ThresholdBackward<C>{C(p.f0)}), Floating, 2) \
+  X(hardtanh_backward, (math::HardtanhBackward<C>{C(p.f0), C(p.f1)}), Floating, 2) \
   X(lerp, math::Lerp{}, Floating, 3)                                        \
   X(addcmul, (Addcmul<T>{alpha<C>(p)}), NotBool, 3)                         \
   X(addcdiv, (math::Addcdiv<C>{alpha<C>(p)}), Floating, 3)
@@ -111,7 +113,8 @@ enum class PointwiseOp {
 
 // Per-op values: alpha / value (add_alpha, addcmul, addcdiv) as double and int64 (integer
 // dtypes use the latter, exact); decimals / polygamma order in i0; nan_to_num's replacements
-// in f0..f2; clamp's bounds (has_lo/has_hi; else the dtype's extremes) in f0/f1 or i0/i1.
+// in f0..f2; clamp's bounds (has_lo/has_hi; else the dtype's extremes) in f0/f1 or i0/i1;
+// threshold_backward's threshold in f0, hardtanh_backward's bounds in f0/f1.
 struct PointwiseParams {
   double f0 = 0, f1 = 0, f2 = 0;
   int64_t i0 = 0, i1 = 0;
