@@ -134,7 +134,10 @@ TEST(Training, SplitBackwardIsOneCatWithoutPads) {
   const std::vector<Case> cases = {
       {"split", OpId::cat, [&] { return (x * 2).split(3, 1); }},
       {"chunk", OpId::cat, [&] { return (x * 2).chunk(3, -1); }},
-      {"unbind", OpId::stack, [&] { return (x * 2).view({4, 3, 3}).unbind(2); }},
+      {"unbind", OpId::stack,
+       [&] {
+         return (x * 2).view({4, 3, 3}).unbind(2);
+       }},
   };
   for (const Case& c : cases) {
     std::vector<Tensor> p = c.pieces();
@@ -182,7 +185,11 @@ TEST(Training, SplitChunkUnbindGradientsMatchTheirSlices) {
   };
   const std::vector<Case> cases = {
       {"split 2 of 5, dim 0", {5, 3}, [](const Tensor& y) { return y.split(2, 0); }, narrows(0, {2, 2, 1})},
-      {"split {1,0,3} dim -1", {2, 4}, [](const Tensor& y) { return y.split(std::vector<int64_t>{1, 0, 3}, -1); },
+      {"split {1,0,3} dim -1",
+       {2, 4},
+       [](const Tensor& y) {
+         return y.split(std::vector<int64_t>{1, 0, 3}, -1);
+       },
        narrows(1, {1, 0, 3})},
       {"chunk 3 of 7, dim 1", {2, 7, 2}, [](const Tensor& y) { return y.chunk(3, 1); }, narrows(1, {3, 3, 1})},
       {"chunk 4 of 0", {3, 0}, [](const Tensor& y) { return y.chunk(4, 1); }, narrows(1, {0, 0, 0, 0})},
