@@ -386,12 +386,13 @@ Tensor& inplace_on_view(Tensor& self, const Tensor& r, const char* name) {
                         {std::vector<int64_t>{}, Scalar(static_cast<int64_t>(self.storage_offset())), kInt64,
                          base.device()});
   for (int64_t d = 0; d < self.dim(); ++d) {
-    if (self.sizes()[d] <= 1) continue;  // adds nothing (its stride may be anything, even 0)
+    if (self.sizes()[d] == 1) continue;  // adds nothing (its stride may be anything, even 0)
+    // An empty dim leaves no positions at all (its stride may be 0 too: step 1 then).
+    const int64_t n = self.sizes()[d], step = n == 0 ? 1 : self.strides()[d];
     std::vector<int64_t> shape(static_cast<size_t>(self.dim()), 1);
-    shape[static_cast<size_t>(d)] = self.sizes()[d];
+    shape[static_cast<size_t>(d)] = n;
     Tensor along = call_op1(OpId::arange, std::vector<Tensor>{},
-                            {Scalar(int64_t(0)), Scalar(self.sizes()[d] * self.strides()[d]),
-                             Scalar(self.strides()[d]), kInt64, base.device()});
+                            {Scalar(int64_t(0)), Scalar(n * step), Scalar(step), kInt64, base.device()});
     pos = call_op1(OpId::add, {pos, call_op1(OpId::reshape, {along}, {shape})}, {Scalar(int64_t(1))});
   }
   Tensor flat_pos = call_op1(OpId::reshape, {pos}, {std::vector<int64_t>{-1}});

@@ -69,6 +69,25 @@ std::vector<Tensor> vjp_slice(const VjpCall& v) {
 }
 KILN_REGISTER_VJP(slice, vjp_slice);
 
+// Note [Split's derivative]
+// split, chunk and unbind record one node for all their pieces, not one slice or select node per
+// piece: their gradient is one cat (unbind: stack) of the pieces' gradients, zeros where a piece
+// has none (OpNode::apply), as PyTorch's split_backward, where slices would zero-pad every
+// piece to the input's size and the engine would sum the pads. The pieces are still views of
+// the input (backend_call makes a VIEW op's outputs as aliases), so writes through them and
+// Note [In-place on a view] / Note [View rebase] work as for any view.
+std::vector<Tensor> vjp_split_cat(const VjpCall& v) {
+  const Shape& in = v.input_meta[0].sizes;
+  if (v.grads.empty()) return {zeros(in, TensorOptions(v.input_meta[0].dtype).device(v.input_meta[0].device))};
+  // split: (split_sizes, dim); chunk: (chunks, dim); unbind: (dim).
+  const int64_t dim = v.op == OpId::unbind ? v.attrs.i(0) : v.attrs.i(1);
+  const int64_t d = wrap_dim(dim, static_cast<int64_t>(in.size()), op_name(v.op));
+  return {v.op == OpId::unbind ? stack(v.grads, d) : cat(v.grads, d)};
+}
+KILN_REGISTER_VJP(split, vjp_split_cat);
+KILN_REGISTER_VJP(chunk, vjp_split_cat);
+KILN_REGISTER_VJP(unbind, vjp_split_cat);
+
 // Storage positions of every element of a strided layout, as an int64 tensor
 // of shape `sizes` (offset + sum_d i_d * stride_d).
 Tensor storage_positions(IntArrayRef sizes, IntArrayRef strides, int64_t offset, Device device) {

@@ -7,6 +7,7 @@
 
 #include "dispatch/dispatch.h"
 #include "kiln/kiln.h"
+#include "tests/unit/expect_error.h"
 
 using namespace kiln;
 
@@ -116,4 +117,143 @@ TEST(Training, NormAndActivationBackwardAreOneFusedOpAndDoubleBackwardStillWorks
     EXPECT_TRUE(gg[0].defined()) << c.name;
     EXPECT_GT(gg[0].abs().sum().item<double>(), 0.0) << c.name;
   }
+}
+
+// Note [Split's derivative]: the gradient of split, chunk and unbind is one cat (stack) of the
+// pieces' gradients, not one zero-padded gradient per piece summed by the engine.
+TEST(Training, SplitBackwardIsOneCatWithoutPads) {
+  manual_seed(5);
+  const TensorOptions f64(kFloat64);
+  Tensor x = randn({4, 9}, f64).requires_grad_();
+  Tensor r = randn({4, 3}, f64);
+  struct Case {
+    const char* name;
+    OpId joined;
+    std::function<std::vector<Tensor>()> pieces;
+  };
+  const std::vector<Case> cases = {
+      {"split", OpId::cat, [&] { return (x * 2).split(3, 1); }},
+      {"chunk", OpId::cat, [&] { return (x * 2).chunk(3, -1); }},
+      {"unbind", OpId::stack,
+       [&] {
+         return (x * 2).view({4, 3, 3}).unbind(2);
+       }},
+  };
+  for (const Case& c : cases) {
+    std::vector<Tensor> p = c.pieces();
+    ASSERT_EQ(p.size(), 3u) << c.name;
+    Tensor loss = (p[0] * p[1] * r + p[2]).sum();
+    std::vector<uint32_t> counts(kNumOps, 0);
+    set_op_call_counts(&counts);
+    std::vector<Tensor> g = autograd::grad({loss}, {x});
+    set_op_call_counts(nullptr);
+    EXPECT_EQ(counts[static_cast<size_t>(c.joined)], 1u) << c.name;
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::pad)], 0u) << c.name;
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::slice)] + counts[static_cast<size_t>(OpId::select)], 0u) << c.name;
+  }
+}
+
+// Split's gradients against the same pieces taken by narrow / select one at a time (whose VJPs
+// zero-pad): several dims, uneven and empty pieces, unused pieces, a piece written in place, and
+// double backward.
+TEST(Training, SplitChunkUnbindGradientsMatchTheirSlices) {
+  manual_seed(6);
+  const TensorOptions f64(kFloat64);
+  struct Case {
+    const char* name;
+    Shape shape;
+    std::function<std::vector<Tensor>(const Tensor&)> pieces;  // by the op under test
+    std::function<std::vector<Tensor>(const Tensor&)> slices;  // the same pieces one by one
+  };
+  auto narrows = [](int64_t d, std::vector<int64_t> sizes) {
+    return [d, sizes](const Tensor& y) {
+      std::vector<Tensor> out;
+      int64_t start = 0;
+      for (int64_t s : sizes) {
+        out.push_back(y.narrow(d, start, s));
+        start += s;
+      }
+      return out;
+    };
+  };
+  auto selects = [](int64_t d, int64_t n) {
+    return [d, n](const Tensor& y) {
+      std::vector<Tensor> out;
+      for (int64_t i = 0; i < n; ++i) out.push_back(y.select(d, i));
+      return out;
+    };
+  };
+  const std::vector<Case> cases = {
+      {"split 2 of 5, dim 0", {5, 3}, [](const Tensor& y) { return y.split(2, 0); }, narrows(0, {2, 2, 1})},
+      {"split {1,0,3} dim -1",
+       {2, 4},
+       [](const Tensor& y) {
+         return y.split(std::vector<int64_t>{1, 0, 3}, -1);
+       },
+       narrows(1, {1, 0, 3})},
+      {"chunk 3 of 7, dim 1", {2, 7, 2}, [](const Tensor& y) { return y.chunk(3, 1); }, narrows(1, {3, 3, 1})},
+      {"chunk 4 of 0", {3, 0}, [](const Tensor& y) { return y.chunk(4, 1); }, narrows(1, {0, 0, 0, 0})},
+      {"unbind dim 1", {2, 3, 2}, [](const Tensor& y) { return y.unbind(1); }, selects(1, 3)},
+      {"unbind dim -1", {3, 2}, [](const Tensor& y) { return y.unbind(-1); }, selects(1, 2)},
+  };
+  auto max_diff = [](const Tensor& a, const Tensor& b) {
+    return a.numel() == 0 ? 0.0 : (a - b).abs().max().item<double>();
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor x = randn(c.shape, f64).requires_grad_();
+    const size_t n = c.slices(x.detach()).size();
+    std::vector<Tensor> weights;
+    for (const Tensor& p : c.slices(x.detach())) weights.push_back(randn(p.sizes().vec(), f64));
+    // which: pieces used (bit k); write: a piece multiplied in place first (-1: none).
+    auto loss = [&](const auto& take, uint32_t which, int write) {
+      Tensor y = x.sin();  // not a leaf: its pieces may be written
+      std::vector<Tensor> p = take(y);
+      EXPECT_EQ(p.size(), n);
+      if (write >= 0) p[static_cast<size_t>(write)].mul_(3.0);
+      Tensor l = (y * 0).sum();  // keeps y's pieces' writes in the graph through y
+      for (size_t k = 0; k < p.size(); ++k)
+        if ((which >> k) & 1u) l = l + (p[k] * p[k] * weights[k]).sum();
+      if (write >= 0) l = l + (y * y).sum();
+      return l;
+    };
+    for (uint32_t which : {0xffu, 1u, 2u, 5u}) {
+      for (int write : {-1, 0, static_cast<int>(n) - 1}) {
+        if (n == 0 && write >= 0) continue;
+        SCOPED_TRACE(::testing::Message() << "pieces " << which << ", write " << write);
+        Tensor got = autograd::grad({loss(c.pieces, which, write)}, {x}, {}, std::nullopt, true)[0];
+        Tensor want = autograd::grad({loss(c.slices, which, write)}, {x}, {}, std::nullopt, true)[0];
+        ASSERT_TRUE(got.defined() && want.defined());
+        EXPECT_LE(max_diff(got, want), 1e-12);
+        // Double backward through the cat.
+        Tensor gg = autograd::grad({(got * got).sum()}, {x}, {}, false, false, /*allow_unused=*/true)[0];
+        Tensor gw = autograd::grad({(want * want).sum()}, {x}, {}, false, false, true)[0];
+        ASSERT_EQ(gg.defined(), gw.defined());
+        if (gg.defined()) {
+          EXPECT_LE(max_diff(gg, gw), 1e-10);
+        }
+      }
+    }
+  }
+}
+
+// The pieces stay views: a write through one shows in the input, and a piece saved by a later op
+// and overwritten through another piece is still the error eager autograd gives.
+TEST(Training, SplitPiecesStayViewsOfTheirInput) {
+  manual_seed(7);
+  Tensor x = randn({4, 6}, kFloat64).requires_grad_();
+  Tensor y = x * 1;
+  std::vector<Tensor> p = y.split(2, 1);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_TRUE(p[1].is_view());
+  p[1].fill_(5.0);
+  EXPECT_EQ(y.select(1, 2).sum().item<double>(), 20.0);
+  EXPECT_EQ(y.select(1, 0).sum().item<double>(), x.select(1, 0).sum().item<double>());
+  // y's history now goes through the write: x's gradient is zero where p[1] was overwritten.
+  Tensor g = autograd::grad({y.sum()}, {x})[0];
+  EXPECT_EQ(g.sum().item<double>(), 16.0);
+  std::vector<Tensor> u = (x * 1).chunk(2, 0);
+  Tensor s = u[0].sin();  // saves u[0]
+  u[1].add_(1.0);         // same storage: u[0]'s version moves too
+  kiln::testing::expect_error([&] { (void)autograd::grad({s.sum()}, {x}); }, "modified by an in-place operation");
 }
