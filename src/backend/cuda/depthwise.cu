@@ -7,6 +7,7 @@
 
 #include "backend/cuda/depthwise.h"
 #include "backend/cuda/elementwise_kernel.cuh"
+#include "core/dtype_dispatch.h"
 #include "core/half.h"
 
 namespace kiln::cuda {
@@ -169,22 +170,6 @@ __global__ void __launch_bounds__(kWeightThreads)
   }
 }
 
-template <class F>
-void visit_float(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::Float32:
-      return f.template operator()<float>();
-    case DType::Float64:
-      return f.template operator()<double>();
-    case DType::Float16:
-      return f.template operator()<Half>();
-    case DType::BFloat16:
-      return f.template operator()<BFloat16>();
-    default:
-      KILN_FAIL(op, ": not supported yet on cuda for dtype ", t);
-  }
-}
-
 // f<I>() with I = int32_t when every tensor of the convolution has fewer than kInt32Index elements.
 template <class F>
 void visit_index(const DepthwiseArgs& a, F&& f) {
@@ -215,7 +200,7 @@ void launch_depthwise_forward(const DepthwiseArgs& a, DType t, const void* x, co
                               cudaStream_t s) {
   const int64_t total = a.N * a.C * a.mult * a.oh * a.ow;
   if (total == 0) return;
-  visit_float(t, "convolution", [&]<class T>() {
+  visit_floating(t, "convolution", [&]<class T>() {
     visit_index(a, [&]<class I>() {
       visit_window<I>(a, [&]<int KH, int KW>() {
         depthwise_forward_kernel<T, I, KH, KW>
@@ -231,7 +216,7 @@ void launch_depthwise_backward_input(const DepthwiseArgs& a, DType t, const void
                                      cudaStream_t s) {
   const int64_t total = a.N * a.C * a.H * a.W;
   if (total == 0) return;
-  visit_float(t, "convolution_backward", [&]<class T>() {
+  visit_floating(t, "convolution_backward", [&]<class T>() {
     visit_index(a, [&]<class I>() {
       visit_window<I>(a, [&]<int KH, int KW>() {
         auto run = [&]<int STRIDE>() {
@@ -260,7 +245,7 @@ void launch_depthwise_backward_weight(const DepthwiseArgs& a, DType t, const voi
   const int64_t positions = a.N * a.oh * a.ow;
   int threads = 64;
   while (threads < kWeightThreads && threads * int64_t(16) < positions) threads *= 2;
-  visit_float(t, "convolution_backward", [&]<class T>() {
+  visit_floating(t, "convolution_backward", [&]<class T>() {
     visit_index(a, [&]<class I>() {
       depthwise_backward_weight_kernel<T, I><<<blocks, threads, 0, s>>>(
           Dw<I>(a), static_cast<const T*>(grad_y), static_cast<const T*>(x), static_cast<T*>(grad_w), I(weights));

@@ -30,21 +30,6 @@ __device__ inline bool is_nan(A v) {
     return false;
 }
 
-// The output's plane and its three coordinates from a flat output index.
-struct Pos {
-  int64_t plane, o[3];
-};
-__device__ inline Pos unflatten(int64_t i, const int64_t* dims) {
-  Pos p;
-  p.o[2] = i % dims[2];
-  i /= dims[2];
-  p.o[1] = i % dims[1];
-  i /= dims[1];
-  p.o[0] = i % dims[0];
-  p.plane = i / dims[0];
-  return p;
-}
-
 // PoolArgs in the index type I: max pooling's kernels divide and take remainders per element,
 // and 64-bit division is emulated on the GPU (several times the cost of 32-bit), so tensors with
 // fewer than 2^31 elements index in int32.
@@ -65,6 +50,7 @@ struct PoolIdx {
     }
   }
 };
+// The output's plane and its three coordinates from a flat index, in the index type I.
 template <class I>
 struct PosI {
   I plane, o[3];
@@ -177,7 +163,7 @@ __global__ void avg_pool_kernel(PoolArgs p, const T* x, T* y, int64_t total) {
   const int64_t ip = p.in[0] * p.in[1] * p.in[2];
   int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    Pos q = unflatten(i, p.out);
+    PosI<int64_t> q = unflatten_i<int64_t>(i, p.out);
     int64_t lo[3], hi[3], pd;
     for (int j = 0; j < 3; ++j) avg_span(p, j, q.o[j], lo[j], hi[j], pd);
     const int64_t div = avg_divisor(p, q.o);
@@ -196,7 +182,7 @@ __global__ void avg_pool_backward_kernel(PoolArgs p, const T* gy, T* gx, int64_t
   const int64_t op = p.out[0] * p.out[1] * p.out[2];
   int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    Pos q = unflatten(i, p.in);
+    PosI<int64_t> q = unflatten_i<int64_t>(i, p.in);
     int64_t lo[3], hi[3];
     for (int j = 0; j < 3; ++j) {
       // Windows [o*s - pad, o*s - pad + k) holding the position (avg pools have no dilation).
