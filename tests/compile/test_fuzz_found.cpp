@@ -568,5 +568,39 @@ TEST(FuzzFound, InPlaceOnACompositesOutputWhileTracing) {
   }
 }
 
+// Seed 37906 (aot_eager): tanh saves its output; a write into it (zero_) before backward makes
+// eager's backward raise "modified by an in-place operation", as PyTorch's version counters do,
+// also when the tensor is empty (a write bumps the version whatever it touches). The compiled
+// backward must raise the same error. (zero_ leaves v without history: the gradient reaches
+// tanh's node through u.)
+TEST(FuzzFound, WriteIntoAnEmptyTensorEagerSaved) {
+  for (const char* b : {"none", "eager", "aot_eager", "inductor"}) {
+    for (int64_t n : {0, 2}) {
+      SCOPED_TRACE(std::string(b) + " n=" + std::to_string(n));
+      auto fn = [](const Tensors& in) {
+        Tensor v = tanh(in[0]);
+        Tensor u = v * 2;
+        v.zero_();
+        return Tensors{v, u};
+      };
+      Tensor x = zeros({n, 3}).requires_grad_(true);
+      Tensors out;
+      if (std::string(b) == "none") {
+        out = fn(Tensors{x});
+      } else {
+        auto f = compile(fn, backend(b));
+        out = f(Tensors{x});
+      }
+      ASSERT_TRUE(out[1].requires_grad());
+      try {
+        out[1].sum().backward();
+        ADD_FAILURE() << "expected eager's error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
