@@ -602,5 +602,43 @@ TEST(FuzzFound, WriteIntoAnEmptyTensorEagerSaved) {
   }
 }
 
+// The same mechanism for the other changes of a history while a compiled call is recorded:
+// detach_() takes v's history away after `v * 2` read it, requires_grad_() gives a leaf made
+// inside one after `x * c` read it; the nodes noted before must keep the history they saw (a
+// leaf made inside keeps eager's autograd for the graph, which builds the deferred nodes).
+TEST(FuzzFound, HistoryChangesAfterAnOpReadTheTensor) {
+  for (bool leaf : {true, false}) {  // without the leaf the graph is differentiated by the backend
+    auto fn = [leaf](const Tensors& in) {
+      Tensor c = full({3}, 0.5);
+      Tensor y = in[0] * c;
+      if (leaf) c.requires_grad_();
+      Tensor v = tanh(in[0]);
+      Tensor u = v * 2;
+      v.detach_();
+      return Tensors{y, u, c, v};
+    };
+    for (const char* b : {"none", "eager", "aot_eager", "inductor"}) {
+      SCOPED_TRACE(std::string(b) + (leaf ? " leaf" : ""));
+      Tensor x = full({3}, 0.25).requires_grad_(true);
+      Tensors out;
+      if (std::string(b) == "none") {
+        out = fn(Tensors{x});
+      } else {
+        auto f = compile(fn, backend(b));
+        out = f(Tensors{x});
+      }
+      ASSERT_TRUE(out[0].requires_grad());
+      ASSERT_TRUE(out[1].requires_grad());
+      EXPECT_FALSE(out[3].requires_grad());
+      EXPECT_EQ(out[2].requires_grad(), leaf);
+      (out[0].sum() + out[1].sum()).backward();
+      EXPECT_FALSE(out[2].grad().defined());
+      ASSERT_TRUE(x.grad().defined());
+      const double t = std::tanh(0.25);
+      for (float g : x.grad().to_vector<float>()) EXPECT_NEAR(g, 0.5 + 2 * (1 - t * t), 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
