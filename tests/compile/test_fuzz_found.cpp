@@ -640,5 +640,29 @@ TEST(FuzzFound, HistoryChangesAfterAnOpReadTheTensor) {
   }
 }
 
+// Seed 153878 (aot_eager, open): a no-grad write into avg_pool1d's output of an unbatched input
+// (its decomposition's squeeze, a view), then a graph break reading it: the backward raised
+// "the autograd graph of a tensor traced by a compiled call that did not finish is gone" where
+// eager's runs.
+TEST(FuzzFound, DISABLED_NoGradWriteIntoAPoolsViewThenABreak) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = avg_pool1d(in[0], {2});
+    {
+      NoGradGuard g;
+      v0.masked_fill_(v0 > 0, 0);
+    }
+    Tensor v2 = v0.to(kFloat64).sum().item<double>() > 0 ? v0 * 2 : v0 - 1;
+    return Tensors{v0, v2};
+  };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    Tensor x = (arange(0, 21, 1, kFloat32).reshape({3, 7}) - 10).requires_grad_(true);
+    Tensors out = f(Tensors{x});
+    ASSERT_TRUE(out[1].requires_grad());
+    EXPECT_NO_THROW(out[1].sum().backward());
+  }
+}
+
 }  // namespace
 }  // namespace kiln
