@@ -84,7 +84,12 @@ std::vector<Tensor> record(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
 void rebase_history(Tensor& self, const Tensor& result) {
   auto& m = autograd_meta(self);
   auto* rm = autograd_meta_or_null(result);
-  if (rm && rm->grad_fn == deferred_node()) materialize_deferred();  // self takes over a real history
+  // Note [Deferred tracer autograd]: a deferred node takes its edges when it is built. self's
+  // history changes here, and the nodes noted before that read self (tanh's output, then
+  // `v * 2`, then `v.zero_()`) must get the history self had when they ran: build them now,
+  // whatever the result's history is (a zero_ or a no-grad result has none), and before self
+  // takes the new one. self takes over a real history when the result's node is deferred too.
+  materialize_deferred();
   m.grad_fn = rm ? rm->grad_fn : nullptr;
   m.output_nr = rm ? rm->output_nr : 0;
   if (self.unsafe_impl()->view_base) {  // Note [View rebase]: its history is current

@@ -45,6 +45,9 @@ Tensor& Tensor::requires_grad_(bool r) {
              "get a tensor that does not require grad");
   KILN_CHECK(!r || kiln::is_floating_point(dtype()), "requires_grad_: only tensors of floating point dtype can require "
              "gradients, got ", dtype());
+  // The deferred nodes of ops that read this tensor take the history it had then (Note
+  // [Deferred tracer autograd]): `x * c` before `c.requires_grad_()` has no edge to c.
+  if (r != requires_grad()) autograd::materialize_deferred();
   autograd_meta(*this).requires_grad = r;
   return *this;
 }
@@ -106,6 +109,7 @@ Tensor& Tensor::detach_() {
   KILN_CHECK(!is_view() || !_base().requires_grad(), "detach_: can't detach a view of a tensor that requires grad "
              "in place; use detach()");
   if (auto* m = autograd_meta_or_null(*this)) {
+    if (m->grad_fn || m->requires_grad) autograd::materialize_deferred();  // as in requires_grad_
     m->grad_fn = nullptr;
     m->requires_grad = false;
     m->output_nr = 0;

@@ -568,5 +568,101 @@ TEST(FuzzFound, InPlaceOnACompositesOutputWhileTracing) {
   }
 }
 
+// Seed 37906 (aot_eager): tanh saves its output; a write into it (zero_) before backward makes
+// eager's backward raise "modified by an in-place operation", as PyTorch's version counters do,
+// also when the tensor is empty (a write bumps the version whatever it touches). The compiled
+// backward must raise the same error. (zero_ leaves v without history: the gradient reaches
+// tanh's node through u.)
+TEST(FuzzFound, WriteIntoAnEmptyTensorEagerSaved) {
+  for (const char* b : {"none", "eager", "aot_eager", "inductor"}) {
+    for (int64_t n : {0, 2}) {
+      SCOPED_TRACE(std::string(b) + " n=" + std::to_string(n));
+      auto fn = [](const Tensors& in) {
+        Tensor v = tanh(in[0]);
+        Tensor u = v * 2;
+        v.zero_();
+        return Tensors{v, u};
+      };
+      Tensor x = zeros({n, 3}).requires_grad_(true);
+      Tensors out;
+      if (std::string(b) == "none") {
+        out = fn(Tensors{x});
+      } else {
+        auto f = compile(fn, backend(b));
+        out = f(Tensors{x});
+      }
+      ASSERT_TRUE(out[1].requires_grad());
+      try {
+        out[1].sum().backward();
+        ADD_FAILURE() << "expected eager's error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+// The same mechanism for the other changes of a history while a compiled call is recorded:
+// detach_() takes v's history away after `v * 2` read it, requires_grad_() gives a leaf made
+// inside one after `x * c` read it; the nodes noted before must keep the history they saw (a
+// leaf made inside keeps eager's autograd for the graph, which builds the deferred nodes).
+TEST(FuzzFound, HistoryChangesAfterAnOpReadTheTensor) {
+  for (bool leaf : {true, false}) {  // without the leaf the graph is differentiated by the backend
+    auto fn = [leaf](const Tensors& in) {
+      Tensor c = full({3}, 0.5);
+      Tensor y = in[0] * c;
+      if (leaf) c.requires_grad_();
+      Tensor v = tanh(in[0]);
+      Tensor u = v * 2;
+      v.detach_();
+      return Tensors{y, u, c, v};
+    };
+    for (const char* b : {"none", "eager", "aot_eager", "inductor"}) {
+      SCOPED_TRACE(std::string(b) + (leaf ? " leaf" : ""));
+      Tensor x = full({3}, 0.25).requires_grad_(true);
+      Tensors out;
+      if (std::string(b) == "none") {
+        out = fn(Tensors{x});
+      } else {
+        auto f = compile(fn, backend(b));
+        out = f(Tensors{x});
+      }
+      ASSERT_TRUE(out[0].requires_grad());
+      ASSERT_TRUE(out[1].requires_grad());
+      EXPECT_FALSE(out[3].requires_grad());
+      EXPECT_EQ(out[2].requires_grad(), leaf);
+      (out[0].sum() + out[1].sum()).backward();
+      EXPECT_FALSE(out[2].grad().defined());
+      ASSERT_TRUE(x.grad().defined());
+      const double t = std::tanh(0.25);
+      for (float g : x.grad().to_vector<float>()) EXPECT_NEAR(g, 0.5 + 2 * (1 - t * t), 1e-5);
+    }
+  }
+}
+
+// Seed 153878 (aot_eager, open): a no-grad write into avg_pool1d's output of an unbatched input
+// (its decomposition's squeeze, a view), then a graph break reading it: the backward raised
+// "the autograd graph of a tensor traced by a compiled call that did not finish is gone" where
+// eager's runs.
+TEST(FuzzFound, DISABLED_NoGradWriteIntoAPoolsViewThenABreak) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = avg_pool1d(in[0], {2});
+    {
+      NoGradGuard g;
+      v0.masked_fill_(v0 > 0, 0);
+    }
+    Tensor v2 = v0.to(kFloat64).sum().item<double>() > 0 ? v0 * 2 : v0 - 1;
+    return Tensors{v0, v2};
+  };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    Tensor x = (arange(0, 21, 1, kFloat32).reshape({3, 7}) - 10).requires_grad_(true);
+    Tensors out = f(Tensors{x});
+    ASSERT_TRUE(out[1].requires_grad());
+    EXPECT_NO_THROW(out[1].sum().backward());
+  }
+}
+
 }  // namespace
 }  // namespace kiln
