@@ -193,6 +193,9 @@ std::vector<OpSample> flash_samples() {
       return TensorList{ref_bmm(w.p, Ref::of(in[2]), false, false).to(t), w.lse.to(lt)};
     };
     s.grad_inputs = {0, 1, 2};
+    // Finite differences over the long samples' 7680 inputs took minutes of the CPU op tests;
+    // the short ones check the gradient, the backward op's samples the long rows' kernels.
+    s.check_grad = qs[1] * ks[1] <= 1024;
     if (in_reduced(t)) s.atol = 2e-2;
     out.push_back(s);
   };
