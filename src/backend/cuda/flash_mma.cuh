@@ -324,6 +324,20 @@ __device__ inline void zero(float (&acc)[D / 8][4]) {
   for (int nt = 0; nt < D / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 }
 
+// Double buffering: starts tile j + 1 on its way into the other buffer (stage(j + 1, buffer)),
+// then waits until tile j has arrived and every thread may read it.
+template <class Stage>
+__device__ inline void next_tile(int j, int tiles, const Stage& stage) {
+  if (j + 1 < tiles) {
+    stage(j + 1, (j & 1) ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
 // ---- forward: a block per 64 query rows of one batch entry; keys in double-buffered tiles ----
 
 template <class T, int D>
@@ -346,10 +360,12 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
   const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
   const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
   load_tile_async<D, T>(Qs, q + n * p.L * E, q0, p.L, E);
-  if (tiles > 0) {
-    load_tile_async<D, T>(Ks, kb, 0, p.S, E);
-    load_tile_async<D, T>(Vs, vb, 0, p.S, E);
-  }
+  // Key and value tile j into buffer b.
+  auto stage = [&](int j, int b) {
+    load_tile_async<D, T>(Ks + b * tile_elems<T, D>(), kb, j * int64_t(kRows), p.S, E);
+    load_tile_async<D, T>(Vs + b * tile_elems<T, D>(), vb, j * int64_t(kRows), p.S, E);
+  };
+  if (tiles > 0) stage(0, 0);
   cp_async_commit();
   const float c = p.scale * kLog2e;  // scores in log2 units: exp2 is one instruction
   float o[D / 8][4];
@@ -357,15 +373,7 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
-    if (j + 1 < tiles) {
-      load_tile_async<D, T>(Ks + (buf ^ 1) * tile_elems<T, D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
-      load_tile_async<D, T>(Vs + (buf ^ 1) * tile_elems<T, D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    next_tile(j, tiles, stage);
     const T* Kt = Ks + buf * tile_elems<T, D>();
     const T* Vt = Vs + buf * tile_elems<T, D>();
     float s[8][4];
@@ -445,10 +453,12 @@ __global__ void __launch_bounds__(kThreads)
   const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
   load_tile_async<D, T>(Qs, q + n * p.L * E, q0, p.L, E);
   load_tile_async<D, T>(dOs, go + n * p.L * E, q0, p.L, E);
-  if (tiles > 0) {
-    load_tile_async<D, T>(Ks, kb, 0, p.S, E);
-    load_tile_async<D, T>(Vs, vb, 0, p.S, E);
-  }
+  // Key and value tile j into buffer b.
+  auto stage = [&](int j, int b) {
+    load_tile_async<D, T>(Ks + b * tile_elems<T, D>(), kb, j * int64_t(kRows), p.S, E);
+    load_tile_async<D, T>(Vs + b * tile_elems<T, D>(), vb, j * int64_t(kRows), p.S, E);
+  };
+  if (tiles > 0) stage(0, 0);
   cp_async_commit();
   const float c = p.scale * kLog2e;
   float lse2[2], dl[2];
@@ -463,15 +473,7 @@ __global__ void __launch_bounds__(kThreads)
   zero<D>(acc);
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
-    if (j + 1 < tiles) {
-      load_tile_async<D, T>(Ks + (buf ^ 1) * tile_elems<T, D>(), kb, (j + 1) * int64_t(kRows), p.S, E);
-      load_tile_async<D, T>(Vs + (buf ^ 1) * tile_elems<T, D>(), vb, (j + 1) * int64_t(kRows), p.S, E);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    next_tile(j, tiles, stage);
     const T* Kt = Ks + buf * tile_elems<T, D>();
     const T* Vt = Vs + buf * tile_elems<T, D>();
     float s[8][4], dp[8][4];
@@ -542,14 +544,7 @@ __global__ void __launch_bounds__(kThreads)
   zero<D>(dvacc);
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
-    if (j + 1 < tiles) {
-      stage(j + 1, buf ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    next_tile(j, tiles, stage);
     const T* Qt = Qs + buf * tile_elems<T, D>();
     const T* dOt = dOs + buf * tile_elems<T, D>();
     const float* ls = lse_s + buf * kRows;
