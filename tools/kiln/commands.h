@@ -28,6 +28,12 @@ struct LaunchOptions {
   bool json = false;
 };
 
+// kiln bench memory: bandwidth of memory-bound CUDA ops against a device copy.
+struct MemoryOptions {
+  std::string device = "cuda";
+  bool json = false;
+};
+
 // The CPU backend's answer for `key` in Backend::info() ("blas": "openblas" or "kiln"), "?" when it has none.
 std::string cpu_info(const std::string& key);
 
@@ -43,5 +49,6 @@ int cmd_bench_zoo_compiled(const ZooOptions& opts, const std::vector<std::string
 // kiln bench compile: capture and AOT autograd per zoo model (same options as bench zoo).
 int cmd_bench_compile(const ZooOptions& opts);
 int cmd_bench_launch(const LaunchOptions& opts);
+int cmd_bench_memory(const MemoryOptions& opts);
 
 }  // namespace kiln::cli

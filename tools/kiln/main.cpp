@@ -243,6 +243,10 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(whole_number(INT32_MAX));
   bench_launch->add_flag("--json", lo.json, "print one JSON object");
+  auto* bench_memory = bench->add_subcommand("memory", "bandwidth of memory-bound CUDA ops against a device copy");
+  kiln::cli::MemoryOptions mo;
+  bench_memory->add_option("--device", mo.device, "a CUDA device")->capture_default_str();
+  bench_memory->add_flag("--json", mo.json, "print one JSON object");
 
   // Wrong usage: one line naming the problem, the usage line, exit code 2.
   auto usage_error = [&](const std::string& msg, const CLI::App* sub) {
@@ -301,6 +305,7 @@ int run(int argc, char** argv) {
       if (lo.iters < 1) return usage_error("--iters: expected at least 1", bench_launch);
       return kiln::cli::cmd_bench_launch(lo);
     }
+    if (*bench_memory) return kiln::cli::cmd_bench_memory(mo);
     if (*bench_compile) {
       try {
         kiln::cli::validate_zoo(co);
