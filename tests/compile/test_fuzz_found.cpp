@@ -664,5 +664,31 @@ TEST(FuzzFound, DISABLED_NoGradWriteIntoAPoolsViewThenABreak) {
   }
 }
 
+// Seed 170323 (aot_eager): `v2.copy_(v0.detach())` makes v2 the same value as v0 in the
+// functional graph, which returned that value twice; v2's "no grad" was taken for both, so v0
+// lost its gradient (Note [Output requires_grad by position]).
+TEST(FuzzFound, CopyOfADetachedOutputIntoAnother) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = glu(in[0]);
+    Tensor v2 = v0.detach() - 1;
+    v2.copy_(v0.detach());
+    return Tensors{v0, v2};
+  };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    for (int64_t n : {0, 2}) {
+      SCOPED_TRACE(std::string(b) + " n=" + std::to_string(n));
+      auto f = compile(fn, backend(b));
+      Tensor x = full({n, 4}, 0.5).requires_grad_(true);
+      Tensors out = f(Tensors{x});
+      ASSERT_TRUE(out[0].requires_grad());
+      EXPECT_FALSE(out[1].requires_grad());
+      EXPECT_FALSE(out[1].is_same(out[0]));
+      Tensor g = grads_of(out, {x})[0];
+      ASSERT_TRUE(g.defined());
+      EXPECT_EQ(g.sizes().vec(), std::vector<int64_t>({n, 4}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

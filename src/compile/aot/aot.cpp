@@ -59,12 +59,20 @@ struct SyntheticBase {
   int64_t span;  // elements from storage offset 0 to the end of the furthest member
 };
 
+// Note [Output requires_grad by position]
+// Functionalization can make two captured outputs one value: `y.copy_(x.detach())` rebinds y
+// to x's value, so `{x, y}` returns one value twice. Whether an output requires grad belongs to
+// its position (x does, y does not, as in eager), not to the value: a per-value flag took the
+// last output's, and x lost its gradient (fuzzer seed 170323). The graph still returns each
+// position as its own buffer (the backends clone a repeated output).
+
 // The captured graph without writes: outputs are the captured outputs, then
 // the final value of every written input (Note [Functionalization]).
 struct Functional {
   Graph graph;
   std::vector<Tensor> constants;  // graph inputs after the captured graph's own (and the bases)
   size_t num_outputs = 0;         // the captured outputs; write-backs follow
+  std::vector<bool> output_grad;  // per captured output: it requires grad (Note [Output requires_grad by position])
   std::vector<int> writeback;     // per write-back output: the input it updates (bases after the inputs)
   std::vector<SyntheticBase> bases;
 };
@@ -118,8 +126,11 @@ Functional functionalize_once(const Graph& g, const std::vector<int>& alias, boo
   f.graph = rec.take(outs, &f.constants);
   for (size_t i = 0; i < g.inputs.size(); ++i)
     f.graph.values[f.graph.inputs[i]].requires_grad = g.values[g.inputs[i]].requires_grad;
-  for (size_t k = 0; k < g.outputs.size(); ++k)
-    f.graph.values[f.graph.outputs[k]].requires_grad = g.values[g.outputs[k]].requires_grad;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const bool rg = g.values[g.outputs[k]].requires_grad;
+    f.output_grad.push_back(rg);
+    if (rg) f.graph.values[f.graph.outputs[k]].requires_grad = true;  // shown in the graph's text
+  }
   map_random_source(f.graph, g);
   return f;
 }
@@ -280,8 +291,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
 
   bool differentiable = false;
   if (ctx.differentiable)
-    for (size_t k = 0; k < n_out; ++k)
-      differentiable = differentiable || f.graph.values[f.graph.outputs[k]].requires_grad;
+    for (size_t k = 0; k < n_out; ++k) differentiable = differentiable || f.output_grad[k];
 
   if (!differentiable) {
     std::vector<Tensor> constants = f.constants;
@@ -327,7 +337,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     n_forward_nodes = rec.num_nodes();
     std::vector<Tensor> roots;
     for (size_t k = 0; k < n_out; ++k)
-      if (f.graph.values[f.graph.outputs[k]].requires_grad && fwd[k].requires_grad()) {
+      if (f.output_grad[k] && fwd[k].requires_grad()) {
         diff.push_back(static_cast<int>(k));
         roots.push_back(fwd[k]);
         TensorMeta m{fwd[k].sizes().vec(), fwd[k].dtype(), fwd[k].device(), contiguous_strides(fwd[k].sizes()), 0};
