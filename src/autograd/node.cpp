@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include <optional>
+
 #include "autograd/autograd_meta.h"
 #include "autograd/deferred.h"
 #include "dispatch/dispatch.h"
@@ -156,6 +158,11 @@ void rebase_view(const Tensor& t, AutogradMeta& m) {
   Tensor base(t.unsafe_impl()->view_base);
   if (!base.requires_grad()) return;
   EnableGradGuard grad_on;
+  // A real tensor's history is eager's: remade while a compiled call is recorded (the view is
+  // the input of a graph after a break), a recorded as_strided would give it a tracer's node,
+  // deferred and then dropped with the graph's autograd. A tracer view's belongs to the graph.
+  std::optional<RecordLayerGuard> eager;
+  if (!t.unsafe_impl()->is_tracer()) eager.emplace(nullptr);
   Tensor v = call_op1(OpId::as_strided, {base}, {t.sizes().vec(), t.strides().vec(), t.storage_offset()});
   auto* vm = autograd_meta_or_null(v);
   if (!vm || !vm->grad_fn) return;
