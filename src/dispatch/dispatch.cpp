@@ -26,12 +26,12 @@ std::atomic<KernelTimer*> g_kernel_timer{nullptr};
 
 // Runs f, timed by the kernel timer when it watches `dev`.
 template <class F>
-void timed(OpId op, Device dev, DType dtype, F&& f) {
+void timed(OpId op, Device dev, DType dtype, const Tensor* first, F&& f) {
   KernelTimer* t = g_kernel_timer.load(std::memory_order_relaxed);
   if (!t || t->device() != dev.type) return f();
   t->begin(op);
   f();
-  t->end(op, dtype);
+  t->end(op, dtype, first);
 }
 
 AutogradLayer g_autograd_layer = nullptr;
@@ -310,7 +310,8 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
       outs.reserve(metas.size());
       for (const TensorMeta& m : metas) outs.push_back(make_tensor(m.sizes, m.dtype, m.device));
     }
-    timed(op, dev, !inputs.empty() && inputs[0].defined() ? inputs[0].dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()),
+    const Tensor* first = !inputs.empty() && inputs[0].defined() ? &inputs[0] : nullptr;
+    timed(op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
           [&] { kernel(call, outs); });
     return outs;
   }
@@ -512,7 +513,7 @@ void copy_into_impl(const Tensor& dst, const Tensor& src) {
   Backend* b = get_backend(dd.is_cpu() ? sd.type : dd.type);
   KILN_CHECK(b, "copy_: no backend for ", (dd.is_cpu() ? sd : dd));
   KILN_CHECK(dd.is_cpu() || sd.is_cpu() || dd.type == sd.type, "copy_: not supported yet: copy from ", sd, " to ", dd);
-  timed(OpId::copy_, dd.is_cpu() ? sd : dd, dst.dtype(), [&] { b->copy(dst, s); });
+  timed(OpId::copy_, dd.is_cpu() ? sd : dd, dst.dtype(), &s, [&] { b->copy(dst, s); });
 }
 }  // namespace
 

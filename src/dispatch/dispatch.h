@@ -106,8 +106,9 @@ struct KernelTimer {
   virtual ~KernelTimer() = default;
   virtual DeviceType device() const = 0;
   virtual void begin(OpId op) = 0;
-  // `dtype`: the first input's (the output's for factories), so the profile tells casts apart.
-  virtual void end(OpId op, DType dtype) = 0;
+  // `dtype`: the first input's (the output's for factories), so the profile tells casts apart;
+  // `first`: the first input (null for factories), for profiles that also tell shapes apart.
+  virtual void end(OpId op, DType dtype, const Tensor* first) = 0;
 };
 void set_kernel_timer(KernelTimer* timer);
 

@@ -115,5 +115,35 @@ TEST(CudaPointwise, ScalarsWhereLerpAddcmulAndInPlace) {
   expect_close(gx, x);
 }
 
+// Note [Vectorized elementwise]: dense operands, a broadcast number and a broadcast row take the
+// vector kernel when aligned and whole vectors; odd numels (the scalar tail), rows that are not
+// a whole number of vectors, and views at odd offsets (misaligned) take the scalar ones. Each
+// gives the CPU's answer.
+TEST(CudaPointwise, VectorizedAndScalarPathsAgree) {
+  KILN_REQUIRE_CUDA();
+  for (DType t : {DType::Float32, DType::BFloat16, DType::Float64, DType::Int32}) {
+    for (int64_t cols : {int64_t{3072}, int64_t{8}, int64_t{6}, int64_t{7}, int64_t{1}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " cols " + std::to_string(cols));
+      Tensor x = sample({5, cols}, t, 11), y = sample({5, cols}, t, 12), bias = sample({cols}, t, 13);
+      Tensor xc = x.cuda(), yc = y.cuda(), bc = bias.cuda();
+      expect_close(xc + yc, x + y, tol(t), tol(t));
+      expect_close(xc * bc, x * bias, tol(t), tol(t));
+      expect_close(bc - xc, bias - x, tol(t), tol(t));
+      expect_close(xc * 3, x * 3, tol(t), tol(t));
+      expect_close(xc + yc.select(1, 0).unsqueeze(1), x + y.select(1, 0).unsqueeze(1), tol(t), tol(t));
+      expect_close(xc.to(DType::Float32), x.to(DType::Float32), tol(t), tol(t));
+      // Misaligned: a flat view starting one element in.
+      Tensor xf = x.reshape({-1}).narrow(0, 1, x.numel() - 1), yf = y.reshape({-1}).narrow(0, 1, y.numel() - 1);
+      expect_close(xc.reshape({-1}).narrow(0, 1, x.numel() - 1) + yc.reshape({-1}).narrow(0, 1, y.numel() - 1),
+                   xf + yf, tol(t), tol(t));
+      // In place, through a row-broadcast operand.
+      Tensor xi = x.clone(), xic = xc.clone();
+      xi.add_(bias);
+      xic.add_(bc);
+      expect_close(xic, xi, tol(t), tol(t));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -17,6 +17,32 @@
 
 namespace kiln::cuda {
 
+namespace {
+// Sets each input's period (Operand::period) when the output is dense and every input is dense,
+// a broadcast number, or a broadcast row (a bias over the rows); false otherwise.
+bool broadcast_periods(ElementwiseArgs& a) {
+  if (a.ndim < 1 || a.ndim > 2) return false;
+  auto dense = [&](const Operand& o) {
+    const int64_t isz = static_cast<int64_t>(itemsize(o.dtype));
+    return o.strides[a.ndim - 1] == isz && (a.ndim == 1 || o.strides[0] == a.sizes[1] * isz);
+  };
+  if (!dense(a.ops[0])) return false;
+  for (int k = 1; k < a.nops; ++k) {
+    Operand& o = a.ops[k];
+    const int64_t isz = static_cast<int64_t>(itemsize(o.dtype));
+    if (dense(o))
+      o.period = 0;
+    else if (o.strides[0] == 0 && (a.ndim == 1 || o.strides[1] == 0))
+      o.period = 1;
+    else if (a.ndim == 2 && o.strides[0] == 0 && o.strides[1] == isz)
+      o.period = a.sizes[1];
+    else
+      return false;
+  }
+  return true;
+}
+}  // namespace
+
 ElementwiseArgs make_elementwise_args(std::initializer_list<const Tensor*> ops) {
   ElementwiseArgs a;
   const Tensor& out = **ops.begin();
@@ -69,6 +95,7 @@ ElementwiseArgs make_elementwise_args(std::initializer_list<const Tensor*> ops) 
     ++k;
   }
   if (a.ndim == 0) a.contiguous = true;
+  a.dense_or_broadcast = a.contiguous || broadcast_periods(a);
   a.index32 = max_offset < (int64_t(1) << 31);
   // Signed strides (flip) need the signed path.
   for (int i = 0; i < a.nops; ++i)

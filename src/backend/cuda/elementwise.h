@@ -17,6 +17,10 @@ struct Operand {
   char* data = nullptr;  // at the tensor's first element
   DType dtype = DType::Float32;
   int64_t strides[kMaxDims] = {};  // in bytes; 0 for a broadcast dim
+  // For the vectorized kernel (Note [Vectorized elementwise]), where `dense_or_broadcast`: 0 when
+  // the operand is dense in the output's order, 1 when every element reads its first (a
+  // broadcast number), n > 1 when element i reads element i % n (a row broadcast over rows).
+  int64_t period = 0;
 };
 
 // Operand 0 is the output. Dims are collapsed where all operands allow (fewer index
@@ -28,7 +32,8 @@ struct ElementwiseArgs {
   int64_t sizes[kMaxDims] = {};
   Operand ops[kMaxOperands];
   bool contiguous = false;
-  bool index32 = false;  // every byte offset fits in 32 bits
+  bool dense_or_broadcast = false;  // the output is dense and each input has a `period`
+  bool index32 = false;             // every byte offset fits in 32 bits
 };
 
 // out = convert<out dtype>(in): copy and cast between any two dtypes.

@@ -56,17 +56,39 @@ __global__ void elementwise_kernel(ElementwiseArgs a, F f) {
 }
 
 // Note [Vectorized elementwise]
-// On dense operands (the common case: activations, casts, optimizer updates) a thread moves
-// kVec elements of each operand with one aligned vector load or store instead of kVec scalar
-// ones: 2-byte bf16 stores otherwise run at about half of HBM bandwidth. The host takes this
-// kernel only when every operand's first element is aligned to its vector (views at odd offsets
-// take the scalar kernel); the numel % kVec tail is done by scalar stores in the first threads.
+// Where the output is dense and each input dense or broadcast in one of the two common ways (a
+// number, or a row over rows: a bias), a thread moves kVec elements of each operand with one
+// aligned vector load or store instead of kVec scalar ones: 2-byte bf16 stores otherwise run at
+// about half of HBM bandwidth, and a broadcast input would take the dividing index path. The
+// host takes this kernel only when every operand's first element is aligned to its vector
+// (views at odd offsets take the scalar kernel) and rows are whole vectors; the numel % kVec
+// tail is done by scalar stores in the first threads.
 inline constexpr int kVec = 4;
 
 template <class T>
 struct alignas(sizeof(T) * kVec) VecOf {
   T v[kVec];
 };
+
+// Vector i of operand o (Operand::period says where its elements come from).
+template <class T, class Index>
+__device__ inline VecOf<T> load_vec(const Operand& o, Index i) {
+  if (o.period == 0) return reinterpret_cast<const VecOf<T>*>(o.data)[i];
+  if (o.period == 1) {
+    const T x = *reinterpret_cast<const T*>(o.data);
+    VecOf<T> r;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) r.v[j] = x;
+    return r;
+  }
+  return reinterpret_cast<const VecOf<T>*>(o.data)[i % static_cast<Index>(o.period / kVec)];
+}
+
+template <class T, class Index>
+__device__ inline T load_one(const Operand& o, Index i) {
+  const Index at = o.period == 0 ? i : o.period == 1 ? Index(0) : i % static_cast<Index>(o.period);
+  return reinterpret_cast<const T*>(o.data)[at];
+}
 
 template <class Index, class R, class F, class... In>
 __global__ void vectorized_kernel(ElementwiseArgs a, F f) {
@@ -78,24 +100,29 @@ __global__ void vectorized_kernel(ElementwiseArgs a, F f) {
   [&]<int... K>(std::integer_sequence<int, K...>) {
     for (Index i = first; i < nvec; i += step) {
       // Every load is issued before any math so they overlap in flight.
-      auto ins = ::cuda::std::make_tuple(reinterpret_cast<const VecOf<In>*>(a.ops[K + 1].data)[i]...);
+      auto ins = ::cuda::std::make_tuple(load_vec<In, Index>(a.ops[K + 1], i)...);
       VecOf<R> out;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) out.v[j] = f(::cuda::std::get<K>(ins).v[j]...);
       reinterpret_cast<VecOf<R>*>(a.ops[0].data)[i] = out;
     }
     for (Index i = nvec * kVec + first; i < n; i += step)
-      reinterpret_cast<R*>(a.ops[0].data)[i] = f(reinterpret_cast<const In*>(a.ops[K + 1].data)[i]...);
+      reinterpret_cast<R*>(a.ops[0].data)[i] = f(load_one<In, Index>(a.ops[K + 1], i)...);
   }
   (std::make_integer_sequence<int, N - 1>{});
 }
 
 template <class R, class... In>
 bool vectorizable(const ElementwiseArgs& a) {
-  if (!a.contiguous) return false;
-  constexpr size_t align[] = {sizeof(R) * kVec, sizeof(In) * kVec...};
-  for (int k = 0; k < 1 + static_cast<int>(sizeof...(In)); ++k)
-    if (reinterpret_cast<uintptr_t>(a.ops[k].data) % align[k] != 0) return false;
+  if (!a.dense_or_broadcast) return false;
+  constexpr size_t vec_bytes[] = {sizeof(R) * kVec, sizeof(In) * kVec...};
+  constexpr size_t item_bytes[] = {sizeof(R), sizeof(In)...};
+  for (int k = 0; k < 1 + static_cast<int>(sizeof...(In)); ++k) {
+    const Operand& o = a.ops[k];
+    if (o.period > 1 && o.period % kVec != 0) return false;
+    const size_t align = o.period == 1 ? item_bytes[k] : vec_bytes[k];
+    if (reinterpret_cast<uintptr_t>(o.data) % align != 0) return false;
+  }
   return true;
 }
 
@@ -114,13 +141,11 @@ inline void check_launch() {
 template <class R, class... In, class F>
 void launch_elementwise(const ElementwiseArgs& a, const F& f, cudaStream_t s) {
   if (a.numel == 0) return;
-  if (vectorizable<R, In...>(a)) {
-    const int64_t vecs = (a.numel + kVec - 1) / kVec;
-    if (a.index32)
-      vectorized_kernel<uint32_t, R, F, In...><<<grid_for(vecs), kThreads, 0, s>>>(a, f);
-    else
-      vectorized_kernel<int64_t, R, F, In...><<<grid_for(vecs), kThreads, 0, s>>>(a, f);
-  } else if (a.index32)
+  // The vector kernel indexes elements in 32 bits (one instantiation fewer per functor: nvcc's
+  // time); larger tensors take the scalar kernel's 64-bit path.
+  if (a.numel < (int64_t(1) << 31) && vectorizable<R, In...>(a))
+    vectorized_kernel<uint32_t, R, F, In...><<<grid_for((a.numel + kVec - 1) / kVec), kThreads, 0, s>>>(a, f);
+  else if (a.index32)
     elementwise_kernel<uint32_t, R, F, In...><<<grid_for(a.numel), kThreads, 0, s>>>(a, f);
   else
     elementwise_kernel<int64_t, R, F, In...><<<grid_for(a.numel), kThreads, 0, s>>>(a, f);

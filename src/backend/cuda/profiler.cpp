@@ -1,7 +1,10 @@
 // kiln::cuda::profiler_start/stop: the GPU time of every kernel and copy kiln runs on CUDA, per
 // op, from a pair of CUDA events around each (Note [Kernel timer]). A kernel that dispatches
-// others (a copy inside a kernel) is timed once, as the outer op.
+// others (a copy inside a kernel) is timed once, as the outer op. KILN_PROFILE_SHAPES=1 also
+// tells calls apart by the first input's shape and whether it is dense, to find which calls of
+// an op cost the time.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -19,7 +22,25 @@ struct Record {
   OpId op;
   DType dtype;
   cudaEvent_t start, stop;
+  std::string detail;  // with KILN_PROFILE_SHAPES: " [sizes]" and " strided" when not dense
 };
+
+bool profile_shapes() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_PROFILE_SHAPES");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
+std::string detail_of(const Tensor* t) {
+  if (!t || !profile_shapes()) return {};
+  std::string s = " [";
+  for (int64_t i = 0; i < t->dim(); ++i) s += (i ? "," : "") + std::to_string(t->sizes()[i]);
+  s += "]";
+  if (!t->is_contiguous()) s += " strided";
+  return s;
+}
 
 class CudaKernelTimer : public KernelTimer {
  public:
@@ -29,12 +50,13 @@ class CudaKernelTimer : public KernelTimer {
     start_ = make_event();
     KILN_CUDA_CHECK(cudaEventRecord(start_, stream()), "cudaEventRecord (profiler)");
   }
-  void end(OpId op, DType dtype) override {
+  void end(OpId op, DType dtype, const Tensor* first) override {
     if (--depth_ > 0) return;
     cudaEvent_t stop = make_event();
     KILN_CUDA_CHECK(cudaEventRecord(stop, stream()), "cudaEventRecord (profiler)");
+    std::string detail = detail_of(first);
     std::lock_guard<std::mutex> lock(mu_);
-    records_.push_back({op, dtype, start_, stop});
+    records_.push_back({op, dtype, start_, stop, std::move(detail)});
   }
   std::vector<Record> take() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -90,7 +112,7 @@ std::string profiler_stop() {
   for (const Record& r : records) {
     float ms = 0;
     KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime (profiler)");
-    Row& row = rows[std::string(op_name(r.op)) + " " + std::string(dtype_name(r.dtype))];
+    Row& row = rows[std::string(op_name(r.op)) + " " + std::string(dtype_name(r.dtype)) + r.detail];
     ++row.calls;
     row.ms += ms;
     total += ms;
@@ -100,7 +122,7 @@ std::string profiler_stop() {
   std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   std::string out = "op                                              calls    GPU ms      %\n";
-  char line[160];
+  char line[320];
   for (const auto& [name, row] : sorted) {
     std::snprintf(line, sizeof line, "%-46s %7lld %9.3f %6.1f\n", name.c_str(), static_cast<long long>(row.calls),
                   row.ms, total > 0 ? 100.0 * row.ms / total : 0.0);
