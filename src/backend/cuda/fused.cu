@@ -366,6 +366,95 @@ __global__ void layer_norm_backward_cols_final(const C* part, C* gw, C* gb, int6
   }
 }
 
+// Rows of at most kWarpRowMax elements (GPT widths): one pass. A warp keeps its row of x and g in
+// registers (lane l holds columns l, l + 32, ...: coalesced), so each is read once, and also
+// sums its rows' shares of grad_weight and grad_bias in registers, written once per warp to
+// part[warp] (weight) and part[warps + warp] (bias); column_partials_final sums them in a fixed
+// order (deterministic). The two-kernel path above reads x and g twice.
+template <class T, int Per>
+__global__ void layer_norm_backward_warp_kernel(const T* g, const T* x, const math::opmath_t<T>* w, T* gx,
+                                                math::opmath_t<T>* part, int64_t rows, int64_t n, int64_t warps,
+                                                math::opmath_t<T> eps) {
+  using C = math::opmath_t<T>;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (warp >= warps) return;  // whole warps only: the shuffles below need every lane
+  C dw[Per], db[Per];  // the weight is read per row (L1-resident), to keep registers for these
+#pragma unroll
+  for (int j = 0; j < Per; ++j) dw[j] = db[j] = C(0);
+  auto warp_sum = [](C v) {
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+  };
+  for (int64_t r = warp; r < rows; r += warps) {
+    C xv[Per], gv[Per];
+    C sum = 0;
+#pragma unroll
+    for (int j = 0; j < Per; ++j) {
+      const int64_t c = lane + j * kWarp;
+      xv[j] = c < n ? static_cast<C>(x[r * n + c]) : C(0);
+      gv[j] = c < n ? static_cast<C>(g[r * n + c]) : C(0);
+      sum += xv[j];
+    }
+    const C mu = warp_sum(sum) / C(n);
+    C a = 0, b = 0, cc = 0;  // sum (x - mu)^2, sum gh, sum gh (x - mu); padding lanes add 0
+#pragma unroll
+    for (int j = 0; j < Per; ++j) {
+      const int64_t c = lane + j * kWarp;
+      if (c >= n) continue;
+      const C d = xv[j] - mu, gh = w ? gv[j] * w[c] : gv[j];
+      a += d * d;
+      b += gh;
+      cc += gh * d;
+    }
+    a = warp_sum(a), b = warp_sum(b), cc = warp_sum(cc);
+    const C rstd = C(1) / math::Sqrt{}(a / C(n) + eps);
+    const C mg = b / C(n), mgx = cc * rstd / C(n);
+#pragma unroll
+    for (int j = 0; j < Per; ++j) {
+      const int64_t c = lane + j * kWarp;
+      if (c >= n) continue;
+      const C xhat = (xv[j] - mu) * rstd;
+      gx[r * n + c] = T(rstd * ((w ? gv[j] * w[c] : gv[j]) - mg - xhat * mgx));
+      dw[j] += gv[j] * xhat;
+      db[j] += gv[j];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < Per; ++j) {
+    const int64_t c = lane + j * kWarp;
+    if (c >= n) continue;
+    part[warp * n + c] = dw[j];
+    part[(warps + warp) * n + c] = db[j];
+  }
+}
+
+// gw[col] = sum over k of part[k][col], gb[col] of part[splits + k][col]: a block per 32 columns,
+// its 32 thread rows taking every 32nd split, combined in a fixed order.
+template <class C>
+__global__ void column_partials_final(const C* part, C* gw, C* gb, int64_t n, int64_t splits) {
+  __shared__ C sw[kWarp][kWarp + 1], sb[kWarp][kWarp + 1];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarp + threadIdx.x;
+  C aw = 0, ab = 0;
+  if (col < n)
+    for (int64_t k = threadIdx.y; k < splits; k += kWarp) {
+      aw += part[k * n + col];
+      ab += part[(splits + k) * n + col];
+    }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < n) {
+    for (int k = 1; k < kWarp; ++k) {
+      aw += sw[k][threadIdx.x];
+      ab += sb[k][threadIdx.x];
+    }
+    gw[col] = aw;
+    gb[col] = ab;
+  }
+}
+
 // ---- foreach (Note [CUDA foreach]) ----
 
 // The single-tensor ops' scalar conversions: a wrapped number filled into T (kiln::convert:
@@ -624,7 +713,16 @@ void launch_softmax_backward(bool log, DType t, const void* g, const void* y, vo
   check_launch();
 }
 
-int64_t layer_norm_backward_splits(int64_t rows, int64_t n) {
+// Warps of the one-pass kernel: enough to fill a large GPU, few enough that the partial sums
+// (2 x warps x n) stay small.
+constexpr int64_t kLnBackwardWarps = 1024;
+
+// Rows the one-pass kernel takes: its registers hold 5 values per column a lane owns, which
+// spill beyond 24 (float) or 16 (double) columns per lane.
+bool layer_norm_backward_one_pass(DType t, int64_t n) { return n <= (t == DType::Float64 ? 16 : 24) * kWarp; }
+
+int64_t layer_norm_backward_splits(DType t, int64_t rows, int64_t n) {
+  if (layer_norm_backward_one_pass(t, n)) return rows < 1 ? 1 : (rows < kLnBackwardWarps ? rows : kLnBackwardWarps);
   // Enough blocks for the column sums to fill a large GPU (~1024), each over >= 64 rows.
   const int64_t tiles = (n + kColTile - 1) / kColTile;
   const int64_t by_rows = (rows + 63) / 64, by_blocks = 1024 / tiles > 1 ? 1024 / tiles : 1;
@@ -643,6 +741,26 @@ void launch_layer_norm_backward(DType t, const void* g, const void* x, const voi
     C* mean = static_cast<C*>(row_stats);
     C* rstd = mean + rows;
     C* pp = static_cast<C*>(part);
+    if (rows > 0 && layer_norm_backward_one_pass(t, n)) {
+      T* gxp = static_cast<T*>(gx);
+      const unsigned blocks = static_cast<unsigned>((splits * kWarp + kWarpRowThreads - 1) / kWarpRowThreads);
+      auto run = [&]<int Per>() {
+        layer_norm_backward_warp_kernel<T, Per>
+            <<<blocks, kWarpRowThreads, 0, s>>>(gp, xp, wp, gxp, pp, rows, n, splits, C(eps));
+      };
+      if (n <= 4 * kWarp)
+        run.template operator()<4>();
+      else if (n <= 8 * kWarp)
+        run.template operator()<8>();
+      else if (n <= 16 * kWarp || t == DType::Float64)
+        run.template operator()<16>();
+      else
+        run.template operator()<24>();
+      check_launch();
+      column_partials_final<C><<<static_cast<unsigned>((n + kWarp - 1) / kWarp), dim3(kWarp, kWarp), 0, s>>>(
+          pp, static_cast<C*>(gw), static_cast<C*>(gb), n, splits);
+      return;
+    }
     if (rows > 0) {
       T* gxp = static_cast<T*>(gx);
       if (n <= kWarpRowMax) {

@@ -28,7 +28,7 @@ void launch_softmax_backward(bool log, DType t, const void* g, const void* y, vo
 // _layer_norm_backward (Note [Fused norm and activation backward]) of dense g and x [rows, n] of
 // floating dtype t. weight (or null), gw and gb: dense [n] of t's opmath dtype C; scratch, of C:
 // row_stats [2 * rows], part [2 * splits * n] with splits from layer_norm_backward_splits.
-int64_t layer_norm_backward_splits(int64_t rows, int64_t n);
+int64_t layer_norm_backward_splits(DType t, int64_t rows, int64_t n);
 void launch_layer_norm_backward(DType t, const void* g, const void* x, const void* weight, void* gx, void* gw, void* gb,
                                 void* row_stats, void* part, int64_t rows, int64_t n, int64_t splits, double eps,
                                 cudaStream_t s);

@@ -95,7 +95,7 @@ void layer_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Device dev = x0.device();
   const Tensor x = dense_as(x0, t), gy = dense_as(c.in(0), t);
   const Tensor w = c.in(2).defined() ? dense_as(c.in(2), cd) : Tensor();
-  const int64_t splits = layer_norm_backward_splits(rows, n);
+  const int64_t splits = layer_norm_backward_splits(t, rows, n);
   Tensor stats = make_tensor({2 * rows}, cd, dev), part = make_tensor({2 * splits * n}, cd, dev);
   launch_layer_norm_backward(t, ptr(gy), ptr(x), w.defined() ? ptr(w) : nullptr, ptr(outs[0]), ptr(outs[1]),
                              ptr(outs[2]), ptr(stats), ptr(part), rows, n, splits, c.attrs.f(1), stream_of(outs[0]));
