@@ -1,6 +1,7 @@
 // VJP rules of mm and bmm (matmul, addmm, baddbmm, linear and einsum are
 // differentiated through their decompositions onto these).
 #include "kiln/ops/nn.h"
+#include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "ops/grad_util.h"
 #include "ops/save_rule.h"
@@ -24,6 +25,23 @@ SaveSet save_other_factor(uint64_t needs, const Attrs&) {
   return {((needs & (one << 1)) ? one : 0) | ((needs & one) ? one << 1 : 0), 0};
 }
 KILN_REGISTER_SAVE_RULE(mm, save_other_factor);
+
+// _addmm_bias (Note [Bias epilogue]): the bias's gradient is the column sums of g.
+std::vector<Tensor> vjp_addmm_bias(const VjpCall& v) {
+  const Tensor& g = v.grads[0];
+  std::vector<Tensor> r(3);
+  if (v.needs(0)) r[0] = sum(g, {0});
+  if (v.needs(1)) r[1] = mm(g, transpose(v.inputs[2], 0, 1));
+  if (v.needs(2)) r[2] = mm(transpose(v.inputs[1], 0, 1), g);
+  return r;
+}
+KILN_REGISTER_VJP(_addmm_bias, vjp_addmm_bias);
+// Each factor only for the other's gradient; the bias is never read.
+SaveSet save_addmm_bias(uint64_t needs, const Attrs&) {
+  const uint64_t one = 1;
+  return {((needs & (one << 1)) ? one << 2 : 0) | ((needs & (one << 2)) ? one << 1 : 0), 0};
+}
+KILN_REGISTER_SAVE_RULE(_addmm_bias, save_addmm_bias);
 
 std::vector<Tensor> vjp_bmm(const VjpCall& v) {
   const Tensor& g = v.grads[0];

@@ -188,11 +188,53 @@ std::vector<TensorMeta> meta_linear(const OpCall& c) {
 }
 KILN_REGISTER_META(linear, meta_linear);
 
+// ---- _addmm_bias: a [m, k] @ b [k, n] + bias [n] ----
+// Note [Bias epilogue]
+// A linear layer's bias add is a pass over the whole output after the GEMM; cuBLASLt adds it in
+// the GEMM's epilogue, while the output tile is still in registers. linear's decomposition
+// routes 2-D weights with a bias of out_features to this op on devices that have its kernel
+// (CUDA); elsewhere it decomposes back to mm and add. It has a VJP of its own (the bias
+// gradient is the column sums of the output's), so eager autograd keeps it one node.
+std::vector<TensorMeta> meta_addmm_bias(const OpCall& c) {
+  const Tensor &bias = c.in(0), &a = c.in(1), &b = c.in(2);
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2 && bias.dim() == 1, "_addmm_bias: expected a [m, k], b [k, n] and bias [n], got shapes ",
+             shape_str(a.sizes()), ", ", shape_str(b.sizes()), " and ", shape_str(bias.sizes()));
+  KILN_CHECK(a.sizes()[1] == b.sizes()[0] && bias.sizes()[0] == b.sizes()[1],
+             "_addmm_bias: expected a [m, k], b [k, n] and bias [n], got shapes ", shape_str(a.sizes()), ", ",
+             shape_str(b.sizes()), " and ", shape_str(bias.sizes()));
+  check_matmul_dtypes("_addmm_bias", a, b);
+  check_matmul_dtypes("_addmm_bias", a, bias);
+  KILN_CHECK(is_floating_point(a.dtype()), "_addmm_bias: expected floating operands, got ", a.dtype());
+  return one_output({a.sizes()[0], b.sizes()[1]}, a.dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(_addmm_bias, meta_addmm_bias);
+
+std::vector<Tensor> decomp_addmm_bias(const OpCall& c) {
+  meta_addmm_bias(c);
+  return {add(mm(c.in(1), c.in(2)), c.in(0))};
+}
+KILN_REGISTER_DECOMP(_addmm_bias, decomp_addmm_bias);
+
+// linear with a 2-D weight and a bias of out_features, on a device with _addmm_bias's kernel.
+bool bias_epilogue(const OpCall& c) {
+  const Tensor &x = c.in(0), &w = c.in(1), &bias = c.in(2);
+  if (!bias.defined() || bias.dim() != 1 || w.dim() != 2 || x.dim() < 2 || bias.sizes()[0] != w.sizes()[0]) return false;
+  if (!is_floating_point(x.dtype()) || x.device() != w.device() || x.device() != bias.device()) return false;
+  return op_info(OpId::_addmm_bias).kernels[static_cast<int>(x.device().type)] != nullptr;
+}
+
 // The weight is used through its transposed view: the mm kernel passes it to
 // GEMM with trans_b instead of copying it.
 std::vector<Tensor> decomp_linear(const OpCall& c) {
   check_linear(c);
   const Tensor& w = c.in(1);
+  if (bias_epilogue(c)) {
+    const Tensor& x = c.in(0);
+    Shape out(x.sizes().begin(), x.sizes().end() - 1);
+    out.push_back(w.sizes()[0]);
+    Tensor r = call_op1(OpId::_addmm_bias, {c.in(2), reshape(x, {-1, x.sizes().back()}), transpose(w, 0, 1)});
+    return {reshape(r, out)};
+  }
   if (is_half(w.dtype()) && c.in(2).defined() && !w.is_cuda()) {
     // Float16/BFloat16 with bias on the CPU: add the bias before rounding, as torch's addmm does.
     // (On CUDA the matmul stays in half precision on tensor cores, accumulating in float32, and

@@ -280,6 +280,54 @@ std::vector<ErrorSample> linear_errors() {
 }
 KILN_OP_SAMPLES(linear, linear_samples, linear_errors);
 
+// ---- _addmm_bias (Note [Bias epilogue]): a @ b + bias over the columns ----
+std::vector<OpSample> addmm_bias_samples() {
+  std::vector<OpSample> v;
+  OpFn f = [](const TensorList& in) { return TensorList{call_op1(OpId::_addmm_bias, {in[0], in[1], in[2]})}; };
+  OpFn ref = [](const TensorList& in) {
+    Ref out = ref_matmul(Ref::of(in[1]), Ref::of(in[2])), b = Ref::of(in[0]);
+    for (int64_t i = 0; i < out.numel(); ++i) out.v[i] += b.v[i % std::max<int64_t>(1, b.numel())];
+    return TensorList{out.to(in[1].dtype())};
+  };
+  for (DType t : kFloatTypes)
+    v.push_back(sample("[3,4] @ [4,5] + [5] " + tname(t), {input({5}, t, 1), input({3, 4}, t, 2), input({4, 5}, t, 3)},
+                       f, ref, t == kFloat16 || t == kBFloat16 ? 3e-2 : 0));
+  // linear's layout: b is the weight [n, k] transposed.
+  for (DType t : {kFloat32, kFloat64}) {
+    OpSample s = sample("weight transposed " + tname(t), {input({6}, t, 4), input({7, 5}, t, 5), input({6, 5}, t, 6)},
+                        [](const TensorList& in) {
+                          return TensorList{call_op1(OpId::_addmm_bias, {in[0], in[1], in[2].t()})};
+                        },
+                        [ref](const TensorList& in) { return ref({in[0], in[1], in[2].t()}); });
+    v.push_back(s);
+    v.push_back(sample("strided " + tname(t), {input({3}, t, 7, true), input({4, 2}, t, 8, true), input({2, 3}, t, 9, true)},
+                       f, ref));
+  }
+  v.push_back(sample("large float32", {input({29}, kFloat32, 10), input({37, 70}, kFloat32, 11), input({70, 29}, kFloat32, 12)},
+                     f, ref, 1e-4));
+  auto empty = [&](const char* name, Shape a, Shape b) {
+    OpSample s = sample(name, {input({b[1]}, kFloat32, 13), input(a, kFloat32, 14), input(b, kFloat32, 15)}, f, ref);
+    s.check_grad = false;
+    v.push_back(s);
+  };
+  empty("K = 0 gives the bias", {3, 0}, {0, 4});
+  empty("M = 0", {0, 3}, {3, 4});
+  empty("N = 0", {2, 3}, {3, 0});
+  return v;
+}
+std::vector<ErrorSample> addmm_bias_errors() {
+  auto call = [](const Tensor& bias, const Tensor& a, const Tensor& b) { call_op1(OpId::_addmm_bias, {bias, a, b}); };
+  return {{"bias length", [=] { call(input({4}, kFloat32, 1), input({2, 3}, kFloat32, 2), input({3, 5}, kFloat32, 3)); },
+           "_addmm_bias: expected a [m, k], b [k, n] and bias [n]"},
+          {"3-D", [=] { call(input({5}, kFloat32, 1), input({2, 2, 3}, kFloat32, 2), input({3, 5}, kFloat32, 3)); },
+           "expected a [m, k]"},
+          {"dtype mismatch", [=] { call(input({5}, kFloat64, 1), input({2, 3}, kFloat32, 2), input({3, 5}, kFloat32, 3)); },
+           "same dtype"},
+          {"integer", [=] { call(input({5}, kInt64, 1), input({2, 3}, kInt64, 2), input({3, 5}, kInt64, 3)); },
+           "expected floating operands"}};
+}
+KILN_OP_SAMPLES(_addmm_bias, addmm_bias_samples, addmm_bias_errors);
+
 // ---- einsum ----
 // Naive einsum over letter subscripts: every assignment of every label.
 Ref ref_einsum(const std::vector<std::string>& terms, const std::string& out, const std::vector<Ref>& ops) {

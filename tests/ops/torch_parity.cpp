@@ -64,6 +64,7 @@ TEST_P(TorchParity, Samples) {
       {"_scaled_dot_product_flash_attention_backward",
        "torch 1.13 lacks it: its fused attention op arrived in torch 2.0 (and is internal there)"},
       {"_batch_norm_backward", "internal: kiln's batch_norm VJP kernel"},
+      {"_addmm_bias", "internal: kiln's linear with the bias added in the GEMM's epilogue"},
       {"_fused_cross_entropy", "internal: kiln's one-pass cross_entropy kernel"},
       {"_fused_cross_entropy_backward", "internal: kiln's one-pass cross_entropy VJP kernel"},
       {"_layer_norm_backward", "internal: kiln's layer_norm VJP kernel"},
