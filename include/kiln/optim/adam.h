@@ -19,7 +19,7 @@ struct AdamOptions {
   // One _fused_adam_ call per group (Note [Fused Adam]), torch's fused=True; it takes precedence
   // over foreach. Unset: fused where every parameter of the group is a dense CUDA floating tensor
   // (and not while compiling, which keeps the capturable step). true also runs on the CPU.
-  std::optional<bool> fused;
+  std::optional<bool> fused = std::nullopt;
   // AdamW's weight decay: p *= 1 - lr * weight_decay instead of adding weight_decay * p to the
   // gradient (torch's Adam(decoupled_weight_decay=True)).
   bool decoupled_weight_decay = false;
