@@ -1144,6 +1144,55 @@ struct Addcdiv {
   }
 };
 
+// Note [Fused Adam]
+// One element of Adam/AdamW's step (_fused_adam_): adam_foreach's ops (src/optim/adam.cpp) in
+// their order, with their scalars converted as those ops convert them, each intermediate held in
+// C (float for float/Half/BFloat16, double for double):
+//   g = maximize ? -g : g;  weight decay: p = p * (1 - lr*wd) (decoupled) or g = g + wd * p
+//   m = lerp(m, g, 1 - beta1);  v = v * beta2;  v = v + (1 - beta2) * (g * g)
+//   d = sqrt(amsgrad ? (vmax = maximum(vmax, v)) : v) / bc2_sqrt + eps;  p = p + -step_size * (m / d)
+// So for float and double tensors it rounds as the foreach step, bit for bit where the compiler
+// contracts no FMA (CUDA's may: then to float rounding); Half/BFloat16 round only the stored
+// p, m, v and vmax (torch's fused step likewise), where the foreach step rounds every op.
+template <class C>
+struct AdamStep {
+  C decay;  // 1 - lr * weight_decay (decoupled), or weight_decay (coupled)
+  C one_minus_beta1, beta2, one_minus_beta2, eps;
+  C neg_step_size, bc2_sqrt;  // per tensor: -lr / (1 - beta1^t), sqrt(1 - beta2^t)
+  bool weight_decay, decoupled, amsgrad, maximize;
+  // The step's scalars, converted from the double attrs of _fused_adam_ (per-tensor ones set later).
+  static KILN_HD AdamStep make(double lr, double beta1, double beta2, double eps, double wd, bool amsgrad,
+                               bool maximize, bool decoupled) {
+    return {C(decoupled ? 1 - lr * wd : wd), C(1 - beta1), C(beta2), C(1 - beta2), C(eps), C(0), C(1), wd != 0,
+            decoupled, amsgrad, maximize};
+  }
+  template <class T>
+  KILN_HD void operator()(T& p_out, T grad, T& m_out, T& v_out, T* vmax_out) const {
+    C p = C(p_out), g = C(grad);
+    if (maximize) g = -g;
+    if (weight_decay) {
+      if (decoupled)
+        p = p * decay;
+      else
+        g = g + decay * p;
+    }
+    const C m = Lerp{}(C(m_out), g, one_minus_beta1);
+    C v = C(v_out) * beta2;
+    v = v + one_minus_beta2 * (g * g);
+    C d = v;
+    if (amsgrad) {
+      d = Maximum{}(C(*vmax_out), v);
+      *vmax_out = T(d);
+    }
+    d = Sqrt{}(d) / bc2_sqrt;
+    d = d + eps;
+    p = p + neg_step_size * (m / d);
+    p_out = T(p);
+    m_out = T(m);
+    v_out = T(v);
+  }
+};
+
 struct Where {
   template <class T>
   KILN_HD T operator()(bool cond, T a, T b) const {

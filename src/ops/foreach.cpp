@@ -1,4 +1,4 @@
-// Multi-tensor (foreach) ops: public functions, meta functions and
+// Multi-tensor (foreach) ops and _fused_adam_: public functions, meta functions and
 // decompositions into single-tensor ops. CPU kernels are in
 // backend/cpu/foreach.cpp.
 #include "kiln/ops/foreach.h"
@@ -209,6 +209,90 @@ KILN_REGISTER_DECOMP(_foreach_addcdiv_, decomp_foreach);
 KILN_REGISTER_DECOMP(_foreach_lerp_, decomp_foreach);
 KILN_REGISTER_DECOMP(_foreach_maximum_, decomp_foreach);
 
+// ---- _fused_adam_ (Note [Fused Adam]): lists params, grads, exp_avgs, exp_avg_sqs and, with
+// amsgrad (attr 7), max_exp_avg_sqs; attrs step_sizes, bias_correction2_sqrts, lr, beta1, beta2,
+// eps, weight_decay, amsgrad, maximize, decoupled ----
+constexpr const char* kAdamLists[5] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs"};
+size_t adam_lists(const OpCall& c) { return c.attrs.b(7) ? 5 : 4; }
+
+std::vector<TensorMeta> meta_fused_adam(const OpCall& c) {
+  const char* name = c.name();
+  const size_t lists = adam_lists(c);
+  KILN_CHECK(!c.inputs.empty(), name, ": Tensor list must have at least one tensor");
+  KILN_CHECK(c.inputs.size() % lists == 0, "internal: ", name, " got ", c.inputs.size(), " tensors for ", lists,
+             " lists");
+  const size_t n = c.inputs.size() / lists;
+  for (size_t l = 0; l < lists; ++l)
+    for (size_t i = 0; i < n; ++i)
+      KILN_CHECK(c.in(l * n + i).defined(), name, ": ", kAdamLists[l], "[", i, "] is undefined");
+  for (size_t k = 0; k < 2; ++k)
+    KILN_CHECK(c.attrs.doubles(k).size() == n, name, ": expected one ", k == 0 ? "step size" : "bias correction",
+               " per tensor (", n, "), got ", c.attrs.doubles(k).size());
+  const Device dev = c.in(0).device();
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& p = c.in(i);
+    KILN_CHECK(is_floating_point(p.dtype()), name, ": expected floating-point tensors, got dtype ", p.dtype(),
+               " for params[", i, "]");
+    KILN_CHECK(p.device() == dev, name, ": expected all tensors on one device, got ", dev, " for params[0] and ",
+               p.device(), " for params[", i, "]");
+    for (size_t l = 1; l < lists; ++l) {
+      const Tensor& t = c.in(l * n + i);
+      KILN_CHECK(t.sizes() == p.sizes(), name, ": expected ", kAdamLists[l], "[", i, "] to have the shape of params[",
+                 i, "], ", shape_str(p.sizes()), ", but got ", shape_str(t.sizes()));
+      KILN_CHECK(t.dtype() == p.dtype(), name, ": expected ", kAdamLists[l], "[", i, "] to have the dtype of params[",
+                 i, "], ", p.dtype(), ", but got ", t.dtype());
+      KILN_CHECK(t.device() == p.device(), name, ": expected ", kAdamLists[l], "[", i, "] on ", p.device(),
+                 " (the device of params[", i, "]), but got ", t.device());
+    }
+    // Every written tensor is one memory location per element, shared with no other operand.
+    for (size_t l = 0; l < lists; ++l) {
+      if (l == 1) continue;  // grads are only read
+      const Tensor& w = c.in(l * n + i);
+      for (int64_t d = 0; d < w.dim(); ++d)
+        KILN_CHECK(w.strides()[d] != 0 || w.sizes()[d] <= 1, name, ": unsupported operation: more than one element of ",
+                   kAdamLists[l], "[", i, "] refers to a single memory location; clone() it first");
+      for (size_t o = 0; o < lists; ++o)
+        KILN_CHECK(o == l || !w.has_storage() || !c.in(o * n + i).has_storage() || !w.is_alias_of(c.in(o * n + i)),
+                   name, ": unsupported operation: ", kAdamLists[l], "[", i, "] shares memory with ", kAdamLists[o],
+                   "[", i, "]");
+    }
+  }
+  return {};
+}
+KILN_REGISTER_META(_fused_adam_, meta_fused_adam);
+
+// Position by position with single-tensor ops, as adam.cpp's per-tensor loop (Note [Fused Adam]).
+std::vector<Tensor> decomp_fused_adam(const OpCall& c) {
+  meta_fused_adam(c);
+  const size_t n = c.inputs.size() / adam_lists(c);
+  const double lr = c.attrs.f(2), beta1 = c.attrs.f(3), beta2 = c.attrs.f(4), eps = c.attrs.f(5), wd = c.attrs.f(6);
+  const bool amsgrad = c.attrs.b(7), maximize = c.attrs.b(8), decoupled = c.attrs.b(9);
+  for (size_t i = 0; i < n; ++i) {
+    Tensor p = c.in(i), m = c.in(2 * n + i), v = c.in(3 * n + i);
+    Tensor g = maximize ? c.in(n + i).neg() : c.in(n + i);
+    if (wd != 0) {
+      if (decoupled)
+        p.mul_(1 - lr * wd);
+      else
+        g = g.add(p, wd);
+    }
+    m.lerp_(g, 1 - beta1);
+    v.mul_(beta2).addcmul_(g, g, 1 - beta2);
+    Tensor d;
+    if (amsgrad) {
+      Tensor vmax = c.in(4 * n + i);
+      vmax.copy_(maximum(vmax, v));
+      d = vmax.sqrt();
+    } else {
+      d = v.sqrt();
+    }
+    d.div_(c.attrs.doubles(1)[i]).add_(eps);
+    p.addcdiv_(m, d, -c.attrs.doubles(0)[i]);
+  }
+  return {};
+}
+KILN_REGISTER_DECOMP(_fused_adam_, decomp_fused_adam);
+
 // ---- public functions ----
 using List = std::vector<Tensor>;
 
@@ -290,5 +374,36 @@ void _foreach_lerp_(const List& self, const List& end, const std::vector<double>
   run_(OpId::_foreach_lerp_, {&self, &end}, scalars(weights));
 }
 void _foreach_maximum_(const List& self, const List& other) { run_(OpId::_foreach_maximum_, {&self, &other}); }
+
+void _fused_adam_(const List& params, const List& grads, const List& exp_avgs, const List& exp_avg_sqs,
+                  const List& max_exp_avg_sqs, const std::vector<double>& step_sizes,
+                  const std::vector<double>& bias_correction2_sqrts, double lr, double beta1, double beta2, double eps,
+                  double weight_decay, bool amsgrad, bool maximize, bool decoupled) {
+  const OpId op = OpId::_fused_adam_;
+  std::vector<const List*> lists{&params, &grads, &exp_avgs, &exp_avg_sqs};
+  if (amsgrad)
+    lists.push_back(&max_exp_avg_sqs);
+  else
+    KILN_CHECK(max_exp_avg_sqs.empty(), op_name(op), ": max_exp_avg_sqs must be empty without amsgrad");
+  std::vector<Tensor> in;
+  in.reserve(params.size() * lists.size());
+  for (size_t l = 0; l < lists.size(); ++l) {
+    KILN_CHECK(lists[l]->size() == params.size(), op_name(op),
+               ": expected all tensor lists to have the same length, got ", params.size(), " (params) and ",
+               lists[l]->size(), " (", kAdamLists[l], ")");
+    for (const Tensor& t : *lists[l]) {
+      KILN_CHECK(!is_grad_enabled() || !t.defined() || !t.requires_grad(), op_name(op), ": not differentiable, but ",
+                 kAdamLists[l],
+                 " holds a tensor that requires grad while grad mode is on; call it under kiln::NoGradGuard");
+      in.push_back(t);
+    }
+  }
+  (void)call_op(
+      op, std::move(in),
+      {step_sizes, bias_correction2_sqrts, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled});
+  for (size_t l = 0; l < lists.size(); ++l)
+    if (l != 1)
+      for (const Tensor& t : *lists[l]) t.unsafe_impl()->bump_version();
+}
 
 }  // namespace kiln

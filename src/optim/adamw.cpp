@@ -12,6 +12,7 @@ AdamOptions as_adam(const AdamWOptions& o) {
           .amsgrad = o.amsgrad,
           .maximize = o.maximize,
           .foreach = o.foreach,
+          .fused = o.fused,
           .decoupled_weight_decay = true};
 }
 }  // namespace

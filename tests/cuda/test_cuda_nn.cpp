@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "dispatch/dispatch.h"
+#include "kiln/optim.h"
 #include "tests/cuda/cuda_test.h"
 
 namespace kiln {
@@ -291,6 +295,59 @@ TEST(CudaNn, ForeachEqualsTheLoopOfSingleOps) {
   expect_same(_foreach_neg(a), want_neg);
   expect_same(_foreach_add(a, t1, 2), want_add);
   expect_same(_foreach_addcmul(a, t1, t2, per), want_addcmul);
+}
+
+// _fused_adam_ (Note [Fused Adam]) on CUDA: AdamW and Adam(amsgrad, maximize, coupled weight decay)
+// over five steps against the CPU's foreach step; sizes around the 64K-element chunk and the
+// 320-block launch table, a 16-byte-unaligned view, an empty tensor; fused is the default here.
+TEST(CudaNn, FusedAdamMatchesCpuForeach) {
+  KILN_REQUIRE_CUDA();
+  const std::vector<std::vector<int64_t>> shapes = {{0},     {1},      {7, 3},     {65536},
+                                                    {65539}, {300001}, {11000000}, {768, 768}};
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant == 0 ? "AdamW" : "Adam amsgrad maximize weight_decay");
+    manual_seed(31);
+    std::vector<Tensor> cpu, gpu;
+    for (const auto& s : shapes) gpu.push_back(randn(s).cuda());
+    gpu.push_back(randn({1001}).cuda().slice(0, 1));  // dense, but one element past 16-byte alignment
+    for (Tensor& t : gpu) {
+      cpu.push_back(t.cpu().requires_grad_());
+      t.requires_grad_();
+    }
+    auto make = [&](std::vector<Tensor> params, std::optional<bool> fused) -> std::unique_ptr<optim::Optimizer> {
+      if (variant == 0)
+        return std::make_unique<optim::AdamW>(params,
+                                              optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .fused = fused});
+      return std::make_unique<optim::Adam>(
+          params,
+          optim::AdamOptions{.lr = 0.01, .weight_decay = 0.05, .amsgrad = true, .maximize = true, .fused = fused});
+    };
+    auto ref = make(cpu, false);
+    auto opt = make(gpu, std::nullopt);  // unset: dense CUDA tensors take the fused step
+    std::vector<uint32_t> counts(kNumOps, 0);
+    for (int t = 0; t < 5; ++t) {
+      Generator gen(300 + static_cast<uint64_t>(t));
+      for (size_t k = 0; k < cpu.size(); ++k) {
+        Tensor g = randn(cpu[k].sizes(), {}, &gen);
+        cpu[k].set_grad(g);
+        gpu[k].set_grad(g.cuda());
+      }
+      ref->step();
+      set_op_call_counts(&counts);
+      opt->step();
+      set_op_call_counts(nullptr);
+    }
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::_fused_adam_)], 5u);
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      SCOPED_TRACE("parameter " + std::to_string(k));
+      expect_close(gpu[k].detach().cpu(), cpu[k].detach(), 1e-5, 1e-6);
+    }
+    auto sd = opt->state_dict(), sd_ref = ref->state_dict();
+    for (const auto& [key, v] : sd_ref.state) {
+      SCOPED_TRACE(key);
+      expect_close(sd.state.at(key).cpu(), v, 1e-5, 1e-6);
+    }
+  }
 }
 
 // tril/triu, roll, repeat and one_hot: the kernels' index forms (negative and large diagonals,

@@ -458,6 +458,123 @@ std::vector<ErrorSample> errors_maximum_() {
       "undefined other", [] { _foreach_maximum_({zeros({2})}, {Tensor()}); }, "other[0] is undefined")};
 }
 
+// ---- _fused_adam_ (Note [Fused Adam]): params, exp_avgs, exp_avg_sqs (and max_exp_avg_sqs)
+// after one step, position i at step count i + 1, against Adam's formulas in fp64 ----
+struct AdamCase {
+  double lr, beta1, beta2, eps, wd;
+  bool amsgrad, maximize, decoupled;
+};
+
+OpSample adam_sample(std::string name, const std::vector<Pos>& pos, const AdamCase& h, double tol = 0) {
+  const size_t lists = h.amsgrad ? 5 : 4;
+  std::vector<double> step_size, bc2;
+  for (size_t i = 0; i < pos.size(); ++i) {
+    const double t = static_cast<double>(i + 1);
+    step_size.push_back(h.lr / (1 - std::pow(h.beta1, t)));
+    bc2.push_back(std::sqrt(1 - std::pow(h.beta2, t)));
+  }
+  const std::vector<Range> ranges = {kSym, kSym, kSym, {0.25, 1.0}, {0.5, 1.5}};  // p, g, m, v, vmax
+  OpSample s;
+  s.name = std::move(name);
+  for (size_t l = 0; l < lists; ++l)
+    for (size_t i = 0; i < pos.size(); ++i)
+      s.inputs.push_back(make_input(pos[i].shape, pos[i].dtype, 7000 + l * 100 + i, ranges[l].first, ranges[l].second,
+                                    pos[i].noncontig));
+  s.atol = s.rtol = tol;
+  s.fn = [=](const TensorList& in) {
+    Lists L = split(in, lists);
+    TensorList out;
+    for (size_t l = 0; l < lists; ++l)
+      if (l != 1)
+        for (Tensor& t : L[l]) t = fresh(t);
+    _fused_adam_(L[0], L[1], L[2], L[3], h.amsgrad ? L[4] : TensorList{}, step_size, bc2, h.lr, h.beta1, h.beta2, h.eps,
+                 h.wd, h.amsgrad, h.maximize, h.decoupled);
+    for (size_t l = 0; l < lists; ++l)
+      if (l != 1) out.insert(out.end(), L[l].begin(), L[l].end());
+    return out;
+  };
+  s.reference = [=](const TensorList& in) {
+    Lists L = split(in, lists);
+    std::vector<TensorList> outs(lists);
+    for (size_t i = 0; i < L[0].size(); ++i) {
+      Ref p = Ref::of(L[0][i]), g = Ref::of(L[1][i]), m = Ref::of(L[2][i]), v = Ref::of(L[3][i]);
+      Ref vmax = h.amsgrad ? Ref::of(L[4][i]) : v;
+      for (int64_t e = 0; e < p.numel(); ++e) {
+        double& pe = p.v[e];
+        double ge = h.maximize ? -g.v[e] : g.v[e];
+        if (h.wd != 0) {
+          if (h.decoupled)
+            pe *= 1 - h.lr * h.wd;
+          else
+            ge += h.wd * pe;
+        }
+        m.v[e] += (1 - h.beta1) * (ge - m.v[e]);
+        v.v[e] = h.beta2 * v.v[e] + (1 - h.beta2) * ge * ge;
+        double d = v.v[e];
+        if (h.amsgrad) d = vmax.v[e] = std::max(vmax.v[e], v.v[e]);
+        pe -= step_size[i] * m.v[e] / (std::sqrt(d) / bc2[i] + h.eps);
+      }
+      const DType t = L[0][i].dtype();
+      outs[0].push_back(p.to(t));
+      outs[2].push_back(m.to(t));
+      outs[3].push_back(v.to(t));
+      if (h.amsgrad) outs[4].push_back(vmax.to(t));
+    }
+    TensorList out;
+    for (size_t l = 0; l < lists; ++l) out.insert(out.end(), outs[l].begin(), outs[l].end());
+    return out;
+  };
+  return s;
+}
+
+std::vector<OpSample> samples_fused_adam_() {
+  // Large tensors cross the parallel ranges (CPU) and the 64K-element chunks (CUDA); odd sizes leave tails.
+  const std::vector<Pos> f32 = {{{70001}, kFloat32},    {{3}, kFloat32}, {{0}, kFloat32},
+                                {{130, 261}, kFloat32}, {{}, kFloat32},  {{4, 4}, kFloat32}};
+  const std::vector<Pos> f64 = {{{8000}, kFloat64}, {{0, 2}, kFloat64}, {{5}, kFloat64}, {{3, 7}, kFloat64}};
+  std::vector<OpSample> out;
+  out.push_back(adam_sample("float32 Adam", f32, {0.01, 0.9, 0.999, 1e-8, 0, false, false, false}));
+  out.push_back(adam_sample("float32 AdamW", f32, {0.01, 0.9, 0.999, 1e-8, 0.1, false, false, true}));
+  out.push_back(
+      adam_sample("float32 Adam amsgrad maximize weight_decay", f32, {0.003, 0.8, 0.99, 1e-6, 0.2, true, true, false}));
+  out.push_back(adam_sample("float64 AdamW amsgrad", f64, {0.01, 0.9, 0.999, 1e-8, 0.05, true, false, true}));
+  // Half/BFloat16 round only what they store (Note [Fused Adam]): looser than the decomposition's op-by-op rounding.
+  out.push_back(adam_sample("mixed dtypes, strided AdamW amsgrad", kMixed,
+                            {0.01, 0.9, 0.999, 1e-8, 0.1, true, false, true}, 2e-2));
+  return out;
+}
+std::vector<ErrorSample> errors_fused_adam_() {
+  const TensorList one{zeros({2})};
+  return {err(
+              "list lengths",
+              [one] {
+                _fused_adam_(one, one, one, {zeros({2}), zeros({2})}, {}, {0.1}, {1.0}, 0.1, 0.9, 0.999, 1e-8, 0, false,
+                             false, false);
+              },
+              "got 1 (params) and 2 (exp_avg_sqs)"),
+          err(
+              "max_exp_avg_sqs without amsgrad",
+              [one] {
+                _fused_adam_(one, one, {zeros({2})}, {zeros({2})}, {zeros({2})}, {0.1}, {1.0}, 0.1, 0.9, 0.999, 1e-8, 0,
+                             false, false, false);
+              },
+              "max_exp_avg_sqs must be empty without amsgrad"),
+          err(
+              "step sizes",
+              [] {
+                _fused_adam_({zeros({2})}, {zeros({2})}, {zeros({2})}, {zeros({2})}, {}, {0.1, 0.2}, {1.0}, 0.1, 0.9,
+                             0.999, 1e-8, 0, false, false, false);
+              },
+              "expected one step size per tensor (1), got 2"),
+          err(
+              "shape mismatch",
+              [] {
+                _fused_adam_({zeros({2})}, {zeros({2})}, {zeros({3})}, {zeros({2})}, {}, {0.1}, {1.0}, 0.1, 0.9, 0.999,
+                             1e-8, 0, false, false, false);
+              },
+              "expected exp_avgs[0] to have the shape of params[0], [2], but got [3]")};
+}
+
 KILN_OP_SAMPLES(_foreach_neg, samples_neg, errors_neg);
 KILN_OP_SAMPLES(_foreach_sqrt, samples_sqrt, errors_sqrt);
 KILN_OP_SAMPLES(_foreach_add, samples_add, errors_add);
@@ -470,6 +587,7 @@ KILN_OP_SAMPLES(_foreach_addcmul_, addc_samples_<false>, errors_addc_);
 KILN_OP_SAMPLES(_foreach_addcdiv_, addc_samples_<true>, errors_addc_);
 KILN_OP_SAMPLES(_foreach_lerp_, samples_lerp_, errors_lerp_);
 KILN_OP_SAMPLES(_foreach_maximum_, samples_maximum_, errors_maximum_);
+KILN_OP_SAMPLES(_fused_adam_, samples_fused_adam_, errors_fused_adam_);
 
 }  // namespace
 }  // namespace kiln::test

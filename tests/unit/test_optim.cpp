@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "dispatch/dispatch.h"
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
 
@@ -284,6 +285,95 @@ TEST(Optim, ForeachBitIdenticalToPerTensor) {
   expect_foreach_identical(
       maker<o::Adagrad>(o::AdagradOptions{.lr = 0.1, .lr_decay = 0.01, .weight_decay = 0.1, .maximize = true}),
       "Adagrad");
+}
+
+// ---- fused Adam (Note [Fused Adam]) against the foreach step ----
+namespace {
+struct AdamRun {
+  std::vector<Tensor> params;
+  o::OptimizerStateDict sd;
+  uint32_t fused_calls = 0;
+};
+
+// Float32 parameters of several sizes (an empty one, a 0-d one, one with a strided gradient)
+// and a float64 one, five steps; counts the _fused_adam_ calls.
+template <class Opt, class Options>
+AdamRun adam_run(Options x) {
+  manual_seed(11);
+  AdamRun r;
+  r.params = {randn({3, 5}).requires_grad_(), randn({40000}).requires_grad_(), randn({0}).requires_grad_(),
+              randn({}).requires_grad_(), randn({7}, TensorOptions(kFloat64)).requires_grad_()};
+  Opt opt(r.params, x);
+  std::vector<uint32_t> counts(kNumOps, 0);
+  set_op_call_counts(&counts);
+  for (int t = 0; t < 5; ++t) {
+    Generator gen(200 + static_cast<uint64_t>(t));
+    for (size_t k = 0; k < r.params.size(); ++k) {
+      Tensor grad = randn(r.params[k].sizes(), TensorOptions(r.params[k].dtype()), &gen);
+      if (k == 0) grad = randn({5, 3}, {}, &gen).t();  // strided
+      r.params[k].set_grad(grad);
+    }
+    opt.step();
+  }
+  set_op_call_counts(nullptr);
+  r.fused_calls = counts[static_cast<size_t>(OpId::_fused_adam_)];
+  r.sd = opt.state_dict();
+  return r;
+}
+
+// Largest |a - b| / (|b| + 1e-6) over all elements.
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  EXPECT_EQ(x.size(), y.size());
+  double m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+    m = std::max(m, std::abs(x[i] - y[i]) / (std::abs(y[i]) + 1e-6));
+  return m;
+}
+
+template <class Opt, class Options>
+void expect_fused_matches_foreach(Options x, const std::string& what) {
+  SCOPED_TRACE(what);
+  x.fused = false;
+  const AdamRun ref = adam_run<Opt>(x);
+  x.fused = true;
+  const AdamRun got = adam_run<Opt>(x);
+  EXPECT_EQ(ref.fused_calls, 0u);
+  EXPECT_EQ(got.fused_calls, 5u);
+  for (size_t k = 0; k < ref.params.size(); ++k)
+    EXPECT_LE(max_rel_diff(got.params[k], ref.params[k]), 1e-6) << "parameter " << k;
+  ASSERT_EQ(got.sd.state.keys(), ref.sd.state.keys());
+  for (const auto& [key, v] : ref.sd.state) EXPECT_LE(max_rel_diff(got.sd.state.at(key), v), 1e-6) << key;
+}
+}  // namespace
+
+TEST(Optim, FusedAdamMatchesForeach) {
+  expect_fused_matches_foreach<o::Adam>(o::AdamOptions{.lr = 0.01}, "Adam");
+  expect_fused_matches_foreach<o::Adam>(o::AdamOptions{.lr = 0.01, .weight_decay = 0.1}, "Adam weight_decay");
+  expect_fused_matches_foreach<o::Adam>(
+      o::AdamOptions{.lr = 0.01, .weight_decay = 0.05, .amsgrad = true, .maximize = true}, "Adam amsgrad maximize");
+  expect_fused_matches_foreach<o::AdamW>(o::AdamWOptions{.lr = 0.01}, "AdamW");
+  expect_fused_matches_foreach<o::AdamW>(o::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true},
+                                         "AdamW amsgrad");
+  expect_fused_matches_foreach<o::AdamW>(o::AdamWOptions{.lr = 0.02, .maximize = true}, "AdamW maximize");
+}
+
+// fused unset: CPU parameters keep the foreach step; the option survives a state dict, and one
+// saved without it (an older kiln's) takes the loading optimizer's (here unset).
+TEST(Optim, FusedAdamDefaultAndStateDict) {
+  EXPECT_EQ(adam_run<o::AdamW>(o::AdamWOptions{}).fused_calls, 0u);
+  Tensor p = randn({4}).requires_grad_();
+  o::AdamW opt({p}, o::AdamWOptions{.fused = true});
+  EXPECT_EQ(opt.param_groups()[0].get("fused"), 1.0);
+  o::OptimizerStateDict sd = opt.state_dict();
+  o::AdamW other({p}, o::AdamWOptions{});
+  EXPECT_EQ(other.param_groups()[0].get("fused"), -1.0);
+  other.load_state_dict(sd);
+  EXPECT_EQ(other.param_groups()[0].get("fused"), 1.0);
+  sd.param_groups[0].erase("fused");
+  o::AdamW older({p}, o::AdamWOptions{});
+  older.load_state_dict(sd);
+  EXPECT_EQ(older.param_groups()[0].get("fused"), -1.0);
 }
 
 // ---- parameter groups ----

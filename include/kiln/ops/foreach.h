@@ -46,4 +46,15 @@ void _foreach_lerp_(const std::vector<Tensor>& self, const std::vector<Tensor>& 
 // self[i] = maximum(self[i], other[i]) (NaN-propagating)
 void _foreach_maximum_(const std::vector<Tensor>& self, const std::vector<Tensor>& other);
 
+// Adam/AdamW's step over every position in one pass (torch._fused_adam_ / _fused_adamw_ with
+// decoupled = true), the same arithmetic as optim::Adam's foreach step (Note [Fused Adam]):
+// updates params, exp_avgs, exp_avg_sqs and, with amsgrad, max_exp_avg_sqs (else pass {}).
+// step_sizes[i] = lr / (1 - beta1^t_i) and bias_correction2_sqrts[i] = sqrt(1 - beta2^t_i) for
+// position i's step count t_i. CUDA: one multi-tensor launch per dtype for dense tensors.
+void _fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                  const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& step_sizes,
+                  const std::vector<double>& bias_correction2_sqrts, double lr, double beta1, double beta2, double eps,
+                  double weight_decay, bool amsgrad, bool maximize, bool decoupled);
+
 }  // namespace kiln

@@ -1,6 +1,8 @@
 // optim::Adam, as torch.optim.Adam (betas given as beta1/beta2; group options "beta1", "beta2").
 // State: "step" (0-d float32), "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" with amsgrad.
 #pragma once
+#include <optional>
+
 #include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {
@@ -14,6 +16,10 @@ struct AdamOptions {
   bool amsgrad = false;
   bool maximize = false;
   bool foreach = true;  // multi-tensor ops over each group (bit-identical to the per-tensor loop)
+  // One _fused_adam_ call per group (Note [Fused Adam]), torch's fused=True; it takes precedence
+  // over foreach. Unset: fused where every parameter of the group is a dense CUDA floating tensor
+  // (and not while compiling, which keeps the capturable step). true also runs on the CPU.
+  std::optional<bool> fused = std::nullopt;
   // AdamW's weight decay: p *= 1 - lr * weight_decay instead of adding weight_decay * p to the
   // gradient (torch's Adam(decoupled_weight_decay=True)).
   bool decoupled_weight_decay = false;

@@ -13,6 +13,7 @@ struct AdamWOptions {
   bool amsgrad = false;
   bool maximize = false;
   bool foreach = true;
+  std::optional<bool> fused = std::nullopt;  // as AdamOptions::fused
 };
 
 class AdamW : public Adam {

@@ -1,4 +1,4 @@
-// CPU kernels for the multi-tensor (foreach) ops (Note [Foreach ops]).
+// CPU kernels for the multi-tensor (foreach) ops (Note [Foreach ops]) and _fused_adam_.
 #include <algorithm>
 
 #include "backend/cpu/pointwise.h"
@@ -132,6 +132,45 @@ void maximum_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   foreach_apply(operands<3>(c, outs), []<class T>(size_t) { return math::Maximum{}; });
 }
 KILN_REGISTER_KERNEL(_foreach_maximum_, CPU, maximum_kernel);
+
+// _fused_adam_ (Note [Fused Adam]): one parallel region over every position, as foreach_apply,
+// each element read and written once. Operands: p, g, m, v, vmax (v again without amsgrad).
+void fused_adam_kernel(const OpCall& c, std::vector<Tensor>&) {
+  const bool amsgrad = c.attrs.b(7);
+  const size_t n = c.inputs.size() / (amsgrad ? 5 : 4);
+  std::vector<StridedIter<5>> iters;
+  std::vector<int64_t> start{0};
+  iters.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor* v = &c.inputs[3 * n + i];
+    iters.emplace_back(
+        Operands<5>{&c.inputs[i], &c.inputs[n + i], &c.inputs[2 * n + i], v, amsgrad ? &c.inputs[4 * n + i] : v});
+    start.push_back(start.back() + c.inputs[i].numel());
+  }
+  parallel_for(0, start.back(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    size_t k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+    for (; b < e; ++k) {
+      const int64_t hi = std::min(e, start[k + 1]);
+      if (hi <= b) continue;  // an empty tensor
+      visit_in_set<TypeSet::Floating>(c.inputs[k].dtype(), [&]<class T>() {
+        using C = math::opmath_t<T>;
+        math::AdamStep<C> f = math::AdamStep<C>::make(c.attrs.f(2), c.attrs.f(3), c.attrs.f(4), c.attrs.f(5),
+                                                      c.attrs.f(6), amsgrad, c.attrs.b(8), c.attrs.b(9));
+        f.neg_step_size = static_cast<C>(-c.attrs.doubles(0)[k]);
+        f.bc2_sqrt = static_cast<C>(c.attrs.doubles(1)[k]);
+        iters[k].for_range(b - start[k], hi - start[k],
+                           [&](const std::array<char*, 5>& p, const std::array<int64_t, 5>& st, int64_t len) {
+                             for (int64_t j = 0; j < len; ++j)
+                               f(*reinterpret_cast<T*>(p[0] + j * st[0]), *reinterpret_cast<const T*>(p[1] + j * st[1]),
+                                 *reinterpret_cast<T*>(p[2] + j * st[2]), *reinterpret_cast<T*>(p[3] + j * st[3]),
+                                 reinterpret_cast<T*>(p[4] + j * st[4]));
+                           });
+      });
+      b = hi;
+    }
+  });
+}
+KILN_REGISTER_KERNEL(_fused_adam_, CPU, fused_adam_kernel);
 
 }  // namespace
 }  // namespace kiln::cpu

@@ -1,6 +1,6 @@
 // Fused CUDA kernels (fused.h): softmax / log_softmax and layer_norm in one launch each, their
 // backward ops (Note [Fused norm and activation backward]), the
-// foreach ops as a multi-tensor apply (many tensors per launch, PyTorch's multi_tensor_apply),
+// foreach ops and _fused_adam_ as a multi-tensor apply (many tensors per launch, PyTorch's multi_tensor_apply),
 // and tril/triu and one_hot (the ops that had only their many-launch decompositions).
 #include <limits>
 #include <type_traits>
@@ -561,22 +561,23 @@ __global__ void multi_tensor_kernel(ListMeta<N> m, ForeachAlpha alpha) {
   }
 }
 
-template <class T, template <class> class F, int N>
-void run_multi_tensor(const ForeachItem* items, int64_t count, ForeachAlpha alpha, cudaStream_t s) {
-  ListMeta<N> m{};
+// Fills the argument table m (its numel, block_chunk and block_tensor, and through put(slot,
+// item) and move(to, from) its per-tensor fields) with the nonempty items, one block per
+// kChunk-element chunk, and calls launch(blocks) whenever it is full and at the end.
+template <class Meta, class Item, class Put, class Move, class Launch>
+void plan_multi_tensor(Meta& m, const Item* items, int64_t count, const Put& put, const Move& move,
+                       const Launch& launch) {
   int nt = 0, nb = 0;  // tensors and blocks in the table
   auto flush = [&] {
     if (nb == 0) return;
-    multi_tensor_kernel<T, F, N><<<nb, kForeachThreads, 0, s>>>(m, alpha);  // copies m: it may change after
-    check_launch();
+    launch(nb);
     nb = 0;
   };
   for (int64_t k = 0; k < count; ++k) {
-    const ForeachItem& it = items[k];
+    const Item& it = items[k];
     if (it.numel == 0) continue;
-    for (int j = 0; j < N; ++j) m.data[j][nt] = it.data[j];
+    put(nt, it);
     m.numel[nt] = it.numel;
-    m.scalar[nt] = it.scalar;
     const int64_t chunks = (it.numel + kChunk - 1) / kChunk;
     for (int64_t c = 0; c < chunks; ++c) {
       m.block_tensor[nb] = static_cast<unsigned char>(nt);
@@ -585,9 +586,8 @@ void run_multi_tensor(const ForeachItem* items, int64_t count, ForeachAlpha alph
       if (nb == kMaxBlocks) {
         flush();
         if (c + 1 < chunks) {  // this tensor goes on in the next launch, as its slot 0
-          for (int j = 0; j < N; ++j) m.data[j][0] = m.data[j][nt];
+          move(0, nt);
           m.numel[0] = m.numel[nt];
-          m.scalar[0] = m.scalar[nt];
           nt = 0;
         } else {
           nt = -1;  // done with it: the table starts empty
@@ -601,6 +601,106 @@ void run_multi_tensor(const ForeachItem* items, int64_t count, ForeachAlpha alph
     }
   }
   flush();
+}
+
+template <class T, template <class> class F, int N>
+void run_multi_tensor(const ForeachItem* items, int64_t count, ForeachAlpha alpha, cudaStream_t s) {
+  ListMeta<N> m{};
+  plan_multi_tensor(
+      m, items, count,
+      [&](int slot, const ForeachItem& it) {
+        for (int j = 0; j < N; ++j) m.data[j][slot] = it.data[j];
+        m.scalar[slot] = it.scalar;
+      },
+      [&](int to, int from) {
+        for (int j = 0; j < N; ++j) m.data[j][to] = m.data[j][from];
+        m.scalar[to] = m.scalar[from];
+      },
+      [&](int blocks) {
+        multi_tensor_kernel<T, F, N><<<blocks, kForeachThreads, 0, s>>>(m, alpha);  // copies m: it may change after
+        check_launch();
+      });
+}
+
+// ---- _fused_adam_ (Note [Fused Adam]) ----
+struct AdamMeta {
+  void* data[5][kMaxTensors];  // p, g, m, v, vmax (null without amsgrad)
+  int64_t numel[kMaxTensors];
+  double step_size[kMaxTensors];
+  double bc2_sqrt[kMaxTensors];
+  int block_chunk[kMaxBlocks];
+  unsigned char block_tensor[kMaxBlocks];
+};
+static_assert(sizeof(AdamMeta) + sizeof(math::AdamStep<double>) < 4000, "kernel arguments are limited to 4 KiB");
+
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+
+// One chunk per block; where the tensor's pointers are 16-byte aligned (a chunk starts at a
+// multiple of kChunk elements, so then every pack is), packs of 16 bytes, then the tail.
+template <class T>
+__global__ void fused_adam_kernel(AdamMeta meta, math::AdamStep<math::opmath_t<T>> f) {
+  using C = math::opmath_t<T>;
+  const int t = meta.block_tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(meta.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < meta.numel[t] ? begin + kChunk : meta.numel[t];
+  f.neg_step_size = static_cast<C>(-meta.step_size[t]);
+  f.bc2_sqrt = static_cast<C>(meta.bc2_sqrt[t]);
+  T* p = static_cast<T*>(meta.data[0][t]);
+  const T* g = static_cast<const T*>(meta.data[1][t]);
+  T* m = static_cast<T*>(meta.data[2][t]);
+  T* v = static_cast<T*>(meta.data[3][t]);
+  T* vmax = static_cast<T*>(meta.data[4][t]);
+  constexpr int kN = Pack<T>::kN;
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
+                         reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v) |
+                         reinterpret_cast<uintptr_t>(vmax);
+  int64_t tail = begin;
+  if (bits % 16 == 0) {
+    tail = begin + (end - begin) / kN * kN;
+    for (int64_t i = begin + static_cast<int64_t>(threadIdx.x) * kN; i < tail;
+         i += static_cast<int64_t>(blockDim.x) * kN) {
+      Pack<T> pp = *reinterpret_cast<const Pack<T>*>(p + i);
+      const Pack<T> gp = *reinterpret_cast<const Pack<T>*>(g + i);
+      Pack<T> mp = *reinterpret_cast<const Pack<T>*>(m + i);
+      Pack<T> vp = *reinterpret_cast<const Pack<T>*>(v + i);
+      Pack<T> xp{};
+      if (f.amsgrad) xp = *reinterpret_cast<const Pack<T>*>(vmax + i);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) f(pp.v[k], gp.v[k], mp.v[k], vp.v[k], &xp.v[k]);
+      *reinterpret_cast<Pack<T>*>(p + i) = pp;
+      *reinterpret_cast<Pack<T>*>(m + i) = mp;
+      *reinterpret_cast<Pack<T>*>(v + i) = vp;
+      if (f.amsgrad) *reinterpret_cast<Pack<T>*>(vmax + i) = xp;
+    }
+  }
+  for (int64_t i = tail + threadIdx.x; i < end; i += blockDim.x) f(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr);
+}
+
+template <class T>
+void run_fused_adam(const AdamScalars& h, const AdamItem* items, int64_t count, cudaStream_t s) {
+  const auto f = math::AdamStep<math::opmath_t<T>>::make(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.amsgrad,
+                                                         h.maximize, h.decoupled);
+  AdamMeta m{};
+  plan_multi_tensor(
+      m, items, count,
+      [&](int slot, const AdamItem& it) {
+        for (int j = 0; j < 5; ++j) m.data[j][slot] = it.data[j];
+        m.step_size[slot] = it.step_size;
+        m.bc2_sqrt[slot] = it.bc2_sqrt;
+      },
+      [&](int to, int from) {
+        for (int j = 0; j < 5; ++j) m.data[j][to] = m.data[j][from];
+        m.step_size[to] = m.step_size[from];
+        m.bc2_sqrt[to] = m.bc2_sqrt[from];
+      },
+      [&](int blocks) {
+        fused_adam_kernel<T><<<blocks, kForeachThreads, 0, s>>>(m, f);
+        check_launch();
+      });
 }
 
 template <class T, template <class> class F, int N>
@@ -805,6 +905,10 @@ void launch_foreach_strided(ForeachOp op, DType t, const ElementwiseArgs& a, dou
   visit_floating(t, "foreach", [&]<class T>() {
     visit_foreach_op(op, [&]<template <class> class F, int N>() { run_strided<T, F, N>(a, scalar, alpha, s); });
   });
+}
+
+void launch_fused_adam(DType t, const AdamScalars& h, const AdamItem* items, int64_t count, cudaStream_t s) {
+  visit_floating(t, "_fused_adam_", [&]<class T>() { run_fused_adam<T>(h, items, count, s); });
 }
 
 void launch_tri_zero(bool lower, int64_t k, int itemsize, void* out, int64_t mats, int64_t n, int64_t m,

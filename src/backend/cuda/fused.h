@@ -63,6 +63,22 @@ void launch_foreach(ForeachOp op, DType t, const ForeachItem* items, int64_t cou
 void launch_foreach_strided(ForeachOp op, DType t, const ElementwiseArgs& a, double scalar, ForeachAlpha alpha,
                             cudaStream_t s);
 
+// _fused_adam_ (Note [Fused Adam]): one dense position, data = p, g, m, v and vmax (null
+// without amsgrad), all of numel elements; its step size lr / (1 - beta1^t) and sqrt(1 - beta2^t).
+struct AdamItem {
+  void* data[5] = {};
+  int64_t numel = 0;
+  double step_size = 0, bc2_sqrt = 0;
+};
+// The op's other attrs.
+struct AdamScalars {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad, maximize, decoupled;
+};
+// Every item (dtype t, floating) in multi-tensor launches, as launch_foreach; 16-byte loads and
+// stores where a tensor's pointers are 16-byte aligned.
+void launch_fused_adam(DType t, const AdamScalars& h, const AdamItem* items, int64_t count, cudaStream_t s);
+
 // tril / triu on dense out [mats, n, m] (elements of `itemsize` bytes), already holding x:
 // zeroes what the triangle drops (tril keeps j <= i + k, triu keeps j >= i + k). Zero is the
 // all-zero bit pattern in every dtype.

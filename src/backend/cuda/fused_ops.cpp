@@ -174,6 +174,46 @@ KILN_REGISTER_KERNEL(_foreach_addcdiv_, CUDA, foreach_kernel<ForeachOp::Addcdiv>
 KILN_REGISTER_KERNEL(_foreach_lerp_, CUDA, foreach_kernel<ForeachOp::Lerp>);
 KILN_REGISTER_KERNEL(_foreach_maximum_, CUDA, foreach_kernel<ForeachOp::Maximum>);
 
+// ---- _fused_adam_ (Note [Fused Adam]): dense positions in multi-tensor launches, grouped by
+// dtype; a position with a strided tensor runs on dense copies, written back after ----
+void fused_adam_kernel(const OpCall& c, std::vector<Tensor>&) {
+  const bool amsgrad = c.attrs.b(7);
+  const size_t lists = amsgrad ? 5 : 4;
+  const size_t n = c.inputs.size() / lists;
+  const AdamScalars h{c.attrs.f(2), c.attrs.f(3), c.attrs.f(4), c.attrs.f(5),
+                      c.attrs.f(6), amsgrad,      c.attrs.b(8), c.attrs.b(9)};
+  const int dev = c.in(0).device().index;
+  DeviceGuard g(dev);
+  cudaStream_t s = current_cuda_stream(dev);
+  std::vector<std::pair<DType, std::vector<AdamItem>>> groups;
+  std::vector<Tensor> copies;                         // dense copies of strided tensors
+  std::vector<std::pair<Tensor, Tensor>> write_back;  // (written strided tensor, its copy)
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& p = c.in(i);
+    if (p.numel() == 0) continue;
+    AdamItem it;
+    for (size_t l = 0; l < lists; ++l) {
+      const Tensor& t = c.in(l * n + i);
+      Tensor d = dense_as(t, t.dtype());
+      if (!d.is_same(t)) {
+        copies.push_back(d);
+        if (l != 1) write_back.emplace_back(t, d);
+      }
+      it.data[l] = ptr(d);
+    }
+    it.numel = p.numel();
+    it.step_size = c.attrs.doubles(0)[i];
+    it.bc2_sqrt = c.attrs.doubles(1)[i];
+    auto grp = groups.begin();
+    while (grp != groups.end() && grp->first != p.dtype()) ++grp;
+    if (grp == groups.end()) grp = groups.insert(groups.end(), {p.dtype(), {}});
+    grp->second.push_back(it);
+  }
+  for (const auto& [dt, items] : groups) launch_fused_adam(dt, h, items.data(), static_cast<int64_t>(items.size()), s);
+  for (const auto& [t, d] : write_back) copy_same_device(t, d);
+}
+KILN_REGISTER_KERNEL(_fused_adam_, CUDA, fused_adam_kernel);
+
 // ---- tril / triu (x; diagonal): x copied, then the dropped triangle zeroed in place ----
 void tri_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& out = outs[0];

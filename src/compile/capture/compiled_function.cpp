@@ -599,7 +599,9 @@ void CompiledFunction::remember_last(const Graph& graph, const std::vector<Tenso
   last_.bump.clear();
   last_.random = false;
   // The inputs the graph writes: MUTATES nodes write input 0 (copy_) or their first list
-  // (foreach: as many tensors as the signature has lists), through views to their root.
+  // (foreach: as many tensors as the signature has lists), through views to their root; an op
+  // with lists marked `T...!` (_fused_adam_) counts as writing all its inputs (its list count
+  // depends on its attrs; a version bump too many is harmless).
   std::vector<int> root(graph.values.size());
   for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
   std::vector<bool> written(graph.values.size(), false);
@@ -613,7 +615,7 @@ void CompiledFunction::remember_last(const Graph& graph, const std::vector<Tenso
     sig = sig.substr(0, sig.find(';'));
     size_t lists = 0;
     for (size_t p = sig.find("T..."); p != std::string::npos; p = sig.find("T...", p + 1)) ++lists;
-    size_t count = lists ? n.inputs.size() / lists : 1;
+    size_t count = sig.find("T...!") != std::string::npos ? n.inputs.size() : lists ? n.inputs.size() / lists : 1;
     for (size_t k = 0; k < count && k < n.inputs.size(); ++k)
       if (n.inputs[k] >= 0) written[root[n.inputs[k]]] = true;
   }
