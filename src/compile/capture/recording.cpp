@@ -148,8 +148,15 @@ void Recording::stop_replay() {
 }
 
 void Recording::note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad) {
-  if (!no_grad || !info.has(MUTATES) || functionalize_ || decompose_ || inputs.empty() || !inputs[0].defined()) return;
-  if (inputs[0].requires_grad()) keep_eager_autograd_ = true;
+  if (!info.has(MUTATES) || functionalize_ || decompose_ || inputs.empty() || !inputs[0].defined()) return;
+  // With grad mode on, eager records nothing either when no input requires grad: a view taken
+  // under no_grad of a tensor that requires grad, written by a value without grad (PyTorch too).
+  if (!no_grad)
+    for (const Tensor& t : inputs)
+      if (t.defined() && t.requires_grad()) return;
+  // The written tensor, or the tensor it is a view of, keeps its history.
+  const TensorImpl* i = inputs[0].unsafe_impl();
+  if (inputs[0].requires_grad() || (i->view_base && Tensor(i->view_base).requires_grad())) keep_eager_autograd_ = true;
 }
 
 bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
@@ -343,8 +350,9 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
   const bool no_grad = !recording_differentiable();                  // Note [No-grad nodes]
   hash_.mix(no_grad ? 0x6e67u : 0x6467u);
-  // Note [No-grad writes]: a write under no_grad into a tensor that requires grad (made by this
-  // graph, or an input) changes its value but not its history: eager's backward sends its
+  // Note [No-grad writes]: a write under no_grad (or with grad but from no input that requires
+  // it) into a tensor that requires grad (made by this graph, or an input), or into a view of
+  // one, changes its value but not its history: eager's backward sends its
   // gradient on to what it was before the write. A functional graph has no such value (its
   // final value is a constant for autograd, Note [No-grad nodes]), so this graph keeps eager's
   // autograd.
