@@ -795,5 +795,23 @@ TEST(FuzzFound, ViewOfAZeroedTensorHasItsHistory) {
   expect_eager_answer(fn, inputs);
 }
 
+// writes_to_viewed_tensors, seed 100638 (aot_eager): a write with grad mode on into a detach()ed
+// alias of a tensor that requires grad (the masked_fill_ reads no input that requires grad)
+// changes the tensor's value, not its history (eager, PyTorch): its gradient is not masked.
+TEST(FuzzFound, WriteWithoutGradIntoADetachedAlias) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = in[0] * in[1];
+    Tensor d = y.detach();
+    d.masked_fill_(d > 0, 0);
+    return Tensors{y, d};
+  };
+  auto inputs = [] { return Tensors{tensor({-1.0f, 2.0f, 3.0f}).requires_grad_(true), tensor({1.0f, 1.0f, 0.0f})}; };
+  Tensors in = inputs();
+  Tensors out = fn(in);
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>({-1, 0, 0}));
+  EXPECT_EQ(grads_of(out, {in[0]})[0].to_vector<float>(), std::vector<float>({1, 1, 0}));
+  expect_eager_answer(fn, inputs);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -154,9 +154,29 @@ void Recording::note_no_grad_write(const OpInfo& info, std::span<const Tensor> i
   if (!no_grad)
     for (const Tensor& t : inputs)
       if (t.defined() && t.requires_grad()) return;
-  // The written tensor, or the tensor it is a view of, keeps its history.
-  const TensorImpl* i = inputs[0].unsafe_impl();
-  if (inputs[0].requires_grad() || (i->view_base && Tensor(i->view_base).requires_grad())) keep_eager_autograd_ = true;
+  // The written tensor, or a tensor sharing its storage (its base, a detach()ed alias's
+  // source), keeps its history.
+  if (shares_storage_with_grad(inputs[0])) keep_eager_autograd_ = true;
+}
+
+bool Recording::shares_storage_with_grad(const Tensor& t) const {
+  if (t.requires_grad()) return true;
+  const TensorImpl* i = t.unsafe_impl();
+  const TensorImpl* root = i->view_base ? i->view_base.get() : i;
+  if (root != i && Tensor(i->view_base).requires_grad()) return true;
+  // Aliases share the storage (real tensors) or the version counter (tracers); a tensor that
+  // holds them alone has none.
+  if (root->storage ? root->storage.use_count() <= 1 : !root->version || root->version.use_count() <= 1) return false;
+  const void* key = storage_key(root);
+  auto aliases_with_grad = [&](const Tensor& o) {
+    const TensorImpl* oi = o.unsafe_impl();
+    return storage_key(oi->view_base ? oi->view_base.get() : oi) == key && o.requires_grad();
+  };
+  for (const Tensor& in : inputs_)
+    if (aliases_with_grad(in)) return true;
+  for (const auto& w : tracked_)
+    if (auto p = w.lock(); p && aliases_with_grad(Tensor(p))) return true;
+  return false;
 }
 
 bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
