@@ -813,5 +813,36 @@ TEST(FuzzFound, WriteWithoutGradIntoADetachedAlias) {
   expect_eager_answer(fn, inputs);
 }
 
+// writes_to_viewed_tensors, seed 100211 (backend "eager"): add_ into as_strided windows that
+// overlap added 1 once per window in eager, once per element in a compiled graph (PyTorch leaves
+// it undefined). Every backend raises eager's error now (Note [Overlapping writes]); windows
+// that do not overlap, in an order the quick test cannot tell, are written.
+TEST(FuzzFound, WritesIntoOverlappingWindowsRaise) {
+  auto fn = [](const Tensors& in) {
+    Tensor w = as_strided(in[0], {3, 2}, {1, 1}, 0);  // sliding windows
+    w.add_(1);
+    return Tensors{w * 1};
+  };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string want = message([&] { fn(Tensors{arange(0, 6, 1, kFloat32)}); });
+  ASSERT_NE(want.find("single memory location"), std::string::npos) << want;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    EXPECT_EQ(message([&] { f(Tensors{arange(0, 6, 1, kFloat32)}); }), want);
+  }
+  // Strides [2, 3] over sizes [3, 2] reach 0 3 2 5 4 7: no element twice.
+  Tensor x = zeros({8});
+  as_strided(x, {3, 2}, {2, 3}, 0).add_(1);
+  EXPECT_EQ(x.to_vector<float>(), std::vector<float>({1, 0, 1, 1, 1, 1, 0, 1}));
+}
+
 }  // namespace
 }  // namespace kiln
