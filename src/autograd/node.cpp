@@ -156,13 +156,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 void rebase_view(const Tensor& t, AutogradMeta& m) {
   m.view_version = t._version();
   Tensor base(t.unsafe_impl()->view_base);
-  if (!base.requires_grad()) {
-    // The write left the base without history (zero_, a copy of a value without grad): the view
-    // shows part of it and has none either (it kept the gradient of what it showed before).
-    m.grad_fn = nullptr;
-    m.output_nr = 0;
-    return;
-  }
+  if (!base.requires_grad()) return;
   EnableGradGuard grad_on;
   // A real tensor's history is eager's: remade while a compiled call is recorded (the view is
   // the input of a graph after a break), a recorded as_strided would give it a tracer's node,
