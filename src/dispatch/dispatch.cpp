@@ -1,5 +1,6 @@
 #include "dispatch/dispatch.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -333,17 +334,43 @@ namespace {
 // memory: an in-place write to it would race with itself and give an answer
 // that depends on the order of the loop. Like PyTorch's assert_no_internal_overlap,
 // every write refuses it once, here: the in-place path and copy_, not each op.
-// (Other overlapping layouts, e.g. from as_strided, are too costly to detect
-// exactly; PyTorch lets them through as well.)
-bool has_internal_overlap(const Tensor& self) {
-  if (!self.defined() || self.numel() <= 1) return false;
+// Other overlapping layouts (as_strided windows) are refused too, where PyTorch leaves the
+// result undefined (a compiled graph wrote each element once, eager once per window): the
+// dims, by stride, each step past all the smaller ones reach cannot overlap; others are
+// checked element by element (as_strided is rare).
+enum class Overlap { No, Expanded, Strided };
+Overlap internal_overlap(const Tensor& self) {
+  if (!self.defined() || self.numel() <= 1 || self.is_contiguous()) return Overlap::No;
   IntArrayRef sizes = self.sizes(), strides = self.strides();
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (strides[d] == 0 && sizes[d] > 1) return true;
-  return false;
+  std::array<std::pair<int64_t, int64_t>, 16> dims_at;  // (|stride|, size) of each dim of size > 1
+  size_t n_dims = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] <= 1) continue;
+    if (strides[d] == 0) return Overlap::Expanded;
+    if (n_dims == dims_at.size()) return Overlap::No;  // too many dims to tell cheaply
+    dims_at[n_dims++] = {strides[d] < 0 ? -strides[d] : strides[d], sizes[d]};
+  }
+  std::span<std::pair<int64_t, int64_t>> dims(dims_at.data(), n_dims);
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the largest offset the smaller dims make
+  bool fast = true;
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) fast = false;
+    reach += stride * (size - 1);
+  }
+  if (fast || self.numel() > (int64_t{1} << 22)) return Overlap::No;
+  std::vector<int64_t> offsets{0};
+  for (const auto& [stride, size] : dims) {
+    const size_t n = offsets.size();
+    for (int64_t k = 1; k < size; ++k)
+      for (size_t j = 0; j < n; ++j) offsets.push_back(offsets[j] + k * stride);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return std::adjacent_find(offsets.begin(), offsets.end()) != offsets.end() ? Overlap::Strided : Overlap::No;
 }
 void check_no_internal_overlap(const Tensor& self, OpId op) {
-  if (!has_internal_overlap(self)) [[likely]]
+  const Overlap overlap = internal_overlap(self);
+  if (overlap == Overlap::No) [[likely]]
     return;
   // The name the user called: copy_ and fill_ are the in-place forms of to and full(_like).
   std::string name = op == OpId::to || op == OpId::copy_         ? "copy_"
@@ -351,7 +378,8 @@ void check_no_internal_overlap(const Tensor& self, OpId op) {
                                                                  : std::string(op_name(op)) + "_";
   KILN_FAIL(name,
             ": unsupported operation: more than one element of the written-to tensor refers to a single memory "
-            "location (it has a stride-0, expanded dim: shape ",
+            "location (",
+            overlap == Overlap::Expanded ? "it has a stride-0, expanded dim" : "its strides overlap", ": shape ",
             shape_str(self.sizes()), ", strides ", shape_str(self.strides()),
             "); clone() the tensor before writing to it");
 }

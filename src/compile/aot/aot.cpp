@@ -196,7 +196,24 @@ void write_back(const std::vector<Tensor>& inputs, const std::vector<int>& write
                 size_t first) {
   PauseRecording pause;
   NoGradGuard no_grad;
-  for (size_t w = 0; w < writeback.size(); ++w) copy_into(inputs[writeback[w]], outs[first + w]);
+  for (size_t w = 0; w < writeback.size(); ++w) {
+    // An expanded input written through a view without overlap (one row of it: eager allows
+    // the write) has a stride-0 dim, along which its new value repeats one storage element:
+    // the write-back writes each storage element once, as eager did.
+    Tensor dst = inputs[writeback[w]], src = outs[first + w];
+    Shape sizes(dst.sizes());
+    bool expanded = false;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (dst.strides()[d] == 0 && sizes[d] > 1) {
+        sizes[d] = 1;
+        expanded = true;
+      }
+    if (expanded) {
+      dst = make_view(dst, sizes, dst.strides(), dst.storage_offset());
+      src = make_view(src, sizes, src.strides(), src.storage_offset());
+    }
+    copy_into(dst, src);
+  }
 }
 
 // The compiled forward as one node of the eager autograd graph.

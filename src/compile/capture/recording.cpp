@@ -148,8 +148,35 @@ void Recording::stop_replay() {
 }
 
 void Recording::note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad) {
-  if (!no_grad || !info.has(MUTATES) || functionalize_ || decompose_ || inputs.empty() || !inputs[0].defined()) return;
-  if (inputs[0].requires_grad()) keep_eager_autograd_ = true;
+  if (!info.has(MUTATES) || functionalize_ || decompose_ || inputs.empty() || !inputs[0].defined()) return;
+  // With grad mode on, eager records nothing either when no input requires grad: a view taken
+  // under no_grad of a tensor that requires grad, written by a value without grad (PyTorch too).
+  if (!no_grad)
+    for (const Tensor& t : inputs)
+      if (t.defined() && t.requires_grad()) return;
+  // The written tensor, or a tensor sharing its storage (its base, a detach()ed alias's
+  // source), keeps its history.
+  if (shares_storage_with_grad(inputs[0])) keep_eager_autograd_ = true;
+}
+
+bool Recording::shares_storage_with_grad(const Tensor& t) const {
+  if (t.requires_grad()) return true;
+  const TensorImpl* i = t.unsafe_impl();
+  const TensorImpl* root = i->view_base ? i->view_base.get() : i;
+  if (root != i && Tensor(i->view_base).requires_grad()) return true;
+  // Aliases share the storage (real tensors) or the version counter (tracers); a tensor that
+  // holds them alone has none.
+  if (root->storage ? root->storage.use_count() <= 1 : !root->version || root->version.use_count() <= 1) return false;
+  const void* key = storage_key(root);
+  auto aliases_with_grad = [&](const Tensor& o) {
+    const TensorImpl* oi = o.unsafe_impl();
+    return storage_key(oi->view_base ? oi->view_base.get() : oi) == key && o.requires_grad();
+  };
+  for (const Tensor& in : inputs_)
+    if (aliases_with_grad(in)) return true;
+  for (const auto& w : tracked_)
+    if (auto p = w.lock(); p && aliases_with_grad(Tensor(p))) return true;
+  return false;
 }
 
 bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
@@ -343,8 +370,9 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
   const bool no_grad = !recording_differentiable();                  // Note [No-grad nodes]
   hash_.mix(no_grad ? 0x6e67u : 0x6467u);
-  // Note [No-grad writes]: a write under no_grad into a tensor that requires grad (made by this
-  // graph, or an input) changes its value but not its history: eager's backward sends its
+  // Note [No-grad writes]: a write under no_grad (or with grad but from no input that requires
+  // it) into a tensor that requires grad (made by this graph, or an input), or into a view of
+  // one, changes its value but not its history: eager's backward sends its
   // gradient on to what it was before the write. A functional graph has no such value (its
   // final value is a constant for autograd, Note [No-grad nodes]), so this graph keeps eager's
   // autograd.

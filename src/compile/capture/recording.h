@@ -210,6 +210,8 @@ class Recording final : public RecordLayer {
   void functional_write(const Tensor& dst, const Tensor& src);
   // Note [No-grad writes]: a write under no_grad into a tensor that requires grad.
   void note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad);
+  // t, or a live tensor sharing its storage (a view, a detach()ed alias), requires grad.
+  bool shares_storage_with_grad(const Tensor& t) const;
   void refresh_view(TensorImpl* view);
 
   GraphSink* sink_;

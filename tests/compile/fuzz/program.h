@@ -75,6 +75,13 @@ struct Switches {
   // PyTorch and aot_eager rebase it), and under aot_eager a view of an argument taken before a
   // graph break does not see a write to the argument after the break. Off: no in-place write
   // to a tensor sharing storage with another live value.
+  // Issue 27, turned on by hand: fixed the write-back into an expanded input written through a
+  // one-row view (seed 73), writes without grad into a no-grad view or a detach()ed alias of a
+  // tensor that requires grad (Note [No-grad writes]; seeds 2683, 3080, 100638), and writes into
+  // overlapping as_strided windows now raise everywhere (seed 100211). Still off: a view of a
+  // tensor zero_ took the history from keeps its old history in eager (seed 3314,
+  // FuzzFound.DISABLED_ViewOfAZeroedTensorHasItsHistory), and `v.copy_(v)` into a stride-0 view
+  // of an expanded input raises in eager only (seed 1234).
   bool writes_to_viewed_tensors = false;
   // (generator) In-place writes into internally overlapping memory (an expanded input,
   // as_strided windows): PyTorch raises, kiln's eager writes with an order-dependent result.
