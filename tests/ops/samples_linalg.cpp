@@ -3,6 +3,7 @@
 #include <limits>
 #include <map>
 
+#include "dispatch/dispatch.h"
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
