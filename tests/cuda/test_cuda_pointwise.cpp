@@ -145,5 +145,24 @@ TEST(CudaPointwise, VectorizedAndScalarPathsAgree) {
   }
 }
 
+// Note [Chunked copies]: same-dtype copies whose innermost dim is dense move 16-, 8- or 4-byte
+// chunks; inner rows that are not whole chunks, misaligned views and casts take the element path.
+TEST(CudaPointwise, ChunkedCopiesAgree) {
+  KILN_REQUIRE_CUDA();
+  for (DType t : {DType::BFloat16, DType::Float32, DType::Float16, DType::Int64, DType::UInt8}) {
+    for (int64_t e : {int64_t{64}, int64_t{8}, int64_t{6}, int64_t{3}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " inner " + std::to_string(e));
+      Tensor x = sample({2, 5, 3, e}, t, 21);
+      Tensor xc = x.cuda();
+      expect_close(xc.transpose(1, 2).contiguous(), x.transpose(1, 2).contiguous());
+      expect_close(xc.narrow(3, 1, e - 1).contiguous(), x.narrow(3, 1, e - 1).contiguous());
+      expect_close(xc.transpose(0, 2).to(DType::Float32), x.transpose(0, 2).to(DType::Float32), tol(t), tol(t));
+      Tensor dst = zeros({2, 3, 5, e}, TensorOptions(t).device(xc.device())).transpose(1, 2);
+      dst.copy_(xc);
+      expect_close(dst, x);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

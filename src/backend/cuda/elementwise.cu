@@ -170,8 +170,62 @@ void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_
   check_launch();
 }
 
+// Note [Chunked copies]
+// A same-dtype copy between layouts whose innermost dim is dense in every operand (a transpose of
+// attention heads, [B, T, H, E] to [B, H, T, E]) moves whole chunks of that dim: the copy is
+// relaunched over 16-, 8- or 4-byte "elements", the innermost size and strides rescaled, so the
+// dividing index path and the memory accesses run once per chunk instead of once per element.
+template <int Bytes>
+struct alignas(Bytes) Chunk {
+  unsigned char b[Bytes];
+};
+
+struct Identity {
+  template <class T>
+  __device__ T operator()(T v) const {
+    return v;
+  }
+};
+
+// The largest chunk the layout allows (0: none larger than an element).
+int64_t copy_chunk(const ElementwiseArgs& a) {
+  if (a.ndim < 1 || a.ops[0].dtype != a.ops[1].dtype) return 0;
+  const int64_t isz = static_cast<int64_t>(itemsize(a.ops[0].dtype)), inner = a.ndim - 1;
+  for (int64_t c : {16, 8, 4}) {
+    if (c <= isz || (a.sizes[inner] * isz) % c != 0) continue;
+    bool ok = true;
+    for (int k = 0; k < 2 && ok; ++k) {
+      const Operand& o = a.ops[k];
+      ok = o.strides[inner] == isz && reinterpret_cast<uintptr_t>(o.data) % static_cast<uintptr_t>(c) == 0;
+      for (int d = 0; d < inner && ok; ++d) ok = o.strides[d] % c == 0;
+    }
+    if (ok) return c;
+  }
+  return 0;
+}
+
+template <int Bytes>
+void launch_chunked_copy(ElementwiseArgs a, cudaStream_t stream) {
+  const int64_t isz = static_cast<int64_t>(itemsize(a.ops[0].dtype)), inner = a.ndim - 1;
+  a.numel = a.numel * isz / Bytes;
+  a.sizes[inner] = a.sizes[inner] * isz / Bytes;
+  for (int k = 0; k < 2; ++k) a.ops[k].strides[inner] = Bytes;
+  a.contiguous = a.dense_or_broadcast = false;  // dense copies are cudaMemcpy's (copy_same_device)
+  launch_elementwise<Chunk<Bytes>, Chunk<Bytes>>(a, Identity{}, stream);
+}
+
 void launch_copy(const ElementwiseArgs& a, cudaStream_t stream) {
   if (a.numel == 0) return;
+  switch (copy_chunk(a)) {
+    case 16:
+      return launch_chunked_copy<16>(a, stream);
+    case 8:
+      return launch_chunked_copy<8>(a, stream);
+    case 4:
+      return launch_chunked_copy<4>(a, stream);
+    default:
+      break;
+  }
   visit_dtype(a.ops[0].dtype, [&]<class To>() {
     visit_dtype(a.ops[1].dtype, [&]<class From>() { launch_elementwise<To, From>(a, Convert<To>{}, stream); });
   });
