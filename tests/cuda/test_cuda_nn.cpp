@@ -152,6 +152,56 @@ TEST(CudaNn, DepthwiseConvolutionAsTheCpu) {
   }
 }
 
+// 1x1 convolutions run as batched GEMMs (conv_gemm.cpp), forward and the three gradients,
+// against float64 CPU convolutions; the others (stride 2, groups, padding) stay on cuDNN.
+TEST(CudaNn, OneByOneConvolutionAsTheCpu) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(28);
+  struct Case {
+    std::string name;
+    std::vector<int64_t> x, w;
+    bool bias, transposed_input;
+    std::vector<int64_t> stride;
+  };
+  const std::vector<Case> cases = {
+      {"MobileNetV2's 32 -> 192 expansion + bias", {4, 32, 28, 28}, {192, 32, 1, 1}, true, false, {1}},
+      {"192 -> 32 projection", {3, 192, 14, 14}, {32, 192, 1, 1}, false, false, {1}},
+      {"non-contiguous input + bias", {2, 8, 9, 7}, {5, 8, 1, 1}, true, true, {1}},
+      {"1-d + bias", {3, 6, 17}, {4, 6, 1}, true, false, {1}},
+      {"one channel in", {2, 1, 5, 5}, {3, 1, 1, 1}, true, false, {1}},
+      {"stride 2 (cuDNN)", {2, 8, 10, 10}, {6, 8, 1, 1}, true, false, {2}},
+  };
+  for (const Case& k : cases) {
+    auto conv = [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return k.x.size() == 3 ? conv1d(x, w, b, k.stride) : conv2d(x, w, b, k.stride);
+    };
+    std::vector<int64_t> xs = k.x;
+    if (k.transposed_input) std::swap(xs[2], xs[3]);
+    auto view = [&](const Tensor& x) { return k.transposed_input ? x.transpose(2, 3) : x; };
+    const Tensor x64 = randn(xs, kFloat64), w64 = randn(k.w, kFloat64) * 0.3, b64 = randn({k.w[0]}, kFloat64);
+    for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      SCOPED_TRACE(k.name + " " + std::string(dtype_name(t)));
+      const double tol = t == kFloat64 ? 1e-10 : t == kFloat32 ? 1e-4 : 1e-2;
+      auto leaf = [&](const Tensor& v, bool on_gpu) {
+        Tensor r = on_gpu ? v.to(t).cuda() : v.to(t).to(kFloat64).clone();
+        return r.requires_grad_(true);
+      };
+      Tensor cx = leaf(x64, false), cw = leaf(w64, false), cb = leaf(b64, false);
+      Tensor gx = leaf(x64, true), gw = leaf(w64, true), gb = leaf(b64, true);
+      Tensor cy = conv(view(cx), cw, k.bias ? cb : Tensor());
+      Tensor gy = conv(view(gx), gw, k.bias ? gb : Tensor());
+      ASSERT_EQ(gy.dtype(), t);
+      expect_close_scaled(gy, cy, tol);
+      const Tensor up = randn(cy.sizes(), kFloat64).to(t);
+      (cy * up.to(kFloat64)).sum().backward();
+      (gy * up.cuda()).sum().backward();
+      expect_close_scaled(gx.grad(), cx.grad(), tol);
+      expect_close_scaled(gw.grad(), cw.grad(), tol);
+      if (k.bias) expect_close_scaled(gb.grad(), cb.grad(), tol);
+    }
+  }
+}
+
 TEST(CudaNn, SearchsortedAsTheCpu) {
   KILN_REQUIRE_CUDA();
   manual_seed(24);

@@ -40,15 +40,16 @@ namespace kiln::cuda {
 namespace {
 
 #ifndef KILN_HAVE_CUDNN
-// Depthwise convolutions have kiln's own kernels (depthwise_ops.cpp); the rest need cuDNN.
+// Depthwise and 1x1 convolutions have kiln's own paths (depthwise_ops.cpp, conv_gemm.cpp); the
+// rest need cuDNN.
 void no_cudnn(const OpCall& c) {
   KILN_FAIL(c.name(), ": not supported yet on cuda: convolution needs cuDNN (kiln was built without it)");
 }
 void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  if (!depthwise_convolution(c, outs)) no_cudnn(c);
+  if (!depthwise_convolution(c, outs) && !gemm_convolution(c, outs)) no_cudnn(c);
 }
 void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
-  if (!depthwise_convolution_backward(c, outs)) no_cudnn(c);
+  if (!depthwise_convolution_backward(c, outs) && !gemm_convolution_backward(c, outs)) no_cudnn(c);
 }
 KILN_REGISTER_KERNEL(convolution, CUDA, convolution_kernel);
 KILN_REGISTER_KERNEL(convolution_backward, CUDA, convolution_backward_kernel);
@@ -378,7 +379,7 @@ void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   int d = out.device().index;
   DeviceGuard g(d);
   (void)cudnn_type(c.name(), out.dtype());
-  if (out.numel() == 0 || depthwise_convolution(c, outs)) return;
+  if (out.numel() == 0 || depthwise_convolution(c, outs) || gemm_convolution(c, outs)) return;
   Tensor x = dense(c.in(0)), w = dense(c.in(1));
   ConvSetup s;
   if (x.numel() == 0 || w.numel() == 0) {
@@ -412,7 +413,7 @@ void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   int d = c.in(1).device().index;
   DeviceGuard g(d);
   (void)cudnn_type(c.name(), c.in(1).dtype());
-  if (depthwise_convolution_backward(c, outs)) return;
+  if (depthwise_convolution_backward(c, outs) || gemm_convolution_backward(c, outs)) return;
   Tensor go = dense(c.in(0)), x = dense(c.in(1)), w = dense(c.in(2));
   const bool empty = go.numel() == 0 || x.numel() == 0 || w.numel() == 0;
   if (empty) {

@@ -22,6 +22,13 @@ void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs);
 // Depthwise convolutions (depthwise_ops.cpp): false, computing nothing, when c is not one.
 bool depthwise_convolution(const OpCall& c, std::vector<Tensor>& outs);
 bool depthwise_convolution_backward(const OpCall& c, std::vector<Tensor>& outs);
+// 1x1 convolutions as batched GEMMs (conv_gemm.cpp): false, computing nothing, when c is not one.
+bool gemm_convolution(const OpCall& c, std::vector<Tensor>& outs);
+bool gemm_convolution_backward(const OpCall& c, std::vector<Tensor>& outs);
+// out[i] = a[i] @ b[i] on cuBLAS (matmul.cpp) for 3-D a [B, m, k], b [B, k, n] (a batch stride of
+// 0 broadcasts), out [B, m, n] contiguous (+= when accumulate); out may be float32 for
+// float16/bfloat16 operands; float32 on TF32 tensor cores where tf32.
+void gemm_batched(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate, bool tf32);
 // cuDNN as `kiln info` shows it: the loaded library's version, or why convolutions lack it.
 std::string cudnn_info();
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include <cstring>
+#include <optional>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <tuple>
@@ -91,16 +92,20 @@ cudaDataType_t cuda_type(DType t) {
 }
 
 // out[b] = a[b] @ bm[b] (+ out[b] when accumulate) for 3-D a [B, m, k], bm [B, k, n], out [B, m, n]
-// (contiguous when accumulating).
-void bmm_cublas(const Tensor& a, const Tensor& bm, const Tensor& out, bool accumulate = false) {
-  DType t = out.dtype();
-  cudaDataType_t ct = cuda_type(t);
+// (contiguous when accumulating). out may be float32 where a and bm are float16/bfloat16.
+// float32 runs on TF32 tensor cores where `tf32` (default: backends::allow_tf32()).
+void bmm_cublas(const Tensor& a, const Tensor& bm, const Tensor& out, bool accumulate = false,
+                std::optional<bool> tf32 = std::nullopt) {
+  const DType t = a.dtype(), to = out.dtype();
+  KILN_CHECK(to == t || (to == DType::Float32 && (t == DType::Float16 || t == DType::BFloat16)),
+             "internal: bmm_cublas: a ", t, " product into a ", to, " output");
+  cudaDataType_t ct = cuda_type(t), cto = cuda_type(to);
   int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (out.numel() == 0) return;
   int d = out.device().index;
   DeviceGuard g(d);
   cudaStream_t s = current_cuda_stream(d);
-  Tensor c = out.is_contiguous() ? out : make_tensor(out.sizes(), t, out.device());
+  Tensor c = out.is_contiguous() ? out : make_tensor(out.sizes(), to, out.device());
   KILN_CHECK(!accumulate || c.is_same(out), "internal: bmm_cublas accumulates into contiguous outputs only");
   if (k == 0) {
     if (accumulate) return;
@@ -112,9 +117,10 @@ void bmm_cublas(const Tensor& a, const Tensor& bm, const Tensor& out, bool accum
     GemmOperand ga = gemm_operand(a), gb = gemm_operand(bm);
     cublasHandle_t h = handle_for(d);
     check_cublas(cublasSetStream(h, s), "cublasSetStream");
-    cublasComputeType_t compute = t == DType::Float64                               ? CUBLAS_COMPUTE_64F
-                                  : (t == DType::Float32 && backends::allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                    : CUBLAS_COMPUTE_32F;
+    const bool use_tf32 = t == DType::Float32 && tf32.value_or(backends::allow_tf32());
+    cublasComputeType_t compute = t == DType::Float64 ? CUBLAS_COMPUTE_64F
+                                  : use_tf32          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                      : CUBLAS_COMPUTE_32F;
     double one_d = 1.0, beta_d = accumulate ? 1.0 : 0.0;
     float one_f = 1.0f, beta_f = accumulate ? 1.0f : 0.0f;
     const void* alpha = t == DType::Float64 ? static_cast<const void*>(&one_d) : &one_f;
@@ -122,7 +128,7 @@ void bmm_cublas(const Tensor& a, const Tensor& bm, const Tensor& out, bool accum
     check_cublas(
         cublasGemmStridedBatchedEx(h, gb.op, ga.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
                                    alpha, gb.ptr, ct, static_cast<int>(gb.ld), gb.batch_stride, ga.ptr, ct,
-                                   static_cast<int>(ga.ld), ga.batch_stride, beta, c.unsafe_impl()->data(), ct,
+                                   static_cast<int>(ga.ld), ga.batch_stride, beta, c.unsafe_impl()->data(), cto,
                                    static_cast<int>(n), m * n, static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx");
   }
@@ -288,4 +294,8 @@ void addmm_bias_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 KILN_REGISTER_KERNEL(_addmm_bias, CUDA, addmm_bias_kernel);
 
 }  // namespace
+
+void gemm_batched(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate, bool tf32) {
+  bmm_cublas(a, b, out, accumulate, tf32);
+}
 }  // namespace kiln::cuda
