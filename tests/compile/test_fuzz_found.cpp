@@ -391,6 +391,32 @@ TEST(FuzzFound, WritesIntoOverlappingMemoryRaiseEagersError) {
   }
 }
 
+// writes_to_viewed_tensors, seed 1234 (aot_eager): `v.copy_(v)` into a stride-0 view of an
+// expanded input raised in eager only: a traced copy_ is recorded before the kernel that checked
+// (Note [Overlapping writes]); the check comes first now.
+TEST(FuzzFound, TracedCopyIntoOverlappingMemoryRaisesEagersError) {
+  auto fn = [](const Tensor& e) {
+    Tensor v = e.slice(0, 0, 2);
+    v.copy_(v);
+    return e * 1;
+  };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string want = message([&] { fn(ones({4}).expand({3, 4})); });
+  ASSERT_NE(want.find("single memory location"), std::string::npos) << want;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    EXPECT_EQ(message([&] { f(ones({4}).expand({3, 4})); }), want);
+  }
+}
+
 // Found while fixing the above (seed 3896, inductor): batch_norm's decomposition writes its
 // running statistics, so it is not recorded as one node (Note [Composites with their own
 // derivative]); every backend updates them as eager does.
@@ -783,7 +809,7 @@ TEST(FuzzFound, GradModeWriteWithoutGradIntoANoGradView) {
 // before the write); it should have its base's history: none. DISABLED_: dropping the history in
 // rebase_view (and in requires_grad()) broke views of a leaf written under no_grad (seeds 2559,
 // 2798, 4556 with writes_to_viewed_tensors on).
-TEST(FuzzFound, DISABLED_ViewOfAZeroedTensorHasItsHistory) {
+TEST(FuzzFound, ViewOfAZeroedTensorHasItsHistory) {
   auto fn = [](const Tensors& in) {
     Tensor y = in[0] * 2;
     Tensor v = y.slice(-1, 0, 4, 2);
@@ -794,6 +820,21 @@ TEST(FuzzFound, DISABLED_ViewOfAZeroedTensorHasItsHistory) {
   Tensors out = fn(inputs());
   EXPECT_FALSE(out[0].requires_grad());
   EXPECT_FALSE(out[1].requires_grad());
+  expect_eager_answer(fn, inputs);
+}
+
+// writes_to_viewed_tensors, seed 3685 (aot_eager): as_strided of a transposed input, then a write
+// into the input: the functionalized write gave the input contiguous strides, so the view remade
+// from it read other elements. A strided tensor keeps its strides when written whole.
+TEST(FuzzFound, AsStridedOfAWrittenTransposedInput) {
+  auto fn = [](const Tensors& in) {
+    Tensor x = in[0];
+    Tensor w = as_strided(x, {2, 3}, {1, 2}, 1);
+    x.mul_(2);
+    Tensor later = as_strided(x, {3}, {3}, 0);
+    return Tensors{w * 1, later * 1, x * 1};
+  };
+  auto inputs = [] { return Tensors{arange(0, 12, 1, kInt64).reshape({4, 3}).t()}; };
   expect_eager_answer(fn, inputs);
 }
 
