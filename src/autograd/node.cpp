@@ -163,9 +163,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 // base, and a leaf that requires grad may itself be a view of a root that does not (a detach()ed
 // strided or expanded input); its views' history is the leaf's, which a write under no_grad
 // keeps (seeds 2559, 2798, 4556).
-bool view_follows_base(const TensorImpl* t) {
-  return t->view_base && Tensor(t->view_base).requires_grad();
-}
+bool view_follows_base(const TensorImpl* t) { return t->view_base && Tensor(t->view_base).requires_grad(); }
 
 void rebase_view(const Tensor& t, AutogradMeta& m) {
   m.view_version = t._version();
