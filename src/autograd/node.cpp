@@ -153,10 +153,26 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 
 // Note [View rebase]: the storage was written since the view's history was recorded; the
 // write rebased the base, so the view is remade from the base's history now.
+// PyTorch regenerates a view's grad_fn lazily, when its base's version changed, from the base's
+// current grad_fn (as_strided of the base); a base without history that does not require grad
+// gives a view that does not require grad either. kiln's zero_ (or a copy_ of a value without
+// grad) leaves its tensor with no history, so a view of it taken before loses its history too:
+// the gradient no longer flows into what the view showed before (seed 3314).
+// Only views whose history is their base's are rebased (view_of_base is set when the base
+// requires grad as the view is made): kiln's view_base is the storage's root, not an autograd
+// base, and a leaf that requires grad may itself be a view of a root that does not (a detach()ed
+// strided or expanded input); its views' history is the leaf's, which a write under no_grad
+// keeps (seeds 2559, 2798, 4556).
+bool view_follows_base(const TensorImpl* t) { return t->view_base && Tensor(t->view_base).requires_grad(); }
+
 void rebase_view(const Tensor& t, AutogradMeta& m) {
   m.view_version = t._version();
   Tensor base(t.unsafe_impl()->view_base);
-  if (!base.requires_grad()) return;
+  if (!base.requires_grad()) {
+    m.grad_fn = nullptr;  // the write left the base without history
+    m.output_nr = 0;
+    return;
+  }
   EnableGradGuard grad_on;
   // A real tensor's history is eager's: remade while a compiled call is recorded (the view is
   // the input of a graph after a break), a recorded as_strided would give it a tracer's node,
@@ -252,7 +268,7 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
   set_history(outputs, node);
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& t = outputs[k];
-    if (!t.defined() || !t.unsafe_impl()->view_base || !is_floating_point(t.dtype())) continue;
+    if (!t.defined() || !is_floating_point(t.dtype()) || !view_follows_base(t.unsafe_impl())) continue;
     auto& m = autograd_meta(t);  // Note [View rebase]
     m.view_of_base = true;
     m.view_version = output_versions ? output_versions[k] : t._version();

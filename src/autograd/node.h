@@ -102,6 +102,8 @@ struct AccumulateGrad : Node {
 struct AutogradMeta;
 // Remakes a view's history from its base's after a write (Note [View rebase] in node.cpp).
 void rebase_view(const Tensor& t, AutogradMeta& m);
+// Whether a view's history is its base's, so that a write rebases it (Note [View rebase]).
+bool view_follows_base(const TensorImpl* t);
 Edge gradient_edge(const Tensor& t);
 // Zeros (or undefined grads expanded) matching a TensorMeta.
 Tensor zeros_for(const TensorMeta& m);

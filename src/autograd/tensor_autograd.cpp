@@ -35,7 +35,14 @@ const Tensor& undefined_tensor() {
 
 bool Tensor::requires_grad() const {
   auto* m = autograd_meta_or_null(*this);
-  return m && (m->requires_grad || m->grad_fn);
+  if (!m) return false;
+  if (m->requires_grad) return true;
+  if (!m->grad_fn) return false;
+  // Note [View rebase]: a view written since its history was recorded has its base's history,
+  // none where the base has none (the rebase itself waits for the next grad_fn()).
+  if (m->view_of_base && m->view_version != _version() && !autograd::materializing_deferred()) [[unlikely]]
+    return Tensor(unsafe_impl()->view_base).requires_grad();
+  return true;
 }
 
 Tensor& Tensor::requires_grad_(bool r) {

@@ -166,6 +166,7 @@ Tensor call_op1(OpId op, std::initializer_list<Tensor> inputs, Attrs attrs) {
 
 namespace {
 void copy_into_impl(const Tensor& dst, const Tensor& src);
+void check_no_internal_overlap(const Tensor& self, OpId op);  // Note [Overlapping writes]
 
 std::vector<Tensor> meta_outputs(const std::vector<TensorMeta>& metas) {
   std::vector<Tensor> outs;
@@ -272,12 +273,16 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
 std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpInfo& info = op_info(op);
   OpCall call{op, inputs, attrs};
+  if (op == OpId::copy_) {
+    KILN_CHECK(inputs.size() == 2, "internal: copy_ takes (self, src)");
+    // Note [Overlapping writes]: before the record layer, so a traced copy_ raises as eager's.
+    check_no_internal_overlap(inputs[0], OpId::copy_);
+  }
   if (RecordLayer* rec = tls_record_layer) {
     std::vector<Tensor> outs;
     if (static_cast<int>(op) != tls_force_decomp && record_call(rec, info, call, outs)) return outs;
   }
   if (op == OpId::copy_) {
-    KILN_CHECK(inputs.size() == 2, "internal: copy_ takes (self, src)");
     copy_into_impl(inputs[0], inputs[1]);
     return {};
   }
@@ -515,8 +520,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 namespace {
 void copy_into_impl(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
-  check_no_internal_overlap(dst, OpId::copy_);
-  Tensor s = src;
+  Tensor s = src;  // dst was checked for internal overlap in backend_call
   if (s.sizes() != dst.sizes()) {
     // Broadcast src to dst's shape (same rules as expand).
     int64_t nd = dst.dim(), ns = s.dim();

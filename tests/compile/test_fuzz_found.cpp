@@ -391,6 +391,32 @@ TEST(FuzzFound, WritesIntoOverlappingMemoryRaiseEagersError) {
   }
 }
 
+// writes_to_viewed_tensors, seed 1234 (aot_eager): `v.copy_(v)` into a stride-0 view of an
+// expanded input raised in eager only: a traced copy_ is recorded before the kernel that checked
+// (Note [Overlapping writes]); the check comes first now.
+TEST(FuzzFound, TracedCopyIntoOverlappingMemoryRaisesEagersError) {
+  auto fn = [](const Tensor& e) {
+    Tensor v = e.slice(0, 0, 2);
+    v.copy_(v);
+    return e * 1;
+  };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string want = message([&] { fn(ones({4}).expand({3, 4})); });
+  ASSERT_NE(want.find("single memory location"), std::string::npos) << want;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    EXPECT_EQ(message([&] { f(ones({4}).expand({3, 4})); }), want);
+  }
+}
+
 // Found while fixing the above (seed 3896, inductor): batch_norm's decomposition writes its
 // running statistics, so it is not recorded as one node (Note [Composites with their own
 // derivative]); every backend updates them as eager does.
@@ -780,10 +806,11 @@ TEST(FuzzFound, GradModeWriteWithoutGradIntoANoGradView) {
 // writes_to_viewed_tensors, seed 3314 (aot_eager): zero_ leaves a tensor without history (kiln's
 // zero_ reads no input); a view of it taken before the write was rebased on its base's history
 // only when the base had one, and otherwise kept its old history (the gradient of what it showed
-// before the write); it should have its base's history: none. DISABLED_: dropping the history in
-// rebase_view (and in requires_grad()) broke views of a leaf written under no_grad (seeds 2559,
-// 2798, 4556 with writes_to_viewed_tensors on).
-TEST(FuzzFound, DISABLED_ViewOfAZeroedTensorHasItsHistory) {
+// before the write); it has its base's history now: none (Note [View rebase]). Only views made
+// while their base required grad follow it: a leaf input laid out as a view of a root without
+// grad (strided, expanded) keeps its views' history through a write under no_grad (seeds 2559,
+// 2798, 4556).
+TEST(FuzzFound, ViewOfAZeroedTensorHasItsHistory) {
   auto fn = [](const Tensors& in) {
     Tensor y = in[0] * 2;
     Tensor v = y.slice(-1, 0, 4, 2);
@@ -794,6 +821,47 @@ TEST(FuzzFound, DISABLED_ViewOfAZeroedTensorHasItsHistory) {
   Tensors out = fn(inputs());
   EXPECT_FALSE(out[0].requires_grad());
   EXPECT_FALSE(out[1].requires_grad());
+  expect_eager_answer(fn, inputs);
+}
+
+// writes_to_viewed_tensors, seed 3685 (aot_eager): as_strided of a transposed input, then a write
+// into the input: the functionalized write gave the input contiguous strides, so the view remade
+// from it read other elements. A strided tensor keeps its strides when written whole.
+TEST(FuzzFound, AsStridedOfAWrittenTransposedInput) {
+  auto fn = [](const Tensors& in) {
+    Tensor x = in[0];
+    Tensor w = as_strided(x, {2, 3}, {1, 2}, 1);
+    x.mul_(2);
+    Tensor later = as_strided(x, {3}, {3}, 0);
+    return Tensors{w * 1, later * 1, x * 1};
+  };
+  auto inputs = [] { return Tensors{arange(0, 12, 1, kInt64).reshape({4, 3}).t()}; };
+  expect_eager_answer(fn, inputs);
+}
+
+// writes_to_viewed_tensors, seeds 2559, 2798, 4556 (with the fix above done naively): a strided
+// input that requires grad is a view of a root without grad; a view of it, then a write into it
+// under no_grad, keeps the view's history (the leaf's), as PyTorch's does.
+TEST(FuzzFound, ViewOfAStridedLeafWrittenUnderNoGradKeepsItsHistory) {
+  auto fn = [](const Tensors& in) {
+    Tensor v = in[0].slice(0, 0, 2);
+    {
+      NoGradGuard g;
+      Tensor(in[0]).mul_(2);
+    }
+    return Tensors{v * 3};
+  };
+  auto inputs = [] {
+    Tensor root = zeros({3, 4});
+    Tensor x = root.slice(1, 0, 4, 2).detach();
+    x.fill_(1.0);
+    return Tensors{x.requires_grad_(true)};
+  };
+  Tensors in = inputs();
+  Tensors out = fn(in);
+  ASSERT_TRUE(out[0].requires_grad());
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>(4, 6.0f));
+  EXPECT_EQ(grads_of(out, {in[0]})[0].to_vector<float>(), std::vector<float>({3, 3, 3, 3, 0, 0}));
   expect_eager_answer(fn, inputs);
 }
 

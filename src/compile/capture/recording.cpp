@@ -426,6 +426,27 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
 // (as_strided of an arange gives those positions). A strided root is first laid out as
 // the storage it views, so that the positions are storage positions and the new value is
 // the same as_strided view of the new storage: the root keeps its strides.
+// A strided tensor keeps its strides when written whole, as eager's storage does (seed 3685): its
+// new value is laid out as the storage it views, so that as_strided of it (a view remade after
+// the write, or one taken later) reads the elements eager's would. Positions outside it are 0.
+Tensor Recording::lay_out_as(const Tensor& value, const Tensor& dst) {
+  const TensorImpl* d = dst.unsafe_impl();
+  if (value.strides() == dst.strides() && value.storage_offset() == dst.storage_offset()) return value;
+  auto call1 = [](OpId op, std::vector<Tensor> in, Attrs a) { return backend_call(op, in, a)[0]; };
+  int64_t span = d->storage_offset + 1;
+  for (size_t k = 0; k < d->sizes.size(); ++k) {
+    if (d->sizes[k] == 0 || d->strides[k] < 0) return value;  // nothing to lay out, or no such storage
+    span += (d->sizes[k] - 1) * d->strides[k];
+  }
+  Tensor where = call1(OpId::arange, {}, {Scalar(int64_t{0}), Scalar(span), Scalar(int64_t{1}), kInt64, dst.device()});
+  Tensor pos = call1(OpId::as_strided, {where}, {dst.sizes().vec(), dst.strides().vec(), dst.storage_offset()});
+  pos = call1(OpId::view, {call1(OpId::clone, {pos}, {})}, {std::vector<int64_t>{dst.numel()}});
+  Tensor vals = call1(OpId::view, {call1(OpId::clone, {value}, {})}, {std::vector<int64_t>{dst.numel()}});
+  Tensor storage = call1(OpId::full, {}, {std::vector<int64_t>{span}, Scalar(int64_t{0}), dst.dtype(), dst.device()});
+  storage = call1(OpId::scatter, {storage, pos, vals}, {int64_t{0}});
+  return call1(OpId::as_strided, {storage}, {dst.sizes().vec(), dst.strides().vec(), dst.storage_offset()});
+}
+
 void Recording::functional_write(const Tensor& dst, const Tensor& src) {
   TensorImpl* d = dst.unsafe_impl();
   KILN_CHECK(d->is_tracer() && d->tracer_recording == id_, "internal: a functionalized write into a real tensor");
@@ -477,6 +498,7 @@ void Recording::functional_write(const Tensor& dst, const Tensor& src) {
         root, call1(OpId::as_strided, {storage}, {root.sizes().vec(), root.strides().vec(), root.storage_offset()}));
     return;
   }
+  if (!d->is_contiguous || d->storage_offset != 0) s = lay_out_as(s, dst);
   int v = value_of(s);
   const TensorMeta& m = graph_.values[v].meta;
   d->tracer_value = v;
@@ -753,7 +775,7 @@ void Recording::flush() {
       auto& m = autograd::autograd_meta(Tensor(p));
       m.grad_fn = result.grad_fn;
       m.output_nr = static_cast<uint32_t>(result.output_nr[k]);
-      m.view_of_base = p->view_base != nullptr;  // Note [View rebase]: the history is current
+      m.view_of_base = autograd::view_follows_base(p.get());  // Note [View rebase]: the history is current
       m.view_version = p->version ? p->version->version.load() : 0;
     }
   }

@@ -208,6 +208,7 @@ class Recording final : public RecordLayer {
   Tensor make_tracer_view(const Tensor& base, const TensorMeta& m, int value);
   void reset();
   void functional_write(const Tensor& dst, const Tensor& src);
+  Tensor lay_out_as(const Tensor& value, const Tensor& dst);
   // Note [No-grad writes]: a write under no_grad into a tensor that requires grad.
   void note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad);
   // t, or a live tensor sharing its storage (a view, a detach()ed alias), requires grad.

@@ -78,11 +78,14 @@ struct Switches {
   // Issue 27, turned on by hand: fixed the write-back into an expanded input written through a
   // one-row view (seed 73), writes without grad into a no-grad view or a detach()ed alias of a
   // tensor that requires grad (Note [No-grad writes]; seeds 2683, 3080, 100638), and writes into
-  // overlapping as_strided windows now raise everywhere (seed 100211). Still off: a view of a
-  // tensor zero_ took the history from keeps its old history in eager (seed 3314,
-  // FuzzFound.DISABLED_ViewOfAZeroedTensorHasItsHistory), and `v.copy_(v)` into a stride-0 view
-  // of an expanded input raises in eager only (seed 1234).
-  bool writes_to_viewed_tensors = false;
+  // overlapping as_strided windows now raise everywhere (seed 100211).
+  // Fixed: a view of a tensor zero_ took the history from loses its history too (seed 3314,
+  // Note [View rebase]; views of a leaf that is itself a view of a root without grad keep
+  // theirs, seeds 2559, 2798, 4556), a traced `v.copy_(v)` into a stride-0 view raises eager's
+  // error (seed 1234), and a strided input written whole keeps its strides under
+  // functionalization, so as_strided of it reads eager's elements (seed 3685).
+  // (Seeds before the _addmm_bias samples were added; the pool's size moves the programs.)
+  bool writes_to_viewed_tensors = true;  // fixed: on
   // (generator) In-place writes into internally overlapping memory (an expanded input,
   // as_strided windows): PyTorch raises, kiln's eager writes with an order-dependent result.
   // Now: eager raises for a stride-0 dim (Note [Overlapping writes] in dispatch.cpp) and every
