@@ -10,7 +10,9 @@
 //   d loss_i / d x_ic = (1 - ls) w_t (p_c - [c == t]) + (ls / C) (W p_c - w_c),
 //   d lse_i / d x_ic = p_c,
 // p_c = exp(x_ic - lse_i), w_t the target's class weight, W the sum of the class weights (C
-// without weights); 0 on ignored rows. The reduction stays in ops on the [N] losses.
+// without weights); 0 on ignored rows. The reduction stays in ops on the [N] losses. Both ops
+// index the row and the weights by the target, so both throw on one that is neither in [0, C)
+// nor ignore_index (the CPU before reading; CUDA from a flag the kernel sets, read back once).
 //
 // cross_entropy's decomposition sends CUDA [N, C] logits with class-index targets (and a weight
 // that needs no gradient; the op's VJP has the weight's gradient in ops, for direct calls) here; the CPU and compiled graphs

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/dispatch.h"
 #include "tests/cuda/cuda_test.h"
 #include "tests/unit/expect_error.h"
 
@@ -84,6 +85,16 @@ TEST(CudaIndexing, FusedCrossEntropyAsTheCpu) {
   bad.index_put_({Tensor(tensor({5}, kInt64))}, full({1}, C, TensorOptions(kInt64)));
   testing::expect_error([&] { (void)cross_entropy(logits.cuda(), bad.cuda()); },
                         {"cross_entropy: target 5003 is out of bounds"});
+  // The backward op checks its own target (called directly, as the fuzzer does): a negative one
+  // that is not ignore_index.
+  bad.index_put_({Tensor(tensor({5}, kInt64))}, full({1}, -3, TensorOptions(kInt64)));
+  testing::expect_error(
+      [&] {
+        (void)call_op1(OpId::_fused_cross_entropy_backward,
+                       {ones({N}).cuda(), logits.cuda(), bad.cuda(), Tensor(), zeros({N}).cuda(), Tensor()},
+                       {int64_t(-100), 0.0});
+      },
+      {"cross_entropy: target -3 is out of bounds: expected class indices in [0, 5003) or ignore_index -100"});
   expect_close(logits.cuda().sum(), logits.sum(), 1e-5, 1e-3);
 }
 

@@ -153,7 +153,30 @@ std::vector<OpSample> fused_ce_backward_samples() {
     }
   return out;
 }
-KILN_OP_SAMPLES(_fused_cross_entropy_backward, fused_ce_backward_samples, nullptr);
+// The forward's checks, on the target the backward indexes the row and the weights by.
+std::vector<ErrorSample> fused_ce_backward_errors() {
+  auto call = [](const Tensor& x, const Tensor& t, int64_t ignore = -100) {
+    const int64_t N = x.sizes()[0];
+    call_op1(OpId::_fused_cross_entropy_backward,
+             {make_input({N}, kFloat32, 3), x, t, Tensor(), make_input({N}, kFloat32, 4), Tensor()}, {ignore, 0.0});
+  };
+  return {
+      {"target out of range", [=] { call(make_input({2, 3}, kFloat32, 1), class_targets({0, 3})); },
+       "target 3 is out of bounds: expected class indices in [0, 3) or ignore_index -100"},
+      {"negative target", [=] { call(make_input({2, 3}, kFloat32, 1), class_targets({-1, 0})); }, "target -1 is out"},
+      // One bad row: CUDA names whichever bad row it meets first.
+      {"negative target, ignore_index 0",
+       [=] { call(make_input({4, 5}, kFloat32, 1), class_targets({1, 0, 4, -3}), 0); },
+       "target -3 is out of bounds: expected class indices in [0, 5) or ignore_index 0"},
+      {"3-D logits", [=] { call(make_input({2, 3, 4}, kFloat32, 1), class_targets({0, 1})); },
+       "expected floating logits [N, C]"},
+      {"float targets", [=] { call(make_input({2, 3}, kFloat32, 1), make_input({2}, kFloat32, 2)); },
+       "expected integer class indices"},
+      {"targets of another length", [=] { call(make_input({2, 3}, kFloat32, 1), class_targets({0, 1, 2})); },
+       "expected integer class indices of shape [2]"},
+  };
+}
+KILN_OP_SAMPLES(_fused_cross_entropy_backward, fused_ce_backward_samples, fused_ce_backward_errors);
 
 }  // namespace
 }  // namespace kiln::test

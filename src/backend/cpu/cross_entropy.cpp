@@ -25,13 +25,17 @@ struct Rows {
     for (double v : w) W += v;
   }
   const double* row(int64_t i) const { return x.data() + i * C; }
+  // Both ops index the weights and the row by the target: refuse one outside [0, C).
+  void check_targets() const {
+    for (int64_t i = 0; i < N; ++i)
+      KILN_CHECK(t[i] == ignore || (t[i] >= 0 && t[i] < C), "cross_entropy: target ", t[i],
+                 " is out of bounds: expected class indices in [0, ", C, ") or ignore_index ", ignore);
+  }
 };
 
 void fused_ce_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Rows r(c.in(0), c.in(1), c.in(2), c.attrs);
-  for (int64_t i = 0; i < r.N; ++i)
-    KILN_CHECK(r.t[i] == r.ignore || (r.t[i] >= 0 && r.t[i] < r.C), "cross_entropy: target ", r.t[i],
-               " is out of bounds: expected class indices in [0, ", r.C, ") or ignore_index ", r.ignore);
+  r.check_targets();
   std::vector<double> loss(static_cast<size_t>(r.N)), tw(loss.size()), lse(loss.size());
   parallel_for(0, r.N, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -58,6 +62,7 @@ KILN_REGISTER_KERNEL(_fused_cross_entropy, CPU, fused_ce_kernel);
 
 void fused_ce_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Rows r(c.in(1), c.in(2), c.in(3), c.attrs);
+  r.check_targets();
   const std::vector<double> g = dense_doubles(c.in(0)), lse = dense_doubles(c.in(4));
   const std::vector<double> gl = c.in(5).defined() ? dense_doubles(c.in(5)) : std::vector<double>(g.size(), 0.0);
   std::vector<double> gx(r.x.size());

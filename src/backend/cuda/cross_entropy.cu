@@ -106,11 +106,14 @@ template <class T>
 __global__ void fused_ce_backward_kernel(const T* g, const T* x, const int64_t* target,
                                          const math::opmath_t<T>* weight, const math::opmath_t<T>* wsum,
                                          const math::opmath_t<T>* lse, const math::opmath_t<T>* glse, int64_t n,
-                                         int64_t c, int64_t ignore, double ls, T* gx) {
+                                         int64_t c, int64_t ignore, double ls, T* gx, int64_t* bad) {
   using C = math::opmath_t<T>;
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const int64_t t = target[r];
     const bool kept = t != ignore && t >= 0 && t < c;
+    if (!kept && t != ignore && threadIdx.x == 0 &&
+        atomicCAS(reinterpret_cast<unsigned long long*>(bad), 0ull, 1ull) == 0ull)
+      bad[1] = t;  // the row's gradient is grad_lse p alone, as an ignored row's
     const C gr = static_cast<C>(g[r]), l = lse[r], gl = glse ? glse[r] : C(0);
     const C wt = kept ? (weight ? weight[t] : C(1)) : C(0);
     const C k1 = gr * C(1 - ls) * wt, k2 = kept ? gr * C(ls / static_cast<double>(c)) : C(0);
@@ -151,14 +154,14 @@ void launch_fused_cross_entropy(DType t, const void* x, const int64_t* target, c
 void launch_fused_cross_entropy_backward(DType t, const void* grad_loss, const void* x, const int64_t* target,
                                          const void* weight, const void* wsum, const void* lse, const void* grad_lse,
                                          int64_t n, int64_t c, int64_t ignore_index, double label_smoothing,
-                                         void* grad_x, cudaStream_t s) {
-  if (n == 0 || c == 0) return;
+                                         void* grad_x, int64_t* bad, cudaStream_t s) {
+  if (n == 0) return;  // c == 0 still runs: every target but ignore_index is bad
   visit_floating(t, "_fused_cross_entropy_backward", [&]<class T>() {
     using C = math::opmath_t<T>;
     fused_ce_backward_kernel<T><<<grid_for_rows(n), threads_for(c), 0, s>>>(
         static_cast<const T*>(grad_loss), static_cast<const T*>(x), target, static_cast<const C*>(weight),
         static_cast<const C*>(wsum), static_cast<const C*>(lse), static_cast<const C*>(grad_lse), n, c, ignore_index,
-        label_smoothing, static_cast<T*>(grad_x));
+        label_smoothing, static_cast<T*>(grad_x), bad);
   });
   check_launch();
 }

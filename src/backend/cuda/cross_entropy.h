@@ -18,10 +18,11 @@ void launch_fused_cross_entropy(DType t, const void* x, const int64_t* target, c
                                 int64_t n, int64_t c, int64_t ignore_index, double label_smoothing, void* loss,
                                 void* target_weight, void* lse, int64_t* bad, cudaStream_t s);
 
-// grad_x [n, c] in t from grad_loss [n] (t), logsumexp [n] (C) and grad_lse [n] (C, or null).
+// grad_x [n, c] in t from grad_loss [n] (t), logsumexp [n] (C) and grad_lse [n] (C, or null); bad
+// as the forward's.
 void launch_fused_cross_entropy_backward(DType t, const void* grad_loss, const void* x, const int64_t* target,
                                          const void* weight, const void* wsum, const void* lse, const void* grad_lse,
                                          int64_t n, int64_t c, int64_t ignore_index, double label_smoothing,
-                                         void* grad_x, cudaStream_t s);
+                                         void* grad_x, int64_t* bad, cudaStream_t s);
 
 }  // namespace kiln::cuda
