@@ -883,6 +883,24 @@ TEST(FuzzFound, WriteWithoutGradIntoADetachedAlias) {
   expect_eager_answer(fn, inputs);
 }
 
+// Seed 1012056 (inductor): matmul with a broadcast batch saves, for x's gradient, w expanded and
+// reshaped: a copy in eager, so a later write into w (no grad) is no error. Inductor's forward
+// returned the expand (a view of w, sharing its version) as the saved tensor and raised.
+TEST(FuzzFound, MatmulSavesACopyOfAnExpandedInput) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = matmul(in[0], in[1]);
+    Tensor w = in[1];
+    w.masked_fill_(w > 0, 0);
+    return Tensors{y};
+  };
+  auto inputs = [] {
+    manual_seed(1012056);
+    return Tensors{randn({2, 1, 3, 4}, TensorOptions(kFloat16)).requires_grad_(true),
+                   randn({3, 4, 2}, TensorOptions(kFloat16))};
+  };
+  expect_eager_answer(fn, inputs);
+}
+
 // writes_to_viewed_tensors, seed 100211 (backend "eager"): add_ into as_strided windows that
 // overlap added 1 once per window in eager, once per element in a compiled graph (PyTorch leaves
 // it undefined). Every backend raises eager's error now (Note [Overlapping writes]); windows
