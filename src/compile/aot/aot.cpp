@@ -463,7 +463,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     // overwrites their storage; a saved tensor in that storage (the input itself, or a view
     // of it) holds the value from before the write, as eager's saved tensor would, and its
     // expected version is one behind, so backward raises eager's error. (The partition never
-    // saves a written input in place of a value computed from it: written_primals.)
+    // saves a written input, or a view of it, in place of a value computed from it: written_primals.)
     std::vector<const void*> written;
     for (int w : writeback) written.push_back(in[static_cast<size_t>(w)].unsafe_impl()->storage.get());
     std::vector<int> saved_output;  // per saved tensor: the graph output it is, or -1

@@ -166,17 +166,29 @@ Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tange
       if (in >= 0 && forward_value[in]) used_by_backward[in] = true;
   for (size_t k = n_forward_outputs; k < joint.outputs.size(); ++k)
     if (forward_value[joint.outputs[k]]) used_by_backward[joint.outputs[k]] = true;
+  // A view of a written primal (expand(w) of matmul's broadcast) is its storage too: saved
+  // only where the backward reads it, never to recompute from it (eager saved a copy).
+  std::vector<bool> written_alias(V, false);
+  for (int v = 0; v < V; ++v)
+    if (forward_value[v] && joint.values[v].node < 0) {
+      const size_t i = static_cast<size_t>(joint.values[v].index);
+      written_alias[v] = i < written_primals.size() && written_primals[i];
+    }
+  for (size_t n = 0; n < n_forward_nodes; ++n) {
+    const Node& node = joint.nodes[n];
+    if (op_info(node.op).has(VIEW) && !node.inputs.empty() && node.inputs[0] >= 0 && written_alias[node.inputs[0]])
+      for (int o : node.outputs) written_alias[o] = true;
+  }
   for (int v = 0; v < V; ++v) {
     if (!forward_value[v]) continue;
     int n = joint.values[v].node;
     if (n < 0) {
       flow.add(S, 2 * v, kInf);  // a primal: the caller holds it, saving it is free
-      const size_t i = static_cast<size_t>(joint.values[v].index);
-      const bool written = i < written_primals.size() && written_primals[i];
-      flow.add(2 * v, 2 * v + 1, written ? kInf / 1024 : 0);  // unless the forward overwrites it
+      flow.add(2 * v, 2 * v + 1, written_alias[v] ? kInf / 1024 : 0);  // unless the forward overwrites it
     } else {
       if (!recompute || !recomputable(joint.nodes[n].op)) flow.add(S, 2 * v, kInf);
-      flow.add(2 * v, 2 * v + 1, static_cast<int64_t>(bytes_of(joint.values[v].meta)) + 1);
+      flow.add(2 * v, 2 * v + 1,
+               written_alias[v] ? kInf / 1024 : static_cast<int64_t>(bytes_of(joint.values[v].meta)) + 1);
     }
     if (used_by_backward[v]) flow.add(2 * v + 1, T, kInf);
   }

@@ -31,8 +31,8 @@ struct Partition {
 // recompute = false saves every forward value the backward reads (AOTAutograd's default
 // partition): the fastest split when the graphs run unfused eager kernels.
 // written_primals (per primal; may be empty): inputs the forward writes back, whose storage
-// holds new values when the backward runs: saved only where the backward reads them itself
-// (Note [Saved versions] in aot.cpp), never to recompute a value from them.
+// holds new values when the backward runs: saved (they or a view of them) only where the backward
+// reads them itself (Note [Saved versions] in aot.cpp), never to recompute a value from them.
 Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tangents, size_t n_forward_nodes,
                             size_t n_forward_outputs, bool recompute = true,
                             const std::vector<bool>& written_primals = {});
