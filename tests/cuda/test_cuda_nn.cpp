@@ -2,6 +2,7 @@
 // lines, sort/topk over long rows with NaN, -0 and ties, and pooling/convolution at model shapes.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -99,6 +100,34 @@ void expect_close_scaled(const Tensor& got, const Tensor& want, double tol) {
 
 // Depthwise convolutions (groups = in channels) run on kiln's own kernels (depthwise.cu), not
 // cuDNN: the forward and all three gradients against the CPU in float64 on the same rounded inputs.
+// A convolution `conv(x, w, b)` on CUDA against float64 on the CPU in every floating dtype: the
+// output and the gradients of x, w (and b) under a random upstream gradient (rounded to the dtype
+// on both sides, so it reaches every tap). `view` makes the input non-contiguous where asked.
+void expect_conv_as_the_cpu(const std::string& name, const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& conv,
+                            const std::function<Tensor(const Tensor&)>& view, const Tensor& x64, const Tensor& w64,
+                            const Tensor& b64, bool bias) {
+  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    SCOPED_TRACE(name + " " + std::string(dtype_name(t)));
+    const double tol = t == kFloat64 ? 1e-10 : t == kFloat32 ? 1e-4 : 1e-2;
+    auto leaf = [&](const Tensor& v, bool on_gpu) {
+      Tensor r = on_gpu ? v.to(t).cuda() : v.to(t).to(kFloat64).clone();
+      return r.requires_grad_(true);
+    };
+    Tensor cx = leaf(x64, false), cw = leaf(w64, false), cb = leaf(b64, false);
+    Tensor gx = leaf(x64, true), gw = leaf(w64, true), gb = leaf(b64, true);
+    Tensor cy = conv(view(cx), cw, bias ? cb : Tensor());
+    Tensor gy = conv(view(gx), gw, bias ? gb : Tensor());
+    ASSERT_EQ(gy.dtype(), t);
+    expect_close_scaled(gy, cy, tol);
+    const Tensor up = randn(cy.sizes(), kFloat64).to(t);
+    (cy * up.to(kFloat64)).sum().backward();
+    (gy * up.cuda()).sum().backward();
+    expect_close_scaled(gx.grad(), cx.grad(), tol);
+    expect_close_scaled(gw.grad(), cw.grad(), tol);
+    if (bias) expect_close_scaled(gb.grad(), cb.grad(), tol);
+  }
+}
+
 TEST(CudaNn, DepthwiseConvolutionAsTheCpu) {
   KILN_REQUIRE_CUDA();
   manual_seed(27);
@@ -128,27 +157,7 @@ TEST(CudaNn, DepthwiseConvolutionAsTheCpu) {
     if (k.transposed_input) std::swap(xs[2], xs[3]);
     auto view = [&](const Tensor& x) { return k.transposed_input ? x.transpose(2, 3) : x; };
     const Tensor x64 = randn(xs, kFloat64), w64 = randn(k.w, kFloat64) * 0.3, b64 = randn({k.w[0]}, kFloat64);
-    for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
-      SCOPED_TRACE(k.name + " " + std::string(dtype_name(t)));
-      const double tol = t == kFloat64 ? 1e-10 : t == kFloat32 ? 1e-4 : 1e-2;
-      auto leaf = [&](const Tensor& v, bool on_gpu) {
-        Tensor r = on_gpu ? v.to(t).cuda() : v.to(t).to(kFloat64).clone();
-        return r.requires_grad_(true);
-      };
-      Tensor cx = leaf(x64, false), cw = leaf(w64, false), cb = leaf(b64, false);
-      Tensor gx = leaf(x64, true), gw = leaf(w64, true), gb = leaf(b64, true);
-      Tensor cy = conv(view(cx), cw, k.bias ? cb : Tensor());
-      Tensor gy = conv(view(gx), gw, k.bias ? gb : Tensor());
-      ASSERT_EQ(gy.dtype(), t);
-      expect_close_scaled(gy, cy, tol);
-      // A random upstream gradient (rounded to t on both sides) reaches every tap.
-      const Tensor up = randn(cy.sizes(), kFloat64).to(t);
-      (cy * up.to(kFloat64)).sum().backward();
-      (gy * up.cuda()).sum().backward();
-      expect_close_scaled(gx.grad(), cx.grad(), tol);
-      expect_close_scaled(gw.grad(), cw.grad(), tol);
-      if (k.bias) expect_close_scaled(gb.grad(), cb.grad(), tol);
-    }
+    expect_conv_as_the_cpu(k.name, conv, view, x64, w64, b64, k.bias);
   }
 }
 
@@ -179,26 +188,7 @@ TEST(CudaNn, OneByOneConvolutionAsTheCpu) {
     if (k.transposed_input) std::swap(xs[2], xs[3]);
     auto view = [&](const Tensor& x) { return k.transposed_input ? x.transpose(2, 3) : x; };
     const Tensor x64 = randn(xs, kFloat64), w64 = randn(k.w, kFloat64) * 0.3, b64 = randn({k.w[0]}, kFloat64);
-    for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
-      SCOPED_TRACE(k.name + " " + std::string(dtype_name(t)));
-      const double tol = t == kFloat64 ? 1e-10 : t == kFloat32 ? 1e-4 : 1e-2;
-      auto leaf = [&](const Tensor& v, bool on_gpu) {
-        Tensor r = on_gpu ? v.to(t).cuda() : v.to(t).to(kFloat64).clone();
-        return r.requires_grad_(true);
-      };
-      Tensor cx = leaf(x64, false), cw = leaf(w64, false), cb = leaf(b64, false);
-      Tensor gx = leaf(x64, true), gw = leaf(w64, true), gb = leaf(b64, true);
-      Tensor cy = conv(view(cx), cw, k.bias ? cb : Tensor());
-      Tensor gy = conv(view(gx), gw, k.bias ? gb : Tensor());
-      ASSERT_EQ(gy.dtype(), t);
-      expect_close_scaled(gy, cy, tol);
-      const Tensor up = randn(cy.sizes(), kFloat64).to(t);
-      (cy * up.to(kFloat64)).sum().backward();
-      (gy * up.cuda()).sum().backward();
-      expect_close_scaled(gx.grad(), cx.grad(), tol);
-      expect_close_scaled(gw.grad(), cw.grad(), tol);
-      if (k.bias) expect_close_scaled(gb.grad(), cb.grad(), tol);
-    }
+    expect_conv_as_the_cpu(k.name, conv, view, x64, w64, b64, k.bias);
   }
 }
 
