@@ -883,6 +883,25 @@ TEST(FuzzFound, WriteWithoutGradIntoADetachedAlias) {
   expect_eager_answer(fn, inputs);
 }
 
+// Seed 1016017 (aot_eager): a write through a detach()ed alias of a view of an input (the view
+// requires grad, the alias does not) changes the values, not the view's history (eager, PyTorch):
+// the input still gets its gradient through the view.
+TEST(FuzzFound, WriteThroughADetachedAliasOfAView) {
+  auto fn = [](const Tensors& in) {
+    Tensor v = in[0].view({1});
+    Tensor d = v.detach();
+    d.zero_();
+    return Tensors{v, d};
+  };
+  auto inputs = [] { return Tensors{full({}, 0.25, TensorOptions(kFloat64)).requires_grad_(true)}; };
+  Tensors in = inputs();
+  Tensors out = fn(in);
+  ASSERT_TRUE(out[0].requires_grad());
+  EXPECT_EQ(out[0].to_vector<double>(), std::vector<double>({0}));
+  EXPECT_EQ(grads_of(out, {in[0]})[0].to_vector<double>(), std::vector<double>({1}));
+  expect_eager_answer(fn, inputs);
+}
+
 // Seed 1012056 (inductor): matmul with a broadcast batch saves, for x's gradient, w expanded and
 // reshaped: a copy in eager, so a later write into w (no grad) is no error. Inductor's forward
 // returned the expand (a view of w, sharing its version) as the saved tensor and raised.

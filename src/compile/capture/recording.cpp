@@ -168,9 +168,13 @@ bool Recording::shares_storage_with_grad(const Tensor& t) const {
   // holds them alone has none.
   if (root->storage ? root->storage.use_count() <= 1 : !root->version || root->version.use_count() <= 1) return false;
   const void* key = storage_key(root);
+  // A tracer view of a real tensor shares the real tensor's version counter, not its storage
+  // (`in.view(...).detach()`: the alias is a tracer without a base, seed 1016017).
+  const VersionCounter* version = i->version.get();
   auto aliases_with_grad = [&](const Tensor& o) {
     const TensorImpl* oi = o.unsafe_impl();
-    return storage_key(oi->view_base ? oi->view_base.get() : oi) == key && o.requires_grad();
+    return o.requires_grad() &&
+           (storage_key(oi->view_base ? oi->view_base.get() : oi) == key || (version && oi->version.get() == version));
   };
   for (const Tensor& in : inputs_)
     if (aliases_with_grad(in)) return true;

@@ -77,8 +77,8 @@ struct Switches {
   // to a tensor sharing storage with another live value.
   // Issue 27, turned on by hand: fixed the write-back into an expanded input written through a
   // one-row view (seed 73), writes without grad into a no-grad view or a detach()ed alias of a
-  // tensor that requires grad (Note [No-grad writes]; seeds 2683, 3080, 100638), and writes into
-  // overlapping as_strided windows now raise everywhere (seed 100211).
+  // tensor that requires grad (Note [No-grad writes]; seeds 2683, 3080, 100638, 1016017), and
+  // writes into overlapping as_strided windows now raise everywhere (seed 100211).
   // Fixed: a view of a tensor zero_ took the history from loses its history too (seed 3314,
   // Note [View rebase]; views of a leaf that is itself a view of a root without grad keep
   // theirs, seeds 2559, 2798, 4556), a traced `v.copy_(v)` into a stride-0 view raises eager's
