@@ -803,6 +803,57 @@ TEST(FuzzFound, GradModeWriteWithoutGradIntoANoGradView) {
   expect_eager_answer(fn, inputs);
 }
 
+// Seed 1014063 (aot_eager): a view of an input, written, then a graph break, then another write
+// through the view: the first graph's output for the view was its own buffer (a view of the
+// input's functional value), so the write after the break missed the caller's input. A view of
+// an input is a view of its storage after the graph (Note [Views of inputs stay views]).
+TEST(FuzzFound, WriteThroughAViewOfAnInputAfterABreak) {
+  auto item_break = [](const Tensor& t) { return t.sum().item<double>() > 0 ? t * 2 : t - 1; };
+  auto inputs = [] { return Tensors{tensor(0.2025, TensorOptions(kFloat64)), full({2, 3}, 0.5)}; };
+  auto fn = [&](const Tensors& in) {
+    Tensor v = in[0].view({1});
+    v.mul_(2);
+    Tensor a = item_break(in[1]);
+    v.add_(1);
+    return Tensors{v, a};
+  };
+  Tensors in = inputs();
+  fn(in);
+  EXPECT_EQ(in[0].item<double>(), 1.405);
+  expect_eager_answer(fn, inputs);
+  // A strided view; the input written after the break shows through it.
+  expect_eager_answer(
+      [&](const Tensors& in) {
+        Tensor v = in[0].narrow(1, 1, 2).t();
+        v.mul_(2);
+        Tensor a = item_break(in[1]);
+        v.add_(1);
+        Tensor(in[0]).mul_(3);
+        return Tensors{v * 1, a};
+      },
+      [] {
+        return Tensors{arange(0, 12, 1, kFloat32).reshape({3, 4}), full({2}, 0.5)};
+      });
+  // A returned view of a written input, written by the caller (assume_pure replays too).
+  for (const char* b : {"eager", "aot_eager", "inductor"})
+    for (bool pure : {false, true}) {
+      SCOPED_TRACE(std::string(b) + (pure ? " pure" : ""));
+      auto f = compile(
+          [](const Tensors& in) {
+            Tensor v = in[0].view({-1});
+            v.mul_(2);
+            return Tensors{v};
+          },
+          backend(b, pure));
+      for (int call = 0; call < 2; ++call) {
+        SCOPED_TRACE(call);
+        Tensor x = ones({2, 2});
+        f(Tensors{x})[0].add_(1);
+        EXPECT_EQ(x.to_vector<float>(), std::vector<float>(4, 3.0f));
+      }
+    }
+}
+
 // writes_to_viewed_tensors, seed 3314 (aot_eager): zero_ leaves a tensor without history (kiln's
 // zero_ reads no input); a view of it taken before the write was rebased on its base's history
 // only when the base had one, and otherwise kept its old history (the gradient of what it showed

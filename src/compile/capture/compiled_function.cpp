@@ -310,6 +310,10 @@ void CompiledFunction::remember_pure(const CompiledState::PureCall& call,
   for (const auto& [impl, value] : returned) {
     int from = std::numeric_limits<int>::min();
     if (value >= 0) {
+      // A view of an input the graph writes is one of its storage (Note [Views of inputs stay
+      // views]); the graph's buffer for it is a view of the functional value: record such calls.
+      for (int k : last_.bump)
+        if (impl->storage && last_.inputs[static_cast<size_t>(k)].unsafe_impl()->storage == impl->storage) return;
       for (size_t k = 0; k < last_.outputs.size(); ++k)
         if (last_.outputs[k] == value) from = static_cast<int>(k);
     } else {

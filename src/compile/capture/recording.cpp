@@ -767,9 +767,19 @@ void Recording::flush() {
                "internal: compiled graph output ", k, " has shape ", (r.defined() ? shape_str(r.sizes()) : "undefined"),
                " where the trace said ", shape_str(p->sizes));
     const TensorImpl* ri = r.unsafe_impl();
-    p->storage = ri->storage;
-    p->strides = ri->strides;
-    p->storage_offset = ri->storage_offset;
+    if (const TensorImpl* root = p->view_base.get(); root && !root->is_tracer() && root->storage) {
+      // Note [Views of inputs stay views]: a view of a real tensor (a graph input) is made a view
+      // of its storage, as in eager, not the graph's buffer for it (a view of the functional
+      // value where the input was written, a copy from a backend): a write through it after
+      // the graph (past a break) reaches the input, and the input's later writes show through it
+      // (seed 1014063). The write-back has given the storage the view's values; the tracer kept
+      // eager's strides and offset.
+      p->storage = root->storage;
+    } else {
+      p->storage = ri->storage;
+      p->strides = ri->strides;
+      p->storage_offset = ri->storage_offset;
+    }
     p->tracer_recording = 0;
     p->tracer_value = -1;
     p->sym_sizes.reset();
