@@ -1023,5 +1023,62 @@ TEST(FuzzFound, WritesIntoOverlappingWindowsRaise) {
   EXPECT_EQ(x.to_vector<float>(), std::vector<float>({1, 0, 1, 1, 1, 1, 0, 1}));
 }
 
+// written_aliased_grad_inputs, seeds 3001989, 32145, 1578, 935 (aot_eager): a detach()ed alias of
+// an input that requires grad is a second input sharing its storage; a write into the alias with
+// no input requiring grad keeps eager's autograd for the graph (Note [No-grad writes]), which
+// then only computes values over a synthetic base (Note [Aliased inputs]). It was refused.
+TEST(FuzzFound, WriteIntoADetachedAliasOfAStridedInput) {
+  auto fn = [](const Tensors& in) {
+    Tensor d = in[0].detach();
+    d.copy_(d * 2);
+    return Tensors{in[0] * 3, d};
+  };
+  auto inputs = [] {
+    Tensor x = arange(0, 36, 1, kFloat64).reshape({3, 12}).slice(1, 0, 12, 2).detach();
+    return Tensors{x.requires_grad_(true)};
+  };
+  Tensors in = inputs();
+  Tensors out = fn(in);
+  EXPECT_EQ(out[0].to_vector<double>()[1], 12.0);
+  EXPECT_EQ(grads_of(out, {in[0]})[0].to_vector<double>(), std::vector<double>(18, 3.0));
+  expect_eager_answer(fn, inputs);
+}
+
+// written_aliased_grad_inputs, seed 1016588 (aot_eager): batch_norm writes its running variance
+// through an alias without grad, and a write under no_grad into the input (it requires grad)
+// follows; eager's autograd is kept, so the inputs' aliasing was refused for nothing.
+TEST(FuzzFound, WriteUnderNoGradIntoAnInputWithAWrittenAlias) {
+  auto fn = [](const Tensors& in) {
+    Tensor d = in[0].detach();
+    d.mul_(0.5);
+    {
+      NoGradGuard g;
+      Tensor(in[0]).masked_fill_(in[0] > 1, 0);
+    }
+    return Tensors{in[0] * in[1]};
+  };
+  auto inputs = [] { return Tensors{tensor({1.0f, 4.0f, 6.0f}).requires_grad_(true), tensor({2.0f, 3.0f, 5.0f})}; };
+  Tensors in = inputs();
+  Tensors out = fn(in);
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>({1, 0, 0}));
+  EXPECT_EQ(grads_of(out, {in[0]})[0].to_vector<float>(), std::vector<float>({2, 3, 5}));
+  expect_eager_answer(fn, inputs);
+}
+
+// written_aliased_grad_inputs, seed 1007182 (aot_eager): after a graph break a view and its
+// base, both requiring grad, are inputs of the next graph, which writes the view with autograd
+// on. It was refused; the graph now keeps eager's autograd (its CopySlices rebase of the base)
+// and computes the values over a synthetic base (Note [Aliased inputs]).
+TEST(FuzzFound, WriteWithGradIntoAViewInputOfAnotherInput) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = in[0].unsqueeze(2) * 2;
+    Tensor v = y.view({3, 4});
+    if (y.sum().item<double>() > -1e9) v.mul_(3);  // the read breaks the graph
+    return Tensors{y * 1, v};
+  };
+  auto inputs = [] { return Tensors{arange(0, 12, 1, kFloat32).reshape({3, 4}).requires_grad_(true)}; };
+  expect_eager_answer(fn, inputs);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -52,8 +52,10 @@ std::vector<Tensor> placeholders(Recording& rec, const Graph& g, size_t count, b
 // instead, as AOTAutograd does: one extra input spanning the storage they view, each of them
 // an as_strided view of it, so writes scatter into the base and later reads are remade from
 // it; the base is written back. The pattern is part of the graph's hash, so a call with other
-// aliasing compiles its own graph. Aliased inputs that require grad and are written are
-// refused with an error (never a wrong gradient).
+// aliasing compiles its own graph. Where a member requires grad, the graph keeps eager's
+// autograd (Recording::flush: its view rebase, CopySlices, is eager's answer) and only computes
+// values here (seeds 3001989, 1016588, 1007182); a differentiable graph never has such a group,
+// and the check in functionalize() stays as a guard (never a wrong gradient).
 struct SyntheticBase {
   int input;     // the group's first input: the base views its storage
   int64_t span;  // elements from storage offset 0 to the end of the furthest member
@@ -135,14 +137,15 @@ Functional functionalize_once(const Graph& g, const std::vector<int>& alias, boo
   return f;
 }
 
-Functional functionalize(const Graph& g, const std::vector<int>& alias) {
+Functional functionalize(const Graph& g, const std::vector<int>& alias, bool differentiable) {
   Functional f = functionalize_once(g, alias, false);
   bool aliased_write = false;
   for (int i : f.writeback)
     for (size_t j = 0; j < alias.size(); ++j)
       if (static_cast<int>(j) != i && alias[j] == alias[static_cast<size_t>(i)]) aliased_write = true;
   if (!aliased_write) return f;
-  for (size_t j = 0; j < alias.size(); ++j)
+  // A graph that keeps eager's autograd only computes values here.
+  for (size_t j = 0; differentiable && j < alias.size(); ++j)
     for (size_t i = 0; i < alias.size(); ++i)
       KILN_CHECK(i == j || alias[i] != alias[j] || !g.values[g.inputs[j]].requires_grad,
                  "compile: not supported yet: an input that requires grad shares its storage with another input, "
@@ -300,7 +303,7 @@ struct CompiledBackward : autograd::Node {
 }  // namespace
 
 Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose, const LowerFn& lower) {
-  Functional f = functionalize(captured, ctx.input_alias);
+  Functional f = functionalize(captured, ctx.input_alias, ctx.differentiable);
   tidy(f.graph);
   std::string text = f.graph.str("functional");
   log(Log::Aot, "functionalized:\n" + text);

@@ -183,6 +183,20 @@ bool Recording::shares_storage_with_grad(const Tensor& t) const {
   return false;
 }
 
+bool Recording::written_aliased_grad_input() const {
+  for (const void* key : written_) {
+    int members = 0;
+    bool grad = false;
+    for (const Tensor& in : inputs_)
+      if (in.defined() && storage_key(in.unsafe_impl()) == key) {
+        ++members;
+        grad = grad || in.requires_grad();
+      }
+    if (members > 1 && grad) return true;
+  }
+  return false;
+}
+
 bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
   premixed_ = false;
   if (!replaying_) return false;
@@ -654,6 +668,9 @@ void Recording::flush() {
   // Note [Saved tracer versions]: a tensor eager's backward reads was written since; eager's
   // autograd (with its version checks) is kept for this graph.
   if (differentiable && saved_tracer_modified()) differentiable = false;
+  // Note [Aliased inputs]: the graph writes one of several inputs sharing a storage, one of which
+  // requires grad; eager's autograd (its view rebase) is kept, the sink computes the values.
+  if (differentiable && written_aliased_grad_input()) differentiable = false;
   std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> eager_saved;
   std::vector<int64_t> eager_saved_by;  // per entry: a value of the node that saved it, or -1
   if (differentiable) {

@@ -213,6 +213,8 @@ class Recording final : public RecordLayer {
   void note_no_grad_write(const OpInfo& info, std::span<const Tensor> inputs, bool no_grad);
   // t, or a live tensor sharing its storage (a view, a detach()ed alias), requires grad.
   bool shares_storage_with_grad(const Tensor& t) const;
+  // The graph writes one of several real inputs sharing a storage, one of which requires grad.
+  bool written_aliased_grad_input() const;
   void refresh_view(TensorImpl* view);
 
   GraphSink* sink_;

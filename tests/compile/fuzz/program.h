@@ -113,10 +113,13 @@ struct Switches {
   // expanded input): eager (as PyTorch) spreads it evenly over the tied elements, aot_eager gives
   // it all to one element. Fixed as empty_reduction_grad.
   bool ties_in_full_reductions = true;  // fixed: on
-  // A documented limit (docs/compile.md, Note [Aliased inputs]): a graph that writes one of
-  // several inputs sharing a storage, one of which requires grad, is refused with "not supported
-  // yet" (after a graph break: an in-place op on a view whose base is also an input).
-  bool written_aliased_grad_inputs = false;
+  // Was a documented limit (Note [Aliased inputs]): a graph that writes one of several inputs
+  // sharing a storage, one of which requires grad, was refused with "not supported yet" (after a
+  // graph break: an in-place op on a view whose base is also an input). Fixed: such a graph keeps
+  // eager's autograd and computes its values over a synthetic base (seeds 3001989, 1016588,
+  // 1014834, 1007182, 32145, 1578, 42032, 935, 100087; FuzzFound.Write*AliasOf*, *WrittenAlias,
+  // WriteWithGradIntoAViewInputOfAnotherInput).
+  bool written_aliased_grad_inputs = true;  // fixed: on
   // Samples that opt out of gradcheck (saturated or special values: inf, nan) keep their
   // inputs' requires_grad off; on, they are differentiated too (aot_eager's prim VJPs then
   // differ from eager's at those points, e.g. softplus(inf), binary_cross_entropy at 0 and 1).
