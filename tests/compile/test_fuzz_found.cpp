@@ -4,6 +4,7 @@
 // Run them: kiln_compile_tests --gtest_filter='FuzzFound.*' --gtest_also_run_disabled_tests
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -971,12 +972,11 @@ TEST(FuzzFound, MatmulSavesACopyOfAnExpandedInput) {
   expect_eager_answer(fn, inputs);
 }
 
-// Found beside seed 1012056 (no fuzzer switch: the fuzzer writes inputs only inside the graph):
-// the min-cut partition (inductor, recompute) saves an input to recompute from where eager saved
-// a value computed from it (x.to(f32) for mul, matmul's copy of the expanded x); a write into the
-// input after the graph raises in the compiled backward only. Fixing it costs the partition its
-// free recompute from inputs (or needs a copy on write), so it waits on that choice.
-TEST(FuzzFound, DISABLED_WriteAfterTheGraphIntoAnInputTheBackwardRecomputesFrom) {
+// Found beside seed 1012056: the min-cut partition (inductor, recompute) saved an input to
+// recompute from where eager saved a value computed from it (x.to(f32) for mul, matmul's copy of
+// the expanded x); a write into the input after the graph raised in the compiled backward only.
+// The partition saves an input only where eager's autograd saves it (Note [Saved versions]).
+TEST(FuzzFound, WriteAfterTheGraphIntoAnInputTheBackwardRecomputesFrom) {
   using Fn = std::function<Tensor(const Tensors&)>;
   Fn to_then_mul = [](const Tensors& in) { return in[0].to(kFloat32) * in[1]; };
   Fn broadcast_matmul = [](const Tensors& in) { return matmul(in[1].reshape({2, 1, 3, 4}), in[0].reshape({3, 4, 2})); };
@@ -990,6 +990,37 @@ TEST(FuzzFound, DISABLED_WriteAfterTheGraphIntoAnInputTheBackwardRecomputesFrom)
       x.add_(1);
       EXPECT_NO_THROW(y.sum().backward());
     }
+}
+
+// Seed 4006600 (inductor): l1_loss(in0, in1) with in1 not requiring grad saves in0 - in1 in eager,
+// not in1; the partition saved in1 to recompute the difference, and `in1.add_(1)` after a graph
+// break made the compiled backward raise where eager's does not.
+TEST(FuzzFound, WriteAfterAGraphBreakIntoAnInputL1LossDoesNotSave) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0}, std::vector<int64_t>{3, 4}}) {
+    for (const char* b : {"eager", "aot_eager", "inductor"}) {
+      SCOPED_TRACE(b);
+      auto f = compile(
+          [](const Tensors& in) {
+            Tensor v0 = l1_loss(in[0], in[1]);
+            Tensor x = in[2];
+            Tensor v2 = x.to(kFloat64).sum().item<double>() > 0 ? x * 2 : x - 1;
+            Tensor w = in[1];
+            w.add_(1);
+            return Tensors{v0, v2};
+          },
+          backend(b));
+      manual_seed(4006600);
+      Tensor in0 = randn(shape).requires_grad_(true), in1 = randn(shape);
+      Tensor in2 = randn({3, 4}, TensorOptions(kBFloat16));
+      Tensor want = sign(in0.detach() - in1) / static_cast<double>(std::max<int64_t>(in0.numel(), 1));
+      Tensors out = f(Tensors{in0, in1, in2});
+      ASSERT_NO_THROW(out[0].backward());
+      ASSERT_TRUE(in0.grad().defined());
+      if (in0.numel() > 0) {
+        EXPECT_TRUE(allclose(in0.grad(), want));
+      }
+    }
+  }
 }
 
 // writes_to_viewed_tensors, seed 100211 (backend "eager"): add_ into as_strided windows that

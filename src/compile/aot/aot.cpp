@@ -219,6 +219,15 @@ void write_back(const std::vector<Tensor>& inputs, const std::vector<int>& write
   }
 }
 
+// Records what autograd nodes save while it lives (Note [Saved versions]).
+struct SavedLogScope {
+  autograd::SavedTracerLog* prev;
+  explicit SavedLogScope(autograd::SavedTracerLog* log) : prev(autograd::set_saved_tracer_log(log)) {}
+  ~SavedLogScope() { autograd::set_saved_tracer_log(prev); }
+  SavedLogScope(const SavedLogScope&) = delete;
+  SavedLogScope& operator=(const SavedLogScope&) = delete;
+};
+
 // The compiled forward as one node of the eager autograd graph.
 struct CompiledBackward : autograd::Node {
   GraphFn backward;
@@ -350,9 +359,21 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   std::vector<Tensor> grads;
   std::vector<std::vector<int>> reaches;  // per primal needing grad: the forward outputs reaching it
   size_t n_forward_nodes = 0;
+  std::vector<bool> eager_saves_primal;  // per primal: eager's autograd saves it (or a view of it)
   {
     EnableGradGuard grad_on;
-    std::vector<Tensor> vals = replay(f.graph, primals, true);
+    // Note [Saved versions]: the tensors the forward's autograd nodes save, as eager's would.
+    autograd::SavedTracerLog saved_log;
+    std::vector<Tensor> vals;
+    {
+      SavedLogScope log_saves(&saved_log);
+      vals = replay(f.graph, primals, true);
+    }
+    // A view of a captured input shares its version counter: eager saving it checks the input.
+    eager_saves_primal.assign(primals.size(), false);
+    for (size_t i = 0; i < captured.inputs.size() && i < primals.size(); ++i)
+      for (const auto& [counter, version] : saved_log)
+        if (counter == primals[i].unsafe_impl()->version) eager_saves_primal[i] = true;
     for (int v : f.graph.outputs) fwd.push_back(vals[v]);
     n_forward_nodes = rec.num_nodes();
     std::vector<Tensor> roots;
@@ -409,10 +430,13 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   // Inputs of the joint graph: primals (captured inputs, then f's constants), tangents, new constants.
   const size_t n_primals = f.graph.inputs.size();
   const size_t n_tangents = tangents.size();
-  std::vector<bool> written_primals(n_primals, false);
-  for (int w : f.writeback) written_primals[static_cast<size_t>(w)] = true;
+  // Note [Saved versions]: the inputs the partition may not save to recompute from.
+  std::vector<bool> pinned_primals(n_primals, false);
+  for (int w : f.writeback) pinned_primals[static_cast<size_t>(w)] = true;
+  for (size_t i = 0; i < captured.inputs.size() && i < n_primals; ++i)
+    if (!eager_saves_primal[i]) pinned_primals[i] = true;
   Partition p =
-      min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size(), ctx.recompute, written_primals);
+      min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size(), ctx.recompute, pinned_primals);
   tidy(p.forward);
   tidy(p.backward);
   ctx.stats.prim_ops_per_graph.push_back(decompose ? p.forward.num_ops() + p.backward.num_ops()
@@ -461,12 +485,18 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     auto node = std::make_shared<CompiledBackward>();
     node->backward = run_bwd;
     node->random_state = rs;
-    // Note [Saved versions]: a saved tensor is saved at its version before the graph's writes.
-    // The recording bumped the written inputs' versions already, and the write-back below
-    // overwrites their storage; a saved tensor in that storage (the input itself, or a view
-    // of it) holds the value from before the write, as eager's saved tensor would, and its
-    // expected version is one behind, so backward raises eager's error. (The partition never
-    // saves a written input, or a view of it, in place of a value computed from it: written_primals.)
+    // Note [Saved versions]
+    // A saved tensor is saved at its version before the graph's writes. The recording bumped
+    // the written inputs' versions already, and the write-back below overwrites their storage;
+    // a saved tensor in that storage (the input itself, or a view of it) holds the value from
+    // before the write, as eager's saved tensor would, and its expected version is one behind,
+    // so backward raises eager's error. A saved input is version-checked, so the partition may
+    // save an input (or a view of it) in place of values it recomputes from it only where eager's
+    // autograd saves that input too (its nodes in the joint trace saved it, or a view sharing its
+    // version counter: Note [Saving what the VJP reads]); a later write into it then raises in
+    // eager as well. Other inputs, and written ones, are pinned_primals: saving them costs as much
+    // as saving what must not be recomputed, so the partition saves the values computed from them
+    // (eager's cast, not x: `y = x.to(kFloat32) * w; x.add_(1)` is no error; fuzzer seed 4006600).
     std::vector<const void*> written;
     for (int w : writeback) written.push_back(in[static_cast<size_t>(w)].unsafe_impl()->storage.get());
     std::vector<int> saved_output;  // per saved tensor: the graph output it is, or -1

@@ -143,7 +143,7 @@ Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<
 }
 
 Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tangents, size_t n_forward_nodes,
-                            size_t n_forward_outputs, bool recompute, const std::vector<bool>& written_primals) {
+                            size_t n_forward_outputs, bool recompute, const std::vector<bool>& pinned_primals) {
   const int V = static_cast<int>(joint.values.size());
   const size_t n_inputs = joint.inputs.size();
   // Each joint input: 0 primal, 1 tangent, 2 constant.
@@ -166,29 +166,29 @@ Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tange
       if (in >= 0 && forward_value[in]) used_by_backward[in] = true;
   for (size_t k = n_forward_outputs; k < joint.outputs.size(); ++k)
     if (forward_value[joint.outputs[k]]) used_by_backward[joint.outputs[k]] = true;
-  // A view of a written primal (expand(w) of matmul's broadcast) is its storage too: saved
-  // only where the backward reads it, never to recompute from it (eager saved a copy).
-  std::vector<bool> written_alias(V, false);
+  // Note [Saved versions]: a pinned primal is saved only where the backward reads it itself,
+  // never to recompute from it; so is a view of it (expand(w) of matmul's broadcast), which is its
+  // storage and version counter too (eager saved a copy).
+  std::vector<bool> pinned(V, false);
   for (int v = 0; v < V; ++v)
     if (forward_value[v] && joint.values[v].node < 0) {
       const size_t i = static_cast<size_t>(joint.values[v].index);
-      written_alias[v] = i < written_primals.size() && written_primals[i];
+      pinned[v] = i < pinned_primals.size() && pinned_primals[i];
     }
   for (size_t n = 0; n < n_forward_nodes; ++n) {
     const Node& node = joint.nodes[n];
-    if (op_info(node.op).has(VIEW) && !node.inputs.empty() && node.inputs[0] >= 0 && written_alias[node.inputs[0]])
-      for (int o : node.outputs) written_alias[o] = true;
+    if (op_info(node.op).has(VIEW) && !node.inputs.empty() && node.inputs[0] >= 0 && pinned[node.inputs[0]])
+      for (int o : node.outputs) pinned[o] = true;
   }
   for (int v = 0; v < V; ++v) {
     if (!forward_value[v]) continue;
     int n = joint.values[v].node;
     if (n < 0) {
       flow.add(S, 2 * v, kInf);  // a primal: the caller holds it, saving it is free
-      flow.add(2 * v, 2 * v + 1, written_alias[v] ? kInf / 1024 : 0);  // unless the forward overwrites it
+      flow.add(2 * v, 2 * v + 1, pinned[v] ? kInf / 1024 : 0);  // unless it is pinned
     } else {
       if (!recompute || !recomputable(joint.nodes[n].op)) flow.add(S, 2 * v, kInf);
-      flow.add(2 * v, 2 * v + 1,
-               written_alias[v] ? kInf / 1024 : static_cast<int64_t>(bytes_of(joint.values[v].meta)) + 1);
+      flow.add(2 * v, 2 * v + 1, pinned[v] ? kInf / 1024 : static_cast<int64_t>(bytes_of(joint.values[v].meta)) + 1);
     }
     if (used_by_backward[v]) flow.add(2 * v + 1, T, kInf);
   }

@@ -30,12 +30,12 @@ struct Partition {
 // n_forward_outputs forward values, then gradients.
 // recompute = false saves every forward value the backward reads (AOTAutograd's default
 // partition): the fastest split when the graphs run unfused eager kernels.
-// written_primals (per primal; may be empty): inputs the forward writes back, whose storage
-// holds new values when the backward runs: saved (they or a view of them) only where the backward
-// reads them itself (Note [Saved versions] in aot.cpp), never to recompute a value from them.
+// pinned_primals (per primal; may be empty): inputs saved (they or a view of them) only where the
+// backward reads them itself, never to recompute a value from them (Note [Saved versions] in
+// aot.cpp): those the forward writes back, and those eager's autograd does not save.
 Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tangents, size_t n_forward_nodes,
                             size_t n_forward_outputs, bool recompute = true,
-                            const std::vector<bool>& written_primals = {});
+                            const std::vector<bool>& pinned_primals = {});
 
 // The subgraph computing `outputs` from `inputs` (value ids of g), in g's node order.
 Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<int>& outputs);
