@@ -14,12 +14,8 @@
 namespace kiln::cuda {
 namespace {
 
-bool floating(DType t) {
-  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
-}
-
 bool is_gemm_conv(const ConvShape& sh, DType t) {
-  if (!floating(t) || sh.transposed || sh.groups != 1) return false;
+  if (!is_floating_point(t) || sh.transposed || sh.groups != 1) return false;
   for (int i = 0; i < sh.nd; ++i)
     if (sh.k[i] != 1 || sh.stride[i] != 1 || sh.pad[i] != 0) return false;
   return true;

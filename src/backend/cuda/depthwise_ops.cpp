@@ -11,14 +11,10 @@
 namespace kiln::cuda {
 namespace {
 
-bool floating(DType t) {
-  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
-}
-
 // groups = in channels > 1 (PyTorch's test too: a single-channel input is an ordinary
 // convolution to cuDNN), 1-d or 2-d, not transposed.
 bool is_depthwise(const ConvShape& sh, DType t) {
-  return floating(t) && !sh.transposed && sh.nd <= 2 && sh.groups > 1 && sh.C_in == sh.groups &&
+  return is_floating_point(t) && !sh.transposed && sh.nd <= 2 && sh.groups > 1 && sh.C_in == sh.groups &&
          sh.C_out % sh.groups == 0;
 }
 
