@@ -151,6 +151,28 @@ TEST(Autograd, InPlaceChangeOfASavedTensorIsAnError) {
   }
 }
 
+// Norms save their input, not their output (as torch): `relu_` on a norm's output, torchvision's
+// pattern, is no error and gives the out-of-place gradient; the output is not kept for backward.
+TEST(Autograd, InPlaceReluAfterANormIsNoError) {
+  manual_seed(3);
+  for (bool layer : {false, true}) {
+    Tensor x = randn({4, 3, 5}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor w = randn({layer ? 5 : 3}, TensorOptions(kFloat64)).requires_grad_();
+    auto norm = [&] {
+      return layer ? layer_norm(x, {5}, w) : batch_norm(x, {}, {}, w, {}, /*training=*/true, 0.1, 1e-5);
+    };
+    Tensor want = relu(norm());
+    Tensor coeff = randn({4, 3, 5}, TensorOptions(kFloat64));
+    std::vector<Tensor> ref = autograd::grad({(want * coeff).sum()}, {x, w});
+    Tensor y = norm();
+    y.relu_();
+    std::vector<Tensor> got = autograd::grad({(y * coeff).sum()}, {x, w});
+    EXPECT_EQ(vals(y), vals(want)) << (layer ? "layer_norm" : "batch_norm");
+    EXPECT_EQ(vals(got[0]), vals(ref[0])) << (layer ? "layer_norm" : "batch_norm");
+    EXPECT_EQ(vals(got[1]), vals(ref[1])) << (layer ? "layer_norm" : "batch_norm");
+  }
+}
+
 TEST(Autograd, InPlaceOnALeafThatRequiresGradIsAnError) {
   Tensor x = vec({1, 2}).requires_grad_();
   EXPECT_THROW(x.add_(1.0), Error);
