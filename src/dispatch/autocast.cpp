@@ -60,7 +60,7 @@ bool eligible(const Tensor& t, DeviceType device) {
 
 }  // namespace
 
-bool autocast_inputs(OpId op, std::vector<Tensor>& inputs) {
+bool autocast_inputs(OpId op, std::vector<Tensor>& inputs, Attrs& attrs) {
   const uint32_t policy = op_info(op).flags & kAutocastFlags;
   if (!policy) return false;
   const Tensor* first = nullptr;
@@ -72,6 +72,14 @@ bool autocast_inputs(OpId op, std::vector<Tensor>& inputs) {
   if (!first) return false;
   const DeviceType device = first->device().type;
   if (!tls_state.enabled[static_cast<int>(device)]) return false;
+  if (policy & AUTOCAST_FP32_DTYPE) {
+    // torch's fp32_set_opt_dtype: only where the first input is eligible and no dtype was given.
+    if (!eligible(*first, device) || attrs.size() == 0 || !attrs.none(attrs.size() - 1)) return false;
+    std::vector<AttrValue> v = attrs.symbolic_values();
+    v.back() = DType::Float32;
+    attrs = Attrs(std::move(v));
+    return true;
+  }
   DType to = DType::Float32;
   if (policy & AUTOCAST_LOW) {
     to = tls_state.dtype[static_cast<int>(device)];

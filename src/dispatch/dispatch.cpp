@@ -113,7 +113,7 @@ void register_backend(DeviceType type, Backend* backend) { backends()[static_cas
 Backend* get_backend(DeviceType type) { return backends()[static_cast<int>(type)]; }
 
 std::vector<Tensor> call_op(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
-  if (detail::tls_autocast_on && detail::autocast_inputs(op, inputs)) {  // Note [Autocast]
+  if (detail::tls_autocast_on && detail::autocast_inputs(op, inputs, attrs)) {  // Note [Autocast]
     detail::AutocastExcludeGuard body;
     return call_op(op, std::move(inputs), std::move(attrs));
   }

@@ -6,7 +6,7 @@
 // step. _fused_cross_entropy reads the logits once per row (online max and sum of exp, the
 // target's logit, and for label smoothing the weighted sum of the row) and gives per-row losses,
 // the rows' target weights (0 where ignored: the "mean" divisor) and logsumexp;
-// _fused_cross_entropy_backward writes the logits' gradient in one pass:
+// _fused_cross_entropy_backward writes the logits' gradient in one pass, in their dtype:
 //   d loss_i / d x_ic = (1 - ls) w_t (p_c - [c == t]) + (ls / C) (W p_c - w_c),
 //   d lse_i / d x_ic = p_c,
 // p_c = exp(x_ic - lse_i), w_t the target's class weight, W the sum of the class weights (C
@@ -14,9 +14,15 @@
 // index the row and the weights by the target, so both throw on one that is neither in [0, C)
 // nor ignore_index (the CPU before reading; CUDA from a flag the kernel sets, read back once).
 //
+// Both read the logits as they are and compute in their opmath dtype: the losses, target weights
+// and logsumexp are float32 for bf16/fp16 logits (and grad_loss is read in float32), so under
+// autocast (cross_entropy's AUTOCAST_FP32_DTYPE) no cast kernel runs on the logits or their
+// gradient, and without autocast only the reduced loss is cast back to the logits' dtype.
+//
 // cross_entropy's decomposition sends CUDA [N, C] logits with class-index targets (and a weight
-// that needs no gradient; the op's VJP has the weight's gradient in ops, for direct calls) here; the CPU and compiled graphs
-// keep the decomposition (the CPU kernels are the reference the CUDA ones are tested against).
+// that needs no gradient; the op's VJP has the weight's gradient in ops, for direct calls) here;
+// the CPU and compiled graphs keep the decomposition (the CPU kernels are the reference the CUDA
+// ones are tested against).
 #include "kiln/autograd.h"
 #include "ops/grad_util.h"
 #include "ops/loss_fused.h"
@@ -49,8 +55,7 @@ std::vector<TensorMeta> meta_fused_ce(const OpCall& c) {
   const Device d = output_device(c.inputs);
   TensorMeta loss, tw, lse;
   loss.sizes = tw.sizes = lse.sizes = {x.sizes()[0]};
-  loss.dtype = tw.dtype = x.dtype();
-  lse.dtype = opmath(x.dtype());
+  loss.dtype = tw.dtype = lse.dtype = opmath(x.dtype());
   loss.device = tw.device = lse.device = d;
   return {loss, tw, lse};
 }
@@ -83,37 +88,40 @@ std::vector<Tensor> vjp_fused_ce(const VjpCall& v) {
   const int64_t ignore = v.attrs.i(0), C = x.sizes()[1];
   const double ls = v.attrs.f(1);
   std::vector<Tensor> r(3);
-  const Tensor g = v.grads[0].to(x.dtype());
-  const Tensor gl = v.grads[2].to(lse.dtype());  // zeros unless the logsumexp output was used
-  // The formula in ops (double backward; the class weight's gradient): the one-hot targets and
-  // the kept rows as [N, C] / [N, 1] masks.
+  // The outputs and their gradients are in the opmath dtype cd (float32 for bf16 logits); the
+  // logits' gradient comes back in their own dtype.
+  const DType cd = lse.dtype();
+  const Tensor g = v.grads[0].to(cd);
+  const Tensor gl = v.grads[2].to(cd);  // zeros unless the logsumexp output was used
+  // The formula in ops (double backward; the class weight's gradient), in cd: the one-hot
+  // targets and the kept rows as [N, C] / [N, 1] masks.
   auto hot = [&] {
     return eq(unsqueeze(target.to(kInt64), 1),
               arange(Scalar(int64_t(0)), Scalar(C), Scalar(int64_t(1)), TensorOptions(kInt64).device(x.device())))
-        .to(x.dtype());
+        .to(cd);
   };
-  auto keep = [&] { return unsqueeze(ne(target.to(kInt64), Scalar(ignore)).to(x.dtype()), 1); };
+  auto keep = [&] { return unsqueeze(ne(target.to(kInt64), Scalar(ignore)).to(cd), 1); };
   if (v.needs(0)) {
     if (!grad_needs_graph(v)) {
       r[0] = call_op1(OpId::_fused_cross_entropy_backward, {g, x, target, weight, lse, gl}, v.attrs);
     } else {
-      Tensor p = exp(x - unsqueeze(lse.to(x.dtype()), 1));
-      Tensor gx = unsqueeze(tw, 1) * (p - hot());
+      Tensor p = exp(x.to(cd) - unsqueeze(lse, 1));
+      Tensor gx = unsqueeze(tw.to(cd), 1) * (p - hot());
       if (ls > 0) {
-        Tensor w = weight.defined() ? unsqueeze(weight.to(x.dtype()), 0) : ones_like(p);
-        Tensor W = weight.defined() ? sum(weight.to(x.dtype())) : scalar(static_cast<double>(C));
+        Tensor w = weight.defined() ? unsqueeze(weight.to(cd), 0) : ones_like(p);
+        Tensor W = weight.defined() ? sum(weight.to(cd)) : scalar(static_cast<double>(C));
         gx = gx * (1.0 - ls) + keep() * (p * W - w) * (ls / static_cast<double>(C));
       }
-      r[0] = reduce_grad(v, 0, gx * unsqueeze(g, 1) + unsqueeze(gl.to(x.dtype()), 1) * p);
+      r[0] = reduce_grad(v, 0, gx * unsqueeze(g, 1) + unsqueeze(gl, 1) * p);
     }
   }
   if (v.needs(2)) {
     // loss_i = (1 - ls) w_t (lse_i - x_it) + ls / C sum_c w_c (lse_i - x_ic) and target_weight_i
     // = w_t on kept rows.
-    Tensor diff = unsqueeze(lse.to(x.dtype()), 1) - x, h = hot(), k = keep();
+    Tensor diff = unsqueeze(lse, 1) - x.to(cd), h = hot(), k = keep();
     Tensor per = h * diff * (1.0 - ls);
     if (ls > 0) per = per + diff * (ls / static_cast<double>(C));
-    Tensor gw = sum(k * (unsqueeze(g, 1) * per + unsqueeze(v.grads[1].to(x.dtype()), 1) * h), {0});
+    Tensor gw = sum(k * (unsqueeze(g, 1) * per + unsqueeze(v.grads[1].to(cd), 1) * h), {0});
     r[2] = reduce_grad(v, 2, gw);
   }
   return r;

@@ -133,19 +133,32 @@ std::vector<TensorMeta> meta_cross_entropy(const OpCall& c) {
   } else {
     s = check_class_target(input, target, weight, op);
   }
-  return one_output(red == "none" ? s : Shape{}, input.dtype(), input.device());
+  const DType out = c.attrs.opt_dtype(3).value_or(input.dtype());
+  KILN_CHECK(is_floating_point(out), op, ": expected a floating dtype, got ", out);
+  return one_output(red == "none" ? s : Shape{}, out, input.device());
 }
 KILN_REGISTER_META(cross_entropy, meta_cross_entropy);
 
 std::vector<Tensor> decomp_cross_entropy(const OpCall& c) {
-  meta_cross_entropy(c);
-  const Tensor &input = c.in(0), &target = c.in(1), &weight = c.in(2);
+  const DType out = meta_cross_entropy(c)[0].dtype;
+  Tensor input = c.in(0), target = c.in(1), weight = c.in(2);
   int64_t ignore = c.attrs.i(0);
   const std::string& red = c.attrs.str(1);
   double ls = c.attrs.f(2);
   int64_t cd = class_dim(input), C = input.sizes()[cd];
+  // The fused kernels compute in the logits' opmath dtype and read them as they are: autocast's
+  // float32 result from bf16 logits without a cast copy (AUTOCAST_FP32_DTYPE), and without
+  // autocast a bf16 result as torch's, cast from the float32 loss.
+  if (out != input.dtype() && out != opmath(input.dtype())) input = input.to(out);
   if (!prob_target(target))
-    if (std::optional<Tensor> fused = fused_cross_entropy(input, target, weight, ignore, red, ls)) return {*fused};
+    if (std::optional<Tensor> fused = fused_cross_entropy(input, target, weight, ignore, red, ls))
+      return {fused->dtype() == out ? *fused : fused->to(out)};
+  // Elsewhere, given a dtype (autocast's float32), the decomposition runs on the inputs cast as
+  // AUTOCAST_FP32 would cast them: the logits and a weight that is not float64.
+  if (!c.attrs.none(3)) {
+    input = input.to(out);
+    if (weight.defined() && weight.dtype() != DType::Float64) weight = weight.to(out);
+  }
   Tensor logp = log_softmax(input, cd);
   Tensor wb = weight.defined() ? reshape(weight.to(input.dtype()), channel_shape(input.dim(), C, cd)) : Tensor();
   if (prob_target(target)) {
@@ -273,7 +286,8 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 }
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                      const std::string& reduction, double label_smoothing) {
-  return call_op1(OpId::cross_entropy, {input, target, weight}, {ignore_index, reduction, label_smoothing});
+  return call_op1(OpId::cross_entropy, {input, target, weight},
+                  {ignore_index, reduction, label_smoothing, std::monostate{}});
 }
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   return call_op1(OpId::mse_loss, {input, target}, {reduction});

@@ -27,8 +27,13 @@ enum OpFlags : uint32_t {
   AUTOCAST_FP32 = 1u << 10,       // cast to float32 (losses, ...) on every device
   AUTOCAST_FP32_CUDA = 1u << 11,  // cast to float32 on CUDA only (PyTorch's CPU list keeps them low)
   AUTOCAST_PROMOTE = 1u << 12,    // cast to the widest floating type among them
+  // Computes in float32 itself: the op's last attr is `DType? dtype` (its result's dtype), which
+  // autocast sets to float32, leaving the inputs as they are, so a kernel can read low-precision
+  // inputs directly rather than through a cast copy (torch's fp32_set_opt_dtype).
+  AUTOCAST_FP32_DTYPE = 1u << 13,
 };
-inline constexpr uint32_t kAutocastFlags = AUTOCAST_LOW | AUTOCAST_FP32 | AUTOCAST_FP32_CUDA | AUTOCAST_PROMOTE;
+inline constexpr uint32_t kAutocastFlags =
+    AUTOCAST_LOW | AUTOCAST_FP32 | AUTOCAST_FP32_CUDA | AUTOCAST_PROMOTE | AUTOCAST_FP32_DTYPE;
 enum class SaveMask : uint8_t { SaveNone = 0, SaveIn = 1, SaveOut = 2, SaveAll = 3 };
 
 // What a meta function reports about one output.

@@ -55,6 +55,23 @@ TEST(Golden, LayerNormGeluTraining) {
   check_golden("layer_norm_gelu_training", f.stats());
 }
 
+// cross_entropy under autocast (AUTOCAST_FP32_DTYPE: dtype float32, the bf16 logits as they are):
+// on the CPU its decomposition casts the logits, as AUTOCAST_FP32 did (CUDA's fused kernel reads
+// them as they are).
+TEST(Golden, AutocastCrossEntropyTraining) {
+  manual_seed(0);
+  Tensor w = randn({4, 3}).requires_grad_();
+  Tensor y = tensor<int64_t>({0, 2, 1, 2, 0}, kInt64);
+  auto f = compile(
+      [&](const Tensor& x) {
+        autocast ac(kCPU);
+        return cross_entropy(x.matmul(w), y);
+      },
+      min_cut());
+  f(randn({5, 4})).backward();
+  check_golden("autocast_cross_entropy_training", f.stats());
+}
+
 TEST(Golden, RunningStatWriteInference) {
   Tensor running = zeros({3});
   auto f = compile([&](const Tensor& x) {

@@ -13,6 +13,7 @@
 #include "compile/ir/graph.h"
 #include "compile/jit/cpp_jit.h"
 #include "compile/lower/schedule.h"
+#include "dispatch/dispatch.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "tests/unit/expect_error.h"
@@ -166,6 +167,31 @@ TEST_F(Inductor, TrainingStepMatchesEager) {
   (fwd(xi) * w).sum().backward();
   (l2.forward(nn::functional::gelu(l1.forward(xe))) * w).sum().backward();
   expect_close(xi.grad(), xe.grad(), 1e-5, "input gradient");
+}
+
+// Note [Fused cross_entropy]: _fused_cross_entropy on bf16 logits (as CUDA's cross_entropy records
+// it) gives float32 losses, target weights and logsumexp; compiled, an extern call between
+// generated bf16 and float32 kernels, and its backward, from a float32 grad_loss, writes the logits'
+// gradient in bf16, as eager.
+TEST_F(Inductor, FusedCrossEntropyOnBf16LogitsMatchesEager) {
+  manual_seed(9);
+  Tensor y = tensor<int64_t>({0, 4, 2, -100, 1, 3}, kInt64);
+  auto f = [&](const Tensor& x) {
+    std::vector<Tensor> r = call_op(OpId::_fused_cross_entropy, {x * 2.0, y, Tensor()}, {int64_t(-100), 0.1});
+    return sum(r[0]) / sum(r[1]) + r[2].mean();
+  };
+  Tensor x0 = (randn({6, 5}) * 3).to(kBFloat16);
+  Tensor xe = x0.clone().requires_grad_(true), xc = x0.clone().requires_grad_(true);
+  Tensor want = f(xe);
+  auto g = compile(f, inductor());
+  Tensor got = g(xc);
+  EXPECT_EQ(want.dtype(), kFloat32);
+  expect_close(got, want, 1e-6, "loss");
+  want.backward();
+  got.backward();
+  ASSERT_TRUE(xc.grad().defined());
+  EXPECT_EQ(xc.grad().dtype(), kBFloat16);
+  expect_close(xc.grad(), xe.grad(), 1e-2, "logits' gradient");
 }
 
 // Note [Split's derivative]: the backward of split / chunk / unbind is one cat (stack); compiled,

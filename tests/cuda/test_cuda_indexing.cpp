@@ -81,6 +81,42 @@ TEST(CudaIndexing, FusedCrossEntropyAsTheCpu) {
         (cl * cl).sum().backward();
         expect_close(gx.grad(), cx.grad(), 1e-4, 1e-7);
       }
+  // bf16/fp16 logits are read as they are and computed in float32: under autocast the float32
+  // loss of the cast path and its gradient rounded once to the logits' dtype (one ulp apart where
+  // the CPU's and the GPU's float32 round differently), with no cast kernel on the logits or their
+  // gradient; without autocast the same loss rounded to the logits' dtype.
+  std::vector<uint32_t> counts(kNumOps, 0);
+  for (DType low : {DType::BFloat16, DType::Float16}) {
+    const double rt = low == DType::BFloat16 ? 8e-3 : 1e-3;
+    const Tensor lx = logits.to(low);
+    for (double ls : {0.0, 0.1})
+      for (bool weighted : {false, true})
+        for (std::string red : {"mean", "sum", "none"}) {
+          SCOPED_TRACE(::testing::Message() << low << " ls " << ls << " weighted " << weighted << " " << red);
+          Tensor gx = lx.cuda().requires_grad_(true), cx = lx.to(kFloat32).requires_grad_(true);
+          Tensor gl;
+          {
+            autocast ac(Device("cuda"), low);
+            set_op_call_counts(&counts);
+            gl = cross_entropy(gx, target.cuda(), weighted ? w.cuda() : Tensor(), -100, red, ls);
+            set_op_call_counts(nullptr);
+          }
+          EXPECT_EQ(counts[static_cast<size_t>(OpId::to)], 0u);
+          Tensor cl = cross_entropy(cx, target, weighted ? w : Tensor(), -100, red, ls);
+          ASSERT_EQ(gl.dtype(), kFloat32);
+          expect_close(gl, cl, 1e-5, 1e-5);
+          set_op_call_counts(&counts);
+          (gl * gl).sum().backward();
+          set_op_call_counts(nullptr);
+          EXPECT_EQ(counts[static_cast<size_t>(OpId::to)], 0u);
+          (cl * cl).sum().backward();
+          ASSERT_EQ(gx.grad().dtype(), low);
+          expect_close(gx.grad(), cx.grad().to(low), rt, 1e-7);
+          Tensor pl = cross_entropy(lx.cuda(), target.cuda(), weighted ? w.cuda() : Tensor(), -100, red, ls);
+          ASSERT_EQ(pl.dtype(), low);
+          expect_close(pl, cl.to(low), rt, 1e-5);
+        }
+  }
   Tensor bad = target.clone();
   bad.index_put_({Tensor(tensor({5}, kInt64))}, full({1}, C, TensorOptions(kInt64)));
   testing::expect_error([&] { (void)cross_entropy(logits.cuda(), bad.cuda()); },

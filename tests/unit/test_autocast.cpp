@@ -131,6 +131,86 @@ TEST(Autocast, CompiledGivesEagersAnswer) {
   EXPECT_EQ(max_diff(compiled, eager), 0.0);
 }
 
+// cross_entropy is AUTOCAST_FP32_DTYPE: autocast sets its result dtype to float32 instead of
+// casting the logits (the CUDA fused kernel reads bf16 directly); every path keeps the float32 cast
+// path's answer: the float32 loss, and the gradient of the low-precision logits as that path's
+// float32 gradient rounded once to their dtype.
+TEST(Autocast, CrossEntropyIsFloat32WithoutCastingTheLogitsUpFront) {
+  manual_seed(4);
+  Tensor y = tensor<int64_t>({0, 2, 1, 4, -100, 3}, kInt64), w = rand({5}) + 0.5;
+  Tensor y3 = tensor<int64_t>({0, 2, 1, 4, 3, 1}, kInt64).view({2, 3});
+  Tensor probs = softmax(randn({6, 5}), 1);
+  for (DType low : {kBFloat16, kFloat16})
+    for (int variant = 0; variant < 5; ++variant) {
+      SCOPED_TRACE(::testing::Message() << low << " variant " << variant);
+      // [6, 5] logits: plain, weighted with label smoothing, sum, class-probability targets;
+      // [2, 5, 3] logits with a [2, 3] target.
+      Tensor x = variant == 4 ? (randn({2, 5, 3}) * 3).to(low) : (randn({6, 5}) * 3).to(low);
+      auto loss = [&](const Tensor& in) {
+        switch (variant) {
+          case 0:
+            return cross_entropy(in, y);
+          case 1:
+            return cross_entropy(in, y, w.to(low), -100, "mean", 0.1);
+          case 2:
+            return cross_entropy(in, y, Tensor(), -100, "sum");
+          case 3:
+            return cross_entropy(in, probs.to(low), Tensor(), -100, "mean", 0.2);
+          default:
+            return cross_entropy(in, y3, Tensor(), -100, "none");
+        }
+      };
+      Tensor xa = x.detach().requires_grad_(), xc = x.to(kFloat32).requires_grad_();
+      Tensor la;
+      {
+        autocast ac(kCPU, low);
+        la = loss(xa);
+      }
+      // The cast path: float32 logits; the weight and probabilities as AUTOCAST_FP32 cast them.
+      Tensor lc = [&] {
+        switch (variant) {
+          case 1:
+            return cross_entropy(xc, y, w.to(low).to(kFloat32), -100, "mean", 0.1);
+          case 3:
+            return cross_entropy(xc, probs.to(low).to(kFloat32), Tensor(), -100, "mean", 0.2);
+          default:
+            return loss(xc);
+        }
+      }();
+      EXPECT_EQ(la.dtype(), kFloat32);
+      EXPECT_LT(max_diff(la, lc), 1e-6);
+      la.sum().backward();
+      lc.sum().backward();
+      ASSERT_TRUE(xa.grad().defined());
+      EXPECT_EQ(xa.grad().dtype(), low);
+      EXPECT_EQ(max_diff(xa.grad(), xc.grad().to(low)), 0.0);
+      // Without autocast the loss keeps the logits' dtype, as torch's.
+      EXPECT_EQ(loss(x).dtype(), low);
+      EXPECT_LT(max_diff(loss(x), lc), 0.03 * (1 + lc.abs().max().item<double>()));
+    }
+  // float64 logits are never autocast.
+  autocast ac(kCPU);
+  EXPECT_EQ(cross_entropy(randn({6, 5}, TensorOptions(kFloat64)), y).dtype(), kFloat64);
+}
+
+TEST(Autocast, CompiledCrossEntropyGivesEagersAnswer) {
+  manual_seed(5);
+  Tensor w = randn({5, 6}).requires_grad_();
+  Tensor y = tensor<int64_t>({0, 2, 1, 4}, kInt64);
+  auto f = [&](const Tensor& x) {
+    autocast ac(kCPU);
+    return cross_entropy(mm(x, w.t()), y);
+  };
+  auto fast = kiln::compile(f);
+  Tensor x = randn({4, 6});
+  Tensor eager = f(x), compiled = fast(x);
+  EXPECT_EQ(eager.dtype(), kFloat32);
+  EXPECT_EQ(compiled.dtype(), kFloat32);
+  EXPECT_EQ(max_diff(compiled, eager), 0.0);
+  Tensor ge = autograd::grad({eager}, {w})[0], gc = autograd::grad({compiled}, {w})[0];
+  EXPECT_LT(max_diff(gc, ge), 1e-6);
+}
+
 // --- GradScaler ---
 
 struct Quadratic {

@@ -1,5 +1,7 @@
 // The fused cross_entropy kernels (cross_entropy.h): a block per row (rows in a grid-stride
-// loop), the row read once forward (online max and sum of exp) and once backward.
+// loop), the row read once forward (online max and sum of exp) and once backward. The logits are
+// read in their dtype T and everything else is in its opmath dtype C; only the logits' gradient
+// is written in T (bf16 logits: no float32 copy of them or of their gradient).
 #include <limits>
 #include <type_traits>
 
@@ -57,7 +59,7 @@ __device__ inline MaxSum<C> block_reduce(MaxSum<C> v, MaxSum<C>* shared) {
 template <class T, bool Smooth>
 __global__ void fused_ce_kernel(const T* x, const int64_t* target, const math::opmath_t<T>* weight,
                                 const math::opmath_t<T>* wsum, int64_t n, int64_t c, int64_t ignore, double ls,
-                                T* loss, T* tw, math::opmath_t<T>* lse, int64_t* bad) {
+                                math::opmath_t<T>* loss, math::opmath_t<T>* tw, math::opmath_t<T>* lse, int64_t* bad) {
   using C = math::opmath_t<T>;
   __shared__ MaxSum<C> shared[kMaxThreads / kWarp];
   const C ninf = -std::numeric_limits<C>::infinity();
@@ -81,14 +83,14 @@ __global__ void fused_ce_kernel(const T* x, const int64_t* target, const math::o
     lse[r] = l;
     const int64_t t = target[r];
     if (t == ignore) {
-      loss[r] = T(0);
-      tw[r] = T(0);
+      loss[r] = C(0);
+      tw[r] = C(0);
       continue;
     }
     if (t < 0 || t >= c) {
       if (atomicCAS(reinterpret_cast<unsigned long long*>(bad), 0ull, 1ull) == 0ull) bad[1] = t;
-      loss[r] = T(std::numeric_limits<C>::quiet_NaN());
-      tw[r] = T(0);
+      loss[r] = std::numeric_limits<C>::quiet_NaN();
+      tw[r] = C(0);
       continue;
     }
     const C wt = weight ? weight[t] : C(1);
@@ -97,13 +99,13 @@ __global__ void fused_ce_kernel(const T* x, const int64_t* target, const math::o
       const C W = wsum ? *wsum : static_cast<C>(c);
       v = C(1 - ls) * v + C(ls / static_cast<double>(c)) * (l * W - a.xsum);  // sum_c w_c (lse - x_c)
     }
-    loss[r] = T(v);
-    tw[r] = T(wt);
+    loss[r] = v;
+    tw[r] = wt;
   }
 }
 
 template <class T>
-__global__ void fused_ce_backward_kernel(const T* g, const T* x, const int64_t* target,
+__global__ void fused_ce_backward_kernel(const math::opmath_t<T>* g, const T* x, const int64_t* target,
                                          const math::opmath_t<T>* weight, const math::opmath_t<T>* wsum,
                                          const math::opmath_t<T>* lse, const math::opmath_t<T>* glse, int64_t n,
                                          int64_t c, int64_t ignore, double ls, T* gx, int64_t* bad) {
@@ -114,7 +116,7 @@ __global__ void fused_ce_backward_kernel(const T* g, const T* x, const int64_t* 
     if (!kept && t != ignore && threadIdx.x == 0 &&
         atomicCAS(reinterpret_cast<unsigned long long*>(bad), 0ull, 1ull) == 0ull)
       bad[1] = t;  // the row's gradient is grad_lse p alone, as an ignored row's
-    const C gr = static_cast<C>(g[r]), l = lse[r], gl = glse ? glse[r] : C(0);
+    const C gr = g[r], l = lse[r], gl = glse ? glse[r] : C(0);
     const C wt = kept ? (weight ? weight[t] : C(1)) : C(0);
     const C k1 = gr * C(1 - ls) * wt, k2 = kept ? gr * C(ls / static_cast<double>(c)) : C(0);
     const C W = wsum ? *wsum : static_cast<C>(c);
@@ -140,7 +142,7 @@ void launch_fused_cross_entropy(DType t, const void* x, const int64_t* target, c
     auto run = [&]<bool Smooth>() {
       fused_ce_kernel<T, Smooth><<<grid_for_rows(n), threads_for(c), 0, s>>>(
           static_cast<const T*>(x), target, static_cast<const C*>(weight), static_cast<const C*>(wsum), n, c,
-          ignore_index, label_smoothing, static_cast<T*>(loss), static_cast<T*>(target_weight), static_cast<C*>(lse),
+          ignore_index, label_smoothing, static_cast<C*>(loss), static_cast<C*>(target_weight), static_cast<C*>(lse),
           bad);
     };
     if (label_smoothing > 0)
@@ -159,7 +161,7 @@ void launch_fused_cross_entropy_backward(DType t, const void* grad_loss, const v
   visit_floating(t, "_fused_cross_entropy_backward", [&]<class T>() {
     using C = math::opmath_t<T>;
     fused_ce_backward_kernel<T><<<grid_for_rows(n), threads_for(c), 0, s>>>(
-        static_cast<const T*>(grad_loss), static_cast<const T*>(x), target, static_cast<const C*>(weight),
+        static_cast<const C*>(grad_loss), static_cast<const T*>(x), target, static_cast<const C*>(weight),
         static_cast<const C*>(wsum), static_cast<const C*>(lse), static_cast<const C*>(grad_lse), n, c, ignore_index,
         label_smoothing, static_cast<T*>(grad_x), bad);
   });

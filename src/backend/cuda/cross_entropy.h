@@ -12,13 +12,13 @@
 
 namespace kiln::cuda {
 
-// loss [n] and target_weight [n] in t, logsumexp [n] in C; bad: two int64 on the device, set to
+// loss [n], target_weight [n] and logsumexp [n] in C; bad: two int64 on the device, set to
 // (1, target) for a target that is neither a class index nor ignore_index (loss NaN there).
 void launch_fused_cross_entropy(DType t, const void* x, const int64_t* target, const void* weight, const void* wsum,
                                 int64_t n, int64_t c, int64_t ignore_index, double label_smoothing, void* loss,
                                 void* target_weight, void* lse, int64_t* bad, cudaStream_t s);
 
-// grad_x [n, c] in t from grad_loss [n] (t), logsumexp [n] (C) and grad_lse [n] (C, or null); bad
+// grad_x [n, c] in t from grad_loss [n] (C), logsumexp [n] (C) and grad_lse [n] (C, or null); bad
 // as the forward's.
 void launch_fused_cross_entropy_backward(DType t, const void* grad_loss, const void* x, const int64_t* target,
                                          const void* weight, const void* wsum, const void* lse, const void* grad_lse,

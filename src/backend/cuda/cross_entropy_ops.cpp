@@ -72,7 +72,7 @@ void fused_ce_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Operands o(c.in(1), c.in(2), c.in(3));
   if (o.n == 0) return;
   const DType t = o.x.dtype(), cd = t == DType::Float64 ? DType::Float64 : DType::Float32;
-  const Tensor gl = dense_as(c.in(0), t), lse = dense_as(c.in(4), cd);
+  const Tensor gl = dense_as(c.in(0), cd), lse = dense_as(c.in(4), cd);
   const Tensor glse = c.in(5).defined() ? dense_as(c.in(5), cd) : Tensor();
   cudaStream_t s = current_cuda_stream(d);
   const BadTarget bad(outs[0].device(), s);
