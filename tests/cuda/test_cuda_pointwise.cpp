@@ -145,6 +145,28 @@ TEST(CudaPointwise, VectorizedAndScalarPathsAgree) {
   }
 }
 
+// A float32 tensor plus a float16/bfloat16 one (autocast's residual adds) reads the low-precision
+// operand as it is (launch_add_float_low): the same float32 sums as the CPU's promoted add, in
+// either order, broadcast, in place and through a misaligned view.
+TEST(CudaPointwise, FloatPlusLowPrecisionAsTheCpu) {
+  KILN_REQUIRE_CUDA();
+  for (DType low : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(low));
+    Tensor x = sample({6, 130}, DType::Float32, 31), y = sample({6, 130}, low, 32), row = sample({130}, low, 33);
+    Tensor xc = x.cuda(), yc = y.cuda(), rc = row.cuda();
+    expect_close(xc + yc, x + y, 0, 0);
+    expect_close(yc + xc, y + x, 0, 0);
+    expect_close(xc + rc, x + row, 0, 0);
+    EXPECT_EQ((xc + yc).dtype(), DType::Float32);
+    Tensor xi = x.clone(), xic = xc.clone();
+    xi.add_(y);
+    xic.add_(yc);
+    expect_close(xic, xi, 0, 0);
+    Tensor xs = x.reshape({-1}).narrow(0, 1, 700), ys = y.reshape({-1}).narrow(0, 3, 700);
+    expect_close(xc.reshape({-1}).narrow(0, 1, 700) + yc.reshape({-1}).narrow(0, 3, 700), xs + ys, 0, 0);
+  }
+}
+
 // Note [Chunked copies]: same-dtype copies whose innermost dim is dense move 16-, 8- or 4-byte
 // chunks; inner rows that are not whole chunks, misaligned views and casts take the element path.
 TEST(CudaPointwise, ChunkedCopiesAgree) {

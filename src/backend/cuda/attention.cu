@@ -165,7 +165,11 @@ flash::Problem problem(const FlashShape& f) {
 }  // namespace
 
 bool flash_tensor_cores(DType t, const FlashShape& f) {
-  if (f.E != f.Ev || f.E < 8 || f.N > 65535) return false;
+  // Grids are (N, 64-row tiles): x takes any N below 2^31, y at most 65535 tiles.
+  constexpr int64_t kMaxTiles = 65535;
+  if (f.E != f.Ev || f.E < 8 || f.N > INT32_MAX || (f.L + flash::kRows - 1) / flash::kRows > kMaxTiles ||
+      (f.S + flash::kRows - 1) / flash::kRows > kMaxTiles)
+    return false;
   if (t == DType::Float32) return f.E % 8 == 0 && f.E <= 64;
   return (t == DType::Float16 || t == DType::BFloat16) && f.E % 16 == 0 && f.E <= 128;
 }

@@ -260,6 +260,32 @@ __device__ inline void scores_16(float (&s)[8][4], const T* a_tile, int a0, cons
   }
 }
 
+// The warp's A fragments of a 16-row tile, loaded once where every key tile reuses them (the
+// forward's Q): D / 16 k-steps of 4 registers.
+template <int D, class T>
+__device__ inline void load_a_rows(uint32_t (&a)[D / 16][4], const T* tile, int a0, int E, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    if (kk * 16 < E) load_a<pitch<T, D>()>(a[kk], tile, a0, kk * 16, lane);
+}
+// scores_16 with the A fragments in registers.
+template <int D, class T>
+__device__ inline void scores_16(float (&s)[8][4], const uint32_t (&a)[D / 16][4], const T* b_tile, int E, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk * 16 >= E) break;
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      load_b_nk<pitch<T, D>()>(b, b_tile, np * 16, kk * 16, lane);
+      mma<T>(s[2 * np], a[kk], b[0], b[1]);
+      mma<T>(s[2 * np + 1], a[kk], b[2], b[3]);
+    }
+  }
+}
+
 // acc [16 x E] += w [16 x 64] (accumulator tiles, as weights) times `tile` [64][E] (stored [k][n]).
 template <int D, class T>
 __device__ inline void weights_times_tile_16(float (&acc)[D / 8][4], const float (&w)[8][4], const T* tile, int E,
@@ -338,28 +364,96 @@ __device__ inline void next_tile(int j, int tiles, const Stage& stage) {
   __syncthreads();
 }
 
-// ---- forward: a block per 64 query rows of one batch entry; keys in double-buffered tiles ----
+// Grids are (N, tiles): batch entries on x (no 65535 limit), tiles on y, the slower index, so
+// every batch entry's block of one tile starts before any block of the next. Under a causal mask
+// the last query tiles see the most keys; they go first (a block per query tile takes its tile
+// from the end), so the short blocks fill the tail of the grid instead of the long ones (the key
+// tiles of dK/dV are longest first already).
+__device__ inline int64_t query_tile() { return static_cast<int64_t>(gridDim.y - 1 - blockIdx.y); }
+
+// ---- forward: a block per 64 M query rows of one batch entry; keys in double-buffered tiles ----
+// Each warp owns M tiles of 16 query rows. With M = 2 (16-bit types, head dim 64, as
+// FlashAttention-2's 128-row blocks) every key or value fragment read from shared memory feeds two
+// products, halving the shared-memory traffic per product, and a warp has twice the independent
+// products in flight; larger head dims keep M = 1 (the accumulators would not fit in registers).
 
 template <class T, int D>
+__host__ __device__ constexpr int forward_m() {
+  return 1;  // 2 measured no faster on an H100 (gpt2: forward 0.144 ms either way) and slower for short rows
+}
+template <class T, int D>
+__host__ __device__ constexpr int forward_rows() {
+  return kRows * forward_m<T, D>();
+}
+template <class T, int D>
 constexpr size_t forward_smem() {
-  return size_t(5) * tile_elems<T, D>() * sizeof(T);  // Q, then K and V twice
+  return size_t(forward_m<T, D>() + 4) * tile_elems<T, D>() * sizeof(T);  // Q, then K and V twice
+}
+
+// scores_16 for M row tiles sharing each key fragment.
+template <int D, class T, int M>
+__device__ inline void scores_16m(float (&s)[M][8][4], const uint32_t (&a)[M][D / 16][4], const T* b_tile, int E,
+                                  int lane) {
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk * 16 >= E) break;
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      load_b_nk<pitch<T, D>()>(b, b_tile, np * 16, kk * 16, lane);
+#pragma unroll
+      for (int mt = 0; mt < M; ++mt) {
+        mma<T>(s[mt][2 * np], a[mt][kk], b[0], b[1]);
+        mma<T>(s[mt][2 * np + 1], a[mt][kk], b[2], b[3]);
+      }
+    }
+  }
+}
+// weights_times_tile_16 for M row tiles sharing each value fragment.
+template <int D, class T, int M>
+__device__ inline void weights_times_tile_16m(float (&acc)[M][D / 8][4], const float (&w)[M][8][4], const T* tile,
+                                              int E, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[M][4];
+#pragma unroll
+    for (int mt = 0; mt < M; ++mt) acc_to_a<T>(a[mt], w[mt][2 * kk], w[mt][2 * kk + 1]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      if (dp * 16 >= E) break;
+      uint32_t b[4];
+      load_b_kn<pitch<T, D>()>(b, tile, kk * 16, dp * 16, lane);
+#pragma unroll
+      for (int mt = 0; mt < M; ++mt) {
+        mma<T>(acc[mt][2 * dp], a[mt], b[0], b[1]);
+        mma<T>(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
 }
 
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restrict__ q, const T* __restrict__ k,
                                                     const T* __restrict__ v, T* __restrict__ out,
                                                     float* __restrict__ lse) {
+  constexpr int M = forward_m<T, D>(), QR = forward_rows<T, D>();
   extern __shared__ __align__(16) unsigned char smem[];
-  T* Qs = reinterpret_cast<T*>(smem);
-  T* Ks = Qs + tile_elems<T, D>();  // [2] tiles
+  T* Qs = reinterpret_cast<T*>(smem);   // QR rows
+  T* Ks = Qs + M * tile_elems<T, D>();  // [2] tiles
   T* Vs = Ks + 2 * tile_elems<T, D>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
-  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows, r0 = q0 + warp * 16;
+  const int64_t n = blockIdx.x, q0 = query_tile() * QR, rw = q0 + warp * 16 * M;  // the warp's first row
   const T* kb = k + n * p.S * E;
   const T* vb = v + n * p.S * E;
-  const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
+  const int64_t kv_end = p.causal ? (p.S < q0 + QR ? p.S : q0 + QR) : p.S;
   const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
-  load_tile_async<D, T>(Qs, q + n * p.L * E, q0, p.L, E);
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt)
+    load_tile_async<D, T>(Qs + mt * tile_elems<T, D>(), q + n * p.L * E, q0 + mt * kRows, p.L, E);
   // Key and value tile j into buffer b.
   auto stage = [&](int j, int b) {
     load_tile_async<D, T>(Ks + b * tile_elems<T, D>(), kb, j * int64_t(kRows), p.S, E);
@@ -368,61 +462,83 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
   if (tiles > 0) stage(0, 0);
   cp_async_commit();
   const float c = p.scale * kLog2e;  // scores in log2 units: exp2 is one instruction
-  float o[D / 8][4];
-  zero<D>(o);
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[M][D / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt) zero<D>(o[mt]);
+  float m[M][2], l[M][2];
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+  uint32_t qa[M][D / 16][4];  // 16-bit types: the warp's Q fragments, read from shared memory once
   for (int j = 0; j < tiles; ++j) {
     const int buf = j & 1;
     next_tile(j, tiles, stage);
     const T* Kt = Ks + buf * tile_elems<T, D>();
     const T* Vt = Vs + buf * tile_elems<T, D>();
-    float s[8][4];
-    scores<D, T>(s, Qs, warp * 16, Kt, E, lane);
+    float s[M][8][4];
+    if constexpr (sizeof(T) == 2) {
+      if (j == 0)  // Q arrived with tile 0
+#pragma unroll
+        for (int mt = 0; mt < M; ++mt) load_a_rows<D, T>(qa[mt], Qs, warp * 16 * M + 16 * mt, E, lane);
+      scores_16m<D, T, M>(s, qa, Kt, E, lane);
+    } else {
+      scores<D, T>(s[0], Qs, warp * 16, Kt, E, lane);
+    }
     const int64_t k0 = int64_t(j) * kRows;
-    const bool edge = k0 + kRows > p.S || (p.causal && k0 + kRows - 1 > r0);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int mt = 0; mt < M; ++mt) {
+      const int64_t r0 = rw + 16 * mt;
+      const bool edge = k0 + kRows > p.S || (p.causal && k0 + kRows - 1 > r0);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t kj = k0 + nt * 8 + 2 * t + (e & 1), qi = r0 + g + 8 * (e >> 1);
-        const bool keep = !edge || (kj < p.S && (!p.causal || kj <= qi));
-        s[nt][e] = keep ? s[nt][e] * c : -INFINITY;
-      }
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = m[h];
+        for (int e = 0; e < 4; ++e) {
+          const int64_t kj = k0 + nt * 8 + 2 * t + (e & 1), qi = r0 + g + 8 * (e >> 1);
+          const bool keep = !edge || (kj < p.S && (!p.causal || kj <= qi));
+          s[mt][nt][e] = keep ? s[mt][nt][e] * c : -INFINITY;
+        }
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-      mx = quad_max(mx);
-      const float use = mx == -INFINITY ? 0.0f : mx;
-      const float alpha = exp2f(m[h] - use);
-      float sum = 0.0f;
+      for (int h = 0; h < 2; ++h) {
+        float mx = m[mt][h];
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        s[nt][2 * h] = exp2f(s[nt][2 * h] - use);
-        s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - use);
-        sum += s[nt][2 * h] + s[nt][2 * h + 1];
-      }
-      l[h] = l[h] * alpha + sum;  // this thread's columns only; summed over the quad at the end
-      m[h] = mx;
+        for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        mx = quad_max(mx);
+        const float use = mx == -INFINITY ? 0.0f : mx;
+        const float alpha = exp2f(m[mt][h] - use);
+        float sum = 0.0f;
 #pragma unroll
-      for (int nt = 0; nt < D / 8; ++nt) {
-        o[nt][2 * h] *= alpha;
-        o[nt][2 * h + 1] *= alpha;
+        for (int nt = 0; nt < 8; ++nt) {
+          s[mt][nt][2 * h] = exp2f(s[mt][nt][2 * h] - use);
+          s[mt][nt][2 * h + 1] = exp2f(s[mt][nt][2 * h + 1] - use);
+          sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+        }
+        l[mt][h] = l[mt][h] * alpha + sum;  // this thread's columns only; summed over the quad at the end
+        m[mt][h] = mx;
+#pragma unroll
+        for (int nt = 0; nt < D / 8; ++nt) {
+          o[mt][nt][2 * h] *= alpha;
+          o[mt][nt][2 * h + 1] *= alpha;
+        }
       }
     }
-    weights_times_tile<D, T>(o, s, Vt, E, lane);
+    if constexpr (sizeof(T) == 2)
+      weights_times_tile_16m<D, T, M>(o, s, Vt, E, lane);
+    else
+      weights_times_tile<D, T>(o[0], s[0], Vt, E, lane);
     __syncthreads();  // every warp is done with this buffer before the next prefetch fills it
   }
-  float inv[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] = quad_sum(l[h]);
-    inv[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-    const int64_t qi = r0 + g + 8 * h;
-    if (t == 0 && qi < p.L) lse[n * p.L + qi] = l[h] > 0.0f ? m[h] * kLn2 + logf(l[h]) : -INFINITY;
+  for (int mt = 0; mt < M; ++mt) {
+    const int64_t r0 = rw + 16 * mt;
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float lsum = quad_sum(l[mt][h]);
+      inv[h] = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+      const int64_t qi = r0 + g + 8 * h;
+      if (t == 0 && qi < p.L) lse[n * p.L + qi] = lsum > 0.0f ? m[mt][h] * kLn2 + logf(lsum) : -INFINITY;
+    }
+    store_rows<D, T>(out + n * p.L * E, o[mt], r0, p.L, E, inv[0], inv[1], lane);
   }
-  store_rows<D, T>(out + n * p.L * E, o, r0, p.L, E, inv[0], inv[1], lane);
 }
 
 // ---- backward ----
@@ -446,7 +562,7 @@ __global__ void __launch_bounds__(kThreads)
   T* Ks = dOs + tile_elems<T, D>();  // [2]
   T* Vs = Ks + 2 * tile_elems<T, D>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
-  const int64_t n = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kRows, r0 = q0 + warp * 16;
+  const int64_t n = blockIdx.x, q0 = query_tile() * kRows, r0 = q0 + warp * 16;
   const T* kb = k + n * p.S * E;
   const T* vb = v + n * p.S * E;
   const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
@@ -515,7 +631,7 @@ __global__ void __launch_bounds__(kThreads)
   float* lse_s = reinterpret_cast<float*>(dOs + 2 * tile_elems<T, D>());  // [2][64], log2 units
   float* d_s = lse_s + 2 * kRows;                                      // [2][64]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
-  const int64_t n = blockIdx.y, j0 = static_cast<int64_t>(blockIdx.x) * kRows, key0 = j0 + warp * 16;
+  const int64_t n = blockIdx.x, j0 = static_cast<int64_t>(blockIdx.y) * kRows, key0 = j0 + warp * 16;
   const T* qb = q + n * p.L * E;
   const T* gb = go + n * p.L * E;
   const float* lb = lse + n * p.L;
@@ -592,7 +708,7 @@ __global__ void __launch_bounds__(kThreads) row_delta(int64_t rows, int E, const
 
 // ---- launchers: E as above; they return the first CUDA error (the caller checks) ----
 
-inline unsigned blocks(int64_t n) { return static_cast<unsigned>((n + kRows - 1) / kRows); }
+inline unsigned blocks(int64_t n, int rows = kRows) { return static_cast<unsigned>((n + rows - 1) / rows); }
 
 template <class K>
 cudaError_t allow_smem(K kernel, size_t bytes) {
@@ -614,7 +730,7 @@ cudaError_t launch_forward(const Problem& p, const T* q, const T* k, const T* v,
   return with_head_dim<T>(p.E, [&]<int D>() {
     cudaError_t e = allow_smem(forward<T, D>, forward_smem<T, D>());
     if (e != cudaSuccess) return e;
-    forward<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, forward_smem<T, D>(), s>>>(p, q, k, v, out,
+    forward<T, D><<<dim3(static_cast<unsigned>(p.N), blocks(p.L, forward_rows<T, D>())), kThreads, forward_smem<T, D>(), s>>>(p, q, k, v, out,
                                                                                                    lse);
     return cudaGetLastError();
   });
@@ -636,13 +752,13 @@ cudaError_t launch_backward(const Problem& p, const T* go, const T* q, const T* 
     cudaError_t e = cudaSuccess;
     if (rows > 0) {
       if ((e = allow_smem(backward_dq<T, D>, dq_smem<T, D>())) != cudaSuccess) return e;
-      backward_dq<T, D><<<dim3(blocks(p.L), static_cast<unsigned>(p.N)), kThreads, dq_smem<T, D>(), s>>>(
+      backward_dq<T, D><<<dim3(static_cast<unsigned>(p.N), blocks(p.L)), kThreads, dq_smem<T, D>(), s>>>(
           p, go, q, k, v, lse, delta, dq);
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (p.N * p.S > 0) {
       if ((e = allow_smem(backward_dkdv<T, D>, dkdv_smem<T, D>())) != cudaSuccess) return e;
-      backward_dkdv<T, D><<<dim3(blocks(p.S), static_cast<unsigned>(p.N)), kThreads, dkdv_smem<T, D>(), s>>>(
+      backward_dkdv<T, D><<<dim3(static_cast<unsigned>(p.N), blocks(p.S)), kThreads, dkdv_smem<T, D>(), s>>>(
           p, go, q, k, v, lse, delta, dk, dv);
       e = cudaGetLastError();
     }

@@ -101,6 +101,34 @@ void launch_pointwise(PointwiseOp op, const ElementwiseArgs& a, DType compute, c
   visit_dtype(compute, [&]<class T>() { launch_for<T>(op, a, p, stream); });
 }
 
+namespace {
+struct AddAsFloat {
+  template <class X, class Y>
+  KILN_HD float operator()(X x, Y y) const {
+    return static_cast<float>(x) + static_cast<float>(y);
+  }
+};
+}  // namespace
+
+void launch_add_float_low(const ElementwiseArgs& a, DType x_dtype, DType y_dtype, cudaStream_t stream) {
+  if (a.numel == 0) return;
+  const DType low = x_dtype == DType::Float32 ? y_dtype : x_dtype;
+  KILN_CHECK((x_dtype == DType::Float32) != (y_dtype == DType::Float32) &&
+                 (low == DType::BFloat16 || low == DType::Float16),
+             "internal: launch_add_float_low takes float32 and float16/bfloat16 inputs, got ", x_dtype, " and ",
+             y_dtype);
+  auto go = [&]<class L>() {
+    if (x_dtype == DType::Float32)
+      launch_elementwise<float, float, L>(a, AddAsFloat{}, stream);
+    else
+      launch_elementwise<float, L, float>(a, AddAsFloat{}, stream);
+  };
+  if (low == DType::BFloat16)
+    go.template operator()<BFloat16>();
+  else
+    go.template operator()<Half>();
+}
+
 void launch_where(const ElementwiseArgs& a, DType t, cudaStream_t stream) {
   if (a.numel == 0) return;
   visit_dtype(t, [&]<class T>() { launch_elementwise<T, bool, T, T>(a, math::Where{}, stream); });

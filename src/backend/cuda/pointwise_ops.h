@@ -128,5 +128,9 @@ void launch_pointwise(PointwiseOp op, const ElementwiseArgs& a, DType compute, c
                       cudaStream_t stream);
 // out = cond ? x : y, with x, y and out of dtype `t` and cond bool.
 void launch_where(const ElementwiseArgs& a, DType t, cudaStream_t stream);
+// out = x + y for a float32 output and inputs of dtypes x_dtype and y_dtype, one float32 and the
+// other float16 or bfloat16, read as they are (autocast's residual adds: float32 + a low-precision
+// layer output, without a float32 copy of the latter); the sum is float32's, as the promoted add's.
+void launch_add_float_low(const ElementwiseArgs& a, DType x_dtype, DType y_dtype, cudaStream_t stream);
 
 }  // namespace kiln::cuda
