@@ -27,6 +27,9 @@ enum OpFlags : uint32_t {
   AUTOCAST_FP32 = 1u << 10,       // cast to float32 (losses, ...) on every device
   AUTOCAST_FP32_CUDA = 1u << 11,  // cast to float32 on CUDA only (PyTorch's CPU list keeps them low)
   AUTOCAST_PROMOTE = 1u << 12,    // cast to the widest floating type among them
+  // Its kernel refuses some input values (one_hot's classes): a graph lowered to prims keeps it
+  // whole, so the kernel checks every call (Note [Value checks]).
+  CHECKS_VALUES = 1u << 13,
 };
 inline constexpr uint32_t kAutocastFlags = AUTOCAST_LOW | AUTOCAST_FP32 | AUTOCAST_FP32_CUDA | AUTOCAST_PROMOTE;
 enum class SaveMask : uint8_t { SaveNone = 0, SaveIn = 1, SaveOut = 2, SaveAll = 3 };

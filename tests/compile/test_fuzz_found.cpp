@@ -1111,5 +1111,30 @@ TEST(FuzzFound, WriteWithGradIntoAViewInputOfAnotherInput) {
   expect_eager_answer(fn, inputs);
 }
 
+// Seed 6018776 (inductor): one_hot's decomposition (inductor records composites decomposed)
+// skipped the kernel's class range check, so a class >= num_classes gave a row of zeros; the
+// decomposition now reads the values as the kernel does (Note [Value checks]).
+TEST(FuzzFound, OneHotRangeCheckedWhenDecomposed) {
+  auto fn = [](const Tensors& in) { return Tensors{one_hot(count_nonzero(in[0]), 4)}; };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor x = ones({3, 4, 5}), few = zeros({3, 4, 5});
+  few.view({-1}).narrow(0, 0, 2).fill_(1);
+  const std::string want = message([&] { fn(Tensors{x}); });
+  ASSERT_NE(want.find("smaller than num_classes (4), got 60"), std::string::npos) << want;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    EXPECT_EQ(message([&] { f(Tensors{x}); }), want);
+    EXPECT_EQ(f(Tensors{few})[0].to_vector<int64_t>(), std::vector<int64_t>({0, 0, 1, 0}));
+  }
+}
+
 }  // namespace
 }  // namespace kiln
