@@ -1180,5 +1180,23 @@ TEST(FuzzFound, WriteThroughAPartialOverlapRaises) {
   EXPECT_EQ(allowed(Tensors{a})[0].to_vector<int64_t>(), std::vector<int64_t>({12, 14, 16, 6, 8, 10, 12, 14, 16}));
 }
 
+// Seeds 5002033, 6013711, 6511850 (aot_eager): batch_norm in eval mode on copies of a running
+// mean that requires grad and of a running variance, then a write into the variance, gave the
+// aliased-inputs "not supported yet" error: the copies' detach()ed aliases are inputs of the
+// graph too, and the check refused any aliased group with grad, not only the one written.
+TEST(FuzzFound, WriteIntoARunningStatisticAfterAnEvalBatchNorm) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = batch_norm(in[0], in[1].detach().clone(), in[2].detach().clone(), in[3], in[4]);
+    Tensor(in[2]).mul_(2);
+    return Tensors{y, in[1] * 1};
+  };
+  auto inputs = [] {
+    return Tensors{arange(0, 12, 1, kFloat32).reshape({4, 3}).to(kFloat16),
+                   tensor({0.3409f, -0.4689f, 0.3433f}).requires_grad_(true), tensor({1.9476f, 1.8984f, 0.7108f}),
+                   tensor({0.5977f, 1.8066f, 0.4775f}).to(kFloat16), tensor({-1.3525f, -1.0244f, 0.0298f}).to(kFloat16)};
+  };
+  expect_eager_answer(fn, inputs);
+}
+
 }  // namespace
 }  // namespace kiln
