@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/dispatch.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 
@@ -1194,6 +1195,29 @@ TEST(FuzzFound, WriteIntoARunningStatisticAfterAnEvalBatchNorm) {
     return Tensors{arange(0, 12, 1, kFloat32).reshape({4, 3}).to(kFloat16),
                    tensor({0.3409f, -0.4689f, 0.3433f}).requires_grad_(true), tensor({1.9476f, 1.8984f, 0.7108f}),
                    tensor({0.5977f, 1.8066f, 0.4775f}).to(kFloat16), tensor({-1.3525f, -1.0244f, 0.0298f}).to(kFloat16)};
+  };
+  expect_eager_answer(fn, inputs);
+}
+
+// Seeds 6518191, 6532953 (aot_eager): adaptive pooling's output, requiring grad, as the values
+// of _scaled_dot_product_flash_attention_backward (its VJP is a double backward), raised in
+// autograd::grad while the joint graph was traced: the op's VJP (a double backward written with
+// autograd::grad) passed it dv = P^T dO, which depends on no input needing a gradient.
+TEST(FuzzFound, FlashAttentionBackwardOfAPooledValue) {
+  auto fn = [](const Tensors& in) {
+    Tensor v = adaptive_avg_pool1d(in[0], 3);
+    Tensors f = call_op(OpId::_scaled_dot_product_flash_attention, {in[1], in[2], in[3]}, {true, 0.7});
+    Tensors g = call_op(OpId::_scaled_dot_product_flash_attention_backward, {in[4], in[1], in[2], v, f[0], f[1], in[5]},
+                        {true, 0.7});
+    return Tensors{v, g[0], g[1], g[2]};
+  };
+  auto inputs = [] {
+    auto r = [](std::vector<int64_t> s, double k) {
+      Tensor t = full(s, k, kFloat64);
+      return t + arange(0, static_cast<double>(t.numel()), 1, kFloat64).reshape(s).sin();
+    };
+    return Tensors{r({2, 3, 7}, 0.1).requires_grad_(true), r({2, 5, 3}, 0.2), r({2, 3, 3}, 0.3), r({2, 3, 3}, 0.4),
+                   r({2, 5, 3}, 0.5), r({2, 5}, 0.6)};
   };
   expect_eager_answer(fn, inputs);
 }
