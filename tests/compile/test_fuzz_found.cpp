@@ -1222,5 +1222,33 @@ TEST(FuzzFound, FlashAttentionBackwardOfAPooledValue) {
   expect_eager_answer(fn, inputs);
 }
 
+// Seed 6503346 (backend "eager"): a copy_ with grad into a detach()ed alias of maximum's output.
+// Eager kiln took the alias for an autograd view of its source (detach() set view_base) and
+// rebased the source's history onto the copy (CopySlices): the gradient through v0 was 3, where
+// PyTorch's (detach() is a non-differentiable view, v0 keeps MaximumBackward) is 0, and where a
+// graph after a break, without v0 in it, gave 0 too.
+TEST(FuzzFound, CopyIntoADetachedAliasAfterABreak) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = maximum(in[0], in[1]);
+    Tensor v1 = v0.detach();
+    Tensor v2 = in[1].sum().item<double>() > 0 ? in[1] * 2 : in[1] - 1;
+    v1.copy_(v2);
+    return Tensors{v0 * 3, v1 * 5, v2 * 7};
+  };
+  auto inputs = [] {
+    return Tensors{tensor(Scalar(-0.2805), TensorOptions(kFloat64)),
+                   tensor(Scalar(-4.6016), TensorOptions(kFloat64)).requires_grad_(true)};
+  };
+  Tensors in = inputs();
+  EXPECT_EQ(grads_of(fn(in), {in[1]})[0].item<double>(), 12.0);  // PyTorch: 0 * 3 + 5 + 7
+  expect_eager_answer(fn, inputs);
+  // Nor is a detach()ed alias of a leaf's view a view of that leaf: PyTorch allows the write.
+  Tensor leaf = tensor({1.0, 2.0}).requires_grad_(true), w = tensor({3.0}).requires_grad_(true);
+  Tensor d = leaf.narrow(0, 0, 1).detach();
+  d.copy_(w * 2);
+  EXPECT_EQ(grads_of({d}, {w})[0].item<double>(), 2.0);
+  EXPECT_EQ(leaf.to_vector<double>(), std::vector<double>({6.0, 2.0}));
+}
+
 }  // namespace
 }  // namespace kiln
