@@ -88,7 +88,10 @@ uint32_t Tensor::output_nr() const {
 Tensor Tensor::detach() const {
   Tensor t = make_view(*this, sizes(), strides(), storage_offset());
   t.unsafe_impl()->is_wrapped_number = unsafe_impl()->is_wrapped_number;
-  if (!unsafe_impl()->storage) t.unsafe_impl()->view_base = nullptr;
+  // Not a view for autograd (PyTorch's non-differentiable view): an in-place op with grad on the
+  // alias gives the alias a history of its own and leaves its source's alone (seed 6503346). The
+  // storage is still shared, so writes show through and aliasing is still found.
+  t.unsafe_impl()->view_base = nullptr;
   return t;
 }
 

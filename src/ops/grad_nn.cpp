@@ -201,8 +201,10 @@ std::vector<Tensor> vjp_flash_attention_backward(const VjpCall& v) {
   Tensor ds = p * (matmul(go, transpose(vv, 1, 2)) - unsqueeze(d, -1));
   const Tensor fwd[3] = {matmul(ds, k) * scale, matmul(transpose(ds, 1, 2), q) * scale, matmul(transpose(p, 1, 2), go)};
   std::vector<Tensor> roots, cot;
+  // An output that depends on no input needing a gradient (dv = P^T dO when only v needs one)
+  // adds nothing, and autograd::grad refuses a root without history.
   for (size_t j = 0; j < 3; ++j)
-    if (v.grads[j].defined()) {
+    if (v.grads[j].defined() && fwd[j].requires_grad()) {
       roots.push_back(fwd[j]);
       cot.push_back(v.grads[j].to(ct));
     }

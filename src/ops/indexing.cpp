@@ -12,6 +12,7 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/shape.h"
 #include "ops/meta_util.h"
+#include "ops/nn_util.h"
 
 namespace kiln {
 
@@ -271,8 +272,17 @@ std::vector<Tensor> decomp_masked_fill(const OpCall& c) {
 }
 KILN_REGISTER_DECOMP(masked_fill, decomp_masked_fill);
 
+// The kernel's class range check, for a device without the kernel (Note [Value checks]): the
+// comparison with arange below would give a row of zeros for a class outside [0, num_classes).
 std::vector<Tensor> decomp_one_hot(const OpCall& c) {
   meta_one_hot(c);
+  if (nn_detail::has_values_to_check(c.in(0))) {
+    const int64_t nc = c.attrs.i(0);
+    for (int64_t v : c.in(0).to_vector<int64_t>()) {
+      KILN_CHECK(v >= 0, c.name(), ": class values must be non-negative, got ", v);
+      KILN_CHECK(v < nc, c.name(), ": class values must be smaller than num_classes (", nc, "), got ", v);
+    }
+  }
   Tensor classes = arange(c.attrs.i(0), TensorOptions(kInt64).device(c.in(0).device()));
   return {eq(c.in(0).unsqueeze(-1), classes).to(kInt64)};
 }

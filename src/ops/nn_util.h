@@ -15,7 +15,9 @@ namespace kiln::nn_detail {
 // Note [Value checks]: a check of tensor values eager makes (binary_cross_entropy's input range,
 // a variance's sign, class-index targets) is made while compiling too: reading a tracer's values
 // breaks the graph there (as user code's item() does), so a compiled call raises eager's error
-// instead of returning an answer. Meta tensors have no values to check.
+// instead of returning an answer. Meta tensors have no values to check. An op with a kernel that
+// checks (CHECKS_VALUES in ops.def: one_hot) is recorded whole and kept whole when the graph is
+// lowered to prims, so its decomposition's check only runs where no kernel does.
 inline bool has_values_to_check(const Tensor& t) {
   return t.defined() && t.numel() > 0 && (t.has_storage() || t.unsafe_impl()->is_tracer());
 }

@@ -31,6 +31,9 @@ enum OpFlags : uint32_t {
   // autocast sets to float32, leaving the inputs as they are, so a kernel can read low-precision
   // inputs directly rather than through a cast copy (torch's fp32_set_opt_dtype).
   AUTOCAST_FP32_DTYPE = 1u << 13,
+  // Its kernel refuses some input values (one_hot's classes): a graph lowered to prims keeps it
+  // whole, so the kernel checks every call (Note [Value checks]).
+  CHECKS_VALUES = 1u << 14,
 };
 inline constexpr uint32_t kAutocastFlags =
     AUTOCAST_LOW | AUTOCAST_FP32 | AUTOCAST_FP32_CUDA | AUTOCAST_PROMOTE | AUTOCAST_FP32_DTYPE;

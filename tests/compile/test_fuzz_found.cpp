@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/dispatch.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 
@@ -1109,6 +1110,144 @@ TEST(FuzzFound, WriteWithGradIntoAViewInputOfAnotherInput) {
   };
   auto inputs = [] { return Tensors{arange(0, 12, 1, kFloat32).reshape({3, 4}).requires_grad_(true)}; };
   expect_eager_answer(fn, inputs);
+}
+
+// Seed 6018776 (inductor): one_hot's decomposition (inductor records composites decomposed)
+// skipped the kernel's class range check, so a class >= num_classes gave a row of zeros; the
+// decomposition now reads the values as the kernel does (Note [Value checks]).
+TEST(FuzzFound, OneHotRangeCheckedWhenDecomposed) {
+  auto fn = [](const Tensors& in) { return Tensors{one_hot(count_nonzero(in[0]), 4)}; };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor x = ones({3, 4, 5}), few = zeros({3, 4, 5});
+  few.view({-1}).narrow(0, 0, 2).fill_(1);
+  const std::string want = message([&] { fn(Tensors{x}); });
+  ASSERT_NE(want.find("smaller than num_classes (4), got 60"), std::string::npos) << want;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    EXPECT_EQ(message([&] { f(Tensors{x}); }), want);
+    EXPECT_EQ(f(Tensors{few})[0].to_vector<int64_t>(), std::vector<int64_t>({0, 0, 1, 0}));
+  }
+}
+
+// Seed 6518469 (aot_eager): `x.transpose(0, 1).copy_(x)` wrote through a partial overlap of its
+// source: eager's loop read elements it had already written, the compiled graph read them all
+// first. Both raise now, as PyTorch's assert_no_partial_overlap (Note [Overlapping writes]); the
+// same elements (a copy into itself) and disjoint halves of one storage are still written.
+TEST(FuzzFound, WriteThroughAPartialOverlapRaises) {
+  auto overlapping = [](const Tensors& in) {
+    Tensor x = in[0] * 1;
+    x.transpose(0, 1).copy_(x);
+    return Tensors{x};
+  };
+  auto added = [](const Tensors& in) {
+    Tensor x = in[0] * 1;
+    x.add_(x.t());
+    return Tensors{x};
+  };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor a = arange(0, 9, 1, kInt64).reshape({3, 3});
+  for (auto* fn : {+overlapping, +added}) {
+    const std::string want = message([&] { fn(Tensors{a}); });
+    ASSERT_NE(want.find("refer to a single memory location"), std::string::npos) << want;
+    for (const char* b : {"eager", "aot_eager", "inductor"}) {
+      SCOPED_TRACE(b);
+      auto f = compile(fn, backend(b));
+      EXPECT_EQ(message([&] { f(Tensors{a}); }), want);
+    }
+  }
+  auto allowed = [](const Tensors& in) {
+    Tensor x = in[0] * 1;
+    x.copy_(x);
+    x.narrow(0, 0, 1).copy_(x.narrow(0, 2, 1));
+    x.add_(x.view({9}).view({3, 3}));
+    return Tensors{x};
+  };
+  expect_eager_answer(allowed, [] { return Tensors{arange(0, 9, 1, kFloat32).reshape({3, 3})}; });
+  EXPECT_EQ(allowed(Tensors{a})[0].to_vector<int64_t>(), std::vector<int64_t>({12, 14, 16, 6, 8, 10, 12, 14, 16}));
+}
+
+// Seeds 5002033, 6013711, 6511850 (aot_eager): batch_norm in eval mode on copies of a running
+// mean that requires grad and of a running variance, then a write into the variance, gave the
+// aliased-inputs "not supported yet" error: the copies' detach()ed aliases are inputs of the
+// graph too, and the check refused any aliased group with grad, not only the one written.
+TEST(FuzzFound, WriteIntoARunningStatisticAfterAnEvalBatchNorm) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = batch_norm(in[0], in[1].detach().clone(), in[2].detach().clone(), in[3], in[4]);
+    Tensor(in[2]).mul_(2);
+    return Tensors{y, in[1] * 1};
+  };
+  auto inputs = [] {
+    return Tensors{arange(0, 12, 1, kFloat32).reshape({4, 3}).to(kFloat16),
+                   tensor({0.3409f, -0.4689f, 0.3433f}).requires_grad_(true), tensor({1.9476f, 1.8984f, 0.7108f}),
+                   tensor({0.5977f, 1.8066f, 0.4775f}).to(kFloat16), tensor({-1.3525f, -1.0244f, 0.0298f}).to(kFloat16)};
+  };
+  expect_eager_answer(fn, inputs);
+}
+
+// Seeds 6518191, 6532953 (aot_eager): adaptive pooling's output, requiring grad, as the values
+// of _scaled_dot_product_flash_attention_backward (its VJP is a double backward), raised in
+// autograd::grad while the joint graph was traced: the op's VJP (a double backward written with
+// autograd::grad) passed it dv = P^T dO, which depends on no input needing a gradient.
+TEST(FuzzFound, FlashAttentionBackwardOfAPooledValue) {
+  auto fn = [](const Tensors& in) {
+    Tensor v = adaptive_avg_pool1d(in[0], 3);
+    Tensors f = call_op(OpId::_scaled_dot_product_flash_attention, {in[1], in[2], in[3]}, {true, 0.7});
+    Tensors g = call_op(OpId::_scaled_dot_product_flash_attention_backward, {in[4], in[1], in[2], v, f[0], f[1], in[5]},
+                        {true, 0.7});
+    return Tensors{v, g[0], g[1], g[2]};
+  };
+  auto inputs = [] {
+    auto r = [](std::vector<int64_t> s, double k) {
+      Tensor t = full(s, k, kFloat64);
+      return t + arange(0, static_cast<double>(t.numel()), 1, kFloat64).reshape(s).sin();
+    };
+    return Tensors{r({2, 3, 7}, 0.1).requires_grad_(true), r({2, 5, 3}, 0.2), r({2, 3, 3}, 0.3), r({2, 3, 3}, 0.4),
+                   r({2, 5, 3}, 0.5), r({2, 5}, 0.6)};
+  };
+  expect_eager_answer(fn, inputs);
+}
+
+// Seed 6503346 (backend "eager"): a copy_ with grad into a detach()ed alias of maximum's output.
+// Eager kiln took the alias for an autograd view of its source (detach() set view_base) and
+// rebased the source's history onto the copy (CopySlices): the gradient through v0 was 3, where
+// PyTorch's (detach() is a non-differentiable view, v0 keeps MaximumBackward) is 0, and where a
+// graph after a break, without v0 in it, gave 0 too.
+TEST(FuzzFound, CopyIntoADetachedAliasAfterABreak) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = maximum(in[0], in[1]);
+    Tensor v1 = v0.detach();
+    Tensor v2 = in[1].sum().item<double>() > 0 ? in[1] * 2 : in[1] - 1;
+    v1.copy_(v2);
+    return Tensors{v0 * 3, v1 * 5, v2 * 7};
+  };
+  auto inputs = [] {
+    return Tensors{tensor(Scalar(-0.2805), TensorOptions(kFloat64)),
+                   tensor(Scalar(-4.6016), TensorOptions(kFloat64)).requires_grad_(true)};
+  };
+  Tensors in = inputs();
+  EXPECT_EQ(grads_of(fn(in), {in[1]})[0].item<double>(), 12.0);  // PyTorch: 0 * 3 + 5 + 7
+  expect_eager_answer(fn, inputs);
+  // Nor is a detach()ed alias of a leaf's view a view of that leaf: PyTorch allows the write.
+  Tensor leaf = tensor({1.0, 2.0}).requires_grad_(true), w = tensor({3.0}).requires_grad_(true);
+  Tensor d = leaf.narrow(0, 0, 1).detach();
+  d.copy_(w * 2);
+  EXPECT_EQ(grads_of({d}, {w})[0].item<double>(), 2.0);
+  EXPECT_EQ(leaf.to_vector<double>(), std::vector<double>({6.0, 2.0}));
 }
 
 }  // namespace

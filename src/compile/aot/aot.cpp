@@ -49,8 +49,8 @@ std::vector<Tensor> placeholders(Recording& rec, const Graph& g, size_t count, b
 // Inputs that share one storage (a tensor and its view, two overlapping views, a parameter
 // passed as an argument) are one buffer in eager: a write through one is read through the
 // other. When the graph writes any of them, functionalization traces over a synthetic base
-// instead, as AOTAutograd does: one extra input spanning the storage they view, each of them
-// an as_strided view of it, so writes scatter into the base and later reads are remade from
+// instead, as AOTAutograd does: one extra input spanning the storage they view (per group the
+// graph writes: a group only read stays separate inputs), each of them an as_strided view of it, so writes scatter into the base and later reads are remade from
 // it; the base is written back. The pattern is part of the graph's hash, so a call with other
 // aliasing compiles its own graph. Where a member requires grad, the graph keeps eager's
 // autograd (Recording::flush: its view rebase, CopySlices, is eager's answer) and only computes
@@ -139,18 +139,26 @@ Functional functionalize_once(const Graph& g, const std::vector<int>& alias, boo
 
 Functional functionalize(const Graph& g, const std::vector<int>& alias, bool differentiable) {
   Functional f = functionalize_once(g, alias, false);
+  // Only a group the graph writes needs a synthetic base; the others (a detach()ed alias of an
+  // input that requires grad, read by batch_norm's decomposition) stay separate inputs, as
+  // Recording::written_aliased_grad_input decides which graphs keep eager's autograd.
+  std::vector<bool> written(alias.size(), false);
+  for (int i : f.writeback) written[static_cast<size_t>(alias[static_cast<size_t>(i)])] = true;
+  std::vector<int> written_alias(alias.size());
   bool aliased_write = false;
-  for (int i : f.writeback)
-    for (size_t j = 0; j < alias.size(); ++j)
-      if (static_cast<int>(j) != i && alias[j] == alias[static_cast<size_t>(i)]) aliased_write = true;
+  for (size_t j = 0; j < alias.size(); ++j) {
+    const size_t r = static_cast<size_t>(alias[j]);
+    written_alias[j] = written[r] ? alias[j] : static_cast<int>(j);
+    aliased_write = aliased_write || (written[r] && r != j);
+  }
   if (!aliased_write) return f;
   // A graph that keeps eager's autograd only computes values here.
   for (size_t j = 0; differentiable && j < alias.size(); ++j)
     for (size_t i = 0; i < alias.size(); ++i)
-      KILN_CHECK(i == j || alias[i] != alias[j] || !g.values[g.inputs[j]].requires_grad,
+      KILN_CHECK(i == j || written_alias[i] != written_alias[j] || !g.values[g.inputs[j]].requires_grad,
                  "compile: not supported yet: an input that requires grad shares its storage with another input, "
                  "and the graph writes one of them (Note [Aliased inputs]); pass a clone, or use backend \"eager\"");
-  return functionalize_once(g, alias, true);
+  return functionalize_once(g, written_alias, true);
 }
 
 // The real tensors a graph's synthetic bases stand for: 1-d views of their group's storage.

@@ -175,7 +175,10 @@ class Recording final : public RecordLayer {
                              std::vector<TensorMeta>& metas) override;
   void graph_break(OpId op, std::span<const Tensor> inputs, const char* reason) override;
   bool replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) override;
-  bool decompose(OpId op) const override { return decompose_ || (functionalize_ && op_info(op).has(MUTATES)); }
+  // A retrace lowering to prims keeps an op whose kernel checks values (Note [Value checks]).
+  bool decompose(OpId op) const override {
+    return (decompose_ && !op_info(op).has(CHECKS_VALUES)) || (functionalize_ && op_info(op).has(MUTATES));
+  }
   autograd::DeferredGraph* deferred_autograd() override { return deferred_.get(); }
   void keep_eager_autograd() override { keep_eager_autograd_ = true; }
 
