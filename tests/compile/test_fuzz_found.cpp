@@ -1250,5 +1250,26 @@ TEST(FuzzFound, CopyIntoADetachedAliasAfterABreak) {
   EXPECT_EQ(leaf.to_vector<double>(), std::vector<double>({6.0, 2.0}));
 }
 
+// Seed 8025259: a write with grad into a detach()ed alias of an intermediate that requires grad.
+// Eager gives the alias the copy's history and leaves the intermediate's (mask * g) alone; the
+// functional graph remade the intermediate from the written values. Such graphs keep eager's
+// autograd.
+TEST(FuzzFound, CopyWithGradIntoADetachedAliasOfAnIntermediate) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = in[0] * 2;
+    Tensor v1 = v0 * in[1];
+    Tensor v2 = v1.detach();
+    v2.copy_(v0);
+    return Tensors{v0 * 3, v1 * 5, v2 * 7};
+  };
+  auto inputs = [] {
+    return Tensors{tensor({1.0, -2.0, 3.0}).requires_grad_(true), tensor({0.0, 1.0, 0.0})};
+  };
+  Tensors in = inputs();
+  // PyTorch: d/dx = 2 * (3 + 5 * mask + 7)
+  EXPECT_EQ(grads_of(fn(in), {in[0]})[0].to_vector<double>(), std::vector<double>({20.0, 30.0, 20.0}));
+  expect_eager_answer(fn, inputs);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -153,7 +153,14 @@ void Recording::note_no_grad_write(const OpInfo& info, std::span<const Tensor> i
   // under no_grad of a tensor that requires grad, written by a value without grad (PyTorch too).
   if (!no_grad)
     for (const Tensor& t : inputs)
-      if (t.defined() && t.requires_grad()) return;
+      if (t.defined() && t.requires_grad()) {
+        // A write with grad into a tensor without grad that shares its storage with one that has
+        // grad (`v2 = v1.detach(); v2.copy_(v0)`, seed 8025259): eager gives the alias a history
+        // of its own and leaves v1's alone (detach() is not an autograd view), where the
+        // functional graph would remake v1 from the written values; keep eager's autograd.
+        if (!inputs[0].requires_grad() && shares_storage_with_grad(inputs[0])) keep_eager_autograd_ = true;
+        return;
+      }
   // The written tensor, or a tensor sharing its storage (its base, a detach()ed alias's
   // source), keeps its history.
   if (shares_storage_with_grad(inputs[0])) keep_eager_autograd_ = true;
