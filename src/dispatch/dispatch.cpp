@@ -252,9 +252,11 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
   // decomposed afterwards (decompose() above); the interpreter runs it by its decomposition, as
   // eager does. Only pointwise ops and reductions: a decomposition of another composite may
   // write an input the op's flags do not name (batch_norm's running statistics), which only a
-  // functionalized decomposition turns into the graph's write-backs.
+  // functionalized decomposition turns into the graph's write-backs. embedding too: its
+  // decomposition (index) reads only its inputs, and it gives the padding row a gradient that
+  // eager's VJP (and PyTorch's embedding_backward) leaves at zero.
   const bool own_vjp = info.kind == OpKind::Composite && info.vjp && info.meta && !info.has(MUTATES) &&
-                       (info.has(POINTWISE) || info.has(REDUCTION));
+                       (info.has(POINTWISE) || info.has(REDUCTION) || call.op == OpId::embedding);
   if (!has_kernel && info.decomp && !info.has(DATA_DEPENDENT) && !own_vjp) return false;
   if (info.has(DATA_DEPENDENT) || !info.meta) {
     rec->graph_break(

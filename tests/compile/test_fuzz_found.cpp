@@ -1271,5 +1271,47 @@ TEST(FuzzFound, CopyWithGradIntoADetachedAliasOfAnIntermediate) {
   expect_eager_answer(fn, inputs);
 }
 
+// Seed 8018815 (aot_eager): embedding with a padding_idx, its weight a value in the graph that
+// requires grad. The joint graph differentiated embedding through its decomposition (index),
+// which gives the padding row a gradient; eager's VJP (PyTorch's embedding_backward) gives it
+// none. embedding is now recorded as one node and differentiated with its VJP (Note [Composites
+// with their own derivative]).
+TEST(FuzzFound, EmbeddingPaddingRowGetsNoGradient) {
+  auto fn = [](const Tensors& in) {
+    Tensor w = in[0].cumsum(1).transpose(0, 1);
+    return Tensors{w, embedding(w, in[1], 2)};
+  };
+  auto inputs = [] {
+    return Tensors{arange(0, 12, 1, kFloat32).reshape({3, 4}).requires_grad_(true),
+                   tensor(std::vector<int64_t>{1, 2, 1, 0, 2}).to(kInt32)};
+  };
+  Tensors in = inputs();
+  // Row r of w is column r of the cumsum: weight row 0 is read once, row 1 twice, row 2 (padding)
+  // and row 3 not at all; w itself, an output too, adds 1 everywhere.
+  Tensor x = in[0];
+  Tensors g = grads_of(fn(in), {x});
+  std::vector<float> want;
+  for (int i = 0; i < 3; ++i)
+    for (float k : {1.f, 2.f, 0.f, 0.f}) want.push_back(k);
+  // Through cumsum(1): input column c gets the sum of the columns >= c.
+  for (int i = 0; i < 3; ++i) {
+    float acc = 0;
+    for (int c = 3; c >= 0; --c) {
+      acc += want[static_cast<size_t>(i * 4 + c)] + 1;
+      want[static_cast<size_t>(i * 4 + c)] = acc;
+    }
+  }
+  EXPECT_EQ(g[0].to_vector<float>(), want);
+  expect_eager_answer(fn, inputs);
+  // The padding row gets no gradient where the weight is an input too.
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile([](const Tensors& t) { return Tensors{embedding(t[0], t[1], 1)}; }, backend(b));
+    Tensor w = arange(0, 6, 1, kFloat64).reshape({3, 2}).requires_grad_(true);
+    Tensors out = f(Tensors{w, tensor(std::vector<int64_t>{0, 1, 1, 2})});
+    EXPECT_EQ(grads_of(out, {w})[0].to_vector<double>(), std::vector<double>({1, 1, 0, 0, 1, 1}));
+  }
+}
+
 }  // namespace
 }  // namespace kiln
