@@ -268,24 +268,6 @@ __device__ inline void load_a_rows(uint32_t (&a)[D / 16][4], const T* tile, int 
   for (int kk = 0; kk < D / 16; ++kk)
     if (kk * 16 < E) load_a<pitch<T, D>()>(a[kk], tile, a0, kk * 16, lane);
 }
-// scores_16 with the A fragments in registers.
-template <int D, class T>
-__device__ inline void scores_16(float (&s)[8][4], const uint32_t (&a)[D / 16][4], const T* b_tile, int E, int lane) {
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    if (kk * 16 >= E) break;
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t b[4];
-      load_b_nk<pitch<T, D>()>(b, b_tile, np * 16, kk * 16, lane);
-      mma<T>(s[2 * np], a[kk], b[0], b[1]);
-      mma<T>(s[2 * np + 1], a[kk], b[2], b[3]);
-    }
-  }
-}
-
 // acc [16 x E] += w [16 x 64] (accumulator tiles, as weights) times `tile` [64][E] (stored [k][n]).
 template <int D, class T>
 __device__ inline void weights_times_tile_16(float (&acc)[D / 8][4], const float (&w)[8][4], const T* tile, int E,
