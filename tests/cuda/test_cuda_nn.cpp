@@ -161,8 +161,9 @@ TEST(CudaNn, DepthwiseConvolutionAsTheCpu) {
   }
 }
 
-// 1x1 convolutions run as batched GEMMs (conv_gemm.cpp), forward and the three gradients,
-// against float64 CPU convolutions; the others (stride 2, groups, padding) stay on cuDNN.
+// 1x1 convolutions run as batched GEMMs (conv_gemm.cpp), forward and the three gradients (the
+// weight's both ways: per-image products, or one GEMM over copies), against float64 CPU
+// convolutions; the others (stride 2, groups, padding) stay on cuDNN.
 TEST(CudaNn, OneByOneConvolutionAsTheCpu) {
   KILN_REQUIRE_CUDA();
   manual_seed(28);
@@ -179,6 +180,9 @@ TEST(CudaNn, OneByOneConvolutionAsTheCpu) {
       {"1-d + bias", {3, 6, 17}, {4, 6, 1}, true, false, {1}},
       {"one channel in", {2, 1, 5, 5}, {3, 1, 1, 1}, true, false, {1}},
       {"stride 2 (cuDNN)", {2, 8, 10, 10}, {6, 8, 1, 1}, true, false, {2}},
+      // Many channels, small images: the weight gradient as one GEMM over copies of g and x.
+      {"MobileNetV2's 320 -> 1280 at 7x7 + bias", {2, 320, 7, 7}, {1280, 320, 1, 1}, true, false, {1}},
+      {"many channels, non-contiguous input", {2, 64, 2, 3}, {80, 64, 1, 1}, false, true, {1}},
   };
   for (const Case& k : cases) {
     auto conv = [&](const Tensor& x, const Tensor& w, const Tensor& b) {
