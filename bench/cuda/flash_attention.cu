@@ -142,7 +142,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 
 template <class T>
 bool check(const char* tname, int64_t N, int64_t L, int64_t S, int E, bool causal) {
-  Problem p{N, L, S, E, causal, 1.0f / std::sqrt(float(E))};
+  Problem p = Problem::dense(N, L, S, E, causal, 1.0f / std::sqrt(float(E)));
   std::mt19937 gen(1234 + L + S + E + causal);
   TBuf<T> q(N * L * E), k(N * S * E), v(N * S * E), go(N * L * E), out(N * L * E), dq(N * L * E), dk(N * S * E),
       dv(N * S * E);
@@ -173,7 +173,7 @@ bool check(const char* tname, int64_t N, int64_t L, int64_t S, int E, bool causa
 
 template <class T>
 void bench(const char* name, int64_t N, int64_t L, int E, bool causal) {
-  Problem p{N, L, L, E, causal, 1.0f / std::sqrt(float(E))};
+  Problem p = Problem::dense(N, L, L, E, causal, 1.0f / std::sqrt(float(E)));
   std::mt19937 gen(7);
   TBuf<T> q(N * L * E), k(N * L * E), v(N * L * E), go(N * L * E), out(N * L * E), dq(N * L * E), dk(N * L * E),
       dv(N * L * E);

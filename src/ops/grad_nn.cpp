@@ -193,13 +193,14 @@ std::vector<Tensor> vjp_flash_attention_backward(const VjpCall& v) {
   const DType ct = opmath(in[1].dtype());
   Tensor go = in[0].to(ct), q = in[1].to(ct), k = in[2].to(ct), vv = in[3].to(ct), out = in[4].to(ct),
          lse = in[5].to(ct);
-  const int64_t L = q.sizes()[1], S = k.sizes()[1];
-  Tensor p = exp(matmul(q, transpose(k, 1, 2)) * scale - unsqueeze(lse, -1));
+  const int64_t L = q.size(-2), S = k.size(-2);
+  Tensor p = exp(matmul(q, transpose(k, -2, -1)) * scale - unsqueeze(lse, -1));
   if (causal) p = where(tril(ones({L, S}, TensorOptions(kBool).device(q.device()))), p, Scalar(0.0));
   Tensor d = sum(go * out, {-1}, false);
   if (in[6].defined()) d = d - in[6].to(ct);
-  Tensor ds = p * (matmul(go, transpose(vv, 1, 2)) - unsqueeze(d, -1));
-  const Tensor fwd[3] = {matmul(ds, k) * scale, matmul(transpose(ds, 1, 2), q) * scale, matmul(transpose(p, 1, 2), go)};
+  Tensor ds = p * (matmul(go, transpose(vv, -2, -1)) - unsqueeze(d, -1));
+  const Tensor fwd[3] = {matmul(ds, k) * scale, matmul(transpose(ds, -2, -1), q) * scale,
+                         matmul(transpose(p, -2, -1), go)};
   std::vector<Tensor> roots, cot;
   // An output that depends on no input needing a gradient (dv = P^T dO when only v needs one)
   // adds nothing, and autograd::grad refuses a root without history.

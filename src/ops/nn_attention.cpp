@@ -63,8 +63,10 @@ std::vector<TensorMeta> meta_sdpa(const OpCall& c) {
 KILN_REGISTER_META(scaled_dot_product_attention, meta_sdpa);
 
 // Note [Flash attention]
-// _scaled_dot_product_flash_attention computes softmax(q k^T * scale) v for 3-D q [N, L, E],
-// k [N, S, E], v [N, S, Ev], with `is_causal` keeping key j for query i when j <= i (top-left
+// _scaled_dot_product_flash_attention computes softmax(q k^T * scale) v for q [..., L, E],
+// k [..., S, E], v [..., S, Ev] (one or more batch dims, the same for all three; a kernel may read
+// each operand through its strides, as the heads of a [B, L, H, E] projection viewed as
+// [B, H, L, E], so attention needs no copies of them), with `is_causal` keeping key j for query i when j <= i (top-left
 // aligned, as scaled_dot_product_attention), without the L x S weights: it returns the output and
 // each query row's logsumexp of its scaled scores, in the opmath dtype. The backward op recomputes
 // the weights from q, k and the logsumexp, so neither pass stores more than O(L) per row. The
@@ -73,21 +75,25 @@ KILN_REGISTER_META(scaled_dot_product_attention, meta_sdpa);
 std::vector<TensorMeta> meta_flash(const OpCall& c) {
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
   const char* op = c.name();
-  KILN_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, op, ": expected 3-D query, key and value, got shapes ",
+  KILN_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(), op,
+             ": expected query, key and value of one dim, at least 3 (batch dims, rows, head), got shapes ",
              shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
   KILN_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating_point(q.dtype()), op,
              ": expected floating query, key and value of one dtype, got ", q.dtype(), ", ", k.dtype(), " and ",
              v.dtype());
-  KILN_CHECK(q.sizes()[0] == k.sizes()[0] && q.sizes()[0] == v.sizes()[0] && q.sizes()[2] == k.sizes()[2] &&
-                 k.sizes()[1] == v.sizes()[1],
-             op, ": expected q [N, L, E], k [N, S, E] and v [N, S, Ev], got shapes ", shape_str(q.sizes()), ", ",
-             shape_str(k.sizes()), ", ", shape_str(v.sizes()));
+  const int64_t n = q.dim();
+  bool same = q.sizes()[n - 1] == k.sizes()[n - 1] && k.sizes()[n - 2] == v.sizes()[n - 2];
+  for (int64_t d = 0; d < n - 2; ++d) same = same && k.sizes()[d] == q.sizes()[d] && v.sizes()[d] == q.sizes()[d];
+  KILN_CHECK(same, op, ": expected q [..., L, E], k [..., S, E] and v [..., S, Ev], got shapes ", shape_str(q.sizes()),
+             ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
   Device d = output_device(c.inputs);
   TensorMeta out, lse;
-  out.sizes = {q.sizes()[0], q.sizes()[1], v.sizes()[2]};
+  out.sizes = q.sizes().vec();
+  out.sizes.back() = v.sizes()[n - 1];
   out.dtype = q.dtype();
   out.device = d;
-  lse.sizes = {q.sizes()[0], q.sizes()[1]};
+  lse.sizes = q.sizes().vec();
+  lse.sizes.pop_back();
   lse.dtype = opmath(q.dtype());
   lse.device = d;
   return {out, lse};
@@ -141,7 +147,7 @@ bool flash_eligible(const OpCall& c) {
   } else {
     return false;
   }
-  if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
+  if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim()) return false;  // 2-D: the matmul path
   int64_t heads = 1;
   for (int64_t d = 0; d < q.dim() - 2; ++d) {
     if (k.sizes()[d] != q.sizes()[d] || v.sizes()[d] != q.sizes()[d]) return false;
@@ -150,16 +156,11 @@ bool flash_eligible(const OpCall& c) {
   return heads <= 65535 && q.sizes()[q.dim() - 2] > 0 && k.sizes()[k.dim() - 2] > 0;
 }
 
+// q, k and v go as they are: the kernels read strided heads (Note [Flash attention]).
 std::vector<Tensor> flash_attention(const OpCall& c) {
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
   double scale = c.attrs.opt_f(2).value_or(1.0 / std::sqrt(static_cast<double>(q.sizes().back())));
-  auto flat = [](const Tensor& t) {
-    int64_t n = t.dim();
-    return reshape(t, {-1, t.sizes()[n - 2], t.sizes()[n - 1]});
-  };
-  std::vector<Tensor> r = call_op(OpId::_scaled_dot_product_flash_attention, {flat(q), flat(k), flat(v)},
-                                  {c.attrs.b(1), scale});
-  return {reshape(r[0], q.sizes().vec())};
+  return {call_op(OpId::_scaled_dot_product_flash_attention, {q, k, v}, {c.attrs.b(1), scale})[0]};
 }
 
 // softmax(q k^T * scale + mask) v, in the opmath type. Rows whose keys are all

@@ -50,6 +50,32 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            std::make_tuple(DType::Float16, true, int64_t{130}, int64_t{128}),
                                            std::make_tuple(DType::Float16, false, int64_t{64}, int64_t{32})));
 
+// As GPT models call it: q, k and v are the heads of one [B, T, 3 C] projection viewed as
+// [B, H, T, E] (strided views the kernels read in place), and the output goes back to [B, T, C]
+// through a transpose (so its gradient reaches the backward kernel strided too). Every gradient
+// and the output against float64 on the CPU, in float32 (three-TF32 kernels) and bfloat16.
+TEST(CudaAttention, StridedHeadsOfAProjection) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(33);
+  const int64_t B = 2, T = 100, H = 3, E = 32, C = H * E;
+  auto attend = [&](const Tensor& qkv) {
+    std::vector<Tensor> parts = qkv.split(C, 2);
+    auto heads = [&](const Tensor& t) { return t.view({B, T, H, E}).transpose(1, 2); };
+    Tensor y = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), {}, 0.0, true);
+    return y.transpose(1, 2).contiguous().view({B, T, C});
+  };
+  for (auto [dt, tol] : {std::pair{kFloat32, 1e-4}, std::pair{DType::BFloat16, 2e-2}}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = randn({B, T, 3 * C}).to(dt), up = randn({B, T, C}).to(dt);
+    Tensor x64 = x.to(kFloat64).requires_grad_(true), xc = x.cuda().requires_grad_(true);
+    Tensor want = attend(x64), got = attend(xc);
+    (want * up.to(kFloat64)).sum().backward();
+    (got * up.cuda()).sum().backward();
+    EXPECT_LE(scaled_error(got, want), tol);
+    EXPECT_LE(scaled_error(xc.grad(), x64.grad()), 2 * tol);
+  }
+}
+
 // A second derivative through the fused kernel (its backward's own VJP, written with ops)
 // matches the float64 attention's on the CPU: float32 (the three-TF32 kernels: float32 accuracy)
 // closely; bfloat16 within its rounding compounded by two differentiations (0.058 of scale seen

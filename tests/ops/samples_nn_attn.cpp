@@ -162,6 +162,26 @@ RefWeights ref_weights(const Ref& q, const Ref& k, bool causal, double scale) {
   return w;
 }
 
+// a [B, L, H, E] as [B, H, L, E] (the heads of a projection, as attention reads them), and back.
+Ref swap12(const Ref& a) {
+  Ref r({a.shape[0], a.shape[2], a.shape[1], a.shape[3]});
+  for (int64_t b = 0; b < a.shape[0]; ++b)
+    for (int64_t i = 0; i < a.shape[1]; ++i)
+      for (int64_t h = 0; h < a.shape[2]; ++h)
+        for (int64_t e = 0; e < a.shape[3]; ++e) r.at({b, h, i, e}) = a.at({b, i, h, e});
+  return r;
+}
+// a [..., rows, E] as [N, rows, E] (or shaped as `like`).
+Ref flat3(Ref a) {
+  const int64_t n = a.dim();
+  a.shape = {a.numel() == 0 ? 0 : a.numel() / (a.shape[n - 2] * a.shape[n - 1]), a.shape[n - 2], a.shape[n - 1]};
+  return a;
+}
+Ref shaped(Ref a, Shape s) {
+  a.shape = std::move(s);
+  return a;
+}
+
 // C [N, a, b] = A [N, a, k] B [N, k, b], with A or B read transposed ([N, k, a] / [N, b, k]).
 Ref ref_bmm(const Ref& A, const Ref& B, bool ta, bool tb) {
   int64_t N = A.shape[0], a = ta ? A.shape[2] : A.shape[1], kk = ta ? A.shape[1] : A.shape[2];
@@ -207,6 +227,27 @@ std::vector<OpSample> flash_samples() {
   for (DType t : {kFloat32, DType::BFloat16, DType::Float16})
     add("long causal L=S=80 E=16 " + dname(t), {2, 80, 16}, {2, 80, 16}, {2, 80, 16}, t, true, 0.25);
   add("long L=70 S=130 E=32 bfloat16", {1, 70, 32}, {1, 130, 32}, {1, 130, 32}, DType::BFloat16, false, 0.2);
+  // The heads of [B, L, H, E] projections read as [B, H, L, E] views (strided, not copied, where
+  // a kernel can), at the tensor-core kernels' head sizes.
+  for (DType t : {kFloat64, kFloat32, DType::BFloat16}) {
+    OpSample s;
+    s.name = "heads [2,70,3,16] viewed [2,3,70,16] causal " + dname(t);
+    s.inputs = {make_input({2, 70, 3, 16}, t, 14), make_input({2, 70, 3, 16}, t, 15), make_input({2, 70, 3, 16}, t, 16)};
+    s.fn = [](const TensorList& in) {
+      return call_op(OpId::_scaled_dot_product_flash_attention,
+                     {in[0].transpose(1, 2), in[1].transpose(1, 2), in[2].transpose(1, 2)}, {true, 0.25});
+    };
+    s.reference = [t](const TensorList& in) {
+      Ref q = flat3(swap12(Ref::of(in[0]))), k = flat3(swap12(Ref::of(in[1]))), v = flat3(swap12(Ref::of(in[2])));
+      RefWeights w = ref_weights(q, k, true, 0.25);
+      DType lt = t == kFloat64 ? kFloat64 : kFloat32;
+      return TensorList{shaped(ref_bmm(w.p, v, false, false), {2, 3, 70, 16}).to(t), shaped(w.lse, {2, 3, 70}).to(lt)};
+    };
+    s.grad_inputs = {0, 1, 2};
+    s.check_grad = false;  // 6720 inputs; the backward op's samples check the same kernels
+    if (in_reduced(t)) s.atol = 2e-2;
+    out.push_back(s);
+  }
   {
     OpSample s;
     s.name = "no keys: zeros and -inf";
@@ -229,8 +270,9 @@ std::vector<ErrorSample> flash_errors() {
     call_op(OpId::_scaled_dot_product_flash_attention, {q, k, v}, {false, 1.0});
   };
   return {
-      {"4-D query", [=] { call(x({1, 2, 3, 4}), x({1, 2, 3, 4}), x({1, 2, 3, 4})); }, "expected 3-D"},
-      {"head sizes", [=] { call(x({2, 3, 4}), x({2, 5, 3}), x({2, 5, 4})); }, "expected q [N, L, E]"},
+      {"2-D query", [=] { call(x({3, 4}), x({3, 4}), x({3, 4})); }, "expected query, key and value of one dim"},
+      {"batch dims", [=] { call(x({1, 2, 3, 4}), x({2, 1, 3, 4}), x({2, 1, 3, 4})); }, "expected q [..., L, E]"},
+      {"head sizes", [=] { call(x({2, 3, 4}), x({2, 5, 3}), x({2, 5, 4})); }, "expected q [..., L, E]"},
       {"dtypes", [=] { call(x({2, 3, 4}), x({2, 5, 4}, kFloat64), x({2, 5, 4})); }, "of one dtype"},
   };
 }

@@ -16,9 +16,11 @@ struct Dims {
   int64_t N, L, S, E, Ev;
   bool causal;
   double scale;
+  // q [..., L, E], k [..., S, E], v [..., S, Ev]: the batch dims flattened to N.
   Dims(const Tensor& q, const Tensor& k, const Tensor& v, const Attrs& a)
-      : N(q.sizes()[0]), L(q.sizes()[1]), S(k.sizes()[1]), E(q.sizes()[2]), Ev(v.sizes()[2]), causal(a.b(0)),
-        scale(a.f(1)) {}
+      : N(1), L(q.size(-2)), S(k.size(-2)), E(q.size(-1)), Ev(v.size(-1)), causal(a.b(0)), scale(a.f(1)) {
+    for (int64_t d = 0; d < q.dim() - 2; ++d) N *= q.size(d);
+  }
   // Key j is seen by query i (top-left aligned causal mask).
   bool keeps(int64_t i, int64_t j) const { return !causal || j <= i; }
 };

@@ -159,7 +159,13 @@ void visit_tc(DType t, F&& f) {
 }
 
 flash::Problem problem(const FlashShape& f) {
-  return flash::Problem{f.N, f.L, f.S, static_cast<int>(f.E), f.causal, static_cast<float>(f.scale)};
+  flash::Problem p = flash::Problem::dense(f.N, f.L, f.S, static_cast<int>(f.E), f.causal, static_cast<float>(f.scale));
+  if (f.strided) {
+    auto op = [](const FlashLayout& l) { return flash::Operand{l.batch, l.head, l.row}; };
+    p.H = f.H;
+    p.q = op(f.q), p.k = op(f.k), p.v = op(f.v), p.go = op(f.go), p.o = op(f.o);
+  }
+  return p;
 }
 
 }  // namespace

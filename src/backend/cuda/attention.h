@@ -11,10 +11,20 @@
 
 namespace kiln::cuda {
 
+// Strides in elements of an operand the tensor-core kernels read in place: batch entry
+// n = b H + h at b batch + h head, rows `row` apart, the head dim contiguous.
+struct FlashLayout {
+  int64_t batch, head, row;
+};
 struct FlashShape {
   int64_t N, L, S, E, Ev;
   bool causal;
   double scale;
+  // Unless `strided`, every pointer is dense as above. The tensor-core kernels also take strided
+  // q, k, v, grad_out and out (the outputs stay dense); the plain kernels do not.
+  bool strided = false;
+  int64_t H = 1;
+  FlashLayout q{}, k{}, v{}, go{}, o{};
 };
 
 // Whether the tensor-core kernels take this shape and dtype (E == Ev; float16/bfloat16: E a

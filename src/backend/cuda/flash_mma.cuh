@@ -7,8 +7,11 @@
 // Only CUDA headers are included, so the standalone benchmark (bench/cuda/flash_attention.cu) builds
 // the very kernels kiln runs with nvcc alone.
 //
-// Layouts: q [N, L, E], k [N, S, E], v [N, S, E], out [N, L, E] dense row-major in T; lse and delta
-// [N, L] float (lse natural-log). D is the padded head dim, 64 or 128 (float32: 64): E <= D, E a
+// Layouts: q [N, L, E], k [N, S, E], v [N, S, E] and grad_out, out [N, L, E] in T, each with its
+// own strides (an `Operand`: E contiguous, batch entry n = b H + h at b batch + h head, rows `row`
+// apart, every stride a multiple of 16 bytes), so the heads of a [B, L, H, E] projection are read
+// where they are; the outputs (out, dq, dk, dv) are dense row-major; lse and delta [N, L] float
+// (lse natural-log). D is the padded head dim, 64 or 128 (float32: 64): E <= D, E a
 // multiple of 16 (float32: of 8); loops over E's steps are unrolled to D and guarded, so register
 // arrays stay statically indexed.
 #pragma once
@@ -38,12 +41,24 @@ __host__ __device__ constexpr int tile_elems() {
   return kRows * pitch<T, D>();
 }
 
+struct Operand {
+  int64_t batch, head, row;  // in elements
+};
 struct Problem {
   int64_t N, L, S;
   int E;
   bool causal;
   float scale;  // softmax scale (natural units)
+  int64_t H;    // batch entry n is (n / H, n % H) of the operands' two batch dims
+  Operand q, k, v, go, o;
+  // Every operand dense [N, rows, E].
+  static Problem dense(int64_t N, int64_t L, int64_t S, int E, bool causal, float scale) {
+    const Operand ql{L * E, 0, E}, kl{S * E, 0, E};
+    return Problem{N, L, S, E, causal, scale, 1, ql, kl, kl, ql, ql};
+  }
 };
+// Where batch entry n of operand `o` starts.
+__device__ inline int64_t start(const Operand& o, int64_t H, int64_t n) { return (n / H) * o.batch + (n % H) * o.head; }
 
 // ---- PTX wrappers ----
 
@@ -139,16 +154,17 @@ __device__ inline void acc_to_a(uint32_t (&a)[4], const float (&c0)[4], const fl
   a[3] = pack<T>(c1[2], c1[3]);
 }
 
-// Rows row0 .. row0 + 63 of a [rows, E] array into a [64][pitch] tile by cp.async, zeros past
-// `rows`; columns past E are left alone (never read: every loop over E is guarded).
+// Rows row0 .. row0 + 63 of a [rows, E] array (rows `ld` apart) into a [64][pitch] tile by
+// cp.async, zeros past `rows`; columns past E are left alone (never read: every loop over E is
+// guarded).
 template <int D, class T>
-__device__ inline void load_tile_async(T* tile, const T* src, int64_t row0, int64_t rows, int E) {
+__device__ inline void load_tile_async(T* tile, const T* src, int64_t ld, int64_t row0, int64_t rows, int E) {
   constexpr int kVec = 16 / sizeof(T);
   const int vecs = E / kVec;
   for (int idx = threadIdx.x; idx < kRows * vecs; idx += kThreads) {
     const int r = idx / vecs, c = (idx % vecs) * kVec;
     const bool in = row0 + r < rows;
-    cp_async16(tile + r * pitch<T, D>() + c, src + (in ? (row0 + r) * E + c : 0), in);
+    cp_async16(tile + r * pitch<T, D>() + c, src + (in ? (row0 + r) * ld + c : 0), in);
   }
 }
 
@@ -168,19 +184,23 @@ __device__ inline float quad_sum(float v) {
 // uses. A 16x8 TF32 A holds (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); a B (k = t, n = g)
 // and (t + 4, g).
 
-__device__ inline uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
+//
+// The split is two integer operations and a subtraction: big is x rounded to TF32 at half an ulp
+// (add half the dropped range, clear the 13 low bits), small the exact remainder x - big, passed
+// as it is: the tensor cores read only the 19 high bits of a TF32 operand, so small is truncated,
+// an error of at most 2^-10 of small, itself at most 2^-11 of x. cvt.rna.tf32.f32 did the same
+// with one conversion each, and conversions run at a quarter of the rate of the integer and float
+// pipes: in the float32 kernels, which split every operand they read, they cost more than the
+// products.
+__device__ inline uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 template <int N>
 struct Split {
   uint32_t big[N], small[N];
   __device__ explicit Split(const float (&x)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      big[i] = to_tf32(x[i]);
-      small[i] = to_tf32(x[i] - __uint_as_float(big[i]));
+      big[i] = round_tf32(x[i]);
+      small[i] = __float_as_uint(x[i] - __uint_as_float(big[i]));
     }
   }
 };
@@ -332,11 +352,31 @@ __device__ inline void zero(float (&acc)[D / 8][4]) {
   for (int nt = 0; nt < D / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 }
 
+// Buffers per streamed tile: two (double buffering) where a block's shared memory still lets
+// several blocks share an SM. float32 tiles are twice as large: with two buffers each backward
+// block took 105 KB, two blocks an SM, 8 warps; with one (70 KB), three blocks hide each other's
+// loads instead.
+template <class T>
+__host__ __device__ constexpr int stages() {
+  return sizeof(T) == 4 ? 1 : 2;
+}
+template <class T>
+__device__ inline int buffer(int j) {
+  return stages<T>() == 2 ? (j & 1) : 0;
+}
+
 // Double buffering: starts tile j + 1 on its way into the other buffer (stage(j + 1, buffer)),
-// then waits until tile j has arrived and every thread may read it.
-template <class Stage>
+// then waits until tile j has arrived and every thread may read it. One buffer: loads tile j
+// (tile 0 was started before the loop) and waits for it.
+template <int Stages, class Stage>
 __device__ inline void next_tile(int j, int tiles, const Stage& stage) {
-  if (j + 1 < tiles) {
+  if constexpr (Stages == 1) {
+    if (j > 0) {
+      stage(j, 0);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
+  } else if (j + 1 < tiles) {
     stage(j + 1, (j & 1) ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
@@ -369,7 +409,7 @@ __host__ __device__ constexpr int forward_rows() {
 }
 template <class T, int D>
 constexpr size_t forward_smem() {
-  return size_t(forward_m<T, D>() + 4) * tile_elems<T, D>() * sizeof(T);  // Q, then K and V twice
+  return size_t(forward_m<T, D>() + 2 * stages<T>()) * tile_elems<T, D>() * sizeof(T);  // Q, then K and V
 }
 
 // scores_16 for M row tiles sharing each key fragment.
@@ -425,21 +465,21 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
   constexpr int M = forward_m<T, D>(), QR = forward_rows<T, D>();
   extern __shared__ __align__(16) unsigned char smem[];
   T* Qs = reinterpret_cast<T*>(smem);   // QR rows
-  T* Ks = Qs + M * tile_elems<T, D>();  // [2] tiles
-  T* Vs = Ks + 2 * tile_elems<T, D>();
+  T* Ks = Qs + M * tile_elems<T, D>();  // [stages] tiles
+  T* Vs = Ks + stages<T>() * tile_elems<T, D>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
   const int64_t n = blockIdx.x, q0 = query_tile() * QR, rw = q0 + warp * 16 * M;  // the warp's first row
-  const T* kb = k + n * p.S * E;
-  const T* vb = v + n * p.S * E;
+  const T* kb = k + start(p.k, p.H, n);
+  const T* vb = v + start(p.v, p.H, n);
   const int64_t kv_end = p.causal ? (p.S < q0 + QR ? p.S : q0 + QR) : p.S;
   const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
 #pragma unroll
   for (int mt = 0; mt < M; ++mt)
-    load_tile_async<D, T>(Qs + mt * tile_elems<T, D>(), q + n * p.L * E, q0 + mt * kRows, p.L, E);
+    load_tile_async<D, T>(Qs + mt * tile_elems<T, D>(), q + start(p.q, p.H, n), p.q.row, q0 + mt * kRows, p.L, E);
   // Key and value tile j into buffer b.
   auto stage = [&](int j, int b) {
-    load_tile_async<D, T>(Ks + b * tile_elems<T, D>(), kb, j * int64_t(kRows), p.S, E);
-    load_tile_async<D, T>(Vs + b * tile_elems<T, D>(), vb, j * int64_t(kRows), p.S, E);
+    load_tile_async<D, T>(Ks + b * tile_elems<T, D>(), kb, p.k.row, j * int64_t(kRows), p.S, E);
+    load_tile_async<D, T>(Vs + b * tile_elems<T, D>(), vb, p.v.row, j * int64_t(kRows), p.S, E);
   };
   if (tiles > 0) stage(0, 0);
   cp_async_commit();
@@ -452,8 +492,8 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
   for (int mt = 0; mt < M; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
   uint32_t qa[M][D / 16][4];  // 16-bit types: the warp's Q fragments, read from shared memory once
   for (int j = 0; j < tiles; ++j) {
-    const int buf = j & 1;
-    next_tile(j, tiles, stage);
+    const int buf = buffer<T>(j);
+    next_tile<stages<T>()>(j, tiles, stage);
     const T* Kt = Ks + buf * tile_elems<T, D>();
     const T* Vt = Vs + buf * tile_elems<T, D>();
     float s[M][8][4];
@@ -530,7 +570,7 @@ __global__ void __launch_bounds__(kThreads) forward(Problem p, const T* __restri
 
 template <class T, int D>
 constexpr size_t dq_smem() {
-  return size_t(6) * tile_elems<T, D>() * sizeof(T);  // Q, dO, then K and V twice
+  return size_t(2 + 2 * stages<T>()) * tile_elems<T, D>() * sizeof(T);  // Q, dO, then K and V
 }
 
 template <class T, int D>
@@ -541,20 +581,20 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   T* Qs = reinterpret_cast<T*>(smem);
   T* dOs = Qs + tile_elems<T, D>();
-  T* Ks = dOs + tile_elems<T, D>();  // [2]
-  T* Vs = Ks + 2 * tile_elems<T, D>();
+  T* Ks = dOs + tile_elems<T, D>();  // [stages]
+  T* Vs = Ks + stages<T>() * tile_elems<T, D>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
   const int64_t n = blockIdx.x, q0 = query_tile() * kRows, r0 = q0 + warp * 16;
-  const T* kb = k + n * p.S * E;
-  const T* vb = v + n * p.S * E;
+  const T* kb = k + start(p.k, p.H, n);
+  const T* vb = v + start(p.v, p.H, n);
   const int64_t kv_end = p.causal ? (p.S < q0 + kRows ? p.S : q0 + kRows) : p.S;
   const int tiles = static_cast<int>((kv_end + kRows - 1) / kRows);
-  load_tile_async<D, T>(Qs, q + n * p.L * E, q0, p.L, E);
-  load_tile_async<D, T>(dOs, go + n * p.L * E, q0, p.L, E);
+  load_tile_async<D, T>(Qs, q + start(p.q, p.H, n), p.q.row, q0, p.L, E);
+  load_tile_async<D, T>(dOs, go + start(p.go, p.H, n), p.go.row, q0, p.L, E);
   // Key and value tile j into buffer b.
   auto stage = [&](int j, int b) {
-    load_tile_async<D, T>(Ks + b * tile_elems<T, D>(), kb, j * int64_t(kRows), p.S, E);
-    load_tile_async<D, T>(Vs + b * tile_elems<T, D>(), vb, j * int64_t(kRows), p.S, E);
+    load_tile_async<D, T>(Ks + b * tile_elems<T, D>(), kb, p.k.row, j * int64_t(kRows), p.S, E);
+    load_tile_async<D, T>(Vs + b * tile_elems<T, D>(), vb, p.v.row, j * int64_t(kRows), p.S, E);
   };
   if (tiles > 0) stage(0, 0);
   cp_async_commit();
@@ -570,8 +610,8 @@ __global__ void __launch_bounds__(kThreads)
   float acc[D / 8][4];
   zero<D>(acc);
   for (int j = 0; j < tiles; ++j) {
-    const int buf = j & 1;
-    next_tile(j, tiles, stage);
+    const int buf = buffer<T>(j);
+    next_tile<stages<T>()>(j, tiles, stage);
     const T* Kt = Ks + buf * tile_elems<T, D>();
     const T* Vt = Vs + buf * tile_elems<T, D>();
     float s[8][4], dp[8][4];
@@ -597,7 +637,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T, int D>
 constexpr size_t dkdv_smem() {
-  return size_t(6) * tile_elems<T, D>() * sizeof(T) + 4 * kRows * sizeof(float);  // K, V, Q and dO twice, lse and delta twice
+  // K, V, then Q, dO, lse and delta
+  return size_t(2 + 2 * stages<T>()) * tile_elems<T, D>() * sizeof(T) + 2 * stages<T>() * kRows * sizeof(float);
 }
 
 template <class T, int D>
@@ -608,14 +649,14 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   T* Ks = reinterpret_cast<T*>(smem);
   T* Vs = Ks + tile_elems<T, D>();
-  T* Qs = Vs + tile_elems<T, D>();  // [2]
-  T* dOs = Qs + 2 * tile_elems<T, D>();  // [2]
-  float* lse_s = reinterpret_cast<float*>(dOs + 2 * tile_elems<T, D>());  // [2][64], log2 units
-  float* d_s = lse_s + 2 * kRows;                                      // [2][64]
+  T* Qs = Vs + tile_elems<T, D>();  // [stages]
+  T* dOs = Qs + stages<T>() * tile_elems<T, D>();  // [stages]
+  float* lse_s = reinterpret_cast<float*>(dOs + stages<T>() * tile_elems<T, D>());  // [stages][64], log2 units
+  float* d_s = lse_s + stages<T>() * kRows;                                      // [stages][64]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, E = p.E;
   const int64_t n = blockIdx.x, j0 = static_cast<int64_t>(blockIdx.y) * kRows, key0 = j0 + warp * 16;
-  const T* qb = q + n * p.L * E;
-  const T* gb = go + n * p.L * E;
+  const T* qb = q + start(p.q, p.H, n);
+  const T* gb = go + start(p.go, p.H, n);
   const float* lb = lse + n * p.L;
   const float* db = delta + n * p.L;
   // Causal: queries before the block's first key see none of its keys.
@@ -623,8 +664,8 @@ __global__ void __launch_bounds__(kThreads)
   const int tiles = i_begin < p.L ? static_cast<int>((p.L - i_begin + kRows - 1) / kRows) : 0;
   auto stage = [&](int j, int buf) {
     const int64_t i0 = i_begin + int64_t(j) * kRows;
-    load_tile_async<D, T>(Qs + buf * tile_elems<T, D>(), qb, i0, p.L, E);
-    load_tile_async<D, T>(dOs + buf * tile_elems<T, D>(), gb, i0, p.L, E);
+    load_tile_async<D, T>(Qs + buf * tile_elems<T, D>(), qb, p.q.row, i0, p.L, E);
+    load_tile_async<D, T>(dOs + buf * tile_elems<T, D>(), gb, p.go.row, i0, p.L, E);
     for (int r = threadIdx.x; r < kRows; r += kThreads) {
       const bool in = i0 + r < p.L;
       const float x = in ? lb[i0 + r] : INFINITY;
@@ -632,8 +673,8 @@ __global__ void __launch_bounds__(kThreads)
       d_s[buf * kRows + r] = in ? db[i0 + r] : 0.0f;
     }
   };
-  load_tile_async<D, T>(Ks, k + n * p.S * E, j0, p.S, E);
-  load_tile_async<D, T>(Vs, v + n * p.S * E, j0, p.S, E);
+  load_tile_async<D, T>(Ks, k + start(p.k, p.H, n), p.k.row, j0, p.S, E);
+  load_tile_async<D, T>(Vs, v + start(p.v, p.H, n), p.v.row, j0, p.S, E);
   if (tiles > 0) stage(0, 0);
   cp_async_commit();
   const float c = p.scale * kLog2e;
@@ -641,8 +682,8 @@ __global__ void __launch_bounds__(kThreads)
   zero<D>(dkacc);
   zero<D>(dvacc);
   for (int j = 0; j < tiles; ++j) {
-    const int buf = j & 1;
-    next_tile(j, tiles, stage);
+    const int buf = buffer<T>(j);
+    next_tile<stages<T>()>(j, tiles, stage);
     const T* Qt = Qs + buf * tile_elems<T, D>();
     const T* dOt = dOs + buf * tile_elems<T, D>();
     const float* ls = lse_s + buf * kRows;
@@ -671,17 +712,19 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<D, T>(dv + n * p.S * E, dvacc, key0, p.S, E, 1.0f, 1.0f, lane);
 }
 
-// delta[r] = sum_e dO[r, e] O[r, e] - grad_lse[r] (grad_lse may be null): a warp per row.
+// delta[r] = sum_e dO[r, e] O[r, e] - grad_lse[r] (grad_lse may be null): a warp per row r = n L + i.
 template <class T>
-__global__ void __launch_bounds__(kThreads) row_delta(int64_t rows, int E, const T* __restrict__ go,
-                                                      const T* __restrict__ o, const float* __restrict__ glse,
-                                                      float* __restrict__ delta) {
+__global__ void __launch_bounds__(kThreads) row_delta(Problem p, const T* __restrict__ go, const T* __restrict__ o,
+                                                      const float* __restrict__ glse, float* __restrict__ delta) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
-  if (r >= rows) return;
-  const int lane = threadIdx.x & 31;
+  if (r >= p.N * p.L) return;
+  const int lane = threadIdx.x & 31, E = p.E;
+  const int64_t n = r / p.L, i = r % p.L;
+  const T* gr = go + start(p.go, p.H, n) + i * p.go.row;
+  const T* orow = o + start(p.o, p.H, n) + i * p.o.row;
   float d = 0.0f;
   for (int e = 2 * lane; e < E; e += 64) {
-    const float2 a = to_float2(go + r * E + e), b = to_float2(o + r * E + e);
+    const float2 a = to_float2(gr + e), b = to_float2(orow + e);
     d += a.x * b.x + a.y * b.y;
   }
   for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
@@ -726,7 +769,7 @@ cudaError_t launch_backward(const Problem& p, const T* go, const T* q, const T* 
   const int64_t rows = p.N * p.L;
   if (rows > 0) {
     row_delta<T><<<static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32)), kThreads, 0, s>>>(
-        rows, p.E, go, out, grad_lse, delta);
+        p, go, out, grad_lse, delta);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
