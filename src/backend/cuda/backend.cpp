@@ -257,9 +257,8 @@ void full_kernel(const OpCall& c, std::vector<Tensor>& outs) {
               current_cuda_stream(out.device().index));
 }
 
-// arange/linspace/eye, tril/triu_indices, randint and randperm: computed by the CPU kernel and
-// uploaded, so the values are the CPU's exactly (random ones too: seed and offset are attributes,
-// so the Philox stream is the same).
+// tril/triu_indices and randperm: computed by the CPU kernel and uploaded, so the values are the
+// CPU's exactly (randperm's too: seed and offset are attributes, so the Philox stream is the same).
 void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   KernelFn cpu = op_info(c.op).kernels[static_cast<int>(DeviceType::CPU)];
   KILN_CHECK(cpu, c.name(), ": not supported yet on cuda (no CPU kernel to stage through)");
@@ -313,9 +312,38 @@ namespace {
 
 KILN_REGISTER_KERNEL(empty, CUDA, empty_kernel);
 KILN_REGISTER_KERNEL(full, CUDA, full_kernel);
-KILN_REGISTER_KERNEL(arange, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(linspace, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(eye, CUDA, via_cpu_kernel);
+// arange/linspace/eye on the device (random.cu): element i computed as the CPU kernel does
+// (backend/cpu/creation.cpp), so the values are the CPU's exactly. The output is a factory's: dense.
+void arange_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const Scalar &start = c.attrs.s(0), &step = c.attrs.s(2);
+  const bool integral =
+      (!start.is_floating_point() && !step.is_floating_point() && !c.attrs.s(1).is_floating_point()) ||
+      is_integral(out.dtype());
+  DeviceGuard g(out.device().index);
+  launch_arange(out.dtype(), out.unsafe_impl()->data(), out.numel(), integral, integral ? start.to_long() : 0,
+                integral ? step.to_long() : 0, integral ? 0.0 : start.to_double(), integral ? 0.0 : step.to_double(),
+                current_cuda_stream(out.device().index));
+}
+void linspace_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const double a = c.attrs.f(0), z = c.attrs.f(1);
+  const int64_t n = c.attrs.i(2);
+  KILN_CHECK(out.numel() == n, "linspace: internal: output of ", out.numel(), " elements for ", n, " steps");
+  const double step = n > 1 ? (z - a) / static_cast<double>(n - 1) : 0.0;  // on the host, as the CPU
+  DeviceGuard g(out.device().index);
+  launch_linspace(out.dtype(), out.unsafe_impl()->data(), n, a, z, step, current_cuda_stream(out.device().index));
+}
+void eye_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const int64_t n = c.attrs.i(0), m = c.attrs.i(1);
+  KILN_CHECK(out.numel() == n * m, "eye: internal: output of ", out.numel(), " elements for ", n, " x ", m);
+  DeviceGuard g(out.device().index);
+  launch_eye(out.dtype(), out.unsafe_impl()->data(), n, m, current_cuda_stream(out.device().index));
+}
+KILN_REGISTER_KERNEL(arange, CUDA, arange_kernel);
+KILN_REGISTER_KERNEL(linspace, CUDA, linspace_kernel);
+KILN_REGISTER_KERNEL(eye, CUDA, eye_kernel);
 // The random factories on the device (random.cu): the CPU's numbers, drawn there. The output is
 // dense (a factory's), element i the CPU kernel's element i.
 void uniform_kernel(const OpCall& c, std::vector<Tensor>& outs) {
@@ -332,9 +360,17 @@ void normal_kernel(const OpCall& c, std::vector<Tensor>& outs) {
                 static_cast<uint64_t>(c.attrs.i(5)), static_cast<uint64_t>(c.attrs.i(6)),
                 current_cuda_stream(out.device().index));
 }
+// randint: (low, high, size, dtype, device, seed, offset)
+void randint_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  DeviceGuard g(out.device().index);
+  launch_randint(out.dtype(), out.unsafe_impl()->data(), out.numel(), c.attrs.i(0), c.attrs.i(1),
+                 static_cast<uint64_t>(c.attrs.i(5)), static_cast<uint64_t>(c.attrs.i(6)),
+                 current_cuda_stream(out.device().index));
+}
 KILN_REGISTER_KERNEL(uniform, CUDA, uniform_kernel);
 KILN_REGISTER_KERNEL(normal, CUDA, normal_kernel);
-KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(randint, CUDA, randint_kernel);
 KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
