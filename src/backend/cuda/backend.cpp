@@ -376,9 +376,6 @@ KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(unique, CUDA, staged_on_cpu);
 KILN_REGISTER_KERNEL(unique_consecutive, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(bincount, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(histc, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(scatter_reduce, CUDA, staged_on_cpu);
 
 }  // namespace
 }  // namespace kiln::cuda
