@@ -22,6 +22,8 @@ __device__ inline T to_elem(From v) {
     return v != From(0);
   else if constexpr (is_reduced_float_v<T>)
     return T(static_cast<float>(v));
+  else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<T> && sizeof(T) < 4)
+    return static_cast<T>(static_cast<int32_t>(v));  // x86 truncates to int32 and wraps; PTX would saturate
   else
     return static_cast<T>(v);
 }
