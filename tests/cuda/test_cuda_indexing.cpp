@@ -72,8 +72,8 @@ TEST(CudaIndexing, ScatterReduceEveryReductionMatchesCpu) {
   Tensor idx = indices({5, 6, 7}, 5, 40);
   for (const char* r : {"amax", "amin"})
     for (Tensor s : {st, xn})
-      expect_close(scatter_reduce(x.cuda(), 0, idx.cuda(), s.cuda(), r, true), scatter_reduce(x, 0, idx, s, r, true),
-                   0, 0);
+      expect_close(scatter_reduce(x.cuda(), 0, idx.cuda(), s.cuda(), r, true), scatter_reduce(x, 0, idx, s, r, true), 0,
+                   0);
   Tensor bad = full({1, 6, 7}, 9, TensorOptions(DType::Int64));
   testing::expect_error([&] { (void)scatter_reduce(x.cuda(), 0, bad.cuda(), src.cuda(), "amax", true); },
                         {"index 9 is out of bounds for dimension 0 with size 5"});
@@ -97,6 +97,9 @@ TEST(CudaIndexing, HistcAndBincountMatchCpu) {
     expect_close(histc(strided.cuda(), 64, -5, 5), histc(strided, 64, -5, 5), 0, 0);
     Tensor none = empty({0}, TensorOptions(dt));
     expect_close(histc(none.cuda(), 5, 0, 0), histc(none, 5, 0, 0), 0, 0);
+    Tensor same = full({5}, -2.0, TensorOptions(dt));  // min == max of the input too: [min - 1, max + 1]
+    expect_close(histc(same.cuda(), 4, 3, 3), histc(same, 4, 3, 3), 0, 0);
+    testing::expect_error([&] { (void)histc(edges.cuda(), 4, 0, 0); }, {"histc: range of [nan, nan] is not finite"});
   }
   for (DType dt : {DType::Int64, DType::Int32, DType::Int16, DType::Int8, DType::UInt8}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));

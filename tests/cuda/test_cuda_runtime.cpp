@@ -164,8 +164,8 @@ TEST(CudaRuntime, FactoriesOnTheDevice) {
 // every dtype (float arange/linspace would differ in the last bit if a + i * k became one FMA).
 TEST(CudaRuntime, DeviceFactoriesEqualTheCpuInEveryDtype) {
   KILN_REQUIRE_CUDA();
-  const DType dtypes[] = {DType::Bool,    DType::UInt8,    DType::Int8,    DType::Int16,   DType::Int32,
-                          DType::Int64,   DType::Float16,  DType::BFloat16, DType::Float32, DType::Float64};
+  const DType dtypes[] = {DType::Bool,  DType::UInt8,   DType::Int8,     DType::Int16,   DType::Int32,
+                          DType::Int64, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
   for (DType dt : dtypes) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     TensorOptions cpu(dt), cu = cpu.device(Device("cuda"));

@@ -218,8 +218,7 @@ __device__ inline C div_rn(C a, C b) {
 }
 
 template <class T, class C>
-__global__ void histc_kernel(const T* x, int64_t n, int64_t bins, C l, C h, C width, C nb,
-                             unsigned long long* count) {
+__global__ void histc_kernel(const T* x, int64_t n, int64_t bins, C l, C h, C width, C nb, unsigned long long* count) {
   auto r = [](C v) { return static_cast<C>(T(v)); };
   int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -242,6 +241,33 @@ __global__ void int_min_max_kernel(const T* x, int64_t n, long long* min_max) {
   }
   atomicMin(min_max, mn);
   atomicMax(min_max + 1, mx);
+}
+
+// The smallest and largest value as order-preserving keys of their float64 bits (negative values
+// flipped whole, others with the sign bit set), and whether any is NaN.
+__device__ inline unsigned long long order_key(double v) {
+  const unsigned long long u = static_cast<unsigned long long>(__double_as_longlong(v));
+  return (u >> 63) ? ~u : u | (1ull << 63);
+}
+
+template <class T>
+__global__ void float_min_max_kernel(const T* x, int64_t n, unsigned long long* keys) {
+  unsigned long long mn = ~0ull, mx = 0ull, nan = 0ull;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const double v =
+        static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(x[i]));
+    if (v != v) {
+      nan = 1ull;
+      continue;
+    }
+    const unsigned long long k = order_key(v);
+    mn = k < mn ? k : mn;
+    mx = k > mx ? k : mx;
+  }
+  atomicMin(keys, mn);
+  atomicMax(keys + 1, mx);
+  if (nan) atomicOr(keys + 2, nan);
 }
 
 template <class T>
@@ -314,7 +340,16 @@ void launch_histc(DType t, const void* x, int64_t n, int64_t bins, double lo, do
     auto r = [](C v) { return static_cast<C>(T(v)); };  // on the host, as the CPU kernel
     const C l = r(C(lo)), h = r(C(hi)), width = r(h - l), nb = r(C(bins));
     histc_kernel<T, C><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n, bins, l, h, width, nb,
-                                                              static_cast<unsigned long long*>(count));
+                                                             static_cast<unsigned long long*>(count));
+  });
+  check_launch();
+}
+
+void launch_float_min_max(DType t, const void* x, int64_t n, uint64_t* keys, cudaStream_t stream) {
+  if (n == 0) return;
+  visit_floating(t, "histc", [&]<class T>() {
+    float_min_max_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n,
+                                                                  reinterpret_cast<unsigned long long*>(keys));
   });
   check_launch();
 }
@@ -322,8 +357,8 @@ void launch_histc(DType t, const void* x, int64_t n, int64_t bins, double lo, do
 void launch_int_min_max(DType t, const void* x, int64_t n, int64_t* min_max, cudaStream_t stream) {
   if (n == 0) return;
   visit_index_integer(t, "bincount", [&]<class T>() {
-    int_min_max_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n,
-                                                                 reinterpret_cast<long long*>(min_max));
+    int_min_max_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n, reinterpret_cast<long long*>(min_max));
   });
   check_launch();
 }
@@ -332,7 +367,7 @@ void launch_bincount(DType t, const void* x, int64_t n, int64_t* count, cudaStre
   if (n == 0) return;
   visit_index_integer(t, "bincount", [&]<class T>() {
     bincount_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n,
-                                                              reinterpret_cast<unsigned long long*>(count));
+                                                             reinterpret_cast<unsigned long long*>(count));
   });
   check_launch();
 }

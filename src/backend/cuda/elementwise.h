@@ -69,6 +69,10 @@ void launch_mean_divide(const ElementwiseArgs& a, cudaStream_t stream);
 // the CPU kernel's bin rule; lo < hi, both finite (the caller checks).
 void launch_histc(DType t, const void* x, int64_t n, int64_t bins, double lo, double hi, void* count,
                   cudaStream_t stream);
+// Over n dense floating values of dtype t: keys[0] = min(keys[0], key(x)), keys[1] = max(keys[1],
+// key(x)) for the non-NaN ones, keys[2] |= 1 if one is NaN; key(x) orders like x: x's float64
+// bits, negative ones flipped, others with the sign bit set (float_from_order_key undoes it).
+void launch_float_min_max(DType t, const void* x, int64_t n, uint64_t* keys, cudaStream_t stream);
 // min_max[0] = min(min_max[0], x), min_max[1] = max(min_max[1], x) over n dense integers of dtype t.
 void launch_int_min_max(DType t, const void* x, int64_t n, int64_t* min_max, cudaStream_t stream);
 // count[x[i]] += 1 over n dense non-negative integers of dtype t (count large enough, zeroed).

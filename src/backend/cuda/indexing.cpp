@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -165,24 +166,48 @@ void scatter_reduce_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(scatter_reduce, CUDA, scatter_reduce_kernel);
 
+double float_from_order_key(uint64_t k) {
+  const uint64_t u = (k >> 63) ? k & ~(uint64_t(1) << 63) : ~k;
+  double v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
 // histc: counts in int64 by atomics (exact and deterministic), converted to the output's dtype as
-// the CPU kernel does. The input's own range (min == max, its aminmax with NaN propagating) and
-// the CPU's errors go through the CPU kernel (Note [CUDA staged through the CPU]).
+// the CPU kernel does. With min == max the range is the input's (the CPU's aminmax: NaN makes it
+// NaN, and so an error), read back from the device, as PyTorch's CUDA histc syncs for it too.
+// Non-floating inputs and a bin count the CPU refuses go through the CPU kernel for its errors.
 void histc_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& x = c.in(0);
   const int64_t bins = c.attrs.i(0), n = x.numel();
   double lo = c.attrs.s(1).to_double(), hi = c.attrs.s(2).to_double();
-  if (!is_floating_point(x.dtype()) || bins < 1 || outs[0].numel() != bins || (lo == hi && n > 0))
-    return staged_on_cpu(c, outs);
-  if (lo == hi) lo -= 1, hi += 1;
-  KILN_CHECK(std::isfinite(lo) && std::isfinite(hi), "histc: range of [", lo, ", ", hi, "] is not finite");
-  KILN_CHECK(lo < hi, "histc: max must be larger than min, got min ", lo, " and max ", hi);
+  if (!is_floating_point(x.dtype()) || bins < 1 || outs[0].numel() != bins) return staged_on_cpu(c, outs);
   const Device dev = x.device();
   DeviceGuard g(dev.index);
   cudaStream_t s = current_cuda_stream(dev.index);
+  Tensor xc = dense_as(x, x.dtype());
+  if (lo == hi && n > 0) {
+    uint64_t host[3] = {~uint64_t(0), 0, 0};
+    Tensor keys = make_tensor({3}, DType::Int64, dev);
+    auto* kp = reinterpret_cast<uint64_t*>(keys.unsafe_impl()->data());
+    KILN_CUDA_CHECK(cudaMemcpyAsync(kp, host, sizeof host, cudaMemcpyHostToDevice, s),
+                    "cudaMemcpyAsync (host to device)");
+    launch_float_min_max(x.dtype(), xc.unsafe_impl()->data(), n, kp, s);
+    KILN_CUDA_CHECK(cudaMemcpyAsync(host, kp, sizeof host, cudaMemcpyDeviceToHost, s),
+                    "cudaMemcpyAsync (device to host)");
+    KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    if (host[2] != 0) {
+      lo = hi = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      lo = float_from_order_key(host[0]);
+      hi = float_from_order_key(host[1]);
+    }
+  }
+  if (lo == hi) lo -= 1, hi += 1;
+  KILN_CHECK(std::isfinite(lo) && std::isfinite(hi), "histc: range of [", lo, ", ", hi, "] is not finite");
+  KILN_CHECK(lo < hi, "histc: max must be larger than min, got min ", lo, " and max ", hi);
   Tensor count = make_tensor({bins}, DType::Int64, dev);
   KILN_CUDA_CHECK(cudaMemsetAsync(count.unsafe_impl()->data(), 0, count.nbytes(), s), "cudaMemsetAsync");
-  Tensor xc = dense_as(x, x.dtype());
   launch_histc(x.dtype(), xc.unsafe_impl()->data(), n, bins, lo, hi, count.unsafe_impl()->data(), s);
   copy_same_device(outs[0], count);
 }

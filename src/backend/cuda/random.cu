@@ -28,7 +28,7 @@ __device__ inline T to_elem(From v) {
     return static_cast<T>(v);
 }
 
-#define KILN_GRID_STRIDE(i, n)                                                                       \
+#define KILN_GRID_STRIDE(i, n)                                                           \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
@@ -38,8 +38,8 @@ template <class T>
 __global__ void arange_kernel(T* out, int64_t n, bool integral, int64_t ia, int64_t ik, double fa, double fk) {
   KILN_GRID_STRIDE(i, n) {
     if (integral)  // wraps as the CPU's int64 arithmetic (computed unsigned: no UB)
-      out[i] = to_elem<T>(static_cast<int64_t>(static_cast<uint64_t>(ia) +
-                                                static_cast<uint64_t>(i) * static_cast<uint64_t>(ik)));
+      out[i] = to_elem<T>(
+          static_cast<int64_t>(static_cast<uint64_t>(ia) + static_cast<uint64_t>(i) * static_cast<uint64_t>(ik)));
     else
       out[i] = to_elem<T>(__dadd_rn(fa, __dmul_rn(static_cast<double>(i), fk)));
   }
