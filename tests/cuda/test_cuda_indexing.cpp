@@ -118,6 +118,49 @@ TEST(CudaIndexing, HistcAndBincountMatchCpu) {
                         {"bincount only supports 1-d non-negative integral inputs, got the value -3"});
 }
 
+// unique/unique_consecutive without a dim on the device (Note [CUDA unique]): values, inverse and
+// counts equal the CPU's, with NaN (each its own value), -0 and +0 (one value: the first's bits),
+// ties, a strided input; with a dim and empty inputs they are staged.
+TEST(CudaIndexing, UniqueMatchesCpu) {
+  KILN_REQUIRE_CUDA();
+  auto check = [](const Tensor& x) {
+    for (bool inv : {false, true})
+      for (bool cnt : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(x.dtype())) + (inv ? " inverse" : "") + (cnt ? " counts" : ""));
+        auto [v, i, n] = unique(x.cuda(), true, inv, cnt);
+        auto [wv, wi, wn] = unique(x, true, inv, cnt);
+        expect_close(v, wv, 0, 0);
+        expect_close(i, wi, 0, 0);
+        expect_close(n, wn, 0, 0);
+        auto [cv, ci, cn] = unique_consecutive(x.cuda(), inv, cnt);
+        auto [cwv, cwi, cwn] = unique_consecutive(x, inv, cnt);
+        expect_close(cv, cwv, 0, 0);
+        expect_close(ci, cwi, 0, 0);
+        expect_close(cn, cwn, 0, 0);
+      }
+  };
+  Tensor r = indices({6, 500}, 40, 25);
+  for (DType dt : {DType::Int64, DType::Int32, DType::Int16, DType::UInt8, DType::Bool, DType::Float32, DType::Float64,
+                   DType::Float16, DType::BFloat16})
+    check(r.to(dt));
+  check(r.transpose(0, 1));
+  check(std::get<0>(sort(r, 1)).to(DType::Float32));  // long runs for unique_consecutive
+  Tensor special = tensor<double>({3, -0.0, std::nan(""), 0.0, 1, std::nan(""), -0.0, 3, -1, 0.0});
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16}) {
+    Tensor sd = special.to(dt);
+    check(sd);
+    auto [v, i, n] = unique(sd.cuda());
+    EXPECT_EQ(std::signbit(v.cpu().to(DType::Float64).to_vector<double>()[1]),
+              std::signbit(std::get<0>(unique(sd)).to(DType::Float64).to_vector<double>()[1]));
+  }
+  check(empty({0, 3}));
+  auto [dv, di, dn] = unique(r.cuda(), true, true, true, 1);
+  auto [wdv, wdi, wdn] = unique(r, true, true, true, 1);
+  expect_close(dv, wdv, 0, 0);
+  expect_close(di, wdi, 0, 0);
+  expect_close(dn, wdn, 0, 0);
+}
+
 TEST(CudaIndexing, OutOfRangeIndexIsAnError) {
   KILN_REQUIRE_CUDA();
   Tensor x = ones({3, 4}).cuda();

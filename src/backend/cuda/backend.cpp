@@ -374,8 +374,6 @@ KILN_REGISTER_KERNEL(randint, CUDA, randint_kernel);
 KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(unique, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(unique_consecutive, CUDA, staged_on_cpu);
 
 }  // namespace
 }  // namespace kiln::cuda
