@@ -79,8 +79,9 @@ TEST(CudaIndexing, ScatterReduceEveryReductionMatchesCpu) {
                         {"index 9 is out of bounds for dimension 0 with size 5"});
 }
 
-// histc and bincount on the device: int64 counts by atomics, exact. histc's edges: the last bin
-// closed, values outside [min, max] and NaN left out, min == max (the input's range, staged).
+// histc and bincount on the device: int64 counts by atomics, exact; weighted bincount's sums in the CPU's order.
+// histc's edges: the last bin closed, values outside [min, max] and NaN left out, min == max (the input's range,
+// staged).
 TEST(CudaIndexing, HistcAndBincountMatchCpu) {
   KILN_REQUIRE_CUDA();
   manual_seed(22);
@@ -112,7 +113,18 @@ TEST(CudaIndexing, HistcAndBincountMatchCpu) {
     expect_close(bincount(none.cuda(), {}, 3), bincount(none, {}, 3), 0, 0);
   }
   Tensor v = indices({3000}, 100, 24), w = randn({3000});
-  expect_close(bincount(v.cuda(), w.cuda()), bincount(v, w), 0, 0);  // weighted: staged, the CPU's sums
+  // Weighted: the CPU's sums bit for bit (each bin added in input order), float32 or float64.
+  for (DType wt : {DType::Float32, DType::Float64, DType::Float16, DType::Int32}) {
+    SCOPED_TRACE(std::string("weights ") + std::string(dtype_name(wt)));
+    Tensor wd = (wt == DType::Int32 ? (w * 10).round() : w).to(wt);
+    expect_close(bincount(v.cuda(), wd.cuda()), bincount(v, wd), 0, 0);
+    expect_close(bincount(v.cuda(), wd.cuda(), 300), bincount(v, wd, 300), 0, 0);
+  }
+  Tensor vs = v.reshape({30, 100}).transpose(0, 1).reshape({-1}),
+         ws = w.reshape({100, 30}).transpose(0, 1).reshape({-1});
+  expect_close(bincount(vs.cuda(), ws.cuda()), bincount(vs, ws), 0, 0);
+  Tensor none = empty({0}, TensorOptions(DType::Int64));
+  expect_close(bincount(none.cuda(), empty({0}).cuda(), 4), bincount(none, empty({0}), 4), 0, 0);
   Tensor neg = tensor<int64_t>({1, 4, -3, 2});
   testing::expect_error([&] { (void)bincount(neg.cuda()); },
                         {"bincount only supports 1-d non-negative integral inputs, got the value -3"});

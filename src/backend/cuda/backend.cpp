@@ -273,9 +273,9 @@ void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 // A few cases run the CPU kernel on downloaded inputs and upload the results: correct and the
 // CPU's exactly, slow on large inputs. What is left of them, each a candidate for a device kernel:
 // unique/unique_consecutive with a dim (slices compare whole; without one they run on the device,
-// Note [CUDA unique]), weighted bincount (float sums in atomic order would differ run to run),
-// and the error paths of bincount and histc (the CPU kernel raises its own message). Everything
-// else of unique, bincount, histc and scatter_reduce (Note [CUDA scatter_reduce]) runs on the device.
+// Note [CUDA unique]), and the error paths of bincount and histc (the CPU kernel raises its own
+// message). Everything else of unique, bincount (weighted too: the CPU's sums in its order),
+// histc and scatter_reduce (Note [CUDA scatter_reduce]) runs on the device.
 void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs) {
   const OpInfo& info = op_info(c.op);
   KernelFn cpu = info.kernels[static_cast<int>(DeviceType::CPU)];

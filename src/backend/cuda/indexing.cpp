@@ -18,6 +18,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/sort.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/dispatch.h"
 #include "ops/indexing.h"
@@ -213,19 +214,22 @@ void histc_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(histc, CUDA, histc_kernel);
 
-// bincount without weights: the input's min and max read back (the output's length depends on
-// them, as PyTorch's CUDA bincount syncs too), then int64 counts by atomics (exact). Weighted
-// counts are float sums whose atomic order would vary run to run (not the CPU's numbers), so they
-// and every error (a negative value: the CPU names the first) go through the CPU kernel.
+// bincount: the input's min and max read back (the output's length depends on them, as
+// PyTorch's CUDA bincount syncs too), then int64 counts by atomics (exact). With weights the sums
+// are the CPU's bit for bit, deterministic: a stable sort of the input puts each bin's elements
+// together in their original order, and one thread per bin adds its weights in that order (in
+// float32 for float32 weights, else float64, as the CPU), from the counts' prefix sums. Errors (a
+// negative value: the CPU names the first) go through the CPU kernel for its messages.
 void bincount_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor &x = c.in(0), &w = c.in(1);
-  const int64_t minlength = c.attrs.i(0);
-  if (w.defined() || !is_integral(x.dtype()) || x.dim() != 1 || minlength < 0) return staged_on_cpu(c, outs);
+  const int64_t minlength = c.attrs.i(0), n = x.numel();
+  if (!is_integral(x.dtype()) || x.dim() != 1 || minlength < 0 || n >= (int64_t(1) << 31) ||
+      (w.defined() && (w.dim() != 1 || w.numel() != n)))
+    return staged_on_cpu(c, outs);
   const Device dev = x.device();
   DeviceGuard g(dev.index);
   cudaStream_t s = current_cuda_stream(dev.index);
   Tensor xc = dense_as(x, x.dtype());
-  const int64_t n = x.numel();
   int64_t len = minlength;
   if (n > 0) {
     Tensor mm = make_tensor({2}, DType::Int64, dev);
@@ -241,9 +245,32 @@ void bincount_kernel(const OpCall& c, std::vector<Tensor>& outs) {
     if (host[0] < 0) return staged_on_cpu(c, outs);  // raises the CPU's error
     len = std::max(len, host[1] + 1);
   }
-  Tensor out = make_tensor({len}, DType::Int64, dev);
-  KILN_CUDA_CHECK(cudaMemsetAsync(out.unsafe_impl()->data(), 0, out.nbytes(), s), "cudaMemsetAsync");
-  launch_bincount(x.dtype(), xc.unsafe_impl()->data(), n, reinterpret_cast<int64_t*>(out.unsafe_impl()->data()), s);
+  auto i64 = [](const Tensor& t) { return reinterpret_cast<int64_t*>(t.unsafe_impl()->data()); };
+  Tensor count = make_tensor({len}, DType::Int64, dev);
+  KILN_CUDA_CHECK(cudaMemsetAsync(count.unsafe_impl()->data(), 0, count.nbytes(), s), "cudaMemsetAsync");
+  launch_bincount(x.dtype(), xc.unsafe_impl()->data(), n, i64(count), s);
+  if (!w.defined()) {
+    outs = {count};
+    return;
+  }
+  const DType out_t = w.dtype() == DType::Float32 ? DType::Float32 : DType::Float64;
+  Tensor wc = dense_as(w, out_t);  // the CPU's cast_to: the same conversion
+  Tensor out = make_tensor({len}, out_t, dev);
+  Tensor perm = make_tensor({n}, DType::Int64, dev), ends = make_tensor({len}, DType::Int64, dev);
+  if (n > 0) {
+    Tensor sorted = make_tensor({n}, x.dtype(), dev);
+    const size_t bytes = sort_rows_workspace(x.dtype(), 1, n, false);
+    Tensor ws = make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, dev);
+    launch_sort_rows(x.dtype(), xc.unsafe_impl()->data(), sorted.unsafe_impl()->data(), i64(perm), 1, n, n, false,
+                     ws.unsafe_impl()->data(), bytes, s);
+  }
+  if (len > 0) {
+    const size_t bytes = inclusive_sum_workspace(len);
+    Tensor ws = make_tensor({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::UInt8, dev);
+    launch_inclusive_sum(i64(count), i64(ends), len, ws.unsafe_impl()->data(), bytes, s);
+  }
+  launch_segment_sums(out_t, wc.unsafe_impl()->data(), i64(perm), i64(count), i64(ends), len, out.unsafe_impl()->data(),
+                      s);
   outs = {out};
 }
 KILN_REGISTER_KERNEL(bincount, CUDA, bincount_kernel);

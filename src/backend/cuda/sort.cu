@@ -193,6 +193,19 @@ __global__ void unique_scatter_kernel(const W* x, const int64_t* perm, const int
   }
 }
 
+// Weighted bincount: bin b's sum of w[perm[j]] over its segment [ends[b] - count[b], ends[b]),
+// added in order from 0 (the CPU's order when perm is a stable sort of the input).
+template <class T>
+__global__ void segment_sums_kernel(const T* w, const int64_t* perm, const int64_t* count, const int64_t* ends,
+                                    int64_t bins, T* out) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < bins; b += step) {
+    T acc = T(0);
+    for (int64_t j = ends[b] - count[b]; j < ends[b]; ++j) acc += w[perm[j]];
+    out[b] = acc;
+  }
+}
+
 // Items move as raw bytes of their width: four CUB instantiations.
 template <class F>
 void visit_width(size_t elem_size, F&& f) {
@@ -251,6 +264,22 @@ void launch_unique_scatter(const void* x, size_t elem_size, const int64_t* perm,
                                                               static_cast<W*>(values), inverse,
                                                               reinterpret_cast<unsigned long long*>(counts));
   });
+  check_launch();
+}
+
+void launch_segment_sums(DType t, const void* w, const int64_t* perm, const int64_t* count, const int64_t* ends,
+                         int64_t bins, void* out, cudaStream_t s) {
+  if (bins == 0) return;
+  auto run = [&]<class T>() {
+    segment_sums_kernel<T>
+        <<<grid_for(bins), kThreads, 0, s>>>(static_cast<const T*>(w), perm, count, ends, bins, static_cast<T*>(out));
+  };
+  if (t == DType::Float32)
+    run.template operator()<float>();
+  else if (t == DType::Float64)
+    run.template operator()<double>();
+  else
+    KILN_FAIL("bincount: internal: weights summed in float32 or float64, got ", t);
   check_launch();
 }
 

@@ -30,6 +30,10 @@ void launch_inclusive_sum(const int64_t* in, int64_t* out, int64_t n, void* work
 void launch_unique_scatter(const void* x, size_t elem_size, const int64_t* perm, const int64_t* starts,
                            const int64_t* group, int64_t n, void* values, int64_t* inverse, int64_t* counts,
                            cudaStream_t s);
+// Weighted bincount (indexing.cpp): out[b] = the sum, in order from 0, of w[perm[j]] for j in
+// [ends[b] - count[b], ends[b]), b < bins; t (w's and out's dtype) float32 or float64.
+void launch_segment_sums(DType t, const void* w, const int64_t* perm, const int64_t* count, const int64_t* ends,
+                         int64_t bins, void* out, cudaStream_t s);
 // flags[i] = x[i] != 0 (NaN counts, -0 does not) for the dense x of dtype t.
 void launch_nonzero_flags(DType t, const void* x, uint8_t* flags, int64_t n, cudaStream_t s);
 // out[i] = i for i < n.
