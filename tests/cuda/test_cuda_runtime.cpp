@@ -160,8 +160,9 @@ TEST(CudaRuntime, FactoriesOnTheDevice) {
   expect_close(d, dropout(ones({1000}), 0.5, true), 0, 0);
 }
 
-// arange/linspace/eye/randint run on the device (random.cu): the CPU kernels' values exactly, in
-// every dtype (float arange/linspace would differ in the last bit if a + i * k became one FMA).
+// arange/linspace/eye/randint/randperm run on the device (random.cu): the CPU kernels' values
+// exactly, in every dtype (float arange/linspace would differ in the last bit if a + i * k became
+// one FMA).
 TEST(CudaRuntime, DeviceFactoriesEqualTheCpuInEveryDtype) {
   KILN_REQUIRE_CUDA();
   const DType dtypes[] = {DType::Bool,  DType::UInt8,   DType::Int8,     DType::Int16,   DType::Int32,
@@ -196,6 +197,15 @@ TEST(CudaRuntime, DeviceFactoriesEqualTheCpuInEveryDtype) {
   manual_seed(12);
   Tensor empty = randint(0, 5, {0, 3}, TensorOptions(DType::Int64).device(Device("cuda")));
   EXPECT_EQ(empty.numel(), 0);
+  // randperm: a stable sort of the CPU's 64-bit draws, so the CPU's permutation.
+  for (DType dt : {DType::Int64, DType::Int32, DType::Int16, DType::Float32, DType::Float64})
+    for (int64_t n : {0, 1, 7, 5000}) {
+      SCOPED_TRACE("randperm " + std::string(dtype_name(dt)) + " " + std::to_string(n));
+      manual_seed(13);
+      Tensor on_cuda = randperm(n, TensorOptions(dt).device(Device("cuda")));
+      manual_seed(13);
+      expect_close(on_cuda, randperm(n, TensorOptions(dt)), 0, 0);
+    }
 }
 
 TEST(CudaRuntime, StreamsAndEvents) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/host_allocator.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/random.h"
+#include "backend/cuda/sort.h"
 #include "dispatch/dispatch.h"
 #include "kiln/cuda.h"
 
@@ -257,8 +258,8 @@ void full_kernel(const OpCall& c, std::vector<Tensor>& outs) {
               current_cuda_stream(out.device().index));
 }
 
-// tril/triu_indices and randperm: computed by the CPU kernel and uploaded, so the values are the
-// CPU's exactly (randperm's too: seed and offset are attributes, so the Philox stream is the same).
+// tril/triu_indices (and randperm beyond 2^31 elements): computed by the CPU kernel and uploaded,
+// so the values are the CPU's exactly (seed and offset are attributes: the same Philox stream).
 void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   KernelFn cpu = op_info(c.op).kernels[static_cast<int>(DeviceType::CPU)];
   KILN_CHECK(cpu, c.name(), ": not supported yet on cuda (no CPU kernel to stage through)");
@@ -273,8 +274,8 @@ void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 // A few cases run the CPU kernel on downloaded inputs and upload the results: correct and the
 // CPU's exactly, slow on large inputs. What is left of them, each a candidate for a device kernel:
 // unique/unique_consecutive with a dim (slices compare whole; without one they run on the device,
-// Note [CUDA unique]), and the error paths of bincount and histc (the CPU kernel raises its own
-// message). Everything else of unique, bincount (weighted too: the CPU's sums in its order),
+// Note [CUDA unique]), unique and bincount over 2^31 elements or more (the sort's limit), and
+// the error paths of bincount and histc (the CPU kernel raises its own message). Everything else of unique, bincount (weighted too: the CPU's sums in its order),
 // histc and scatter_reduce (Note [CUDA scatter_reduce]) runs on the device.
 void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs) {
   const OpInfo& info = op_info(c.op);
@@ -373,7 +374,26 @@ void randint_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 KILN_REGISTER_KERNEL(uniform, CUDA, uniform_kernel);
 KILN_REGISTER_KERNEL(normal, CUDA, normal_kernel);
 KILN_REGISTER_KERNEL(randint, CUDA, randint_kernel);
-KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
+// randperm: (n, dtype, device, seed, offset). The CPU sorts (64-bit Philox draw, index) pairs;
+// a stable radix sort of the draws orders ties by index too, so the permutation is the CPU's.
+void randperm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const int64_t n = c.attrs.i(0);
+  if (n >= (int64_t(1) << 31) || out.numel() != n) return via_cpu_kernel(c, outs);  // the sort's limit
+  if (n == 0) return;
+  const Device dev = out.device();
+  DeviceGuard g(dev.index);
+  cudaStream_t s = current_cuda_stream(dev.index);
+  Tensor keys = make_tensor({n}, DType::Int64, dev), sorted = make_tensor({n}, DType::Int64, dev);
+  Tensor perm = make_tensor({n}, DType::Int64, dev);
+  auto i64 = [](const Tensor& t) { return reinterpret_cast<int64_t*>(t.unsafe_impl()->data()); };
+  launch_randperm_keys(i64(keys), n, static_cast<uint64_t>(c.attrs.i(3)), static_cast<uint64_t>(c.attrs.i(4)), s);
+  const size_t bytes = sort_rows_workspace(DType::Int64, 1, n, false);
+  Tensor ws = make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, dev);
+  launch_sort_rows(DType::Int64, i64(keys), i64(sorted), i64(perm), 1, n, n, false, ws.unsafe_impl()->data(), bytes, s);
+  copy_same_device(out, perm);  // convert<T, int64_t>, as the CPU
+}
+KILN_REGISTER_KERNEL(randperm, CUDA, randperm_kernel);
 KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
 

@@ -70,6 +70,14 @@ __global__ void randint_kernel(T* out, int64_t n, int64_t low, uint64_t range, b
   }
 }
 
+// randperm's sort keys: the CPU's 64-bit Philox draw of i with the sign bit flipped, so that
+// sort.cu's int64 keys (which flip it back) order them as the CPU's unsigned comparison does.
+__global__ void randperm_keys_kernel(int64_t* keys, int64_t n, uint64_t seed, uint64_t off) {
+  KILN_GRID_STRIDE(i, n) {
+    keys[i] = static_cast<int64_t>(philox_u64(seed, off, static_cast<uint64_t>(i)) ^ (uint64_t(1) << 63));
+  }
+}
+
 template <class T>
 __global__ void uniform_kernel(T* out, int64_t n, double from, double to, uint64_t seed, uint64_t off) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -144,6 +152,12 @@ void launch_randint(DType t, void* out, int64_t n, int64_t low, int64_t high, ui
   visit_dtype(t, [&]<class T>() {
     randint_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<T*>(out), n, low, range, narrow, seed, offset);
   });
+  check_launch();
+}
+
+void launch_randperm_keys(int64_t* keys, int64_t n, uint64_t seed, uint64_t offset, cudaStream_t s) {
+  if (n == 0) return;
+  randperm_keys_kernel<<<grid_for(n), kThreads, 0, s>>>(keys, n, seed, offset);
   check_launch();
 }
 

@@ -17,6 +17,9 @@ void launch_normal(DType t, void* out, int64_t n, double mean, double std, uint6
 // randint: the CPU kernel's draws (a 32-bit one when high - low <= 2^32, else a 64-bit one), any dtype.
 void launch_randint(DType t, void* out, int64_t n, int64_t low, int64_t high, uint64_t seed, uint64_t offset,
                     cudaStream_t s);
+// randperm: keys[i] = the CPU kernel's 64-bit draw for i, sign bit flipped (sorted as int64 by
+// sort.cu's stable radix sort, their indices are the CPU's permutation: ties by index).
+void launch_randperm_keys(int64_t* keys, int64_t n, uint64_t seed, uint64_t offset, cudaStream_t s);
 
 // The deterministic factories, element i as backend/cpu/creation.cpp computes it, any dtype:
 // arange start + i * step (in int64 when `integral`, else in double), linspace counting up from
