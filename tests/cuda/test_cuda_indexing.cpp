@@ -1,4 +1,5 @@
 // CUDA gather/scatter_add against the CPU, the ops built on them, and the out-of-range error.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,141 @@ TEST(CudaIndexing, GatherAndScatterAddAlongEachDim) {
   Tensor xi = x.round().to(DType::Int64);
   Tensor i2 = indices({5, 6, 7}, 5, 10);
   expect_close(scatter_add(xi.cuda(), 0, i2.cuda(), xi.cuda()), scatter_add(xi, 0, i2, xi), 0, 0);
+}
+
+// scatter_reduce on the device (Note [CUDA scatter_reduce]): amax/amin and integer reductions
+// exact, floating sum/prod/mean within rounding; with and without self, in several dtypes,
+// along each dim, a non-contiguous source, and NaN through amax/amin.
+TEST(CudaIndexing, ScatterReduceEveryReductionMatchesCpu) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(21);
+  Tensor x = randn({5, 6, 7}), src = randn({5, 6, 7});
+  const char* reductions[] = {"sum", "prod", "mean", "amax", "amin"};
+  const DType dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                          DType::Int64,   DType::Int32,   DType::Int16,   DType::UInt8};
+  for (DType dt : dtypes) {
+    const bool fl = is_floating_point(dt);
+    Tensor xd = (fl ? x : (x * 3).round()).to(dt), sd = (fl ? src : (src * 3).round()).to(dt);
+    for (int64_t dim = 0; dim < 3; ++dim) {
+      Tensor idx = indices({4, 5, 6}, x.size(dim), 30 + dim);
+      for (const char* r : reductions) {
+        for (bool self : {true, false}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " dim " + std::to_string(dim) + " " + r +
+                       (self ? " with self" : " without self"));
+          const bool exact = !fl || r[0] == 'a';
+          const double tol = dt == DType::Float16 || dt == DType::BFloat16 ? 2e-2 : 1e-5;
+          expect_close(scatter_reduce(xd.cuda(), dim, idx.cuda(), sd.cuda(), r, self),
+                       scatter_reduce(xd, dim, idx, sd, r, self), exact ? 0 : tol, exact ? 0 : tol);
+        }
+      }
+    }
+  }
+  // A transposed source and NaN, which amax/amin propagate.
+  Tensor xn = x.clone();
+  xn.index_put_({2}, std::nan(""));
+  Tensor st = src.transpose(0, 2).contiguous().transpose(0, 2);
+  Tensor idx = indices({5, 6, 7}, 5, 40);
+  for (const char* r : {"amax", "amin"})
+    for (Tensor s : {st, xn})
+      expect_close(scatter_reduce(x.cuda(), 0, idx.cuda(), s.cuda(), r, true), scatter_reduce(x, 0, idx, s, r, true), 0,
+                   0);
+  Tensor bad = full({1, 6, 7}, 9, TensorOptions(DType::Int64));
+  testing::expect_error([&] { (void)scatter_reduce(x.cuda(), 0, bad.cuda(), src.cuda(), "amax", true); },
+                        {"index 9 is out of bounds for dimension 0 with size 5"});
+}
+
+// histc and bincount on the device: int64 counts by atomics, exact; weighted bincount's sums in the CPU's order.
+// histc's edges: the last bin closed, values outside [min, max] and NaN left out, min == max (the input's range,
+// staged).
+TEST(CudaIndexing, HistcAndBincountMatchCpu) {
+  KILN_REQUIRE_CUDA();
+  manual_seed(22);
+  Tensor x = randn({4000}) * 3;
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Tensor xd = x.to(dt);
+    expect_close(histc(xd.cuda(), 37, -2, 2), histc(xd, 37, -2, 2), 0, 0);
+    expect_close(histc(xd.cuda(), 10, 0, 0), histc(xd, 10, 0, 0), 0, 0);
+    Tensor edges = tensor<double>({-1, -0.5, 0, 0.25, 0.5, 1, 1.0000001, -1.0000001, std::nan("")}).to(dt);
+    expect_close(histc(edges.cuda(), 4, -1, 1), histc(edges, 4, -1, 1), 0, 0);
+    expect_close(histc(edges.cuda(), 3, -1, 1), histc(edges, 3, -1, 1), 0, 0);
+    Tensor strided = xd.reshape({40, 100}).transpose(0, 1);
+    expect_close(histc(strided.cuda(), 64, -5, 5), histc(strided, 64, -5, 5), 0, 0);
+    Tensor none = empty({0}, TensorOptions(dt));
+    expect_close(histc(none.cuda(), 5, 0, 0), histc(none, 5, 0, 0), 0, 0);
+    Tensor same = full({5}, -2.0, TensorOptions(dt));  // min == max of the input too: [min - 1, max + 1]
+    expect_close(histc(same.cuda(), 4, 3, 3), histc(same, 4, 3, 3), 0, 0);
+    testing::expect_error([&] { (void)histc(edges.cuda(), 4, 0, 0); }, {"histc: range of [nan, nan] is not finite"});
+  }
+  for (DType dt : {DType::Int64, DType::Int32, DType::Int16, DType::Int8, DType::UInt8}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Tensor v = indices({3000}, 100, 23).to(dt);
+    expect_close(bincount(v.cuda()), bincount(v), 0, 0);
+    expect_close(bincount(v.cuda(), {}, 250), bincount(v, {}, 250), 0, 0);
+    Tensor s = v.reshape({30, 100}).transpose(0, 1).reshape({-1});
+    expect_close(bincount(s.cuda()), bincount(s), 0, 0);
+    Tensor none = empty({0}, TensorOptions(dt));
+    expect_close(bincount(none.cuda(), {}, 3), bincount(none, {}, 3), 0, 0);
+  }
+  Tensor v = indices({3000}, 100, 24), w = randn({3000});
+  // Weighted: the CPU's sums bit for bit (each bin added in input order), float32 or float64.
+  for (DType wt : {DType::Float32, DType::Float64, DType::Float16, DType::Int32}) {
+    SCOPED_TRACE(std::string("weights ") + std::string(dtype_name(wt)));
+    Tensor wd = (wt == DType::Int32 ? (w * 10).round() : w).to(wt);
+    expect_close(bincount(v.cuda(), wd.cuda()), bincount(v, wd), 0, 0);
+    expect_close(bincount(v.cuda(), wd.cuda(), 300), bincount(v, wd, 300), 0, 0);
+  }
+  Tensor vs = v.reshape({30, 100}).transpose(0, 1).reshape({-1}),
+         ws = w.reshape({100, 30}).transpose(0, 1).reshape({-1});
+  expect_close(bincount(vs.cuda(), ws.cuda()), bincount(vs, ws), 0, 0);
+  Tensor none = empty({0}, TensorOptions(DType::Int64));
+  expect_close(bincount(none.cuda(), empty({0}).cuda(), 4), bincount(none, empty({0}), 4), 0, 0);
+  Tensor neg = tensor<int64_t>({1, 4, -3, 2});
+  testing::expect_error([&] { (void)bincount(neg.cuda()); },
+                        {"bincount only supports 1-d non-negative integral inputs, got the value -3"});
+}
+
+// unique/unique_consecutive without a dim on the device (Note [CUDA unique]): values, inverse and
+// counts equal the CPU's, with NaN (each its own value), -0 and +0 (one value: the first's bits),
+// ties, a strided input; with a dim and empty inputs they are staged.
+TEST(CudaIndexing, UniqueMatchesCpu) {
+  KILN_REQUIRE_CUDA();
+  auto check = [](const Tensor& x) {
+    for (bool inv : {false, true})
+      for (bool cnt : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(x.dtype())) + (inv ? " inverse" : "") + (cnt ? " counts" : ""));
+        auto [v, i, n] = unique(x.cuda(), true, inv, cnt);
+        auto [wv, wi, wn] = unique(x, true, inv, cnt);
+        expect_close(v, wv, 0, 0);
+        expect_close(i, wi, 0, 0);
+        expect_close(n, wn, 0, 0);
+        auto [cv, ci, cn] = unique_consecutive(x.cuda(), inv, cnt);
+        auto [cwv, cwi, cwn] = unique_consecutive(x, inv, cnt);
+        expect_close(cv, cwv, 0, 0);
+        expect_close(ci, cwi, 0, 0);
+        expect_close(cn, cwn, 0, 0);
+      }
+  };
+  Tensor r = indices({6, 500}, 40, 25);
+  for (DType dt : {DType::Int64, DType::Int32, DType::Int16, DType::UInt8, DType::Bool, DType::Float32, DType::Float64,
+                   DType::Float16, DType::BFloat16})
+    check(r.to(dt));
+  check(r.transpose(0, 1));
+  check(std::get<0>(sort(r, 1)).to(DType::Float32));  // long runs for unique_consecutive
+  Tensor special = tensor<double>({3, -0.0, std::nan(""), 0.0, 1, std::nan(""), -0.0, 3, -1, 0.0});
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16}) {
+    Tensor sd = special.to(dt);
+    check(sd);
+    auto [v, i, n] = unique(sd.cuda());
+    EXPECT_EQ(std::signbit(v.cpu().to(DType::Float64).to_vector<double>()[1]),
+              std::signbit(std::get<0>(unique(sd)).to(DType::Float64).to_vector<double>()[1]));
+  }
+  check(empty({0, 3}));
+  auto [dv, di, dn] = unique(r.cuda(), true, true, true, 1);
+  auto [wdv, wdi, wdn] = unique(r, true, true, true, 1);
+  expect_close(dv, wdv, 0, 0);
+  expect_close(di, wdi, 0, 0);
+  expect_close(dn, wdn, 0, 0);
 }
 
 TEST(CudaIndexing, OutOfRangeIndexIsAnError) {

@@ -2,7 +2,7 @@
 // on the CPU and on CUDA (inputs copied to the device with their strides, factory ops made there)
 // and the results must agree: outputs within the accuracy rule's tolerances (exact for integers
 // and bools), and first-order gradients of the differentiable float samples. Random ops compare
-// values too: the CUDA factories draw the CPU's Philox numbers (backend.cpp's via_cpu_kernel).
+// values too: the CUDA factories draw the CPU's Philox numbers (random.cu; randperm via the CPU).
 // A sample whose CUDA run throws fails, so an op without a CUDA path shows, except where the
 // error is one of kKnownMissing's, a list that CudaOpTable.KnownMissingIsExact keeps exact.
 // KILN_CUDA_OPS_DEVICE=cpu runs the same harness with the CPU as the device under test, so the

@@ -1,6 +1,8 @@
 // The CUDA runtime: devices, copies, streams, events and the allocator's statistics on a real
 // device (skipped without one), and clear errors without one.
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "io/dlpack_abi.h"
 #include "kiln/dlpack.h"
@@ -156,6 +158,54 @@ TEST(CudaRuntime, FactoriesOnTheDevice) {
   Tensor d = dropout(ones({1000}, cu), 0.5, true);
   manual_seed(8);
   expect_close(d, dropout(ones({1000}), 0.5, true), 0, 0);
+}
+
+// arange/linspace/eye/randint/randperm run on the device (random.cu): the CPU kernels' values
+// exactly, in every dtype (float arange/linspace would differ in the last bit if a + i * k became
+// one FMA).
+TEST(CudaRuntime, DeviceFactoriesEqualTheCpuInEveryDtype) {
+  KILN_REQUIRE_CUDA();
+  const DType dtypes[] = {DType::Bool,  DType::UInt8,   DType::Int8,     DType::Int16,   DType::Int32,
+                          DType::Int64, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+  for (DType dt : dtypes) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    TensorOptions cpu(dt), cu = cpu.device(Device("cuda"));
+    if (dt != DType::Bool) {  // arange refuses bool; integral dtypes truncate start and step
+      const bool fl = is_floating_point(dt);
+      expect_close(arange(-3, 100, 1, cu), arange(-3, 100, 1, cpu), 0, 0);
+      expect_close(arange(2.5, 90.1, fl ? 0.7 : 3.0, cu), arange(2.5, 90.1, fl ? 0.7 : 3.0, cpu), 0, 0);
+      expect_close(arange(0, 0, 1, cu), arange(0, 0, 1, cpu), 0, 0);
+      // Non-negative for integers: a negative double into uint8 is out of range in C++.
+      expect_close(linspace(fl ? -1.3 : 0.3, 97.7, 1001, cu), linspace(fl ? -1.3 : 0.3, 97.7, 1001, cpu), 0, 0);
+      expect_close(linspace(0.1, 0.9, 7, cu), linspace(0.1, 0.9, 7, cpu), 0, 0);
+      expect_close(linspace(5, 5, 1, cu), linspace(5, 5, 1, cpu), 0, 0);
+      expect_close(linspace(0, 1, 0, cu), linspace(0, 1, 0, cpu), 0, 0);
+    }
+    expect_close(eye(5, 7, cu), eye(5, 7, cpu), 0, 0);
+    expect_close(eye(4, std::nullopt, cu), eye(4, std::nullopt, cpu), 0, 0);
+    expect_close(eye(0, 3, cu), eye(0, 3, cpu), 0, 0);
+    if (dt == DType::Bool) continue;
+    for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, 10}, {-50, 77}, {0, int64_t(1) << 40}}) {
+      if (hi > 100 && itemsize(dt) < 8) continue;  // the wide draw needs a dtype that holds it
+      SCOPED_TRACE("randint [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+      manual_seed(11);
+      Tensor on_cuda = randint(lo, hi, {3, 1001}, cu);
+      manual_seed(11);
+      expect_close(on_cuda, randint(lo, hi, {3, 1001}, cpu), 0, 0);
+    }
+  }
+  manual_seed(12);
+  Tensor empty = randint(0, 5, {0, 3}, TensorOptions(DType::Int64).device(Device("cuda")));
+  EXPECT_EQ(empty.numel(), 0);
+  // randperm: a stable sort of the CPU's 64-bit draws, so the CPU's permutation.
+  for (DType dt : {DType::Int64, DType::Int32, DType::Int16, DType::Float32, DType::Float64})
+    for (int64_t n : {0, 1, 7, 5000}) {
+      SCOPED_TRACE("randperm " + std::string(dtype_name(dt)) + " " + std::to_string(n));
+      manual_seed(13);
+      Tensor on_cuda = randperm(n, TensorOptions(dt).device(Device("cuda")));
+      manual_seed(13);
+      expect_close(on_cuda, randperm(n, TensorOptions(dt)), 0, 0);
+    }
 }
 
 TEST(CudaRuntime, StreamsAndEvents) {

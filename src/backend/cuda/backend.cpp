@@ -12,6 +12,7 @@
 #include "backend/cuda/host_allocator.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/random.h"
+#include "backend/cuda/sort.h"
 #include "dispatch/dispatch.h"
 #include "kiln/cuda.h"
 
@@ -257,9 +258,8 @@ void full_kernel(const OpCall& c, std::vector<Tensor>& outs) {
               current_cuda_stream(out.device().index));
 }
 
-// arange/linspace/eye, tril/triu_indices, randint and randperm: computed by the CPU kernel and
-// uploaded, so the values are the CPU's exactly (random ones too: seed and offset are attributes,
-// so the Philox stream is the same).
+// tril/triu_indices (and randperm beyond 2^31 elements): computed by the CPU kernel and uploaded,
+// so the values are the CPU's exactly (seed and offset are attributes: the same Philox stream).
 void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   KernelFn cpu = op_info(c.op).kernels[static_cast<int>(DeviceType::CPU)];
   KILN_CHECK(cpu, c.name(), ": not supported yet on cuda (no CPU kernel to stage through)");
@@ -271,10 +271,12 @@ void via_cpu_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }  // namespace
 
 // Note [CUDA staged through the CPU]
-// Ops whose output's size depends on the values (unique, unique_consecutive, bincount) must
-// read them back before allocating anyway; they and a few rarely hot ones (histc,
-// scatter_reduce) run the CPU kernel on downloaded inputs and upload the results: correct and
-// the CPU's exactly, slow on large inputs. Each is a candidate for a device kernel (issue 11).
+// A few cases run the CPU kernel on downloaded inputs and upload the results: correct and the
+// CPU's exactly, slow on large inputs. What is left of them, each a candidate for a device kernel:
+// unique/unique_consecutive with a dim (slices compare whole; without one they run on the device,
+// Note [CUDA unique]), unique and bincount over 2^31 elements or more (the sort's limit), and
+// the error paths of bincount and histc (the CPU kernel raises its own message). Everything else of unique, bincount (weighted too: the CPU's sums in its order),
+// histc and scatter_reduce (Note [CUDA scatter_reduce]) runs on the device.
 void staged_on_cpu(const OpCall& c, std::vector<Tensor>& outs) {
   const OpInfo& info = op_info(c.op);
   KernelFn cpu = info.kernels[static_cast<int>(DeviceType::CPU)];
@@ -313,9 +315,38 @@ namespace {
 
 KILN_REGISTER_KERNEL(empty, CUDA, empty_kernel);
 KILN_REGISTER_KERNEL(full, CUDA, full_kernel);
-KILN_REGISTER_KERNEL(arange, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(linspace, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(eye, CUDA, via_cpu_kernel);
+// arange/linspace/eye on the device (random.cu): element i computed as the CPU kernel does
+// (backend/cpu/creation.cpp), so the values are the CPU's exactly. The output is a factory's: dense.
+void arange_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const Scalar &start = c.attrs.s(0), &step = c.attrs.s(2);
+  const bool integral =
+      (!start.is_floating_point() && !step.is_floating_point() && !c.attrs.s(1).is_floating_point()) ||
+      is_integral(out.dtype());
+  DeviceGuard g(out.device().index);
+  launch_arange(out.dtype(), out.unsafe_impl()->data(), out.numel(), integral, integral ? start.to_long() : 0,
+                integral ? step.to_long() : 0, integral ? 0.0 : start.to_double(), integral ? 0.0 : step.to_double(),
+                current_cuda_stream(out.device().index));
+}
+void linspace_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const double a = c.attrs.f(0), z = c.attrs.f(1);
+  const int64_t n = c.attrs.i(2);
+  KILN_CHECK(out.numel() == n, "linspace: internal: output of ", out.numel(), " elements for ", n, " steps");
+  const double step = n > 1 ? (z - a) / static_cast<double>(n - 1) : 0.0;  // on the host, as the CPU
+  DeviceGuard g(out.device().index);
+  launch_linspace(out.dtype(), out.unsafe_impl()->data(), n, a, z, step, current_cuda_stream(out.device().index));
+}
+void eye_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const int64_t n = c.attrs.i(0), m = c.attrs.i(1);
+  KILN_CHECK(out.numel() == n * m, "eye: internal: output of ", out.numel(), " elements for ", n, " x ", m);
+  DeviceGuard g(out.device().index);
+  launch_eye(out.dtype(), out.unsafe_impl()->data(), n, m, current_cuda_stream(out.device().index));
+}
+KILN_REGISTER_KERNEL(arange, CUDA, arange_kernel);
+KILN_REGISTER_KERNEL(linspace, CUDA, linspace_kernel);
+KILN_REGISTER_KERNEL(eye, CUDA, eye_kernel);
 // The random factories on the device (random.cu): the CPU's numbers, drawn there. The output is
 // dense (a factory's), element i the CPU kernel's element i.
 void uniform_kernel(const OpCall& c, std::vector<Tensor>& outs) {
@@ -332,17 +363,39 @@ void normal_kernel(const OpCall& c, std::vector<Tensor>& outs) {
                 static_cast<uint64_t>(c.attrs.i(5)), static_cast<uint64_t>(c.attrs.i(6)),
                 current_cuda_stream(out.device().index));
 }
+// randint: (low, high, size, dtype, device, seed, offset)
+void randint_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  DeviceGuard g(out.device().index);
+  launch_randint(out.dtype(), out.unsafe_impl()->data(), out.numel(), c.attrs.i(0), c.attrs.i(1),
+                 static_cast<uint64_t>(c.attrs.i(5)), static_cast<uint64_t>(c.attrs.i(6)),
+                 current_cuda_stream(out.device().index));
+}
 KILN_REGISTER_KERNEL(uniform, CUDA, uniform_kernel);
 KILN_REGISTER_KERNEL(normal, CUDA, normal_kernel);
-KILN_REGISTER_KERNEL(randint, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(randperm, CUDA, via_cpu_kernel);
+KILN_REGISTER_KERNEL(randint, CUDA, randint_kernel);
+// randperm: (n, dtype, device, seed, offset). The CPU sorts (64-bit Philox draw, index) pairs;
+// a stable radix sort of the draws orders ties by index too, so the permutation is the CPU's.
+void randperm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& out = outs[0];
+  const int64_t n = c.attrs.i(0);
+  if (n >= (int64_t(1) << 31) || out.numel() != n) return via_cpu_kernel(c, outs);  // the sort's limit
+  if (n == 0) return;
+  const Device dev = out.device();
+  DeviceGuard g(dev.index);
+  cudaStream_t s = current_cuda_stream(dev.index);
+  Tensor keys = make_tensor({n}, DType::Int64, dev), sorted = make_tensor({n}, DType::Int64, dev);
+  Tensor perm = make_tensor({n}, DType::Int64, dev);
+  auto i64 = [](const Tensor& t) { return reinterpret_cast<int64_t*>(t.unsafe_impl()->data()); };
+  launch_randperm_keys(i64(keys), n, static_cast<uint64_t>(c.attrs.i(3)), static_cast<uint64_t>(c.attrs.i(4)), s);
+  const size_t bytes = sort_rows_workspace(DType::Int64, 1, n, false);
+  Tensor ws = make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, dev);
+  launch_sort_rows(DType::Int64, i64(keys), i64(sorted), i64(perm), 1, n, n, false, ws.unsafe_impl()->data(), bytes, s);
+  copy_same_device(out, perm);  // convert<T, int64_t>, as the CPU
+}
+KILN_REGISTER_KERNEL(randperm, CUDA, randperm_kernel);
 KILN_REGISTER_KERNEL(tril_indices, CUDA, via_cpu_kernel);
 KILN_REGISTER_KERNEL(triu_indices, CUDA, via_cpu_kernel);
-KILN_REGISTER_KERNEL(unique, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(unique_consecutive, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(bincount, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(histc, CUDA, staged_on_cpu);
-KILN_REGISTER_KERNEL(scatter_reduce, CUDA, staged_on_cpu);
 
 }  // namespace
 }  // namespace kiln::cuda

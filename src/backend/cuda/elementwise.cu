@@ -2,6 +2,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/elementwise.h"
@@ -95,7 +97,280 @@ __global__ void scatter_kernel(ElementwiseArgs a, int64_t stride, int64_t size, 
   }
 }
 
+// *p = f(*p) atomically, for elements of any width: a compare-and-swap loop on the element, or
+// for 1- and 2-byte elements on the aligned 32-bit word holding it (allocations are aligned, so
+// the word lies inside the block; little-endian byte order).
+template <class T, class F>
+__device__ inline void atomic_apply(T* p, const F& f) {
+  if constexpr (sizeof(T) == 8 || sizeof(T) == 4) {
+    using W = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
+    W* w = reinterpret_cast<W*>(p);
+    W old = *w, assumed;
+    do {
+      assumed = old;
+      T cur, next;
+      memcpy(&cur, &assumed, sizeof(T));
+      next = f(cur);
+      W bits;
+      memcpy(&bits, &next, sizeof(T));
+      old = atomicCAS(w, assumed, bits);
+    } while (old != assumed);
+  } else {
+    static_assert(sizeof(T) == 2 || sizeof(T) == 1, "atomic_apply: 1, 2, 4 or 8-byte elements");
+    using B = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned char>;
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+    unsigned int* w = reinterpret_cast<unsigned int*>(addr & ~uintptr_t(3));
+    const unsigned shift = static_cast<unsigned>(addr & 3) * 8;
+    const unsigned mask = ((1u << (8 * sizeof(T))) - 1u) << shift;
+    unsigned old = *w, assumed;
+    do {
+      assumed = old;
+      const B cur_bits = static_cast<B>((assumed & mask) >> shift);
+      T cur;
+      memcpy(&cur, &cur_bits, sizeof(T));
+      const T next = f(cur);
+      B next_bits;
+      memcpy(&next_bits, &next, sizeof(T));
+      old = atomicCAS(w, assumed, (assumed & ~mask) | (static_cast<unsigned>(next_bits) << shift));
+    } while (old != assumed);
+  }
+}
+
+// The CPU's reduce_step (backend/cpu/indexing.cpp) in its accumulator type A (float for
+// Half/BFloat16, else T): NaN propagates through amax/amin.
+template <class A>
+__device__ inline A reduce_step(ScatterReduce r, A a, A b) {
+  auto nan = [](A v) {
+    if constexpr (std::is_floating_point_v<A>)
+      return v != v;
+    else
+      return false;
+  };
+  switch (r) {
+    case ScatterReduce::Prod:
+      return static_cast<A>(a * b);
+    case ScatterReduce::Max:
+      return (b > a || nan(b)) ? b : a;
+    case ScatterReduce::Min:
+      return (b < a || nan(b)) ? b : a;
+    default:
+      return static_cast<A>(a + b);
+  }
+}
+
+template <class T, ScatterReduce R>
+__global__ void scatter_reduce_kernel(ElementwiseArgs a, int64_t stride, int64_t size, int64_t* bad) {
+  using A = std::conditional_t<is_reduced_float_v<T>, float, T>;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {
+    Offsets<3, int64_t> o = offsets_of<3, int64_t>(a, i);
+    int64_t v = *reinterpret_cast<const int64_t*>(a.ops[1].data + o.off[1]);
+    if (v < 0 || v >= size) {
+      report_bad(bad, v);
+      continue;
+    }
+    T* dst = reinterpret_cast<T*>(a.ops[0].data + o.off[0] + v * stride);
+    const A val = Convert<A>{}(*reinterpret_cast<const T*>(a.ops[2].data + o.off[2]));
+    atomic_apply(dst, [val](T cur) { return Convert<T>{}(reduce_step<A>(R, Convert<A>{}(cur), val)); });
+  }
+}
+
+// scatter_reduce's mean: the sum divided by the count (at least 1); integers round down, as the CPU.
+template <class T>
+struct MeanDivide {
+  __device__ T operator()(T v, int64_t count) const {
+    using A = std::conditional_t<is_reduced_float_v<T>, float, T>;
+    const A n = static_cast<A>(count > 1 ? count : int64_t(1));
+    const A x = Convert<A>{}(v);
+    if constexpr (std::is_integral_v<A>) {
+      A q = static_cast<A>(x / n);
+      if constexpr (std::is_signed_v<A>)
+        if ((x % n != 0) && ((x < 0) != (n < 0))) --q;
+      return Convert<T>{}(q);
+    } else {
+      return Convert<T>{}(x / n);
+    }
+  }
+};
+
+// histc: backend/cpu/indexops.cpp's bin rule, each step rounded to T (C = float for
+// Half/BFloat16) and without FMA contraction; counts in int64 as the CPU's.
+template <class C>
+__device__ inline C sub_rn(C a, C b) {
+  if constexpr (std::is_same_v<C, double>)
+    return __dsub_rn(a, b);
+  else
+    return __fsub_rn(a, b);
+}
+template <class C>
+__device__ inline C mul_rn(C a, C b) {
+  if constexpr (std::is_same_v<C, double>)
+    return __dmul_rn(a, b);
+  else
+    return __fmul_rn(a, b);
+}
+template <class C>
+__device__ inline C div_rn(C a, C b) {
+  if constexpr (std::is_same_v<C, double>)
+    return __ddiv_rn(a, b);
+  else
+    return __fdiv_rn(a, b);
+}
+
+template <class T, class C>
+__global__ void histc_kernel(const T* x, int64_t n, int64_t bins, C l, C h, C width, C nb, unsigned long long* count) {
+  auto r = [](C v) { return static_cast<C>(T(v)); };
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const C v = static_cast<C>(x[i]);
+    if (!(v >= l && v <= h)) continue;  // outside [lo, hi] or NaN
+    int64_t pos = static_cast<int64_t>(r(div_rn(r(mul_rn(r(sub_rn(v, l)), nb)), width)));
+    pos = pos < 0 ? 0 : pos > bins - 1 ? bins - 1 : pos;
+    atomicAdd(count + pos, 1ull);
+  }
+}
+
+template <class T>
+__global__ void int_min_max_kernel(const T* x, int64_t n, long long* min_max) {
+  long long mn = LLONG_MAX, mx = LLONG_MIN;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const long long v = static_cast<long long>(x[i]);
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+  }
+  atomicMin(min_max, mn);
+  atomicMax(min_max + 1, mx);
+}
+
+// The smallest and largest value as order-preserving keys of their float64 bits (negative values
+// flipped whole, others with the sign bit set), and whether any is NaN.
+__device__ inline unsigned long long order_key(double v) {
+  const unsigned long long u = static_cast<unsigned long long>(__double_as_longlong(v));
+  return (u >> 63) ? ~u : u | (1ull << 63);
+}
+
+template <class T>
+__global__ void float_min_max_kernel(const T* x, int64_t n, unsigned long long* keys) {
+  unsigned long long mn = ~0ull, mx = 0ull, nan = 0ull;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const double v =
+        static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(x[i]));
+    if (v != v) {
+      nan = 1ull;
+      continue;
+    }
+    const unsigned long long k = order_key(v);
+    mn = k < mn ? k : mn;
+    mx = k > mx ? k : mx;
+  }
+  atomicMin(keys, mn);
+  atomicMax(keys + 1, mx);
+  if (nan) atomicOr(keys + 2, nan);
+}
+
+template <class T>
+__global__ void bincount_kernel(const T* x, int64_t n, unsigned long long* count) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    atomicAdd(count + static_cast<int64_t>(x[i]), 1ull);
+}
+
+template <class F>
+void visit_index_integer(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::UInt8:
+      return f.template operator()<uint8_t>();
+    case DType::Int8:
+      return f.template operator()<int8_t>();
+    case DType::Int16:
+      return f.template operator()<int16_t>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::Int64:
+      return f.template operator()<int64_t>();
+    default:
+      KILN_FAIL(op, ": expected an integral input, got dtype ", t);
+  }
+}
+
 }  // namespace
+
+void launch_scatter_reduce(const ElementwiseArgs& a, ScatterReduce r, int64_t indexed_stride, int64_t indexed_size,
+                           int64_t* bad, cudaStream_t stream) {
+  if (a.numel == 0) return;
+  visit_dtype(a.ops[0].dtype, [&]<class T>() {
+    auto run = [&]<ScatterReduce R>() {
+      scatter_reduce_kernel<T, R><<<grid_for(a.numel), kThreads, 0, stream>>>(a, indexed_stride, indexed_size, bad);
+    };
+    switch (r) {
+      case ScatterReduce::Sum:
+        run.template operator()<ScatterReduce::Sum>();
+        break;
+      case ScatterReduce::Prod:
+        run.template operator()<ScatterReduce::Prod>();
+        break;
+      case ScatterReduce::Max:
+        run.template operator()<ScatterReduce::Max>();
+        break;
+      case ScatterReduce::Min:
+        run.template operator()<ScatterReduce::Min>();
+        break;
+    }
+  });
+  check_launch();
+}
+
+void launch_mean_divide(const ElementwiseArgs& a, cudaStream_t stream) {
+  if (a.numel == 0) return;
+  visit_dtype(a.ops[0].dtype, [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>)
+      KILN_FAIL("scatter_reduce: mean is not defined for bool");
+    else
+      launch_elementwise<T, T, int64_t>(a, MeanDivide<T>{}, stream);
+  });
+}
+
+void launch_histc(DType t, const void* x, int64_t n, int64_t bins, double lo, double hi, void* count,
+                  cudaStream_t stream) {
+  if (n == 0) return;
+  visit_floating(t, "histc", [&]<class T>() {
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    auto r = [](C v) { return static_cast<C>(T(v)); };  // on the host, as the CPU kernel
+    const C l = r(C(lo)), h = r(C(hi)), width = r(h - l), nb = r(C(bins));
+    histc_kernel<T, C><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n, bins, l, h, width, nb,
+                                                             static_cast<unsigned long long*>(count));
+  });
+  check_launch();
+}
+
+void launch_float_min_max(DType t, const void* x, int64_t n, uint64_t* keys, cudaStream_t stream) {
+  if (n == 0) return;
+  visit_floating(t, "histc", [&]<class T>() {
+    float_min_max_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n,
+                                                                  reinterpret_cast<unsigned long long*>(keys));
+  });
+  check_launch();
+}
+
+void launch_int_min_max(DType t, const void* x, int64_t n, int64_t* min_max, cudaStream_t stream) {
+  if (n == 0) return;
+  visit_index_integer(t, "bincount", [&]<class T>() {
+    int_min_max_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n, reinterpret_cast<long long*>(min_max));
+  });
+  check_launch();
+}
+
+void launch_bincount(DType t, const void* x, int64_t n, int64_t* count, cudaStream_t stream) {
+  if (n == 0) return;
+  visit_index_integer(t, "bincount", [&]<class T>() {
+    bincount_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n,
+                                                             reinterpret_cast<unsigned long long*>(count));
+  });
+  check_launch();
+}
 
 void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
                    cudaStream_t stream, bool wrap_negative) {

@@ -56,4 +56,26 @@ void launch_gather(const ElementwiseArgs& a, int64_t indexed_stride, int64_t ind
 void launch_scatter_add(const ElementwiseArgs& a, int64_t indexed_stride, int64_t indexed_size, int64_t* bad,
                         cudaStream_t stream, bool accumulate = true, bool wrap_negative = false);
 
+// scatter_reduce (Note [CUDA scatter_reduce]): operands as launch_scatter_add's; operand 0 is
+// reduced into with a compare-and-swap loop per element (any dtype; 1- and 2-byte ones through
+// their 32-bit word). Mean is a Sum followed by launch_mean_divide.
+enum class ScatterReduce { Sum, Prod, Max, Min };
+void launch_scatter_reduce(const ElementwiseArgs& a, ScatterReduce r, int64_t indexed_stride, int64_t indexed_size,
+                           int64_t* bad, cudaStream_t stream);
+// out = out / max(count, 1) (integers rounding down): operand 0 the output, 1 the same tensor, 2 int64 counts.
+void launch_mean_divide(const ElementwiseArgs& a, cudaStream_t stream);
+
+// histc over n dense elements of floating dtype t into `count` (bins zeroed device int64), with
+// the CPU kernel's bin rule; lo < hi, both finite (the caller checks).
+void launch_histc(DType t, const void* x, int64_t n, int64_t bins, double lo, double hi, void* count,
+                  cudaStream_t stream);
+// Over n dense floating values of dtype t: keys[0] = min(keys[0], key(x)), keys[1] = max(keys[1],
+// key(x)) for the non-NaN ones, keys[2] |= 1 if one is NaN; key(x) orders like x: x's float64
+// bits, negative ones flipped, others with the sign bit set (float_from_order_key undoes it).
+void launch_float_min_max(DType t, const void* x, int64_t n, uint64_t* keys, cudaStream_t stream);
+// min_max[0] = min(min_max[0], x), min_max[1] = max(min_max[1], x) over n dense integers of dtype t.
+void launch_int_min_max(DType t, const void* x, int64_t n, int64_t* min_max, cudaStream_t stream);
+// count[x[i]] += 1 over n dense non-negative integers of dtype t (count large enough, zeroed).
+void launch_bincount(DType t, const void* x, int64_t n, int64_t* count, cudaStream_t stream);
+
 }  // namespace kiln::cuda

@@ -1,4 +1,5 @@
-// CUDA kernels for gather and scatter_add (elementwise.cu's launch_gather/launch_scatter_add).
+// CUDA kernels for gather, scatter_add, scatter_reduce, histc and bincount (elementwise.cu's
+// launch_gather/launch_scatter_add/launch_scatter_reduce/launch_histc/launch_bincount).
 //
 // Note [CUDA gather]
 // Both walk the index tensor's elements. The tensor addressed by index values is viewed with
@@ -7,11 +8,18 @@
 // synchronization per call, as the CPU kernels raise the same error; a device-side assert
 // would avoid it but would poison the context).
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/sort.h"
+#include "core/dtype_dispatch.h"
 #include "dispatch/dispatch.h"
 #include "ops/indexing.h"
 #include "ops/registry.h"
@@ -83,6 +91,189 @@ void scatter_add_kernel(const OpCall& c, std::vector<Tensor>& outs) {
                        [&](int64_t* bad, cudaStream_t s) { launch_scatter_add(a, stride, size, bad, s); });
 }
 KILN_REGISTER_KERNEL(scatter_add, CUDA, scatter_add_kernel);
+
+// Note [CUDA scatter_reduce]
+// out = x, then (without include_self) the scattered-to elements set to the reduction's
+// identity, then each src element reduced into its target by a compare-and-swap loop in the
+// CPU's accumulator type (reduce_step of backend/cpu/indexing.cpp: NaN propagates through
+// amax/amin). amax/amin and integer sum/prod are exact and deterministic; floating sum, prod and
+// mean combine in the order the threads arrive, so their rounding may differ run to run and
+// from the CPU's, as PyTorch's CUDA scatter_reduce (atomics) does. Mean counts the values per
+// element with an int64 scatter_add (self once when included) and divides after, as the CPU.
+void scatter_reduce_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  copy_same_device(outs[0], c.in(0));
+  if (c.in(1).numel() == 0 || outs[0].numel() == 0) return;
+  const std::string& r = c.attrs.str(1);
+  const bool include_self = c.attrs.b(2), mean = r == "mean";
+  const ScatterReduce red = r == "sum" || mean ? ScatterReduce::Sum
+                            : r == "prod"      ? ScatterReduce::Prod
+                            : r == "amax"      ? ScatterReduce::Max
+                                               : ScatterReduce::Min;
+  Tensor out = as_1d(outs[0]), src = as_1d(c.in(2));
+  const Device dev = out.device();
+  DeviceGuard g(dev.index);
+  cudaStream_t s = current_cuda_stream(dev.index);
+  int64_t dim = wrap_dim(c.attrs.i(0), out.dim(), c.name());
+  Tensor idx = index_int64(c.in(1));
+  Tensor ov = with_index_sizes(out, idx, dim, true), sv = with_index_sizes(src, idx, dim, false);
+  if (sv.dtype() != ov.dtype()) sv = dense_as(sv, ov.dtype());  // the meta function requires one dtype
+  ElementwiseArgs a = make_elementwise_args({&ov, &idx, &sv});
+  const int64_t stride = out.stride(dim) * static_cast<int64_t>(itemsize(out.dtype())), size = out.size(dim);
+  // Without self: the identity (the CPU's reduce_identity) stored at every scattered-to element first.
+  Tensor ident;
+  ElementwiseArgs ia;
+  if (!include_self) {
+    ident = make_tensor(idx.sizes(), out.dtype(), dev);
+    double fv = 0.0;
+    int64_t iv = red == ScatterReduce::Prod ? 1 : 0;
+    bool is_int = true;
+    if (red == ScatterReduce::Max || red == ScatterReduce::Min) {
+      const bool mx = red == ScatterReduce::Max;
+      if (is_floating_point(out.dtype())) {
+        is_int = false;
+        fv = mx ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      } else {
+        visit_dtype(out.dtype(), [&]<class T>() {
+          if constexpr (std::is_integral_v<T>)
+            iv = mx ? static_cast<int64_t>(std::numeric_limits<T>::lowest())
+                    : static_cast<int64_t>(std::numeric_limits<T>::max());
+        });
+      }
+    }
+    launch_fill(make_elementwise_args({&ident}), fv, iv, is_int, s);
+    ia = make_elementwise_args({&ov, &idx, &ident});
+  }
+  Tensor count, cv, ones;
+  ElementwiseArgs ca, da;
+  int64_t cstride = 0;
+  if (mean) {
+    count = make_tensor(out.sizes(), DType::Int64, dev);
+    launch_fill(make_elementwise_args({&count}), 0.0, include_self ? 1 : 0, true, s);
+    cv = with_index_sizes(count, idx, dim, true);
+    ones = make_tensor(idx.sizes(), DType::Int64, dev);
+    launch_fill(make_elementwise_args({&ones}), 0.0, 1, true, s);
+    ca = make_elementwise_args({&cv, &idx, &ones});
+    cstride = count.stride(dim) * static_cast<int64_t>(sizeof(int64_t));
+    da = make_elementwise_args({&out, &out, &count});
+  }
+  with_bad_index_check(c.name(), dim, size, dev, [&](int64_t* bad, cudaStream_t st) {
+    if (!include_self) launch_scatter_add(ia, stride, size, bad, st, /*accumulate=*/false);
+    launch_scatter_reduce(a, red, stride, size, bad, st);
+    if (mean) {
+      launch_scatter_add(ca, cstride, size, bad, st);
+      launch_mean_divide(da, st);
+    }
+  });
+}
+KILN_REGISTER_KERNEL(scatter_reduce, CUDA, scatter_reduce_kernel);
+
+double float_from_order_key(uint64_t k) {
+  const uint64_t u = (k >> 63) ? k & ~(uint64_t(1) << 63) : ~k;
+  double v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+// histc: counts in int64 by atomics (exact and deterministic), converted to the output's dtype as
+// the CPU kernel does. With min == max the range is the input's (the CPU's aminmax: NaN makes it
+// NaN, and so an error), read back from the device, as PyTorch's CUDA histc syncs for it too.
+// Non-floating inputs and a bin count the CPU refuses go through the CPU kernel for its errors.
+void histc_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& x = c.in(0);
+  const int64_t bins = c.attrs.i(0), n = x.numel();
+  double lo = c.attrs.s(1).to_double(), hi = c.attrs.s(2).to_double();
+  if (!is_floating_point(x.dtype()) || bins < 1 || outs[0].numel() != bins) return staged_on_cpu(c, outs);
+  const Device dev = x.device();
+  DeviceGuard g(dev.index);
+  cudaStream_t s = current_cuda_stream(dev.index);
+  Tensor xc = dense_as(x, x.dtype());
+  if (lo == hi && n > 0) {
+    uint64_t host[3] = {~uint64_t(0), 0, 0};
+    Tensor keys = make_tensor({3}, DType::Int64, dev);
+    auto* kp = reinterpret_cast<uint64_t*>(keys.unsafe_impl()->data());
+    KILN_CUDA_CHECK(cudaMemcpyAsync(kp, host, sizeof host, cudaMemcpyHostToDevice, s),
+                    "cudaMemcpyAsync (host to device)");
+    launch_float_min_max(x.dtype(), xc.unsafe_impl()->data(), n, kp, s);
+    KILN_CUDA_CHECK(cudaMemcpyAsync(host, kp, sizeof host, cudaMemcpyDeviceToHost, s),
+                    "cudaMemcpyAsync (device to host)");
+    KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    if (host[2] != 0) {
+      lo = hi = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      lo = float_from_order_key(host[0]);
+      hi = float_from_order_key(host[1]);
+    }
+  }
+  if (lo == hi) lo -= 1, hi += 1;
+  KILN_CHECK(std::isfinite(lo) && std::isfinite(hi), "histc: range of [", lo, ", ", hi, "] is not finite");
+  KILN_CHECK(lo < hi, "histc: max must be larger than min, got min ", lo, " and max ", hi);
+  Tensor count = make_tensor({bins}, DType::Int64, dev);
+  KILN_CUDA_CHECK(cudaMemsetAsync(count.unsafe_impl()->data(), 0, count.nbytes(), s), "cudaMemsetAsync");
+  launch_histc(x.dtype(), xc.unsafe_impl()->data(), n, bins, lo, hi, count.unsafe_impl()->data(), s);
+  copy_same_device(outs[0], count);
+}
+KILN_REGISTER_KERNEL(histc, CUDA, histc_kernel);
+
+// bincount: the input's min and max read back (the output's length depends on them, as
+// PyTorch's CUDA bincount syncs too), then int64 counts by atomics (exact). With weights the sums
+// are the CPU's bit for bit, deterministic: a stable sort of the input puts each bin's elements
+// together in their original order, and one thread per bin adds its weights in that order (in
+// float32 for float32 weights, else float64, as the CPU), from the counts' prefix sums. Errors (a
+// negative value: the CPU names the first) go through the CPU kernel for its messages.
+void bincount_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor &x = c.in(0), &w = c.in(1);
+  const int64_t minlength = c.attrs.i(0), n = x.numel();
+  if (!is_integral(x.dtype()) || x.dim() != 1 || minlength < 0 || n >= (int64_t(1) << 31) ||
+      (w.defined() && (w.dim() != 1 || w.numel() != n)))
+    return staged_on_cpu(c, outs);
+  const Device dev = x.device();
+  DeviceGuard g(dev.index);
+  cudaStream_t s = current_cuda_stream(dev.index);
+  Tensor xc = dense_as(x, x.dtype());
+  int64_t len = minlength;
+  if (n > 0) {
+    Tensor mm = make_tensor({2}, DType::Int64, dev);
+    launch_fill(make_elementwise_args({&mm}), 0.0, std::numeric_limits<int64_t>::max(), true, s);
+    Tensor hi_part = make_view(mm, {1}, {1}, mm.storage_offset() + 1);
+    launch_fill(make_elementwise_args({&hi_part}), 0.0, std::numeric_limits<int64_t>::min(), true, s);
+    auto* mmp = reinterpret_cast<int64_t*>(mm.unsafe_impl()->data());
+    launch_int_min_max(x.dtype(), xc.unsafe_impl()->data(), n, mmp, s);
+    int64_t host[2] = {0, 0};
+    KILN_CUDA_CHECK(cudaMemcpyAsync(host, mmp, sizeof host, cudaMemcpyDeviceToHost, s),
+                    "cudaMemcpyAsync (device to host)");
+    KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    if (host[0] < 0) return staged_on_cpu(c, outs);  // raises the CPU's error
+    len = std::max(len, host[1] + 1);
+  }
+  auto i64 = [](const Tensor& t) { return reinterpret_cast<int64_t*>(t.unsafe_impl()->data()); };
+  Tensor count = make_tensor({len}, DType::Int64, dev);
+  KILN_CUDA_CHECK(cudaMemsetAsync(count.unsafe_impl()->data(), 0, count.nbytes(), s), "cudaMemsetAsync");
+  launch_bincount(x.dtype(), xc.unsafe_impl()->data(), n, i64(count), s);
+  if (!w.defined()) {
+    outs = {count};
+    return;
+  }
+  const DType out_t = w.dtype() == DType::Float32 ? DType::Float32 : DType::Float64;
+  Tensor wc = dense_as(w, out_t);  // the CPU's cast_to: the same conversion
+  Tensor out = make_tensor({len}, out_t, dev);
+  Tensor perm = make_tensor({n}, DType::Int64, dev), ends = make_tensor({len}, DType::Int64, dev);
+  if (n > 0) {
+    Tensor sorted = make_tensor({n}, x.dtype(), dev);
+    const size_t bytes = sort_rows_workspace(x.dtype(), 1, n, false);
+    Tensor ws = make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, dev);
+    launch_sort_rows(x.dtype(), xc.unsafe_impl()->data(), sorted.unsafe_impl()->data(), i64(perm), 1, n, n, false,
+                     ws.unsafe_impl()->data(), bytes, s);
+  }
+  if (len > 0) {
+    const size_t bytes = inclusive_sum_workspace(len);
+    Tensor ws = make_tensor({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::UInt8, dev);
+    launch_inclusive_sum(i64(count), i64(ends), len, ws.unsafe_impl()->data(), bytes, s);
+  }
+  launch_segment_sums(out_t, wc.unsafe_impl()->data(), i64(perm), i64(count), i64(ends), len, out.unsafe_impl()->data(),
+                      s);
+  outs = {out};
+}
+KILN_REGISTER_KERNEL(bincount, CUDA, bincount_kernel);
 
 // Note [CUDA advanced indexing]
 // Several index tensors (a bool mask of several dims arrives as several: kiln::index turns

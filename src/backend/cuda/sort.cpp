@@ -1,5 +1,7 @@
 // sort and topk on CUDA (sort.cu): the dim moves last in a dense copy, each row is sorted, and
-// the first k of each row go back through a view of the outputs with the dim last again.
+// the first k of each row go back through a view of the outputs with the dim last again. unique
+// and unique_consecutive without a dim (Note [CUDA unique]).
+#include <algorithm>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -66,6 +68,60 @@ void topk_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   sort_rows(c.in(0), outs[0], outs[1], dim, k, c.attrs.b(2));
 }
 KILN_REGISTER_KERNEL(topk, CUDA, topk_kernel);
+
+// Note [CUDA unique]
+// unique and unique_consecutive over all elements (dim=None): unique sorts x's elements (stable,
+// the CPU's order: NaN last, -0 == +0), then group starts are flagged where an element differs
+// from the one before (NaN equals nothing: each is its own value), an inclusive scan numbers the
+// groups, and one pass writes each group's value (its first element in the sorted order: the
+// CPU's representative, bits and all), the inverse and the counts (int64 atomics: exact). The
+// group count is read back to size the outputs (one synchronization, as PyTorch's). With a dim
+// the slices compare whole: staged through the CPU (Note [CUDA staged through the CPU]).
+void unique_on_device(const OpCall& c, std::vector<Tensor>& outs, bool sort) {
+  const Tensor& x = c.in(0);
+  const size_t a = sort ? 1 : 0;  // attrs: [sorted,] return_inverse, return_counts, dim
+  const bool want_inverse = c.attrs.b(a), want_counts = c.attrs.b(a + 1);
+  const int64_t n = x.numel();
+  if (c.attrs.opt_i(a + 2) || n == 0 || n >= (int64_t(1) << 31)) return staged_on_cpu(c, outs);
+  const Device dev = x.device();
+  DeviceGuard g(dev.index);
+  cudaStream_t s = current_cuda_stream(dev.index);
+  Tensor xd = dense_as(x, x.dtype());
+  Tensor keys = xd, perm;
+  if (sort) {
+    keys = make_tensor({n}, x.dtype(), dev);
+    perm = make_tensor({n}, DType::Int64, dev);
+    size_t bytes = sort_rows_workspace(x.dtype(), 1, n, false);
+    Tensor ws = make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, dev);
+    launch_sort_rows(x.dtype(), xd.unsafe_impl()->data(), keys.unsafe_impl()->data(),
+                     reinterpret_cast<int64_t*>(perm.unsafe_impl()->data()), 1, n, n, false, ws.unsafe_impl()->data(),
+                     bytes, s);
+  }
+  auto i64 = [](const Tensor& t) { return reinterpret_cast<int64_t*>(t.unsafe_impl()->data()); };
+  Tensor starts = make_tensor({n}, DType::Int64, dev), group = make_tensor({n}, DType::Int64, dev);
+  launch_group_starts(x.dtype(), keys.unsafe_impl()->data(), i64(starts), n, s);
+  size_t bytes = inclusive_sum_workspace(n);
+  Tensor ws = make_tensor({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::UInt8, dev);
+  launch_inclusive_sum(i64(starts), i64(group), n, ws.unsafe_impl()->data(), bytes, s);
+  int64_t groups = 0;
+  KILN_CUDA_CHECK(cudaMemcpyAsync(&groups, i64(group) + (n - 1), sizeof groups, cudaMemcpyDeviceToHost, s),
+                  "cudaMemcpyAsync (device to host)");
+  KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  Tensor values = make_tensor({groups}, x.dtype(), dev);
+  Tensor inverse = make_tensor(want_inverse ? Shape(x.sizes().begin(), x.sizes().end()) : Shape{0}, DType::Int64, dev);
+  Tensor counts = make_tensor(Shape{want_counts ? groups : 0}, DType::Int64, dev);
+  if (want_counts)
+    KILN_CUDA_CHECK(cudaMemsetAsync(counts.unsafe_impl()->data(), 0, counts.nbytes(), s), "cudaMemsetAsync");
+  launch_unique_scatter(xd.unsafe_impl()->data(), itemsize(x.dtype()), sort ? i64(perm) : nullptr, i64(starts),
+                        i64(group), n, values.unsafe_impl()->data(), want_inverse ? i64(inverse) : nullptr,
+                        want_counts ? i64(counts) : nullptr, s);
+  outs = {values, inverse, counts};
+}
+
+void unique_kernel(const OpCall& c, std::vector<Tensor>& outs) { unique_on_device(c, outs, true); }
+void unique_consecutive_kernel(const OpCall& c, std::vector<Tensor>& outs) { unique_on_device(c, outs, false); }
+KILN_REGISTER_KERNEL(unique, CUDA, unique_kernel);
+KILN_REGISTER_KERNEL(unique_consecutive, CUDA, unique_consecutive_kernel);
 
 }  // namespace
 }  // namespace kiln::cuda

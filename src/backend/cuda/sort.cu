@@ -1,5 +1,6 @@
 // sort/topk rows on CUB's segmented radix sort (Note [CUDA sort keys]); nonzero and
 // masked_select on CUB's DeviceSelect (stream compaction, order kept).
+#include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
 
@@ -168,6 +169,43 @@ __global__ void unravel_kernel(const int64_t* flat, int64_t k, UnravelSizes sz, 
   }
 }
 
+// unique: 1 where element i starts a group (the first, or unequal to the one before: compared as
+// the CPU's unique does, Half types in float, NaN equal to nothing).
+template <class T>
+__global__ void group_starts_kernel(const T* x, int64_t* flags, int64_t n) {
+  using K = std::conditional_t<is_reduced_float_v<T>, float, T>;
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    flags[i] = i == 0 || !(static_cast<K>(x[i]) == static_cast<K>(x[i - 1])) ? 1 : 0;
+}
+
+// Element i (of the sorted order; x's element perm[i], or i without perm) is in group
+// group[i] - 1: a group's first element gives its value, and every element its inverse and count.
+template <class W>
+__global__ void unique_scatter_kernel(const W* x, const int64_t* perm, const int64_t* starts, const int64_t* group,
+                                      int64_t n, W* values, int64_t* inverse, unsigned long long* counts) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const int64_t g = group[i] - 1, p = perm ? perm[i] : i;
+    if (starts[i]) values[g] = x[p];
+    if (inverse) inverse[p] = g;
+    if (counts) atomicAdd(counts + g, 1ull);
+  }
+}
+
+// Weighted bincount: bin b's sum of w[perm[j]] over its segment [ends[b] - count[b], ends[b]),
+// added in order from 0 (the CPU's order when perm is a stable sort of the input).
+template <class T>
+__global__ void segment_sums_kernel(const T* w, const int64_t* perm, const int64_t* count, const int64_t* ends,
+                                    int64_t bins, T* out) {
+  int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < bins; b += step) {
+    T acc = T(0);
+    for (int64_t j = ends[b] - count[b]; j < ends[b]; ++j) acc += w[perm[j]];
+    out[b] = acc;
+  }
+}
+
 // Items move as raw bytes of their width: four CUB instantiations.
 template <class F>
 void visit_width(size_t elem_size, F&& f) {
@@ -190,6 +228,58 @@ void launch_nonzero_flags(DType t, const void* x, uint8_t* flags, int64_t n, cud
   visit_dtype(t, [&]<class T>() {
     nonzero_flags_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), flags, n);
   });
+  check_launch();
+}
+
+void launch_group_starts(DType t, const void* x, int64_t* flags, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  visit_dtype(t, [&]<class T>() {
+    group_starts_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), flags, n);
+  });
+  check_launch();
+}
+
+size_t inclusive_sum_workspace(int64_t n) {
+  size_t bytes = 0;
+  KILN_CHECK(cub::DeviceScan::InclusiveSum(nullptr, bytes, static_cast<const int64_t*>(nullptr),
+                                           static_cast<int64_t*>(nullptr), n) == cudaSuccess,
+             "CUDA: cub::DeviceScan::InclusiveSum: temp storage query failed");
+  return bytes;
+}
+
+void launch_inclusive_sum(const int64_t* in, int64_t* out, int64_t n, void* workspace, size_t workspace_bytes,
+                          cudaStream_t s) {
+  if (n == 0) return;
+  size_t bytes = workspace_bytes;
+  cudaError_t err = cub::DeviceScan::InclusiveSum(workspace, bytes, in, out, n, s);
+  KILN_CHECK(err == cudaSuccess, "CUDA: cub::DeviceScan::InclusiveSum failed: ", cudaGetErrorString(err));
+}
+
+void launch_unique_scatter(const void* x, size_t elem_size, const int64_t* perm, const int64_t* starts,
+                           const int64_t* group, int64_t n, void* values, int64_t* inverse, int64_t* counts,
+                           cudaStream_t s) {
+  if (n == 0) return;
+  visit_width(elem_size, [&]<class W>() {
+    unique_scatter_kernel<W><<<grid_for(n), kThreads, 0, s>>>(static_cast<const W*>(x), perm, starts, group, n,
+                                                              static_cast<W*>(values), inverse,
+                                                              reinterpret_cast<unsigned long long*>(counts));
+  });
+  check_launch();
+}
+
+void launch_segment_sums(DType t, const void* w, const int64_t* perm, const int64_t* count, const int64_t* ends,
+                         int64_t bins, void* out, cudaStream_t s) {
+  if (bins == 0) return;
+  auto run = [&]<class T>() {
+    segment_sums_kernel<T>
+        <<<grid_for(bins), kThreads, 0, s>>>(static_cast<const T*>(w), perm, count, ends, bins, static_cast<T*>(out));
+  };
+  if (t == DType::Float32)
+    run.template operator()<float>();
+  else if (t == DType::Float64)
+    run.template operator()<double>();
+  else
+    KILN_FAIL("bincount: internal: weights summed in float32 or float64, got ", t);
   check_launch();
 }
 

@@ -18,6 +18,22 @@ size_t sort_rows_workspace(DType t, int64_t rows, int64_t n, bool descending);
 void launch_sort_rows(DType t, const void* x, void* values, int64_t* indices, int64_t rows, int64_t n, int64_t k,
                       bool descending, void* workspace, size_t workspace_bytes, cudaStream_t s);
 
+// unique (sort.cpp): flags[i] = 1 where element i of the dense x starts a run of equal values
+// (the first, or unequal to x[i - 1]; Half types compare in float, NaN equals nothing), else 0.
+void launch_group_starts(DType t, const void* x, int64_t* flags, int64_t n, cudaStream_t s);
+// out = the inclusive prefix sums of the n int64 `in` (cub::DeviceScan).
+size_t inclusive_sum_workspace(int64_t n);
+void launch_inclusive_sum(const int64_t* in, int64_t* out, int64_t n, void* workspace, size_t workspace_bytes,
+                          cudaStream_t s);
+// For each i < n, p = perm[i] (i without perm), g = group[i] - 1: values[g] = x[p] where starts[i];
+// inverse[p] = g and counts[g] += 1 (zeroed first) where given. Items are elem_size raw bytes.
+void launch_unique_scatter(const void* x, size_t elem_size, const int64_t* perm, const int64_t* starts,
+                           const int64_t* group, int64_t n, void* values, int64_t* inverse, int64_t* counts,
+                           cudaStream_t s);
+// Weighted bincount (indexing.cpp): out[b] = the sum, in order from 0, of w[perm[j]] for j in
+// [ends[b] - count[b], ends[b]), b < bins; t (w's and out's dtype) float32 or float64.
+void launch_segment_sums(DType t, const void* w, const int64_t* perm, const int64_t* count, const int64_t* ends,
+                         int64_t bins, void* out, cudaStream_t s);
 // flags[i] = x[i] != 0 (NaN counts, -0 does not) for the dense x of dtype t.
 void launch_nonzero_flags(DType t, const void* x, uint8_t* flags, int64_t n, cudaStream_t s);
 // out[i] = i for i < n.
