@@ -187,6 +187,7 @@ TEST(CudaRuntime, DeviceFactoriesEqualTheCpuInEveryDtype) {
     if (dt == DType::Bool) continue;
     for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, 10}, {-50, 77}, {0, int64_t(1) << 40}}) {
       if (hi > 100 && itemsize(dt) < 8) continue;  // the wide draw needs a dtype that holds it
+      if (lo < 0 && dt == DType::UInt8) continue;  // refused: the range must fit the dtype
       SCOPED_TRACE("randint [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
       manual_seed(11);
       Tensor on_cuda = randint(lo, hi, {3, 1001}, cu);
