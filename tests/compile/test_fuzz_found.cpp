@@ -1313,5 +1313,40 @@ TEST(FuzzFound, EmbeddingPaddingRowGetsNoGradient) {
   }
 }
 
+// Seeds 10032381, 11001798 (backend "eager"): embedding_bag's offsets checks (offsets[0] is 0,
+// never decreasing, never past the indices) read the values only where they existed, so
+// offsets made by another op in the graph (or passed in) were not checked and the compiled
+// call returned shifted bags. No kernel makes these checks again (index_select's does the
+// indices' range), so they read the values while tracing now, a graph break (Note [Value
+// checks]); index_fill's index range likewise.
+TEST(FuzzFound, EmbeddingBagOffsetsCheckedWhenCompiled) {
+  auto bags = [](const Tensors& in) { return Tensors{embedding_bag(in[0], in[1], in[2] + 1, "sum")}; };
+  auto fill = [](const Tensors& in) { return Tensors{index_fill(in[0], 0, in[1] * 2, 5.0)}; };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor w = arange(0, 8, 1, kFloat64).reshape({4, 2}), idx = tensor(std::vector<int64_t>{0, 1, 2, 3});
+  Tensor bad = tensor(std::vector<int64_t>{1, 1}), good = tensor(std::vector<int64_t>{-1, 1});
+  Tensor x = zeros({3}, kFloat64), far = tensor(std::vector<int64_t>{2}), near = tensor(std::vector<int64_t>{-1});
+  const std::string want_bags = message([&] { bags(Tensors{w, idx, bad}); });
+  ASSERT_NE(want_bags.find("offsets[0] has to be 0"), std::string::npos) << want_bags;
+  const std::string want_fill = message([&] { fill(Tensors{x, far}); });
+  ASSERT_NE(want_fill.find("out of bounds"), std::string::npos) << want_fill;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(bags, backend(b));
+    EXPECT_EQ(message([&] { f(Tensors{w, idx, bad}); }), want_bags);
+    EXPECT_EQ(f(Tensors{w, idx, good})[0].to_vector<double>(), bags(Tensors{w, idx, good})[0].to_vector<double>());
+    auto g = compile(fill, backend(b));
+    EXPECT_EQ(message([&] { g(Tensors{x, far}); }), want_fill);
+    EXPECT_EQ(g(Tensors{x, near})[0].to_vector<double>(), std::vector<double>({0, 5, 0}));
+  }
+}
+
 }  // namespace
 }  // namespace kiln
