@@ -1348,5 +1348,31 @@ TEST(FuzzFound, EmbeddingBagOffsetsCheckedWhenCompiled) {
   }
 }
 
+// Seed 13005682 (aot_eager, inductor): after a graph break a tensor and its view are inputs of
+// the next graph, which reads the view, writes the base (`v0.mul_(-1)`), then writes the view.
+// The graph keeps eager's autograd (Note [Aliased inputs]), whose nodes on tracers are built
+// when the graph ends (Note [Deferred tracer autograd]); building them rebases no view, so the
+// view's write took the view's history from before the base's write and the gradient lost the
+// mul_. A deferred node now remakes a stale view input's history as it is noted, as eager does
+// when the op runs (Note [View rebase]).
+TEST(FuzzFound, ViewInputWrittenAfterItsBaseAcrossABreak) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = in[0] * 2;
+    Tensor v1 = v0.select(0, 0);
+    (void)v1.sum().item<double>();  // the read breaks the graph: v0 and v1 are the next one's inputs
+    Tensor v2 = v1 * 1;             // reads v1 before the writes
+    v0.mul_(-1);
+    v1.masked_fill_(v1 > 0, 0);
+    return Tensors{v0, v1, v2};
+  };
+  auto inputs = [] { return Tensors{arange(0, 12, 1, kFloat32).reshape({1, 3, 4}).sin().requires_grad_(true)}; };
+  // Eager: where x >= 0, v0 and v1 are -2x (a gradient of -2 each) and v2 adds 2; elsewhere 0 + 2.
+  Tensors in = inputs();
+  Tensor g = grads_of(fn(in), in)[0];
+  Tensor want = where(ge(in[0], Scalar(0.0)), full({1, 3, 4}, -2.0), full({1, 3, 4}, 2.0));
+  expect_close(g, want, "eager gradient");
+  expect_eager_answer(fn, inputs);
+}
+
 }  // namespace
 }  // namespace kiln
