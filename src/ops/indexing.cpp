@@ -57,7 +57,8 @@ std::vector<int64_t> index_values(const Tensor& t) {
 }
 
 std::vector<int64_t> checked_index_values(const Tensor& t) {
-  if (!nn_detail::has_values_to_check(t)) return {};
+  // CPU only, as index_values: eagerly a device's tensor is not read (no sync), so nor is its tracer.
+  if (!nn_detail::has_values_to_check(t) || !t.is_cpu()) return {};
   KILN_CHECK(is_integral(t.dtype(), false), "internal: checked_index_values of a ", t.dtype(), " tensor");
   return t.to_vector<int64_t>();  // a tracer's values: a graph break
 }

@@ -38,8 +38,8 @@ void check_index_dtype(const Tensor& index, const char* op, const char* what = "
 std::vector<int64_t> index_values(const Tensor& t);
 // The values for a check that no kernel makes again (embedding_bag's offsets,
 // index_fill's range): read while compiling too, a graph break where t is a tracer,
-// so a compiled call raises eager's error (Note [Value checks]). Empty only where
-// there are no values (meta tensors, no elements).
+// so a compiled call raises eager's error (Note [Value checks]). Empty where there
+// are no values (meta tensors, no elements) and, as index_values, off the CPU.
 std::vector<int64_t> checked_index_values(const Tensor& t);
 // torch's index_select, embedding and index_add: every index in [0, size), else
 // "<op>: index V is out of bounds for dimension D with size N".
