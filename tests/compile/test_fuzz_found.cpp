@@ -1372,6 +1372,17 @@ TEST(FuzzFound, ViewInputWrittenAfterItsBaseAcrossABreak) {
   Tensor want = where(ge(in[0], Scalar(0.0)), full({1, 3, 4}, -2.0), full({1, 3, 4}, 2.0));
   expect_close(g, want, "eager gradient");
   expect_eager_answer(fn, inputs);
+  // A view made in the graph (a tracer) after its base's write keeps the view rebase it had:
+  // remade as noted, it took a deferred placeholder and raised (seeds 12119315, 13117729).
+  auto traced = [](const Tensors& in) {
+    Tensor v0 = in[0] * 2;
+    Tensor v1 = v0.transpose(0, -1);
+    v0.masked_fill_(v0 > 0, 0);
+    v1.mul_(2);
+    return Tensors{v0, v1};
+  };
+  auto inputs2 = [] { return Tensors{arange(0, 9, 1, kFloat64).reshape({1, 1, 3, 3}).cos().requires_grad_(true)}; };
+  expect_eager_answer(traced, inputs2);
 }
 
 }  // namespace
