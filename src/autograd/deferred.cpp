@@ -40,6 +40,16 @@ DeferredGraph::~DeferredGraph() {
 
 void DeferredGraph::add(OpId op, std::vector<Tensor>&& inputs, Attrs&& attrs, std::vector<Tensor>& outputs) {
   ++tls_counts.deferred;
+  // Note [View rebase] of an input, now: eager's node takes its edges as the op runs, and a view
+  // written through its base since its history was recorded is remade from the base's history
+  // then. Built later (materializing rebases no view), the node took the view's old history:
+  // `w = v * 1; base.mul_(-1); v.masked_fill_(...)` on a view input after a graph break lost
+  // the mul_ in v's gradient (fuzz seed 13005682). Real tensors only: a real view's history is
+  // remade eagerly (rebase_view); a tracer view's would be a deferred as_strided's placeholder,
+  // which building the nodes gives to that op's output, not to the view (seeds 12119315, 13117729).
+  for (const Tensor& t : inputs)
+    if (const AutogradMeta* m = t.defined() && !t.unsafe_impl()->is_tracer() ? autograd_meta_or_null(t) : nullptr)
+      if (m->view_of_base && m->grad_fn && m->view_version != t._version()) (void)gradient_edge(t);
   for (const Tensor& t : inputs) input_versions_.push_back(t.defined() ? t._version() : 0);
   entries_.push_back(Entry{op, std::move(attrs), std::move(inputs), static_cast<uint32_t>(outputs_.size()),
                            static_cast<uint32_t>(outputs.size())});

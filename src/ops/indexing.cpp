@@ -56,6 +56,13 @@ std::vector<int64_t> index_values(const Tensor& t) {
   return out;
 }
 
+std::vector<int64_t> checked_index_values(const Tensor& t) {
+  // CPU only, as index_values: eagerly a device's tensor is not read (no sync), so nor is its tracer.
+  if (!nn_detail::has_values_to_check(t) || !t.is_cpu()) return {};
+  KILN_CHECK(is_integral(t.dtype(), false), "internal: checked_index_values of a ", t.dtype(), " tensor");
+  return t.to_vector<int64_t>();  // a tracer's values: a graph break
+}
+
 void check_index_range(const Tensor& index, int64_t size, int64_t dim, const char* op) {
   for (int64_t v : index_values(index))
     KILN_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for dimension ", dim, " with size ", size,

@@ -33,8 +33,14 @@ void check_index_dtype(const Tensor& index, const char* op, const char* what = "
 // before composites that would otherwise accept them (x[idx] wraps a negative
 // index; index_select does not). Empty where values cannot be read without a
 // graph break or a copy from a device: a tracer, the meta device, CUDA, or while
-// recording. Those checks are eager-only.
+// recording. So only for a check that a kernel the composite runs makes again
+// (an index range that gather or index_select refuses), which a compiled call keeps.
 std::vector<int64_t> index_values(const Tensor& t);
+// The values for a check that no kernel makes again (embedding_bag's offsets,
+// index_fill's range): read while compiling too, a graph break where t is a tracer,
+// so a compiled call raises eager's error (Note [Value checks]). Empty where there
+// are no values (meta tensors, no elements) and, as index_values, off the CPU.
+std::vector<int64_t> checked_index_values(const Tensor& t);
 // torch's index_select, embedding and index_add: every index in [0, size), else
 // "<op>: index V is out of bounds for dimension D with size N".
 void check_index_range(const Tensor& index, int64_t size, int64_t dim, const char* op);

@@ -243,11 +243,12 @@ KILN_REGISTER_META(embedding_bag, meta_embedding_bag);
 std::vector<Tensor> decomp_embedding_bag(const OpCall& c) {
   std::vector<TensorMeta> m = meta_embedding_bag(c);
   const Tensor &w = c.in(0), &indices = c.in(1), &psw = c.in(3);
-  // torch's value checks (eager only, Note in ops/indexing.h): indices in range, offsets
-  // starting at 0, never decreasing and never past the indices.
+  // torch's value checks: indices in range (index_select's kernel checks them again when
+  // compiled), offsets starting at 0, never decreasing and never past the indices (no kernel
+  // does: read while compiling too, Note [Value checks]; seeds 10032381, 11001798).
   check_index_range(indices, w.sizes()[0], 0, c.name());
   if (indices.dim() == 1) {
-    std::vector<int64_t> offs = index_values(c.in(2));
+    std::vector<int64_t> offs = checked_index_values(c.in(2));
     KILN_CHECK(offs.empty() || offs[0] == 0, c.name(),
                ": offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0; "
                "got ",

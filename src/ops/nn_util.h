@@ -17,7 +17,9 @@ namespace kiln::nn_detail {
 // breaks the graph there (as user code's item() does), so a compiled call raises eager's error
 // instead of returning an answer. Meta tensors have no values to check. An op with a kernel that
 // checks (CHECKS_VALUES in ops.def: one_hot) is recorded whole and kept whole when the graph is
-// lowered to prims, so its decomposition's check only runs where no kernel does.
+// lowered to prims, so its decomposition's check only runs where no kernel does. Index checks
+// read checked_index_values (ops/indexing.h) where no kernel repeats them (embedding_bag's
+// offsets), index_values (eager only) where one does.
 inline bool has_values_to_check(const Tensor& t) {
   return t.defined() && t.numel() > 0 && (t.has_storage() || t.unsafe_impl()->is_tracer());
 }

@@ -200,8 +200,9 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
              shape_str(index.sizes()));
   int64_t d = wrap_dim(dim, x.dim(), "index_fill");
   int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];
-  // torch's index_fill takes indices in [-n, n).
-  for (int64_t v : index_values(index))
+  // torch's index_fill takes indices in [-n, n); the comparison below would skip another
+  // index, so it is checked while compiling too (Note [Value checks]).
+  for (int64_t v : checked_index_values(index))
     KILN_CHECK(v >= -n && v < n, "index_fill: index ", v, " is out of bounds for dimension ", d, " with size ", n);
   Tensor idx = reshape(index, {-1, 1});
   idx = where(lt(idx, Scalar(int64_t{0})), add(idx, Scalar(n)), idx);

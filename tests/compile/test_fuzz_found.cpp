@@ -1313,5 +1313,77 @@ TEST(FuzzFound, EmbeddingPaddingRowGetsNoGradient) {
   }
 }
 
+// Seeds 10032381, 11001798 (backend "eager"): embedding_bag's offsets checks (offsets[0] is 0,
+// never decreasing, never past the indices) read the values only where they existed, so
+// offsets made by another op in the graph (or passed in) were not checked and the compiled
+// call returned shifted bags. No kernel makes these checks again (index_select's does the
+// indices' range), so they read the values while tracing now, a graph break (Note [Value
+// checks]); index_fill's index range likewise.
+TEST(FuzzFound, EmbeddingBagOffsetsCheckedWhenCompiled) {
+  auto bags = [](const Tensors& in) { return Tensors{embedding_bag(in[0], in[1], in[2] + 1, "sum")}; };
+  auto fill = [](const Tensors& in) { return Tensors{index_fill(in[0], 0, in[1] * 2, 5.0)}; };
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor w = arange(0, 8, 1, kFloat64).reshape({4, 2}), idx = tensor(std::vector<int64_t>{0, 1, 2, 3});
+  Tensor bad = tensor(std::vector<int64_t>{1, 1}), good = tensor(std::vector<int64_t>{-1, 1});
+  Tensor x = zeros({3}, kFloat64), far = tensor(std::vector<int64_t>{2}), near = tensor(std::vector<int64_t>{-1});
+  const std::string want_bags = message([&] { bags(Tensors{w, idx, bad}); });
+  ASSERT_NE(want_bags.find("offsets[0] has to be 0"), std::string::npos) << want_bags;
+  const std::string want_fill = message([&] { fill(Tensors{x, far}); });
+  ASSERT_NE(want_fill.find("out of bounds"), std::string::npos) << want_fill;
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(bags, backend(b));
+    EXPECT_EQ(message([&] { f(Tensors{w, idx, bad}); }), want_bags);
+    EXPECT_EQ(f(Tensors{w, idx, good})[0].to_vector<double>(), bags(Tensors{w, idx, good})[0].to_vector<double>());
+    auto g = compile(fill, backend(b));
+    EXPECT_EQ(message([&] { g(Tensors{x, far}); }), want_fill);
+    EXPECT_EQ(g(Tensors{x, near})[0].to_vector<double>(), std::vector<double>({0, 5, 0}));
+  }
+}
+
+// Seed 13005682 (aot_eager, inductor): after a graph break a tensor and its view are inputs of
+// the next graph, which reads the view, writes the base (`v0.mul_(-1)`), then writes the view.
+// The graph keeps eager's autograd (Note [Aliased inputs]), whose nodes on tracers are built
+// when the graph ends (Note [Deferred tracer autograd]); building them rebases no view, so the
+// view's write took the view's history from before the base's write and the gradient lost the
+// mul_. A deferred node now remakes a stale view input's history as it is noted, as eager does
+// when the op runs (Note [View rebase]).
+TEST(FuzzFound, ViewInputWrittenAfterItsBaseAcrossABreak) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = in[0] * 2;
+    Tensor v1 = v0.select(0, 0);
+    (void)v1.sum().item<double>();  // the read breaks the graph: v0 and v1 are the next one's inputs
+    Tensor v2 = v1 * 1;             // reads v1 before the writes
+    v0.mul_(-1);
+    v1.masked_fill_(v1 > 0, 0);
+    return Tensors{v0, v1, v2};
+  };
+  auto inputs = [] { return Tensors{arange(0, 12, 1, kFloat32).reshape({1, 3, 4}).sin().requires_grad_(true)}; };
+  // Eager: where x >= 0, v0 and v1 are -2x (a gradient of -2 each) and v2 adds 2; elsewhere 0 + 2.
+  Tensors in = inputs();
+  Tensor g = grads_of(fn(in), in)[0];
+  Tensor want = where(ge(in[0], Scalar(0.0)), full({1, 3, 4}, -2.0), full({1, 3, 4}, 2.0));
+  expect_close(g, want, "eager gradient");
+  expect_eager_answer(fn, inputs);
+  // A view made in the graph (a tracer) after its base's write keeps the view rebase it had:
+  // remade as noted, it took a deferred placeholder and raised (seeds 12119315, 13117729).
+  auto traced = [](const Tensors& in) {
+    Tensor v0 = in[0] * 2;
+    Tensor v1 = v0.transpose(0, -1);
+    v0.masked_fill_(v0 > 0, 0);
+    v1.mul_(2);
+    return Tensors{v0, v1};
+  };
+  auto inputs2 = [] { return Tensors{arange(0, 9, 1, kFloat64).reshape({1, 1, 3, 3}).cos().requires_grad_(true)}; };
+  expect_eager_answer(traced, inputs2);
+}
+
 }  // namespace
 }  // namespace kiln
