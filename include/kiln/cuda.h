@@ -126,4 +126,11 @@ namespace kiln::backends::cudnn {
 // mantissa products, float32 accumulation). Off gives float32 products.
 void allow_tf32(bool on);
 bool allow_tf32();
+// Only deterministic cuDNN convolution algorithms (torch.backends.cudnn.deterministic): on by
+// default in kiln, so a shape's results are the same run to run (PyTorch's default is off, and
+// its heuristics may pick algorithms that accumulate with atomics). Off takes the heuristics' (or
+// the benchmark's) first algorithm whatever its determinism; the environment variable
+// KILN_CUDNN_DETERMINISTIC=0 sets that at start-up.
+void deterministic(bool on);
+bool deterministic();
 }  // namespace kiln::backends::cudnn

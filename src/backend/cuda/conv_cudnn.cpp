@@ -6,6 +6,7 @@
 // cuDNN at build time (KILN_HAVE_CUDNN unset) both ops say so. Depthwise convolutions (groups =
 // in channels, 1-d/2-d, not transposed) run on kiln's own kernels instead (depthwise_ops.cpp).
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/launch.h"
@@ -16,9 +17,15 @@
 namespace kiln::backends::cudnn {
 namespace {
 std::atomic<bool> g_allow_tf32{true};
-}
+std::atomic<bool> g_deterministic{[] {
+  const char* e = std::getenv("KILN_CUDNN_DETERMINISTIC");
+  return !(e && std::string(e) == "0");
+}()};
+}  // namespace
 void allow_tf32(bool on) { g_allow_tf32 = on; }
 bool allow_tf32() { return g_allow_tf32; }
+void deterministic(bool on) { g_deterministic = on; }
+bool deterministic() { return g_deterministic; }
 }  // namespace kiln::backends::cudnn
 
 #ifdef KILN_HAVE_CUDNN
@@ -183,10 +190,11 @@ void setup(ConvSetup& s, const ConvShape& sh, const Shape& xs, const Shape& ws, 
 }
 
 // Note [cuDNN algorithm cache]
-// The candidates are ranked once per (kind, shape, dtype, device, math): by cuDNN's heuristics,
-// or with KILN_CUDNN_BENCHMARK=1 by timing them on the first call's buffers. The first
-// deterministic algorithm that works is kept (the first working one if none is deterministic),
-// so a shape's results are the same run to run.
+// The candidates are ranked once per (kind, shape, dtype, device, math, determinism): by cuDNN's
+// heuristics, or with KILN_CUDNN_BENCHMARK=1 by timing them on the first call's buffers. The
+// first deterministic algorithm that works is kept (the first working one if none is
+// deterministic), so a shape's results are the same run to run; with
+// backends::cudnn::deterministic(false) the first working one.
 struct Algo {
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
@@ -201,7 +209,7 @@ Algo pick(const Perf* perf, int n, const ConvSetup& s, const char* what) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (s.fp32_no_tf32 && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
     if (chosen < 0) chosen = i;
-    if (perf[i].determinism == CUDNN_DETERMINISTIC) {
+    if (!backends::cudnn::deterministic() || perf[i].determinism == CUDNN_DETERMINISTIC) {
       chosen = i;
       break;
     }
@@ -239,7 +247,7 @@ struct Buffers {
 };
 
 Algo algo_for(Kind kind, ConvSetup& s, const Buffers& b, Device dev) {
-  std::string key = std::to_string(static_cast<int>(kind)) + s.key;
+  std::string key = std::to_string(static_cast<int>(kind)) + (backends::cudnn::deterministic() ? "D" : "N") + s.key;
   {
     std::lock_guard<std::mutex> lock(g_algo_mu);
     auto it = g_algos.find(key);

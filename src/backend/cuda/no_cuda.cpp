@@ -76,7 +76,10 @@ bool allow_tf32() { return g_allow_tf32; }
 namespace kiln::backends::cudnn {
 namespace {
 bool g_allow_tf32 = true;
-}
+bool g_deterministic = true;
+}  // namespace
 void allow_tf32(bool on) { g_allow_tf32 = on; }
 bool allow_tf32() { return g_allow_tf32; }
+void deterministic(bool on) { g_deterministic = on; }
+bool deterministic() { return g_deterministic; }
 }  // namespace kiln::backends::cudnn
