@@ -275,6 +275,13 @@ bool same_meta(const Tensor& t, const TensorMeta& m) {
 TensorMeta meta_of(const Tensor& t) {
   return TensorMeta{Shape(t.sizes()), t.dtype(), t.device(), Shape(t.strides()), t.storage_offset()};
 }
+// std::equal on int64_t ranges of run-time length compiles to two memcmp calls per guard (through
+// the PLT); a guard compares a handful of dims, which an inline loop does in a few cycles.
+inline bool same_ints(const int64_t* a, const int64_t* b, size_t n) {
+  bool same = true;
+  for (size_t k = 0; k < n; ++k) same &= a[k] == b[k];
+  return same;
+}
 bool requires_grad_inline(const TensorImpl* i) {
   const auto* m = static_cast<const autograd::AutogradMeta*>(i->autograd.get());
   return m && (m->requires_grad || m->grad_fn);
@@ -377,6 +384,10 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
         for (; p < end; p += 64) __builtin_prefetch(p);
         __builtin_prefetch(end - 1);
         __builtin_prefetch(g.autograd_hint);
+        // requires_grad_inline also reads grad_fn (a tensor without requires_grad), which lies on
+        // the next line when the meta straddles one: ask for that line too.
+        if (g.autograd_hint)
+          __builtin_prefetch(reinterpret_cast<const char*>(g.autograd_hint) + sizeof(autograd::AutogradMeta) / 2);
       }
       // The written inputs' version counters, bumped below with atomics (each one a full
       // fence on x86, so cold lines would be fetched one at a time).
@@ -388,8 +399,8 @@ bool CompiledFunction::replay(const CompiledState::PureCall& call, std::vector<T
       const TensorImpl* i = g.impl;
       const int64_t* d = e.dims.data() + g.at;
       ok = i->dtype == g.dtype && i->device == g.device && i->storage_offset == g.storage_offset &&
-           i->sizes.size() == g.rank && std::equal(i->sizes.begin(), i->sizes.end(), d) &&
-           std::equal(i->strides.begin(), i->strides.end(), d + g.rank) && requires_grad_inline(i) == g.requires_grad;
+           i->sizes.size() == g.rank && same_ints(i->sizes.data(), d, i->sizes.size()) &&
+           same_ints(i->strides.data(), d + g.rank, i->strides.size()) && requires_grad_inline(i) == g.requires_grad;
     }
     if (!ok) continue;
     std::vector<Tensor>& inputs = e.inputs;
