@@ -136,6 +136,13 @@ DifferentiableScope::DifferentiableScope(bool on) : prev_(tls_recording_differen
 }
 DifferentiableScope::~DifferentiableScope() { tls_recording_differentiable = prev_; }
 
+thread_local const DetachedInputs* tls_detached_inputs = nullptr;
+const DetachedInputs* recording_detached_inputs() { return tls_detached_inputs; }
+DetachedInputsScope::DetachedInputsScope(const DetachedInputs* d) : prev_(tls_detached_inputs) {
+  tls_detached_inputs = d;
+}
+DetachedInputsScope::~DetachedInputsScope() { tls_detached_inputs = prev_; }
+
 Tensor call_op1(OpId op, std::vector<Tensor> inputs, Attrs attrs) {
   auto outs = call_op(op, std::move(inputs), std::move(attrs));
   KILN_CHECK(!outs.empty(), "internal: ", op_name(op), " returned no outputs");

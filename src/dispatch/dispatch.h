@@ -83,6 +83,33 @@ class DifferentiableScope {
  private:
   bool prev_;
 };
+// Note [Detached inputs]
+// `y = x.detach()` is an alias of x's buffer, so a recorded graph reads one value through both;
+// but eager's autograd sends nothing back through y. A node records which of its inputs came
+// through a tensor that did not require grad while the op was differentiable (Node::detached),
+// and the joint graph's replay passes those inputs detached (a wrong gradient otherwise: fuzz seed
+// 12204616, `addcdiv(a, b, prelu(x, w).detach())` gave w the addcdiv's gradient). Retraces
+// (functionalization, the joint graph) carry the bits over: while a node is replayed, the scope
+// names its detached input tensors: a node of the same op on as many inputs takes its bits by
+// position (one value may be read both ways: `addcdiv(y, t, y.detach())`); another node (an op
+// the replay records in its place) marks an input that is one of those tensors and is read by
+// the replayed node through no other position. At most 32 inputs carry a bit.
+struct DetachedInputs {
+  OpId op;
+  uint32_t mask = 0;
+  std::span<const Tensor> inputs;
+};
+const DetachedInputs* recording_detached_inputs();
+class DetachedInputsScope {
+ public:
+  explicit DetachedInputsScope(const DetachedInputs* d);
+  ~DetachedInputsScope();
+  DetachedInputsScope(const DetachedInputsScope&) = delete;
+  DetachedInputsScope& operator=(const DetachedInputsScope&) = delete;
+
+ private:
+  const DetachedInputs* prev_;
+};
 // RAII: installs `layer` (null pauses recording, as replaying a graph does) on this thread.
 class RecordLayerGuard {
  public:

@@ -1385,5 +1385,33 @@ TEST(FuzzFound, ViewInputWrittenAfterItsBaseAcrossABreak) {
   expect_eager_answer(traced, inputs2);
 }
 
+// Seeds 12204616, 15027292 (aot_eager, inductor): `y.detach()` reads y's buffer, so the graph
+// read one value through both, and the joint graph's autograd sent a gradient back through the
+// detached use (`addcdiv(y, t, y.detach())` gave w the tensor2 gradient too). A node now records
+// which inputs came through a tensor that did not require grad (Note [Detached inputs]), and the
+// joint graph reads them detached, even where the same value is also read with grad.
+TEST(FuzzFound, DetachedUseOfAValueSendsNoGradient) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = prelu(in[0], in[1]);
+    Tensor d = y.detach();
+    return Tensors{y, addcdiv(y, in[2], d, 0.5), (d * in[1]).sum()};
+  };
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto make = [] {
+      return Tensors{tensor(std::vector<double>{-2.8, 1.5, -0.7}),
+                     tensor(std::vector<double>{0.13}).requires_grad_(true),
+                     tensor(std::vector<double>{1.5, -0.4, 2.0}).requires_grad_(true)};
+    };
+    Tensors e = make(), c = make();
+    auto f = compile(fn, backend(b));
+    Tensors want = fn(e), got = f(c);
+    (want[0].sum() * 3 + want[1].sum() + want[2]).backward();
+    (got[0].sum() * 3 + got[1].sum() + got[2]).backward();
+    for (size_t i = 1; i < 3; ++i)
+      EXPECT_EQ(c[i].grad().to_vector<double>(), e[i].grad().to_vector<double>()) << "input " << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

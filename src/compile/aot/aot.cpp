@@ -30,6 +30,12 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs, bo
     DifferentiableScope scope(!n.no_grad);
     std::optional<NoGradGuard> no_grad;
     if (through_autograd && n.no_grad) no_grad.emplace();
+    // Note [Detached inputs]: eager's autograd sent nothing back through these.
+    if (through_autograd)
+      for (size_t k = 0; k < ins.size() && k < 32; ++k)
+        if ((n.detached >> k & 1u) && ins[k].defined()) ins[k] = ins[k].detach();
+    const DetachedInputs detached{n.op, n.detached, ins};
+    DetachedInputsScope detached_scope(n.detached ? &detached : nullptr);
     std::vector<Tensor> outs = through_autograd ? call_op(n.op, ins, n.attrs) : backend_call(n.op, ins, n.attrs);
     for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) vals[n.outputs[k]] = outs[k];
   }

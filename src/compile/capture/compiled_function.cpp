@@ -256,7 +256,9 @@ bool same_structure(const Graph& a, const Graph& b) {
     if (a.values[v].requires_grad != b.values[v].requires_grad) return false;
   for (size_t n = 0; n < a.nodes.size(); ++n) {
     const Node &x = a.nodes[n], &y = b.nodes[n];
-    if (x.op != y.op || x.no_grad != y.no_grad || x.inputs != y.inputs || x.outputs != y.outputs) return false;
+    if (x.op != y.op || x.no_grad != y.no_grad || x.detached != y.detached || x.inputs != y.inputs ||
+        x.outputs != y.outputs)
+      return false;
     const auto &xa = x.attrs.symbolic_values(), &ya = y.attrs.symbolic_values();
     if (xa.size() != ya.size()) return false;
     const OpInfo& info = op_info(x.op);

@@ -109,6 +109,7 @@ void Recording::reset() {
   storage_class_.clear();
   written_.clear();
   tracked_.clear();
+  aliases_.clear();
   view_origin_.clear();
   generation_.clear();
   placeholders_.clear();
@@ -204,6 +205,40 @@ bool Recording::written_aliased_grad_input() const {
   return false;
 }
 
+// Note [Detached inputs]: the capture reads it off the tracers (one that does not require grad in
+// a differentiable op: a detach()ed alias, or a value autograd does not follow anyway, where
+// detaching changes nothing); a retrace takes it from the node it replays.
+// A write (MUTATES) keeps its inputs as they are: its target is a buffer, not a value to detach.
+uint32_t Recording::detached_mask(OpId op, std::span<const Tensor> inputs, bool no_grad) const {
+  if (no_grad || op_info(op).has(MUTATES)) return 0;
+  const DetachedInputs* src = recording_detached_inputs();
+  if (src && src->op == op && src->inputs.size() == inputs.size()) return src->mask;
+  uint32_t mask = 0;
+  for (size_t k = 0; k < inputs.size() && k < 32; ++k) {
+    const Tensor& t = inputs[k];
+    if (!t.defined()) continue;
+    bool d = false;
+    if (src) {
+      bool other = false;  // read through a position with grad as well
+      for (size_t j = 0; j < src->inputs.size(); ++j)
+        if (src->inputs[j].defined() && src->inputs[j].unsafe_impl() == t.unsafe_impl()) {
+          if (j < 32 && (src->mask >> j & 1u))
+            d = true;
+          else
+            other = true;
+        }
+      d = d && !other;
+    } else if (sink_ && !t.requires_grad() && !t.unsafe_impl()->view_base) {
+      // A detach()ed alias: made by make_view, not a view. (A tracer that does not require grad
+      // because its op ran below autograd, inside a composite with its own VJP, is a node's output.)
+      auto it = aliases_.find(t.unsafe_impl());
+      d = it != aliases_.end() && it->second.lock().get() == t.unsafe_impl();
+    }
+    if (d) mask |= uint32_t{1} << k;
+  }
+  return mask;
+}
+
 bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
   premixed_ = false;
   if (!replaying_) return false;
@@ -223,7 +258,8 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
     same = same && replaying_ && v == n.inputs[k];
   }
   const auto& av = attrs.values();
-  same = same && av.size() == n.attrs.size() && n.no_grad == !recording_differentiable();
+  same = same && av.size() == n.attrs.size() && n.no_grad == !recording_differentiable() &&
+         n.detached == detached_mask(op, inputs, n.no_grad);
   for (size_t a = 0; a < av.size() && same; ++a)
     same = is_random_attr(info, a, av.size()) || attr_equal(av[a], n.attrs.values()[a]);
   if (!same) {
@@ -235,6 +271,7 @@ bool Recording::replay(OpId op, std::span<const Tensor> inputs, const Attrs& att
   for (size_t a = 0; a < av.size(); ++a)
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);
   hash_.mix(n.no_grad ? 0x6e67u : 0x6467u);
+  hash_.mix(n.detached);
   note_no_grad_write(info, inputs, n.no_grad);
   if (info.has(MUTATES)) {
     for (const Tensor& t : inputs) {
@@ -395,6 +432,8 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     if (!is_random_attr(info, a, av.size())) hash_.mix_attr(av[a]);  // Note [Random state as input]
   const bool no_grad = !recording_differentiable();                  // Note [No-grad nodes]
   hash_.mix(no_grad ? 0x6e67u : 0x6467u);
+  const uint32_t detached = detached_mask(op, inputs, no_grad);  // Note [Detached inputs]
+  hash_.mix(detached);
   // Note [No-grad writes]: a write under no_grad (or with grad but from no input that requires
   // it) into a tensor that requires grad (made by this graph, or an input), or into a view of
   // one, changes its value but not its history: eager's backward sends its
@@ -417,6 +456,7 @@ std::vector<Tensor> Recording::record(OpId op, std::span<const Tensor> inputs, c
     }
   int n = graph_.add_node(op, symbolic ? Attrs(sym_attrs) : attrs, std::move(ins), metas);
   graph_.nodes[static_cast<size_t>(n)].no_grad = no_grad;
+  graph_.nodes[static_cast<size_t>(n)].detached = detached;
   std::vector<Shape> out_sym;
   if (graph_has_symbols_) out_sym = symbolic_output_sizes(syms_, op, inputs, av, metas);
   std::vector<Tensor> outs;
@@ -645,7 +685,10 @@ void Recording::on_value_read(const Tensor& t, const char* what) {
 
 void Recording::on_tracer_alias(const std::shared_ptr<TensorImpl>& alias) {
   if (Recording* r = tls_recording)
-    if (alias->tracer_recording == r->id_) r->tracked_.push_back(alias);
+    if (alias->tracer_recording == r->id_) {
+      r->tracked_.push_back(alias);
+      r->aliases_[alias.get()] = alias;
+    }
 }
 
 bool Recording::saved_tracer_modified() const {
@@ -720,6 +763,7 @@ void Recording::flush() {
       live.push_back(std::move(p));
     }
   tracked_.clear();
+  aliases_.clear();
   graph_.outputs.clear();
   for (size_t v = 0; v < out_index.size(); ++v)
     if (out_index[v] == 0) {

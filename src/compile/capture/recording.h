@@ -207,6 +207,8 @@ class Recording final : public RecordLayer {
 
  private:
   int value_of(const Tensor& t);
+  // Note [Detached inputs]: Node::detached for an op on `inputs`.
+  uint32_t detached_mask(OpId op, std::span<const Tensor> inputs, bool no_grad) const;
   Tensor make_tracer(const TensorMeta& m, int value, std::shared_ptr<VersionCounter> version = nullptr);
   Tensor make_tracer_view(const Tensor& base, const TensorMeta& m, int value);
   void reset();
@@ -251,6 +253,8 @@ class Recording final : public RecordLayer {
   PtrIntMap storage_class_;                         // storage → first input using it
   std::unordered_set<const void*> written_;         // storages of real inputs the graph writes
   std::vector<std::weak_ptr<TensorImpl>> tracked_;  // every tracer impl and alias made
+  // The aliases among them (made by make_view: views, detach()), for Note [Detached inputs].
+  std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> aliases_;
   uint64_t backward_runs_at_start_ = 0;
   bool keep_eager_autograd_ = false;  // this graph: not differentiable by the sink
   bool eager_autograd_kept_ = false;  // some graph of this call

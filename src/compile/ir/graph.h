@@ -36,6 +36,7 @@ struct Node {
   std::vector<int> inputs;   // value ids; -1 for an absent optional tensor
   std::vector<int> outputs;  // value ids
   bool no_grad = false;      // a constant for autograd (Note [No-grad nodes] in dispatch.h)
+  uint32_t detached = 0;     // bit k: input k read through a detach()ed alias (Note [Detached inputs])
 };
 
 struct Graph {

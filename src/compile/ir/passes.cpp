@@ -19,6 +19,7 @@ void compact(Graph& g) {
     for (int o : n.outputs) metas.push_back(g.values[o].meta);
     int id = out.add_node(n.op, n.attrs, std::move(ins), metas);
     out.nodes[id].no_grad = n.no_grad;
+    out.nodes[id].detached = n.detached;
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       int nv = out.nodes[id].outputs[k];
       remap[n.outputs[k]] = nv;
@@ -123,7 +124,9 @@ int common_subexpression_elimination(Graph& g) {
     bool found = false;
     for (auto it = lo; it != hi && !found; ++it) {
       const Node& m = g.nodes[it->second];
-      if (m.op != n.op || m.no_grad != n.no_grad || m.inputs != n.inputs || m.attrs.size() != n.attrs.size()) continue;
+      if (m.op != n.op || m.no_grad != n.no_grad || m.detached != n.detached || m.inputs != n.inputs ||
+          m.attrs.size() != n.attrs.size())
+        continue;
       bool same = true;
       for (size_t a = 0; a < n.attrs.size() && same; ++a) same = attr_equal(m.attrs[a], n.attrs[a]);
       if (!same) continue;
