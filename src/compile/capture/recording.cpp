@@ -205,9 +205,8 @@ bool Recording::written_aliased_grad_input() const {
   return false;
 }
 
-// Note [Detached inputs]: the capture reads it off the tracers (one that does not require grad in
-// a differentiable op: a detach()ed alias, or a value autograd does not follow anyway, where
-// detaching changes nothing); a retrace takes it from the node it replays.
+// Note [Detached inputs]: the capture reads it off the tracers (a detach()ed alias read by a
+// differentiable op); a retrace takes it from the node it replays.
 // A write (MUTATES) keeps its inputs as they are: its target is a buffer, not a value to detach.
 uint32_t Recording::detached_mask(OpId op, std::span<const Tensor> inputs, bool no_grad) const {
   if (no_grad || op_info(op).has(MUTATES)) return 0;
