@@ -26,6 +26,17 @@ CompileOptions backend(const char* name, bool pure = false) {
   return o;
 }
 
+// The message of the error f raises, or "" when it raises none.
+template <class F>
+std::string message(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  return std::string();
+}
+
 // reads_after_break: the second item() reads a tensor made between two breaks.
 TEST(FuzzFound, ReadsAfterBreak) {
   auto f = compile(
@@ -370,14 +381,6 @@ TEST(FuzzFound, WritesIntoOverlappingMemoryRaiseEagersError) {
     Tensor(e).add_(1);
     return e * 1;
   };
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   const std::string want_inside = message([&] { inside(ones({4})); });
   const std::string want_argument = message([&] { argument(ones({4}).expand({3, 4})); });
   ASSERT_NE(want_inside.find("single memory location"), std::string::npos) << want_inside;
@@ -401,14 +404,6 @@ TEST(FuzzFound, TracedCopyIntoOverlappingMemoryRaisesEagersError) {
     Tensor v = e.slice(0, 0, 2);
     v.copy_(v);
     return e * 1;
-  };
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
   };
   const std::string want = message([&] { fn(ones({4}).expand({3, 4})); });
   ASSERT_NE(want.find("single memory location"), std::string::npos) << want;
@@ -447,14 +442,6 @@ TEST(FuzzFound, BatchNormRunningStatsUnderEveryBackend) {
 // returned a loss. The check now reads the values while tracing too (a graph break).
 TEST(FuzzFound, BinaryCrossEntropyRangeCheckedWhenCompiled) {
   auto fn = [](const Tensors& in) { return Tensors{binary_cross_entropy(in[0] * 2, in[1])}; };
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   Tensor x = full({2, 3}, 0.75), t = full({2, 3}, 0.5);
   const std::string want = message([&] { fn(Tensors{x, t}); });
   ASSERT_NE(want.find("between 0 and 1"), std::string::npos) << want;
@@ -1034,14 +1021,6 @@ TEST(FuzzFound, WritesIntoOverlappingWindowsRaise) {
     w.add_(1);
     return Tensors{w * 1};
   };
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   const std::string want = message([&] { fn(Tensors{arange(0, 6, 1, kFloat32)}); });
   ASSERT_NE(want.find("single memory location"), std::string::npos) << want;
   for (const char* b : {"eager", "aot_eager", "inductor"}) {
@@ -1117,14 +1096,6 @@ TEST(FuzzFound, WriteWithGradIntoAViewInputOfAnotherInput) {
 // decomposition now reads the values as the kernel does (Note [Value checks]).
 TEST(FuzzFound, OneHotRangeCheckedWhenDecomposed) {
   auto fn = [](const Tensors& in) { return Tensors{one_hot(count_nonzero(in[0]), 4)}; };
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   Tensor x = ones({3, 4, 5}), few = zeros({3, 4, 5});
   few.view({-1}).narrow(0, 0, 2).fill_(1);
   const std::string want = message([&] { fn(Tensors{x}); });
@@ -1157,14 +1128,6 @@ TEST(FuzzFound, WriteThroughAPartialOverlapRaises) {
     Tensor x = (in[0] * 1).narrow(1, 0, 2);  // rows 3 apart: not dense
     x.transpose(0, 1).detach().narrow(1, 0, 2).copy_(x.narrow(0, 0, 2));
     return Tensors{x};
-  };
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
   };
   Tensor a = arange(0, 9, 1, kInt64).reshape({3, 3});
   for (auto* fn : {+overlapping, +added, +strided}) {
@@ -1330,14 +1293,6 @@ TEST(FuzzFound, EmbeddingPaddingRowGetsNoGradient) {
 TEST(FuzzFound, EmbeddingBagOffsetsCheckedWhenCompiled) {
   auto bags = [](const Tensors& in) { return Tensors{embedding_bag(in[0], in[1], in[2] + 1, "sum")}; };
   auto fill = [](const Tensors& in) { return Tensors{index_fill(in[0], 0, in[1] * 2, 5.0)}; };
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   Tensor w = arange(0, 8, 1, kFloat64).reshape({4, 2}), idx = tensor(std::vector<int64_t>{0, 1, 2, 3});
   Tensor bad = tensor(std::vector<int64_t>{1, 1}), good = tensor(std::vector<int64_t>{-1, 1});
   Tensor x = zeros({3}, kFloat64), far = tensor(std::vector<int64_t>{2}), near = tensor(std::vector<int64_t>{-1});

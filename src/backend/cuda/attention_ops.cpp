@@ -47,29 +47,31 @@ std::optional<FlashLayout> in_place_layout(const Tensor& t) {
   return t.dim() == 4 ? FlashLayout{s[0], s[1], s[2]} : FlashLayout{s[0], 0, s[1]};
 }
 
-// Operands for the kernels: where the tensor-core kernels run and the batch dims are one or two,
-// each as it is when in_place_layout takes it (else a dense copy), with f's layouts set; otherwise
-// all dense.
-std::vector<Tensor> operands(std::vector<Tensor> ts, FlashShape& f, FlashLayout* const* layouts) {
-  const Tensor& q = ts[1];
-  const bool strided = flash_tensor_cores(q.dtype(), f) && q.dim() <= 4;
+// Operands for the kernels (ts[q] is the query): where the tensor-core kernels run and the batch
+// dims are one or two, each as it is when in_place_layout takes it (else a dense copy), with f's
+// layouts set (layouts[i] null: always dense); otherwise all dense.
+std::vector<Tensor> operands(std::vector<Tensor> ts, size_t q, FlashShape& f, FlashLayout* const* layouts) {
+  const bool strided = flash_tensor_cores(ts[q].dtype(), f) && ts[q].dim() <= 4;
   for (size_t i = 0; i < ts.size(); ++i) {
     if (!ts[i].defined()) continue;
-    if (!strided || !layouts[i] || !in_place_layout(ts[i])) ts[i] = dense_aligned(ts[i]);
-    if (strided && layouts[i]) *layouts[i] = *in_place_layout(ts[i]);
+    std::optional<FlashLayout> l = strided && layouts[i] ? in_place_layout(ts[i]) : std::nullopt;
+    if (!l) {
+      ts[i] = dense_aligned(ts[i]);
+      if (strided && layouts[i]) l = in_place_layout(ts[i]);  // dense and aligned: always taken
+    }
+    if (l) *layouts[i] = *l;
   }
   f.strided = strided;
-  f.H = strided && q.dim() == 4 ? static_cast<int64_t>(q.size(1)) : int64_t{1};
+  f.H = strided && ts[q].dim() == 4 ? static_cast<int64_t>(ts[q].size(1)) : int64_t{1};
   return ts;
 }
 
 void flash_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   DeviceGuard g(outs[0].device().index);
   FlashShape f = shape_of(c.in(0), c.in(1), c.in(2), c.attrs);
-  // operands() looks for q at index 1 (the backward's order): the forward's inputs shifted by one.
-  FlashLayout* layouts[4] = {nullptr, &f.q, &f.k, &f.v};
-  std::vector<Tensor> in = operands({Tensor(), c.in(0), c.in(1), c.in(2)}, f, layouts);
-  launch_flash_forward(in[1].dtype(), f, ptr(in[1]), ptr(in[2]), ptr(in[3]), ptr(outs[0]), ptr(outs[1]),
+  FlashLayout* layouts[3] = {&f.q, &f.k, &f.v};
+  std::vector<Tensor> in = operands({c.in(0), c.in(1), c.in(2)}, 0, f, layouts);
+  launch_flash_forward(in[0].dtype(), f, ptr(in[0]), ptr(in[1]), ptr(in[2]), ptr(outs[0]), ptr(outs[1]),
                        current_cuda_stream(outs[0].device().index));
 }
 KILN_REGISTER_KERNEL(_scaled_dot_product_flash_attention, CUDA, flash_kernel);
@@ -85,7 +87,7 @@ void flash_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       KILN_CUDA_CHECK(cudaMemsetAsync(ptr(t), 0, t.nbytes(), s), "cudaMemsetAsync");
   if (f.N * f.L == 0 || f.S == 0) return;
   FlashLayout* layouts[7] = {&f.go, &f.q, &f.k, &f.v, &f.o, nullptr, nullptr};
-  std::vector<Tensor> in = operands({c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.in(6)}, f, layouts);
+  std::vector<Tensor> in = operands({c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.in(6)}, 1, f, layouts);
   Tensor scratch = make_tensor({f.N, f.L}, in[5].dtype(), in[1].device());
   launch_flash_backward(in[1].dtype(), f, ptr(in[0]), ptr(in[1]), ptr(in[2]), ptr(in[3]), ptr(in[4]), ptr(in[5]),
                         ptr(in[6]), ptr(outs[0]), ptr(outs[1]), ptr(outs[2]), ptr(scratch), s);
