@@ -1376,5 +1376,62 @@ TEST(FuzzFound, DetachedUseOfAValueSendsNoGradient) {
   }
 }
 
+// Seeds 15010892, 21021438 (aot_eager): `x.copy_(y)` into an input x without grad from y that
+// requires grad gives x eager's history, and a view of x the call returns has that history
+// under its own node (Note [Views of written inputs]): a gradient with respect to x counts the
+// view's part as well. Compiled, the view's gradient went straight to y.
+TEST(FuzzFound, ViewOfAnInputWrittenWithGrad) {
+  using Fn = std::function<Tensors(const Tensors&)>;
+  const Fn copy = [](const Tensors& in) {
+    Tensor x = in[0];
+    x.copy_(in[1]);
+    return Tensors{x, x.transpose(0, 1)};
+  };
+  const Fn computed = [](const Tensors& in) {  // x's new history runs through the graph's values
+    Tensor x = in[0];
+    Tensor early = x.narrow(0, 0, 2);  // a view taken before the write sees it too
+    x.mul_(in[1] * 3);
+    return Tensors{x.narrow(1, 1, 2), early, x.transpose(0, 1).narrow(0, 1, 2)};
+  };
+  for (bool dense : {true, false}) {
+    // Or every other element of a wider buffer, as the fuzzer's strided samples are.
+    auto make = [dense](const Tensor& t) {
+      if (dense) return t.clone();
+      Tensor b = zeros({t.size(0), 2 * t.size(1)}, TensorOptions().dtype(t.dtype()));
+      b.slice(1, 0, std::nullopt, 2).copy_(t);
+      return b.slice(1, 0, std::nullopt, 2).detach();
+    };
+    for (const Fn& fn : {copy, computed}) {
+      manual_seed(4);
+      Tensor x0 = randn({3, 4}), y0 = randn({3, 4});
+      Tensor x = make(x0), y = make(y0).requires_grad_(true);
+      Tensors want = fn(Tensors{x, y});
+      ASSERT_TRUE(x.requires_grad());
+      Tensors roots = want;
+      roots.push_back(x);
+      Tensors want_g = grads_of(roots, {y, x});
+      ASSERT_TRUE(want_g[1].defined());
+      for (const char* b : {"eager", "aot_eager", "inductor"}) {
+        SCOPED_TRACE(std::string(b) + (dense ? " dense" : " strided"));
+        auto f = compile(fn, backend(b));
+        for (int call = 0; call < 2; ++call) {
+          Tensor xc = make(x0), yc = make(y0).requires_grad_(true);
+          Tensors got = f(Tensors{xc, yc});
+          expect_close(xc, x, "written input");
+          EXPECT_TRUE(xc.requires_grad());
+          for (size_t i = 0; i < want.size(); ++i) {
+            expect_close(got[i], want[i], "output " + std::to_string(i));
+            EXPECT_EQ(got[i].requires_grad(), want[i].requires_grad()) << i;
+          }
+          got.push_back(xc);
+          Tensors g = grads_of(got, {yc, xc});
+          expect_close(g[0], want_g[0], "grad y");
+          expect_close(g[1], want_g[1], "grad x");
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -696,6 +696,54 @@ bool Recording::saved_tracer_modified() const {
   return deferred_ && deferred_->saved_modified();
 }
 
+// Note [Views of written inputs]
+// An input the graph writes with grad (`x.copy_(y)`) took eager's new history as the capture
+// ran the write (Note [Input edges]). A view of it the graph returns (`x.t()`) has, eagerly,
+// that history under the view's node, so a gradient with respect to x (a hook on it, or x
+// among autograd::grad's inputs) sees the view's part too; through the compiled graph's node
+// it went straight to y and x's node missed it (fuzzer seeds 15010892, 21021438). The view's
+// history is remade as eager's view rebase makes it: as_strided of the written input. Its
+// slot in the compiled node gets no gradient, so nothing is counted twice. A value the graph
+// computes from x after the write (`x * 2`) still sends its gradient through the compiled node
+// alone, as torch.compile's does: the gradients of leaves are eager's, a gradient with respect
+// to x itself counts only x's own uses after the call.
+bool Recording::eager_view_history(const std::shared_ptr<TensorImpl>& p) const {
+  const TensorImpl* root = p->view_base.get();
+  if (!root || root->is_tracer() || !written_.count(storage_key(root))) return false;
+  const Tensor* src = nullptr;
+  for (const Tensor& in : inputs_) {
+    if (!in.defined() || storage_key(in.unsafe_impl()->view_base ? in.unsafe_impl()->view_base.get()
+                                                                  : in.unsafe_impl()) != storage_key(root))
+      continue;
+    const auto* m = autograd::autograd_meta_or_null(in);
+    if (!m || !m->grad_fn) continue;
+    bool rebased = true;  // its history is not the one it brought into the graph
+    for (const auto& [impl, fn] : input_fns_)
+      if (impl == in.unsafe_impl()) rebased = fn != m->grad_fn;
+    if (!rebased) continue;
+    if (src) return false;  // two candidates: not this case (aliased inputs keep eager's autograd)
+    src = &in;
+  }
+  if (!src) return false;
+  Tensor v;
+  {
+    PauseRecording pause;
+    EnableGradGuard grad_on;
+    v = call_op(OpId::as_strided, std::vector<Tensor>{*src},
+                Attrs{std::vector<int64_t>(p->sizes.begin(), p->sizes.end()),
+                      std::vector<int64_t>(p->strides.begin(), p->strides.end()),
+                      static_cast<int64_t>(p->storage_offset)})[0];
+  }
+  auto* vm = autograd::autograd_meta_or_null(v);
+  if (!vm || !vm->grad_fn) return false;
+  auto& m = autograd::autograd_meta(Tensor(p));
+  m.grad_fn = vm->grad_fn;
+  m.output_nr = vm->output_nr;
+  m.view_of_base = autograd::view_follows_base(p.get());
+  m.view_version = p->version ? p->version->version.load() : 0;
+  return true;
+}
+
 void Recording::flush() {
   if (num_nodes() == 0) {
     // The next graph takes this index: symbols made for this one's inputs are bound by no graph
@@ -852,6 +900,7 @@ void Recording::flush() {
     p->sym_sizes.reset();
     p->refresh_metadata();
     if (result.bind_output) result.bind_output(static_cast<size_t>(k), Tensor(p));
+    if (grad_impls.count(p.get()) && eager_view_history(p)) continue;
     if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0 && grad_impls.count(p.get())) {
       auto& m = autograd::autograd_meta(Tensor(p));
       m.grad_fn = result.grad_fn;

@@ -237,6 +237,7 @@ class Recording final : public RecordLayer {
   };
   std::unordered_map<const TensorImpl*, ViewOrigin> view_origin_;
   void rebase_view_origin(TensorImpl* view, const Tensor& root);
+  bool eager_view_history(const std::shared_ptr<TensorImpl>& p) const;  // Note [Views of written inputs]
   std::unordered_map<const TensorImpl*, uint64_t> generation_;           // root → writes so far
   std::vector<std::pair<std::weak_ptr<TensorImpl>, int>> placeholders_;  // impl, input index
   std::unordered_set<int> written_inputs_;

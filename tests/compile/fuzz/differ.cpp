@@ -26,6 +26,11 @@ struct Outcome {
 Outcome execute(const Fn& f, const Program& p, double scale, bool random) {
   Outcome o;
   TensorList in = make_inputs(p, scale);
+  // Gradients are taken with respect to the inputs that required grad before the call (leaves):
+  // one the call wrote with grad has a history the compiled graph's node does not run through
+  // for values computed from it (Note [Views of written inputs]; torch.compile's neither).
+  std::vector<bool> leaf;
+  for (const Tensor& t : in) leaf.push_back(t.defined() && t.requires_grad());
   if (random) manual_seed(1234);
   try {
     o.outs = f(in);
@@ -51,10 +56,11 @@ Outcome execute(const Fn& f, const Program& p, double scale, bool random) {
       roots.push_back(t);
       cot.push_back(test::make_input(t.sizes().vec(), t.dtype(), 99));
     }
-  for (const Tensor& t : in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
     bool seen = false;  // an argument passed twice (aliasing_args) is one leaf
     for (const Tensor& w : wrt) seen = seen || w.is_same(t);
-    if (t.defined() && t.requires_grad() && !seen) wrt.push_back(t);
+    if (leaf[i] && t.requires_grad() && !seen) wrt.push_back(t);
   }
   if (roots.empty() || wrt.empty()) return o;
   try {
