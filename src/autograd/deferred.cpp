@@ -92,6 +92,27 @@ void DeferredGraph::materialize() {
       for (size_t k = 0; k < outs.size(); ++k)
         if (AutogradMeta* m = outs[k].defined() ? autograd_meta_or_null(outs[k]) : nullptr)
           if (m->grad_fn != deferred_node()) kept.push_back({k, m->grad_fn, m->output_nr, m->requires_grad});
+      // Note [View rebase] of a tracer view, as eager's node would have taken it when the op ran:
+      // written since its history was recorded (`v = x.narrow(...)`, a no-grad `v.add_(1)`, then
+      // `v * 2`), its history is remade as as_strided of its base (fuzz seed 22000735). Built here
+      // without a kernel or a recording: only the node is needed.
+      for (size_t k = 0; k < e.inputs.size(); ++k) {
+        const Tensor& t = e.inputs[k];
+        if (!t.defined() || !t.unsafe_impl()->is_tracer() || !t.unsafe_impl()->view_base) continue;
+        AutogradMeta* m = autograd_meta_or_null(t);
+        const uint32_t version = in_versions[next_input + k];
+        if (!m || !m->view_of_base || !m->grad_fn || m->grad_fn == deferred_node() || m->view_version == version)
+          continue;
+        Tensor base(t.unsafe_impl()->view_base);
+        std::vector<Tensor> view{t};
+        if (base.requires_grad())
+          (void)make_op_node(OpId::as_strided, {base},
+                             Attrs{t.sizes().vec(), t.strides().vec(), static_cast<int64_t>(t.storage_offset())}, view,
+                             nullptr, nullptr);
+        else
+          m->grad_fn = nullptr;  // the base lost its history: so does the view (rebase_view)
+        autograd_meta(t).view_version = version;
+      }
       (void)make_op_node(e.op, e.inputs, std::move(e.attrs), outs, in_versions.data() + next_input,
                          out_versions.data() + e.first_output);
       for (const Kept& c : kept) {

@@ -39,6 +39,10 @@ namespace {
 thread_local SavedTracerLog* tls_saved_tracer_log = nullptr;
 }  // namespace
 SavedTracerLog* set_saved_tracer_log(SavedTracerLog* log) { return std::exchange(tls_saved_tracer_log, log); }
+namespace {
+thread_local SavedProducerLog* tls_saved_producer_log = nullptr;
+}  // namespace
+SavedProducerLog* set_saved_producer_log(SavedProducerLog* log) { return std::exchange(tls_saved_producer_log, log); }
 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output, const std::shared_ptr<Node>& owner, uint32_t version)
     : defined_(t.defined()), is_output_(is_output) {
@@ -248,6 +252,7 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
   for (size_t i = 0; i < node->next_edges.size() && i < 64; ++i)
     if (node->next_edges[i].valid()) needs |= uint64_t{1} << i;
   const SaveSet saves = save_set(op, needs, node->attrs);
+  const size_t logged_before = tls_saved_tracer_log ? tls_saved_tracer_log->size() : 0;
   if (static_cast<uint8_t>(info.save) & static_cast<uint8_t>(SaveMask::SaveIn)) {
     node->saved_inputs.reserve(inputs.size());
     for (size_t k = 0; k < inputs.size(); ++k) {
@@ -284,6 +289,16 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
       else
         node->saved_outputs.emplace_back(t, true, node);
     }
+  }
+  if (tls_saved_tracer_log && tls_saved_producer_log) {  // Note [Versions eager would check]
+    int64_t v = -1;
+    for (const Tensor& t : outputs)
+      if (t.defined() && t.unsafe_impl()->is_tracer()) {
+        v = t.unsafe_impl()->tracer_value;
+        break;
+      }
+    tls_saved_producer_log->resize(logged_before, -1);  // entries other savers logged: unknown
+    tls_saved_producer_log->resize(tls_saved_tracer_log->size(), v);
   }
   return node;
 }

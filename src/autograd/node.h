@@ -33,6 +33,10 @@ struct Edge {
 using SavedTracerLog = std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>;
 // Installs this thread's log (null: none); returns the previous one.
 SavedTracerLog* set_saved_tracer_log(SavedTracerLog* log);
+// Per entry of the log: the tracer value of the first output of the op node that saved it (the
+// graph node whose gradient runs that node's VJP), or -1 (Note [Versions eager would check]).
+using SavedProducerLog = std::vector<int64_t>;
+SavedProducerLog* set_saved_producer_log(SavedProducerLog* log);
 
 class SavedTensor {
  public:

@@ -1433,5 +1433,79 @@ TEST(FuzzFound, ViewOfAnInputWrittenWithGrad) {
   }
 }
 
+// Seed 18004905 (aot_eager): `v = scatter(x, 0, i, s)`, then `v.copy_(x)` replaces v's history,
+// so eager's backward never reaches scatter's node and never checks the index it saved; a write
+// into the index after the call is no error. The compiled backward checked it (Note [Versions
+// eager would check]): the check did not know which node saved the index.
+TEST(FuzzFound, IndexSavedByANodeNoGradientReaches) {
+  auto fn = [](const Tensors& in) {
+    Tensor v = scatter(in[0], 0, in[1], in[2]);
+    v.copy_(in[0]);
+    return Tensors{v * 2};
+  };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor x = tensor<double>({0.5, -1.0, 2.0}, {3}, kFloat64).requires_grad_(true);
+      Tensor i = tensor<int64_t>({2, 0}, {2}, kInt64);
+      Tensor s = tensor<double>({3.0, 4.0}, {2}, kFloat64);
+      Tensors got = f(Tensors{x, i, s});
+      i.mul_(2);  // eager's backward never reads it
+      Tensors g = grads_of(got, {x});
+      expect_close(g[0], full({3}, 2.0, TensorOptions().dtype(kFloat64)), "grad x");
+    }
+  }
+  // The other way round: what a copy_ wrote is read later, so the node that made its source
+  // runs, and a write into the tensor that node saved raises as eagerly.
+  auto fn2 = [](const Tensors& in) {
+    Tensor v = zeros_like(in[0]);
+    v.copy_(in[0] * in[1]);
+    return Tensors{v.sum()};
+  };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn2, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor x = tensor<double>({0.5, -1.0, 2.0}, {3}, kFloat64).requires_grad_(true);
+      Tensor w = tensor<double>({3.0, 4.0, 5.0}, {3}, kFloat64);
+      Tensors got = f(Tensors{x, w});
+      w.add_(1);
+      EXPECT_NE(message([&] { grads_of(got, {x}); }).find("modified by an in-place operation"), std::string::npos);
+    }
+  }
+}
+
+// Seed 22000735 (aot_eager): a view of an input that requires grad, written under no_grad, then
+// used: eager's view rebase remade its history (as_strided of its base) before the use, and the
+// graph, which keeps eager's autograd here, built the use's node on the view's old history
+// (Note [View rebase] in deferred.cpp). The input is expanded, so as_strided's gradient differs.
+TEST(FuzzFound, UseOfAViewWrittenUnderNoGrad) {
+  auto fn = [](const Tensors& in) {
+    Tensor v1 = in[0].narrow(0, 1, 1);
+    {
+      NoGradGuard g;
+      v1.add_(1);
+    }
+    return Tensors{v1, v1 * 2};
+  };
+  manual_seed(5);
+  Tensor base = randn({1, 3});
+  auto make = [&] { return base.clone().expand({2, 3}).detach().requires_grad_(true); };
+  Tensor x = make();
+  Tensors want = fn(Tensors{x});
+  Tensor want_g = grads_of(want, {x})[0];
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor xc = make();
+      Tensors got = f(Tensors{xc});
+      for (size_t k = 0; k < want.size(); ++k) expect_close(got[k], want[k], "output " + std::to_string(k));
+      expect_close(grads_of(got, {xc})[0], want_g, "grad x");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

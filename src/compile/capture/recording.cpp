@@ -65,12 +65,14 @@ Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
   const bool aot_capture = sink_ && !decompose_ && !functionalize_ && sink_->owns_autograd();
   if (aot_capture) deferred_ = std::make_unique<autograd::DeferredGraph>();
   prev_saved_log_ = autograd::set_saved_tracer_log(aot_capture ? &saved_log_ : nullptr);
+  prev_saved_by_ = autograd::set_saved_producer_log(aot_capture ? &saved_by_ : nullptr);
   start_replay();
 }
 
 Recording::~Recording() {
   deferred_.reset();
   autograd::set_saved_tracer_log(prev_saved_log_);
+  autograd::set_saved_producer_log(prev_saved_by_);
   clear_symbolic_reals();
   layer_guard_.reset();
   sym_scope_.reset();
@@ -115,6 +117,7 @@ void Recording::reset() {
   placeholders_.clear();
   written_inputs_.clear();
   saved_log_.clear();
+  saved_by_.clear();
   id_ = g_next_recording++;
   backward_runs_at_start_ = autograd::backward_runs();
   keep_eager_autograd_ = false;
@@ -744,6 +747,47 @@ bool Recording::eager_view_history(const std::shared_ptr<TensorImpl>& p) const {
   return true;
 }
 
+// Note [Versions eager would check]: per value, the graph outputs whose gradient reaches the
+// node that made it (bit o: output o; all bits past 64 outputs). Values are buffers
+// (graph.h): a write passes the reach of what later reads the written buffer, or any view of
+// it, on to the write's inputs. `copy_` replaces all of a buffer no view shares, so what read
+// that buffer before it is not reached through it (eager's copy_ replaced its history:
+// `v = scatter(x, i, s); v.copy_(x)` never runs scatter's node, seed 18004905).
+std::vector<uint64_t> Recording::output_reach(const std::vector<Node>& nodes, size_t nv) const {
+  std::vector<uint64_t> reach(nv, 0);
+  for (size_t o = 0; o < graph_.outputs.size(); ++o)
+    if (static_cast<size_t>(graph_.outputs[o]) < nv) reach[graph_.outputs[o]] |= o < 64 ? uint64_t{1} << o : ~uint64_t{0};
+  auto ok = [nv](int v) { return v >= 0 && static_cast<size_t>(v) < nv; };
+  std::vector<int> root(nv);
+  for (size_t v = 0; v < nv; ++v) root[v] = static_cast<int>(v);
+  std::vector<int> members(nv, 1);  // per root: values that alias it
+  for (const Node& n : nodes)
+    if (op_info(n.op).has(VIEW) && !n.inputs.empty() && ok(n.inputs[0]))
+      for (int o : n.outputs)
+        if (ok(o)) {
+          root[o] = root[n.inputs[0]];
+          ++members[root[o]];
+        }
+  for (size_t n = nodes.size(); n-- > 0;) {
+    const Node& node = nodes[n];
+    uint64_t m = 0;
+    for (int v : node.outputs)
+      if (ok(v)) m |= reach[v];
+    const bool writes = op_info(node.op).has(MUTATES);
+    if (writes)
+      for (int in : node.inputs)
+        if (ok(in))
+          for (size_t w = 0; w < nv; ++w)
+            if (root[w] == root[in]) m |= reach[w];
+    const int dst = node.inputs.empty() ? -1 : node.inputs[0];
+    const bool replaces = node.op == OpId::copy_ && ok(dst) && root[dst] == dst && members[dst] == 1;
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      if (ok(node.inputs[k])) reach[node.inputs[k]] |= m;
+    if (replaces) reach[dst] = 0;
+  }
+  return reach;
+}
+
 void Recording::flush() {
   if (num_nodes() == 0) {
     // The next graph takes this index: symbols made for this one's inputs are bound by no graph
@@ -790,7 +834,8 @@ void Recording::flush() {
           m->output_nr = 0;
         }
       eager_saved = saved_log_;  // Note [Versions eager would check]
-      eager_saved_by.assign(eager_saved.size(), -1);
+      eager_saved_by = saved_by_;
+      eager_saved_by.resize(eager_saved.size(), -1);
       if (deferred_) {
         deferred_->saved_versions(eager_saved, &eager_saved_by);
         deferred_->clear();
@@ -845,16 +890,7 @@ void Recording::flush() {
     const std::vector<Node>& nodes = replayed ? expect_->nodes : graph_.nodes;
     const size_t nv = replayed ? std::max(expect_->values.size(), num_values) : graph_.values.size();
     const std::vector<Value>& values = replayed ? expect_->values : graph_.values;
-    std::vector<uint64_t> reach(nv, 0);
-    for (size_t o = 0; o < graph_.outputs.size(); ++o)
-      if (static_cast<size_t>(graph_.outputs[o]) < nv) reach[graph_.outputs[o]] |= o < 64 ? uint64_t{1} << o : ~uint64_t{0};
-    for (size_t n = nodes.size(); n-- > 0;) {
-      uint64_t m = 0;
-      for (int v : nodes[n].outputs)
-        if (v >= 0 && static_cast<size_t>(v) < nv) m |= reach[v];
-      for (int v : nodes[n].inputs)
-        if (v >= 0 && static_cast<size_t>(v) < nv) reach[v] |= m;
-    }
+    std::vector<uint64_t> reach = output_reach(nodes, nv);
     std::vector<EagerSaved> checks;
     for (size_t i = 0; i < eager_saved.size(); ++i) {
       EagerSaved e{eager_saved[i].first, eager_saved[i].second, true, {}};

@@ -237,6 +237,7 @@ class Recording final : public RecordLayer {
   };
   std::unordered_map<const TensorImpl*, ViewOrigin> view_origin_;
   void rebase_view_origin(TensorImpl* view, const Tensor& root);
+  std::vector<uint64_t> output_reach(const std::vector<Node>& nodes, size_t nv) const;
   bool eager_view_history(const std::shared_ptr<TensorImpl>& p) const;  // Note [Views of written inputs]
   std::unordered_map<const TensorImpl*, uint64_t> generation_;           // root → writes so far
   std::vector<std::pair<std::weak_ptr<TensorImpl>, int>> placeholders_;  // impl, input index
@@ -266,6 +267,8 @@ class Recording final : public RecordLayer {
   // log that was installed before this recording's.
   std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> saved_log_;
   std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>>* prev_saved_log_ = nullptr;
+  std::vector<int64_t> saved_by_;  // per saved_log_ entry: its node's value (Note [Versions eager would check])
+  std::vector<int64_t>* prev_saved_by_ = nullptr;
   bool saved_tracer_modified() const;
   // Symbolic sizes (Note [Dynamic shapes]): one table for the whole call, so a SymInt the
   // user holds across a graph break stays readable; the current graph's symbols only in it.
