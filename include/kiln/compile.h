@@ -264,13 +264,15 @@ class CompiledModule : public nn::Module {
       if (state_->options().assume_pure) {
         compiler::CompiledState::PureCall call;
         call.args = {x};
-        // The module's tensors by identity: replacing a parameter (not updating it) re-records.
-        for (const Tensor& t : mod_->parameters())
-          compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
-        for (const Tensor& t : mod_->buffers())
-          compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
-        // Every module's train/eval flag: a child set back to train() runs its training graph.
-        for (const auto& [name, m] : mod_->named_modules()) compiler::detail::mix(call.key, m->is_training());
+        // Every module's train/eval flag (a child set back to train() runs its training graph) and
+        // its tensors by identity (replacing a parameter, not updating it, re-records); walked
+        // without building the name lists, as this runs every call.
+        mod_->for_each_module([&call](const nn::Module& m) {
+          compiler::detail::mix(call.key, m.is_training());
+          m.for_each_own_tensor([&call](const Tensor& t) {
+            compiler::detail::mix(call.key, reinterpret_cast<uintptr_t>(t.unsafe_impl()));
+          });
+        });
         std::vector<Tensor> outs;
         if (state_->replay(call, outs)) return outs.at(0);
         call.returned = [&] { return std::vector<Tensor>{r}; };

@@ -1507,5 +1507,33 @@ TEST(FuzzFound, UseOfAViewWrittenUnderNoGrad) {
   }
 }
 
+// Note [Detached inputs] marks 32 inputs: a detach()ed alias read at a later position (a cat of
+// many tensors) keeps eager's autograd for that graph, so it sends no gradient either.
+TEST(FuzzFound, DetachedUseBeyondThe32ndInput) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = in[0] * 2;
+    Tensors parts(40, y);
+    parts[35] = y.detach();
+    return Tensors{cat(parts, 0) * in[1]};
+  };
+  manual_seed(6);
+  Tensor x0 = randn({2}), w0 = randn({80});
+  Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+  Tensors want = fn(Tensors{x, w});
+  Tensors want_g = grads_of(want, {x, w});
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor xc = x0.clone().requires_grad_(true), wc = w0.clone().requires_grad_(true);
+      Tensors got = f(Tensors{xc, wc});
+      expect_close(got[0], want[0], "output");
+      Tensors g = grads_of(got, {xc, wc});
+      expect_close(g[0], want_g[0], "grad x");
+      expect_close(g[1], want_g[1], "grad w");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -69,6 +69,22 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   // This module first (name ""), then every descendant depth-first.
   std::vector<std::pair<std::string, Module*>> named_modules();
+  // The same walks without names or vectors, for code that runs every step (a compiled module's
+  // key): fn(module) for this module and then every descendant depth-first (a module registered
+  // twice is visited twice); fn(tensor) for this module's own defined parameters, then buffers.
+  template <class F>
+  void for_each_module(F&& fn) const {
+    fn(*this);
+    for (const auto& [name, c] : children_)
+      if (c) c->for_each_module(fn);
+  }
+  template <class F>
+  void for_each_own_tensor(F&& fn) const {
+    for (const Entry& e : params_)
+      if (e.tensor.defined()) fn(e.tensor);
+    for (const Entry& e : buffers_)
+      if (e.tensor.defined()) fn(e.tensor);
+  }
   // Direct lookups; throw naming the module when the name is not registered.
   Tensor& parameter(const std::string& name);
   Tensor& buffer(const std::string& name);

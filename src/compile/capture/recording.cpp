@@ -211,12 +211,14 @@ bool Recording::written_aliased_grad_input() const {
 // Note [Detached inputs]: the capture reads it off the tracers (a detach()ed alias read by a
 // differentiable op); a retrace takes it from the node it replays.
 // A write (MUTATES) keeps its inputs as they are: its target is a buffer, not a value to detach.
-uint32_t Recording::detached_mask(OpId op, std::span<const Tensor> inputs, bool no_grad) const {
+// The mask has 32 bits: a detach()ed alias read at a later position (a cat of many tensors)
+// cannot be marked, so that graph keeps eager's autograd (correct, not faster).
+uint32_t Recording::detached_mask(OpId op, std::span<const Tensor> inputs, bool no_grad) {
   if (no_grad || op_info(op).has(MUTATES)) return 0;
   const DetachedInputs* src = recording_detached_inputs();
   if (src && src->op == op && src->inputs.size() == inputs.size()) return src->mask;
   uint32_t mask = 0;
-  for (size_t k = 0; k < inputs.size() && k < 32; ++k) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
     if (!t.defined()) continue;
     bool d = false;
@@ -236,7 +238,8 @@ uint32_t Recording::detached_mask(OpId op, std::span<const Tensor> inputs, bool 
       auto it = aliases_.find(t.unsafe_impl());
       d = it != aliases_.end() && it->second.lock().get() == t.unsafe_impl();
     }
-    if (d) mask |= uint32_t{1} << k;
+    if (d && k < 32) mask |= uint32_t{1} << k;
+    if (d && k >= 32) keep_eager_autograd_ = true;
   }
   return mask;
 }

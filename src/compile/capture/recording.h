@@ -208,7 +208,7 @@ class Recording final : public RecordLayer {
  private:
   int value_of(const Tensor& t);
   // Note [Detached inputs]: Node::detached for an op on `inputs`.
-  uint32_t detached_mask(OpId op, std::span<const Tensor> inputs, bool no_grad) const;
+  uint32_t detached_mask(OpId op, std::span<const Tensor> inputs, bool no_grad);
   Tensor make_tracer(const TensorMeta& m, int value, std::shared_ptr<VersionCounter> version = nullptr);
   Tensor make_tracer_view(const Tensor& base, const TensorMeta& m, int value);
   void reset();
