@@ -1535,5 +1535,39 @@ TEST(FuzzFound, DetachedUseBeyondThe32ndInput) {
   }
 }
 
+// Seeds 26000291, 27018678 (aot_eager): after a break, a graph's inputs are a value that
+// requires grad and an alias of it (a detach()ed one, an expanded view), and the graph zeroes the
+// value. zero_ ended its history, so the check for written aliased inputs, which read
+// requires_grad after the graph, missed the group, and functionalization refused it.
+TEST(FuzzFound, ZeroOfAnAliasedInputAfterABreak) {
+  for (bool detached : {true, false}) {
+    auto fn = [detached](const Tensors& in) {
+      Tensor v0 = in[0] * 3;
+      Tensor v1 = detached ? v0.detach() : v0.unsqueeze(0).expand({2, -1, -1});
+      Tensor v2 = v1.sum().item<double>() > 0 ? v1 * 2 : v1 - 1;  // a graph break
+      v0.zero_();
+      return Tensors{v0, v1, v2};
+    };
+    manual_seed(7);
+    Tensor x0 = randn({2, 3});
+    Tensor x = x0.clone().requires_grad_(true);
+    Tensors want = fn(Tensors{x});
+    Tensors want_g = grads_of(want, {x});
+    for (const char* b : {"eager", "aot_eager", "inductor"}) {
+      SCOPED_TRACE(std::string(b) + (detached ? " detached" : " expanded"));
+      auto f = compile(fn, backend(b));
+      for (int call = 0; call < 2; ++call) {
+        Tensor xc = x0.clone().requires_grad_(true);
+        Tensors got = f(Tensors{xc});
+        for (size_t k = 0; k < want.size(); ++k) {
+          expect_close(got[k], want[k], "output " + std::to_string(k));
+          EXPECT_EQ(got[k].requires_grad(), want[k].requires_grad()) << k;
+        }
+        expect_close(grads_of(got, {xc})[0], want_g[0], "grad x");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

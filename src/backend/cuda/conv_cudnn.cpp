@@ -38,6 +38,7 @@ bool deterministic() { return g_deterministic; }
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/conv_cudnn_graph.h"
 #include "backend/cuda/cuda_check.h"
 #include "dispatch/dispatch.h"
 #include "kiln/cuda.h"
@@ -149,6 +150,7 @@ struct ConvSetup {
   ConvDesc conv;
   std::string key;  // the shape, dtype and device, for the algorithm cache
   bool fp32_no_tf32 = false;
+  GraphConv graph;  // the same call for the graph API (conv_cudnn_graph.cpp)
 };
 
 void setup(ConvSetup& s, const ConvShape& sh, const Shape& xs, const Shape& ws, const Shape& ys, DType t, int device) {
@@ -184,9 +186,30 @@ void setup(ConvSetup& s, const ConvShape& sh, const Shape& xs, const Shape& ws, 
     for (int x : v) r += std::to_string(x) + ",";
     return r;
   };
+  s.graph.type = s.type;
+  s.graph.compute = compute;
+  s.graph.x.assign(xd.begin(), xd.end());
+  s.graph.w.assign(wd.begin(), wd.end());
+  s.graph.y.assign(yd.begin(), yd.end());
+  for (int i = 0; i < static_cast<int>(xd.size()) - 2; ++i) {
+    s.graph.pad.push_back(pad[i]);
+    s.graph.stride.push_back(stride[i]);
+    s.graph.dil.push_back(dil[i]);
+  }
+  s.graph.no_tf32 = s.fp32_no_tf32;
   s.key = "d" + std::to_string(device) + "t" + std::to_string(static_cast<int>(t)) + "x" + join(xd) + "w" + join(wd) +
           "y" + join(yd) + "p" + join({pad[0], pad[1], pad[2]}) + "s" + join({stride[0], stride[1], stride[2]}) + "l" +
           join({dil[0], dil[1], dil[2]}) + "g" + std::to_string(sh.groups) + (s.fp32_no_tf32 ? "f" : "m");
+  s.graph.key = s.key;
+}
+
+// The largest power of two up to 16 that every data pointer is a multiple of (the graph API's
+// plans are built for an alignment).
+int64_t alignment(std::initializer_list<const void*> ptrs) {
+  int64_t a = 16;
+  for (const void* p : ptrs)
+    while (a > 1 && reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(a) != 0) a /= 2;
+  return a;
 }
 
 // Note [cuDNN algorithm cache]
@@ -324,8 +347,22 @@ struct Scale {
 
 void* ptr(const Tensor& t) { return t.unsafe_impl()->data(); }
 
+// The graph API first (conv_cudnn_graph.cpp); false: the legacy API below runs.
+bool run_graph(ConvSetup& s, GraphConv::Kind kind, void* x, void* w, void* y, Device dev) {
+  GraphConv g = s.graph;
+  g.kind = kind;
+  g.deterministic = backends::cudnn::deterministic();
+  g.align = alignment({x, w, y});
+  Tensor ws;
+  return run_graph_conv(s.h, g, x, w, y, [&](int64_t bytes) {
+    ws = workspace(static_cast<size_t>(bytes), dev);
+    return ptr(ws);
+  });
+}
+
 // y = conv(x, w) in cuDNN's sense (descriptors x, w, y of s).
 void run_forward(ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor& y) {
+  if (run_graph(s, GraphConv::Forward, ptr(x), ptr(w), ptr(y), y.device())) return;
   Algo a = algo_for(Kind::Forward, s, {ptr(x), ptr(w), ptr(y)}, y.device());
   auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(a.algo);
   size_t bytes = 0;
@@ -340,6 +377,7 @@ void run_forward(ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor& y
 
 // dx = conv's gradient with respect to its input, from dy.
 void run_backward_data(ConvSetup& s, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  if (run_graph(s, GraphConv::BackwardData, ptr(dx), ptr(w), ptr(dy), dx.device())) return;
   Algo a = algo_for(Kind::BackwardData, s, {ptr(dx), ptr(w), ptr(dy)}, dx.device());
   auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo);
   size_t bytes = 0;
@@ -354,6 +392,7 @@ void run_backward_data(ConvSetup& s, const Tensor& w, const Tensor& dy, const Te
 
 // dw = conv's gradient with respect to its filter, from x and dy.
 void run_backward_filter(ConvSetup& s, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  if (run_graph(s, GraphConv::BackwardFilter, ptr(x), ptr(dw), ptr(dy), dw.device())) return;
   Algo a = algo_for(Kind::BackwardFilter, s, {ptr(x), ptr(dw), ptr(dy)}, dw.device());
   auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo);
   size_t bytes = 0;

@@ -105,6 +105,7 @@ void Recording::reset() {
   graph_.nodes = std::move(nodes);
   hash_ = Hasher();
   inputs_.clear();
+  input_grad_.clear();
   input_fns_.clear();
   input_nrs_.clear();
   input_of_.clear();
@@ -198,10 +199,12 @@ bool Recording::written_aliased_grad_input() const {
   for (const void* key : written_) {
     int members = 0;
     bool grad = false;
-    for (const Tensor& in : inputs_)
-      if (in.defined() && storage_key(in.unsafe_impl()) == key) {
+    // Whether it required grad when the graph met it, as the graph's input says: a write since
+    // (`zero_`) may have ended its history (fuzzer seeds 26000291, 27018678).
+    for (size_t i = 0; i < inputs_.size(); ++i)
+      if (inputs_[i].defined() && storage_key(inputs_[i].unsafe_impl()) == key) {
         ++members;
-        grad = grad || in.requires_grad();
+        grad = grad || input_grad_[i] || inputs_[i].requires_grad();
       }
     if (members > 1 && grad) return true;
   }
@@ -348,6 +351,7 @@ int Recording::value_of(const Tensor& t) {
   if (v < 0) v = graph_.add_input(m, t.requires_grad(), i->is_wrapped_number);
   input_of_.emplace(i, v);
   inputs_.push_back(t);
+  input_grad_.push_back(t.requires_grad());
   if (i->autograd && !functionalize_ && !decompose_ && t.requires_grad() && !t.is_leaf()) {
     autograd::Edge e = autograd::gradient_edge(t);  // Note [Input edges]
     input_fns_.emplace_back(i, std::move(e.fn));

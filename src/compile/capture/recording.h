@@ -247,6 +247,7 @@ class Recording final : public RecordLayer {
   Graph graph_;
   Hasher hash_;
   std::vector<Tensor> inputs_;                      // real graph inputs, in order
+  std::vector<bool> input_grad_;                    // per input: it required grad when met
   // Note [Input edges]: per real input that requires grad with a history, its gradient edge
   // when the graph met it (before the graph's writes rebased it).
   std::vector<std::pair<const TensorImpl*, std::shared_ptr<autograd::Node>>> input_fns_;
