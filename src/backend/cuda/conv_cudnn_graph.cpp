@@ -1,8 +1,10 @@
 // Convolutions through cuDNN's graph (backend) API, the path PyTorch's cuDNN v8+ convolutions
 // take. The legacy API (cudnnConvolutionForward with an algorithm enum, conv_cudnn.cpp) does not
 // reach cuDNN's newest engines: on an H100, resnet18's bfloat16 convolutions ran about twice as
-// long as PyTorch's sm90 kernels (kiln bench zoo --profile against bench/cuda/torch_profile.py).
-// conv_cudnn.cpp tries this path first and keeps the legacy one when no engine here works.
+// long as PyTorch's sm90 kernels (kiln bench zoo --profile against bench/cuda/torch_profile.py);
+// through this path resnet18's bfloat16 training step went from 1.01x PyTorch's time to 0.65x
+// (bench/results/gpu-eager-h100-2026-12-06-s6.md). conv_cudnn.cpp tries this path first and
+// keeps the legacy one when no engine here works.
 #include "backend/cuda/conv_cudnn_graph.h"
 
 #ifdef KILN_HAVE_CUDNN
@@ -195,11 +197,11 @@ std::shared_ptr<Plan> build_plan(cudnnHandle_t h, const GraphConv& g) {
   return nullptr;
 }
 
-// Opt-in (KILN_CUDNN_API=graph) until it has run the CUDA tests on a device.
+// KILN_CUDNN_API=legacy turns it off (the legacy API for every convolution).
 bool graph_api_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("KILN_CUDNN_API");
-    return e && std::string(e) == "graph";
+    return !(e && std::string(e) == "legacy");
   }();
   return on;
 }

@@ -26,7 +26,7 @@ struct GraphConv {
 // Runs the convolution with the first engine cuDNN's heuristics rank that the flags allow
 // (cached per key and handle); false where none works, and the caller uses the legacy API.
 // `workspace(bytes)` returns scratch memory that lives until the call's work is done.
-// Off unless KILN_CUDNN_API=graph (not yet run on a device).
+// KILN_CUDNN_API=legacy turns this path off.
 bool run_graph_conv(cudnnHandle_t h, const GraphConv& g, void* x, void* w, void* y,
                     const std::function<void*(int64_t)>& workspace);
 
