@@ -104,11 +104,8 @@ void DeferredGraph::materialize() {
         if (!m || !m->view_of_base || !m->grad_fn || m->grad_fn == deferred_node() || m->view_version == version)
           continue;
         Tensor base(t.unsafe_impl()->view_base);
-        std::vector<Tensor> view{t};
         if (base.requires_grad())
-          (void)make_op_node(OpId::as_strided, {base},
-                             Attrs{t.sizes().vec(), t.strides().vec(), static_cast<int64_t>(t.storage_offset())}, view,
-                             nullptr, nullptr);
+          set_as_strided_history(t, base);
         else
           m->grad_fn = nullptr;  // the base lost its history: so does the view (rebase_view)
         autograd_meta(t).view_version = version;
@@ -173,6 +170,16 @@ void DeferredGraph::clear() {
   outputs_.clear();
   input_versions_.clear();
   output_versions_.clear();
+}
+
+void set_as_strided_history(const Tensor& view, const Tensor& base) {
+  std::vector<Tensor> outs{view};
+  (void)make_op_node(OpId::as_strided, {base},
+                     Attrs{view.sizes().vec(), view.strides().vec(), static_cast<int64_t>(view.storage_offset())}, outs,
+                     nullptr, nullptr);
+  AutogradMeta& m = autograd_meta(view);  // Note [View rebase]: the history is current
+  m.view_of_base = view_follows_base(view.unsafe_impl());
+  m.view_version = view._version();
 }
 
 bool materializing_deferred() { return tls_materializing > 0; }

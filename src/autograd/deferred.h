@@ -67,6 +67,12 @@ const std::shared_ptr<Node>& deferred_node();
 void materialize_deferred();
 // True while deferred nodes are being built: their edges are the history at the time their op
 // ran, so a view is not rebased on a later write (Note [View rebase]).
+
+// Gives `view` the history eager's view rebase gives it: an as_strided node of `base` (a
+// tensor sharing its storage that requires grad) with the view's geometry, built without a
+// kernel. Used where the node cannot be recorded as the op runs (materializing deferred nodes,
+// a compiled graph's view of a written input).
+void set_as_strided_history(const Tensor& view, const Tensor& base);
 bool materializing_deferred();
 // This thread's nodes deferred and, of those, built (for tests and benchmarks).
 struct DeferredCounts {

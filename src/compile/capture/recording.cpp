@@ -735,22 +735,7 @@ bool Recording::eager_view_history(const std::shared_ptr<TensorImpl>& p) const {
     src = &in;
   }
   if (!src) return false;
-  Tensor v;
-  {
-    PauseRecording pause;
-    EnableGradGuard grad_on;
-    v = call_op(OpId::as_strided, std::vector<Tensor>{*src},
-                Attrs{std::vector<int64_t>(p->sizes.begin(), p->sizes.end()),
-                      std::vector<int64_t>(p->strides.begin(), p->strides.end()),
-                      static_cast<int64_t>(p->storage_offset)})[0];
-  }
-  auto* vm = autograd::autograd_meta_or_null(v);
-  if (!vm || !vm->grad_fn) return false;
-  auto& m = autograd::autograd_meta(Tensor(p));
-  m.grad_fn = vm->grad_fn;
-  m.output_nr = vm->output_nr;
-  m.view_of_base = autograd::view_follows_base(p.get());
-  m.view_version = p->version ? p->version->version.load() : 0;
+  autograd::set_as_strided_history(Tensor(p), *src);
   return true;
 }
 
@@ -761,9 +746,6 @@ bool Recording::eager_view_history(const std::shared_ptr<TensorImpl>& p) const {
 // that buffer before it is not reached through it (eager's copy_ replaced its history:
 // `v = scatter(x, i, s); v.copy_(x)` never runs scatter's node, seed 18004905).
 std::vector<uint64_t> Recording::output_reach(const std::vector<Node>& nodes, size_t nv) const {
-  std::vector<uint64_t> reach(nv, 0);
-  for (size_t o = 0; o < graph_.outputs.size(); ++o)
-    if (static_cast<size_t>(graph_.outputs[o]) < nv) reach[graph_.outputs[o]] |= o < 64 ? uint64_t{1} << o : ~uint64_t{0};
   auto ok = [nv](int v) { return v >= 0 && static_cast<size_t>(v) < nv; };
   std::vector<int> root(nv);
   for (size_t v = 0; v < nv; ++v) root[v] = static_cast<int>(v);
@@ -775,22 +757,28 @@ std::vector<uint64_t> Recording::output_reach(const std::vector<Node>& nodes, si
           root[o] = root[n.inputs[0]];
           ++members[root[o]];
         }
+  // class_reach[r]: the OR of reach over the values aliasing root r. Reach only grows in the
+  // backward walk (the one reset is of a buffer alone in its class), so it is kept as it grows.
+  std::vector<uint64_t> reach(nv, 0), class_reach(nv, 0);
+  auto add = [&](int v, uint64_t bits) {
+    reach[v] |= bits;
+    class_reach[root[v]] |= bits;
+  };
+  for (size_t o = 0; o < graph_.outputs.size(); ++o)
+    if (ok(graph_.outputs[o])) add(graph_.outputs[o], o < 64 ? uint64_t{1} << o : ~uint64_t{0});
   for (size_t n = nodes.size(); n-- > 0;) {
     const Node& node = nodes[n];
     uint64_t m = 0;
     for (int v : node.outputs)
       if (ok(v)) m |= reach[v];
-    const bool writes = op_info(node.op).has(MUTATES);
-    if (writes)
+    if (op_info(node.op).has(MUTATES))
       for (int in : node.inputs)
-        if (ok(in))
-          for (size_t w = 0; w < nv; ++w)
-            if (root[w] == root[in]) m |= reach[w];
+        if (ok(in)) m |= class_reach[root[in]];
     const int dst = node.inputs.empty() ? -1 : node.inputs[0];
     const bool replaces = node.op == OpId::copy_ && ok(dst) && root[dst] == dst && members[dst] == 1;
-    for (size_t k = 0; k < node.inputs.size(); ++k)
-      if (ok(node.inputs[k])) reach[node.inputs[k]] |= m;
-    if (replaces) reach[dst] = 0;
+    for (int in : node.inputs)
+      if (ok(in)) add(in, m);
+    if (replaces) reach[dst] = class_reach[dst] = 0;
   }
   return reach;
 }
