@@ -256,15 +256,27 @@ TEST_F(Inductor, FusionKinds) {
   s = schedules_of([](const Tensor& x) { return sum(exp(x), {1}) + sum(exp(x) * exp(x), {1}); }, randn({8, 32}));
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].kernels.size(), 2u);  // the reductions' loop, then the add of their results
-  // layer norm: the mean's pass, the variance's pass (the centred values), the normalizing pass; the
-  // per-row scale between them is recomputed in the loop that reads it (Note [Inlined producers]).
+  // layer norm: one kernel, three passes over each row (mean, variance, normalize) while it is in
+  // cache (Note [Reduction phases]); the per-row scale is recomputed where it is read.
   s = schedules_of([](const Tensor& x) { return nn::functional::layer_norm(x, {32}); }, randn({8, 32}));
   ASSERT_EQ(s.size(), 1u);
-  EXPECT_EQ(s[0].kernels.size(), 3u) << s[0].kernels.size();
-  // softmax: max, then exp-and-sum, then the division: three loops (a max-sum-exp pass needs online softmax).
+  ASSERT_EQ(s[0].kernels.size(), 1u);
+  EXPECT_EQ(s[0].kernels[0].num_phases(), 3);
+  // softmax: max, then exp-and-sum, then the division: one kernel of three passes.
   s = schedules_of([](const Tensor& x) { return softmax(x, 1); }, randn({8, 32}));
   ASSERT_EQ(s.size(), 1u);
-  EXPECT_LE(s[0].kernels.size(), 3u);
+  ASSERT_EQ(s[0].kernels.size(), 1u);
+  EXPECT_EQ(s[0].kernels[0].num_phases(), 3);
+  // A reduction over a kept contiguous dim (a bias gradient) keeps that dim innermost (Note [Loop
+  // order]): the loop order ends with the kept dim.
+  s = schedules_of([](const Tensor& x) { return sum(x * 2, {0}); }, randn({64, 48}));
+  ASSERT_EQ(s.size(), 1u);
+  ASSERT_EQ(s[0].kernels.size(), 1u);
+  EXPECT_EQ(s[0].kernels[0].reduced, (std::vector<bool>{true, false}));
+  // A transposed input is read along its contiguous dim: the loop order follows its strides.
+  s = schedules_of([](const Tensor& x) { return sum(x.t() * 2, {1}); }, randn({64, 48}));
+  ASSERT_EQ(s.size(), 1u);
+  ASSERT_GE(s[0].kernels.size(), 1u);
 }
 
 TEST_F(Inductor, DiskCacheServesASecondProcessAndRebuildsBadEntries) {

@@ -31,12 +31,25 @@ double round_to(double x, int digits) {
   return std::nearbyint(x * s) / s;
 }
 
-nlohmann::json run_phase(const std::string& name, bool train, int iters, const std::string& backend) {
+// Phases: "train" compiles the forward and loss (the backward is compiled ahead of time with
+// them; the optimizer step runs eagerly, as torch.compile of a model does); "step" compiles the
+// whole training step, forward, backward and AdamW, into one graph (Note [Writes are ops]);
+// "infer" compiles a forward under no_grad.
+nlohmann::json run_phase(const std::string& name, const std::string& phase, int iters, const std::string& backend) {
+  const bool train = phase != "infer", whole = phase == "step";
   // Two copies with the same initial parameters: eager and compiled each train their own.
   models::Workload we = models::make_workload(name, kCPU, /*cpu_sizes=*/true, 0);
   models::Workload wc = models::make_workload(name, kCPU, /*cpu_sizes=*/true, 0);
   optim::AdamW oe(we.module->parameters(), {.lr = 1e-4}), oc(wc.module->parameters(), {.lr = 1e-4});
-  auto fwd = compile([&] { return wc.step_loss(); }, {.backend = backend});
+  auto body = [&] {
+    if (!whole) return wc.step_loss();
+    Tensor loss = wc.step_loss();
+    loss.backward();
+    oc.step();
+    oc.zero_grad(true);
+    return loss;
+  };
+  auto fwd = compile(body, {.backend = backend});
   auto eager_step = [&] {
     if (!train) {
       NoGradGuard no_grad;
@@ -53,6 +66,7 @@ nlohmann::json run_phase(const std::string& name, bool train, int iters, const s
       NoGradGuard no_grad;
       return fwd();
     }
+    if (whole) return fwd();
     Tensor loss = fwd();
     loss.backward();
     oc.step();
@@ -86,8 +100,10 @@ nlohmann::json run_phase(const std::string& name, bool train, int iters, const s
   const int graphs = fwd.stats().graphs_compiled;
   const size_t breaks = fwd.stats().breaks.size();
   compiler::reset();
-  auto fresh = compile([&] { return wc.step_loss(); }, {.backend = backend});
-  if (train) {
+  auto fresh = compile(body, {.backend = backend});
+  if (whole) {
+    (void)fresh();
+  } else if (train) {
     Tensor l = fresh();
     l.backward();
     oc.zero_grad(true);
@@ -98,7 +114,7 @@ nlohmann::json run_phase(const std::string& name, bool train, int iters, const s
   const double warm_s = fresh.stats().compile_ms / 1000;
   const double eager_ms = median(te), compiled_ms = median(tc);
   return {{"model", name},
-          {"phase", train ? "train" : "infer"},
+          {"phase", phase},
           {"backend", backend},
           {"eager_ms", round_to(eager_ms, 3)},
           {"compiled_ms", round_to(compiled_ms, 3)},
@@ -120,10 +136,19 @@ int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& 
   std::printf("kiln %s cpu threads=%d backend=%s (eager and compiled steps alternate; medians of %d)\n", version(),
               get_num_threads(), o.backend.c_str(), o.iters);
   std::vector<std::string> rows;
-  for (const std::string& n : names) {
-    rows.push_back(n + ":train");
-    rows.push_back(n + ":infer");
+  std::vector<std::string> phases;
+  for (size_t b = 0, e; b <= o.phases.size(); b = e + 1) {
+    e = std::min(o.phases.find(',', b), o.phases.size());
+    const std::string p = o.phases.substr(b, e - b);
+    if (p.empty()) continue;
+    if (p != "train" && p != "step" && p != "infer") {
+      std::fprintf(stderr, "kiln bench zoo: unknown phase '%s' (train, step or infer)\n", p.c_str());
+      return 2;
+    }
+    phases.push_back(p);
   }
+  for (const std::string& n : names)
+    for (const std::string& p : phases) rows.push_back(n + ":" + p);
   auto header = [] {
     std::printf("\n%-13s %-6s %10s %11s %8s %8s %8s %8s %5s %6s %6s\n", "model", "phase", "eager_ms", "compiled_ms",
                 "speedup", "cold_s", "warm_s", "first_s", "acc", "graphs", "breaks");
@@ -143,7 +168,7 @@ int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& 
       rows, o.json,
       [&](const std::string& key) {
         const size_t c = key.find(':');
-        return run_phase(key.substr(0, c), key.substr(c + 1) == "train", o.iters, o.backend);
+        return run_phase(key.substr(0, c), key.substr(c + 1), o.iters, o.backend);
       },
       [](const std::string& key, const std::string& err) {
         const size_t c = key.find(':');

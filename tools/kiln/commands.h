@@ -18,6 +18,7 @@ struct ZooOptions {
   std::string precision = "fp32";    // "fp32" | "bf16" (autocast around forward and loss)
   bool compiled = false;             // also kiln::compile: eager vs compiled, train and inference
   std::string backend = "inductor";  // with --compiled
+  std::string phases = "train,step,infer";  // with --compiled (bench_zoo_compiled.cpp)
   bool profile = false;              // CUDA: per-op GPU time of 3 more steps, on stderr
 };
 

@@ -224,9 +224,14 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   bench_zoo->add_option("--precision", zo.precision, "fp32 or bf16 (autocast, as torch_zoo.py)")->capture_default_str();
   bench_zoo->add_flag("--json", zo.json, "one JSON line per model (keys as torch_zoo.py's)");
-  bench_zoo->add_flag("--compiled", zo.compiled, "eager against kiln::compile, train step and inference");
+  bench_zoo->add_flag("--compiled", zo.compiled, "eager against kiln::compile: training step and inference");
   bench_zoo->add_flag("--profile", zo.profile, "CUDA: print each op's GPU time over 3 more steps (stderr)");
   bench_zoo->add_option("--backend", zo.backend, "compile backend with --compiled")->capture_default_str();
+  bench_zoo
+      ->add_option("--phases", zo.phases,
+                   "with --compiled: train (forward and loss compiled), step (the whole training step, "
+                   "AdamW included, compiled), infer")
+      ->capture_default_str();
   auto* bench_compile = bench->add_subcommand("compile", "capture and AOT autograd (aot_eager) on each zoo model");
   kiln::cli::ZooOptions co;
   co.iters = 5;

@@ -44,7 +44,7 @@ struct InductorGraph {
       std::vector<size_t> bounds;
       for (size_t p = 0; p <= parts; ++p) bounds.push_back(nk * p / parts);
       for (size_t p = 0; p < parts; ++p) {
-        sources.push_back(codegen::generate_cpp(g, schedule, bounds[p], bounds[p + 1]));
+        sources.push_back(codegen::generate_cpp(schedule, bounds[p], bounds[p + 1]));
         log(Log::Code, sources.back());
       }
       libraries = jit::compile_cpp(sources);
@@ -60,8 +60,7 @@ struct InductorGraph {
         if (v >= 0) last[static_cast<size_t>(v)] = static_cast<int>(s);
       };
       if (st.is_kernel) {
-        for (const lower::Operand& o : schedule.kernels[static_cast<size_t>(st.index)].loads) use(o.value);
-        for (const lower::Operand& o : schedule.kernels[static_cast<size_t>(st.index)].stores) use(o.value);
+        for (const lower::Buffer& b : schedule.kernels[static_cast<size_t>(st.index)].buffers) use(b.value);
       } else {
         const Node& n = g.nodes[static_cast<size_t>(st.index)];
         for (int v : n.inputs) use(v);
@@ -90,10 +89,10 @@ struct InductorGraph {
 
   void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state,
                   size_t& random_index) const {
-    const lower::Kernel& k = schedule.kernels[ki];
+    const lower::LoopKernel& k = schedule.kernels[ki];
     bool ok = true;
-    for (size_t l = 0; l < k.loads.size() && ok; ++l)
-      ok = matches(vals[static_cast<size_t>(k.loads[l].value)], k.load_metas[l]);
+    for (size_t l = 0; l < k.input_metas.size() && ok; ++l)
+      ok = matches(vals[static_cast<size_t>(k.buffers[l].value)], k.input_metas[l]);
     if (counts) (ok ? counts->generated : counts->fallbacks).fetch_add(1, std::memory_order_relaxed);
     if (!ok) {
       // A buffer laid out otherwise than at compile time: the members with eager kernels.
@@ -108,13 +107,16 @@ struct InductorGraph {
       return;
     }
     std::vector<char*> bufs;
-    bufs.reserve(k.loads.size() + k.stores.size());
-    for (const lower::Operand& o : k.loads) bufs.push_back(vals[static_cast<size_t>(o.value)].unsafe_impl()->data());
-    for (const lower::Operand& o : k.stores) {
-      const Value& v = g.values[static_cast<size_t>(o.value)];
+    bufs.reserve(k.buffers.size());
+    for (const lower::Buffer& b : k.buffers) {
+      if (!b.output) {
+        bufs.push_back(vals[static_cast<size_t>(b.value)].unsafe_impl()->data());
+        continue;
+      }
+      const Value& v = g.values[static_cast<size_t>(b.value)];
       Tensor t = make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
       bufs.push_back(t.numel() ? t.unsafe_impl()->data() : nullptr);
-      vals[static_cast<size_t>(o.value)] = std::move(t);
+      vals[static_cast<size_t>(b.value)] = std::move(t);
     }
     const int threads = k.numel() >= codegen::kParallelGrain ? get_num_threads() : 1;
     fns[ki](bufs.data(), threads);

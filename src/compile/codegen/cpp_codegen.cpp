@@ -1,181 +1,536 @@
 #include "compile/codegen/cpp_codegen.h"
 
+#include <algorithm>
+#include <functional>
 #include <sstream>
-#include <string_view>
-#include <unordered_map>
 
 #include "compile/codegen/pointwise_ops.h"
 
 namespace kiln::compiler::codegen {
 
 // Note [Generated C++]
-// Each kernel is a loop nest over its iteration space (kept dims outside,
-// reduced dims inside, Note [Loop kernels]), its body the members' scalar
-// functors in graph order on registers. Operands are typed pointers indexed
-// with compile-time strides (the run time checks the buffers match), so a
-// contiguous kernel is one flat loop the compiler vectorizes. OpenMP splits the
-// outer (kept) loops when the caller passes more than one thread. Reductions
-// accumulate as eager's reducers do in kind (double for floating sums and
-// products, wrapping 64-bit integers, NaN-propagating max/min), though not in
-// eager's order, so values agree within the accuracy rule, not bit for bit.
+// Each loop kernel (Note [Loop IR]) becomes one extern "C" function, its loops
+// in the IR's order. Operands are typed __restrict pointers indexed with
+// compile-time strides (the run time checks the buffers match), so a
+// contiguous kernel is one flat loop the compiler vectorizes; expressions that
+// vary along no dim (a 0-d scalar) are computed once, before the loops. Three
+// forms, by where the reduced dims sit:
+// - pointwise: OpenMP over the collapsed outer loops, the innermost vectorized;
+// - row (reduced dims innermost): OpenMP over the kept loops; inside, one pass
+//   over the reduced loops per phase (Note [Reduction phases]), each with its
+//   accumulators in registers (`omp simd reduction`: vector lanes of partial
+//   sums), then the per-point values and stores. Without kept dims (a full
+//   reduction) the outermost reduced loop is split across the threads, each
+//   with partial accumulators, combined in thread order;
+// - column (a kept dim innermost, under the reduced loops): the kept dim in
+//   tiles of kTile, a row of accumulators per tile, the tile loop vectorized.
+// Floating sums and products accumulate in float (double for float64), after
+// casting to the result dtype as torch does; integers wrap in 64 bits; max/min
+// propagate NaN. The order differs from eager's, so reductions agree within the
+// accuracy rule, not bit for bit; pointwise values agree bit for bit.
 
 std::string kernel_symbol(size_t i) { return "kiln_kernel_" + std::to_string(i); }
 
 namespace {
 
-std::string index_expr(const std::vector<int64_t>& strides) {
+using lower::Expr;
+using lower::ExprKind;
+using lower::LoopKernel;
+using lower::ReduceOp;
+
+constexpr int64_t kTile = 256;  // column form: accumulators per tile
+constexpr int kMaxThreads = 256;
+constexpr int64_t kBlock = 4096;  // floating sums: elements per block accumulator
+
+std::string index_expr(const lower::Index& ix, const std::vector<std::string>& vars) {
   std::string s;
-  for (size_t d = 0; d < strides.size(); ++d) {
-    if (strides[d] == 0) continue;
+  for (size_t d = 0; d < ix.coeffs.size(); ++d) {
+    const int64_t c = ix.coeffs[d];
+    if (c == 0) continue;
     if (!s.empty()) s += " + ";
-    s += strides[d] == 1 ? "i" + std::to_string(d) : "i" + std::to_string(d) + " * " + std::to_string(strides[d]) + "LL";
+    s += c == 1 ? vars[d] : vars[d] + " * " + std::to_string(c) + "LL";
   }
+  if (ix.offset) s += (s.empty() ? "" : " + ") + std::to_string(ix.offset) + "LL";
   return s.empty() ? "0" : s;
 }
 
 struct Reducer {
-  std::string acc_type, init, step, result;  // step updates `a` with value `x`
+  std::string acc_type, init, result;
+  std::string step(const std::string& a, const std::string& x) const { return step_fn(a, x); }
+  std::string combine(const std::string& a, const std::string& p) const { return combine_fn(a, p); }
+  std::function<std::string(const std::string&, const std::string&)> step_fn, combine_fn;
 };
 
-// Accumulator of a reduction node with output dtype o and input dtype i.
-Reducer reducer(std::string_view op, DType in, DType o) {
-  const std::string ot = cpp_type(o);
-  if (op == "sum" || op == "prod") {
-    const bool sum = op == "sum";
-    if (is_floating_point(o)) {
+Reducer reducer(const Expr& e) {
+  const std::string ot = cpp_type(e.dtype), at = cpp_type(e.acc);
+  Reducer r;
+  r.acc_type = e.acc == DType::Int64 && (e.reduce == ReduceOp::Sum || e.reduce == ReduceOp::Prod) ? "uint64_t" : at;
+  if (e.reduce == ReduceOp::Sum || e.reduce == ReduceOp::Prod) {
+    const bool sum = e.reduce == ReduceOp::Sum;
+    const std::string op = sum ? " += " : " *= ";
+    r.init = sum ? "0" : "1";
+    if (is_floating_point(e.dtype)) {
       // torch casts the input to the result dtype first.
-      std::string x = "double(kiln::convert<float>(kiln::convert<" + ot + ">(x)))";
-      if (o == DType::Float64) x = "kiln::convert<double>(x)";
-      return {"double", sum ? "0.0" : "1.0", sum ? "a += " + x + ";" : "a *= " + x + ";",
-              "kiln::convert<" + ot + ">(a)"};
+      r.step_fn = [op, ot, at](const std::string& a, const std::string& x) {
+        return a + op + "kiln::convert<" + at + ">(kiln::convert<" + ot + ">(" + x + "));";
+      };
+      r.result = "kiln::convert<" + ot + ">(@)";
+    } else {
+      // Integers wrap (two's complement) without signed overflow.
+      r.step_fn = [op, ot](const std::string& a, const std::string& x) {
+        return a + op + "static_cast<uint64_t>(static_cast<int64_t>(kiln::convert<" + ot + ">(" + x + ")));";
+      };
+      r.result = "kiln::convert<" + ot + ">(static_cast<int64_t>(@))";
     }
-    // Integers wrap (two's complement) without signed overflow.
-    std::string x = "static_cast<uint64_t>(static_cast<int64_t>(kiln::convert<" + ot + ">(x)))";
-    return {"uint64_t", sum ? "0" : "1", sum ? "a += " + x + ";" : "a *= " + x + ";",
-            "kiln::convert<" + ot + ">(static_cast<int64_t>(a))"};
+    r.combine_fn = [op](const std::string& a, const std::string& p) { return a + op + p + ";"; };
+    return r;
   }
-  const bool max = op == "amax";
-  const DType c = in == DType::Float16 || in == DType::BFloat16 ? DType::Float32 : in;
-  const std::string ct = cpp_type(c);
-  std::string init = max ? "std::numeric_limits<" + ct + ">::lowest()" : "std::numeric_limits<" + ct + ">::max()";
-  if (is_floating_point(c))
-    init = max ? "-std::numeric_limits<" + ct + ">::infinity()" : "std::numeric_limits<" + ct + ">::infinity()";
-  std::string cmp = max ? "v > a" : "v < a";
+  const bool max = e.reduce == ReduceOp::Max;
+  const bool fp = is_floating_point(e.acc);
+  if (fp)
+    r.init = max ? "-std::numeric_limits<" + at + ">::infinity()" : "std::numeric_limits<" + at + ">::infinity()";
+  else
+    r.init = max ? "std::numeric_limits<" + at + ">::lowest()" : "std::numeric_limits<" + at + ">::max()";
   // A NaN sticks: once a is NaN no comparison is true, and a NaN v always wins.
-  std::string step = "{ const " + ct + " v = kiln::convert<" + ct + ">(x); if (" + cmp +
-                     (is_floating_point(c) ? " || v != v" : "") + ") a = v; }";
-  return {ct, init, step, "kiln::convert<" + ot + ">(a)"};
+  auto pick = [max, fp, at](const std::string& a, const std::string& v) {
+    return "{ const " + at + " v_ = " + v + "; if (v_ " + (max ? ">" : "<") + " " + a + (fp ? " || v_ != v_" : "") +
+           ") " + a + " = v_; }";
+  };
+  r.step_fn = [pick, at](const std::string& a, const std::string& x) {
+    return pick(a, "kiln::convert<" + at + ">(" + x + ")");
+  };
+  r.combine_fn = pick;
+  r.result = "kiln::convert<" + ot + ">(@)";
+  return r;
 }
 
-void emit_kernel(std::ostringstream& os, const Graph& g, const lower::Kernel& k, size_t ki) {
-  os << "extern \"C\" void " << kernel_symbol(ki) << "(char* const* bufs, int threads) {\n  (void)threads;\n";
-  std::vector<std::string> name(g.values.size());
-  size_t b = 0;
-  for (const lower::Operand& op : k.loads) {
-    const DType t = g.values[static_cast<size_t>(op.value)].meta.dtype;
-    os << "  const " << cpp_type(t) << "* __restrict in" << b << " = reinterpret_cast<const " << cpp_type(t)
-       << "*>(bufs[" << b << "]);\n";
-    ++b;
-  }
-  for (size_t s = 0; s < k.stores.size(); ++s) {
-    const DType t = g.values[static_cast<size_t>(k.stores[s].value)].meta.dtype;
-    os << "  " << cpp_type(t) << "* __restrict out" << s << " = reinterpret_cast<" << cpp_type(t) << "*>(bufs["
-       << b + s << "]);\n";
-  }
-  const size_t rank = k.sizes.size(), kept = rank - static_cast<size_t>(k.num_reduced);
-  // The kernel's reductions (its non-pointwise members) and their accumulators, by node.
-  std::vector<int> reductions;
-  std::unordered_map<int, Reducer> reducers;
-  for (int n : k.nodes) {
-    const Node& node = g.nodes[static_cast<size_t>(n)];
-    if (is_codegen_pointwise(g, node)) continue;
-    reductions.push_back(n);
-    reducers[n] = reducer(op_info(node.op).name, g.values[static_cast<size_t>(node.inputs[0])].meta.dtype,
-                          g.values[static_cast<size_t>(node.outputs[0])].meta.dtype);
-  }
-  std::string indent = "  ";
-  auto open_loop = [&](size_t d) {
-    os << indent << "for (int64_t i" << d << " = 0; i" << d << " < " << k.sizes[d] << "LL; ++i" << d << ") {\n";
-    indent += "  ";
-  };
-  auto close_loop = [&] {
-    indent.resize(indent.size() - 2);
-    os << indent << "}\n";
-  };
-  // OpenMP over the kept loops (collapsed), the innermost left to vectorize when there are others.
-  if (kept > 0) {
-    size_t collapse = kept == rank && rank > 1 ? kept - 1 : kept;
-    os << indent << "#pragma omp parallel for num_threads(threads) if(threads > 1)"
-       << (collapse > 1 ? " collapse(" + std::to_string(collapse) + ")" : "") << "\n";
-  }
-  for (size_t d = 0; d < kept; ++d) open_loop(d);
-  for (int n : reductions) os << indent << reducers[n].acc_type << " acc" << n << " = " << reducers[n].init << ";\n";
-  // Sums and products may be reassociated across the innermost reduced loop (OpenMP simd
-  // reduction): vector lanes of partial sums, as eager's reducers keep. max/min stay in order
-  // (their NaN rule is not an OpenMP reduction).
-  std::string simd;
-  for (int n : reductions) {
-    std::string_view op = op_info(g.nodes[static_cast<size_t>(n)].op).name;
-    if (op != "sum" && op != "prod") {
-      simd.clear();
-      break;
-    }
-    simd += std::string(" reduction(") + (op == "sum" ? "+" : "*") + ":acc" + std::to_string(n) + ")";
-  }
-  for (size_t d = kept; d < rank; ++d) {
-    if (d + 1 == rank && !simd.empty()) os << indent << "#pragma omp simd" << simd << "\n";
-    open_loop(d);
-  }
-  // Loads at this point, then each member.
-  for (size_t l = 0; l < k.loads.size(); ++l) {
-    const int v = k.loads[l].value;
-    name[static_cast<size_t>(v)] = "v" + std::to_string(v);
-    os << indent << "const " << cpp_type(g.values[static_cast<size_t>(v)].meta.dtype) << " v" << v << " = in" << l
-       << "[" << index_expr(k.loads[l].strides) << "];\n";
-  }
-  for (int n : k.nodes) {
-    const Node& node = g.nodes[static_cast<size_t>(n)];
-    const int v = node.outputs[0];
-    if (reducers.count(n)) {
-      os << indent << "{ auto& a = acc" << n << "; const auto& x = " << name[static_cast<size_t>(node.inputs[0])]
-         << "; " << reducers[n].step << " }\n";
-      continue;
-    }
-    std::vector<std::string> args;
-    for (int in : node.inputs) args.push_back(name[static_cast<size_t>(in)]);
-    name[static_cast<size_t>(v)] = "v" + std::to_string(v);
-    os << indent << emit_pointwise(g, node, args, name[static_cast<size_t>(v)]) << "\n";
-  }
-  // The node whose accumulator a store writes, -1 for a pointwise value.
-  auto reduction_of = [&](int v) {
-    for (int n : reductions)
-      if (g.nodes[static_cast<size_t>(n)].outputs[0] == v) return n;
-    return -1;
-  };
-  for (size_t s = 0; s < k.stores.size(); ++s) {
-    const int v = k.stores[s].value;
-    if (reduction_of(v) < 0) os << indent << "out" << s << "[" << index_expr(k.stores[s].strides) << "] = v" << v << ";\n";
-  }
-  for (size_t d = kept; d < rank; ++d) close_loop();
-  for (size_t s = 0; s < k.stores.size(); ++s) {
-    const int n = reduction_of(k.stores[s].value);
-    if (n < 0) continue;
-    std::vector<int64_t> st = k.stores[s].strides;
-    st.resize(kept);  // reduced dims have stride 0 in the output
-    os << indent << "{ const auto& a = acc" << n << "; out" << s << "[" << index_expr(st) << "] = " << reducers[n].result
-       << "; }\n";
-  }
-  for (size_t d = 0; d < kept; ++d) close_loop();
-  os << "}\n\n";
+std::string result_of(const Reducer& r, const std::string& acc) {
+  std::string s = r.result;
+  s.replace(s.find('@'), 1, acc);
+  return s;
 }
+
+class KernelEmitter {
+ public:
+  KernelEmitter(std::ostringstream& os, const LoopKernel& k) : os_(os), k_(k), varies_(k.varies()) {
+    const size_t rank = k.sizes.size();
+    for (size_t d = 0; d < rank; ++d) vars_.push_back("i" + std::to_string(d));
+    for (const Expr& e : k.exprs) has_reduce_ = has_reduce_ || e.kind == ExprKind::Reduce;
+    for (size_t e = 0; e < k.exprs.size(); ++e) {
+      bool any = false, along_reduced = false;
+      for (size_t d = 0; d < rank; ++d) {
+        any = any || varies_[e][d];
+        along_reduced = along_reduced || (varies_[e][d] && k.reduced[d]);
+      }
+      invariant_.push_back(!any);
+      along_reduced_.push_back(along_reduced);
+    }
+  }
+
+  void emit(size_t ki) {
+    os_ << "extern \"C\" void " << kernel_symbol(ki) << "(char* const* bufs, int threads) {\n  (void)threads;\n";
+    int in = 0, out = 0;
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      const lower::Buffer& buf = k_.buffers[b];
+      const std::string t = cpp_type(buf.dtype);
+      const std::string name = buf.output ? "out" + std::to_string(out++) : "in" + std::to_string(in++);
+      bufname_.push_back(name);
+      os_ << "  " << (buf.output ? "" : "const ") << t << "* __restrict " << name << " = reinterpret_cast<"
+          << (buf.output ? "" : "const ") << t << "*>(bufs[" << b << "]);\n";
+    }
+    // Values that vary along no dim (0-d scalars and what is computed from them): once.
+    std::vector<bool> top(k_.exprs.size(), false);
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      top[e] = invariant_[e] && k_.exprs[e].kind != ExprKind::Reduce && !depends_on_reduce(static_cast<int>(e));
+    emit_exprs(top, "  ", {});
+    hoisted_ = top;
+    if (!has_reduce_) {
+      emit_pointwise_form();
+    } else if (k_.num_reduced() > 0 && !k_.reduced.back() && k_.num_phases() == 1) {
+      emit_column_form();
+    } else {
+      emit_row_form();
+    }
+    os_ << "}\n\n";
+  }
+
+ private:
+  bool depends_on_reduce(int e) const {
+    const Expr& x = k_.exprs[static_cast<size_t>(e)];
+    if (x.kind == ExprKind::Reduce) return true;
+    for (int a : x.args)
+      if (depends_on_reduce(a)) return true;
+    return false;
+  }
+
+  std::string name(int e) const {
+    const Expr& x = k_.exprs[static_cast<size_t>(e)];
+    return (x.kind == ExprKind::Reduce ? "r" : "v") + std::to_string(e);
+  }
+
+  // Declares each expression in `which` (not a Reduce, not hoisted) in definition order.
+  void emit_exprs(const std::vector<bool>& which, const std::string& ind, const std::vector<bool>& skip) {
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      if (!which[e] || (!skip.empty() && skip[e])) continue;
+      const Expr& x = k_.exprs[e];
+      const std::string t = cpp_type(x.dtype);
+      if (x.kind == ExprKind::Load) {
+        os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = " << bufname_[static_cast<size_t>(x.buffer)]
+            << "[" << index_expr(x.index, vars_) << "];\n";
+      } else if (x.kind == ExprKind::Pointwise) {
+        std::vector<std::string> args;
+        for (int a : x.args) args.push_back(name(a));
+        os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = " << pointwise_call(x, args) << ";\n";
+      }
+    }
+  }
+
+  // The non-Reduce expressions `roots` need (roots included), stopping at Reduce values (read
+  // as finalized variables) and hoisted ones.
+  std::vector<bool> closure(const std::vector<int>& roots) const {
+    std::vector<bool> need(k_.exprs.size(), false);
+    std::vector<int> stack(roots);
+    while (!stack.empty()) {
+      const int e = stack.back();
+      stack.pop_back();
+      if (need[static_cast<size_t>(e)] || hoisted_[static_cast<size_t>(e)]) continue;
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      if (x.kind == ExprKind::Reduce) continue;
+      need[static_cast<size_t>(e)] = true;
+      for (int a : x.args) stack.push_back(a);
+    }
+    return need;
+  }
+
+  void open_loop(size_t d, std::string& ind) {
+    os_ << ind << "for (int64_t " << vars_[d] << " = 0; " << vars_[d] << " < " << k_.sizes[d] << "LL; ++" << vars_[d]
+        << ") {\n";
+    ind += "  ";
+  }
+  void close_loop(std::string& ind) {
+    ind.resize(ind.size() - 2);
+    os_ << ind << "}\n";
+  }
+
+  void emit_stores(const std::vector<int>& stores, const std::string& ind) {
+    for (int s : stores) {
+      const lower::Store& st = k_.stores[static_cast<size_t>(s)];
+      os_ << ind << bufname_[static_cast<size_t>(st.buffer)] << "[" << index_expr(st.index, vars_)
+          << "] = " << name(st.expr) << ";\n";
+    }
+  }
+
+  void emit_pointwise_form() {
+    const size_t rank = k_.sizes.size();
+    std::string ind = "  ";
+    std::vector<int> stores, roots;
+    for (size_t s = 0; s < k_.stores.size(); ++s) {
+      stores.push_back(static_cast<int>(s));
+      roots.push_back(k_.stores[s].expr);
+    }
+    if (rank > 0) {
+      const size_t collapse = rank > 1 ? rank - 1 : 1;
+      os_ << ind << "#pragma omp parallel for num_threads(threads) if(threads > 1)"
+          << (collapse > 1 ? " collapse(" + std::to_string(collapse) + ")" : "") << "\n";
+    }
+    for (size_t d = 0; d < rank; ++d) open_loop(d, ind);
+    emit_exprs(closure(roots), ind, {});
+    emit_stores(stores, ind);
+    for (size_t d = 0; d < rank; ++d) close_loop(ind);
+  }
+
+  // Stores by where they run: in the pass of phase p (values varying along reduced dims), or
+  // after every pass (reductions' results and per-point values).
+  void split_stores(std::vector<std::vector<int>>& in_phase, std::vector<int>& after) const {
+    in_phase.assign(static_cast<size_t>(k_.num_phases()), {});
+    for (size_t s = 0; s < k_.stores.size(); ++s) {
+      const int e = k_.stores[s].expr;
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      // A value constant along the reduced dims may still be stored at every point of them (an
+      // output broadcast from an expanded input): its index decides, not its value.
+      bool along = along_reduced_[static_cast<size_t>(e)];
+      for (size_t d = 0; d < k_.sizes.size(); ++d) along = along || (k_.reduced[d] && k_.stores[s].index.coeffs[d] != 0);
+      if (x.kind != ExprKind::Reduce && along)
+        in_phase[static_cast<size_t>(x.phase)].push_back(static_cast<int>(s));
+      else
+        after.push_back(static_cast<int>(s));
+    }
+  }
+
+  std::vector<int> reduces_of_phase(int p) const {
+    std::vector<int> r;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (k_.exprs[e].kind == ExprKind::Reduce && k_.exprs[e].phase == p) r.push_back(static_cast<int>(e));
+    return r;
+  }
+
+  std::string simd_clause(const std::vector<int>& reds, const std::string& suffix) const {
+    std::string s;
+    for (int e : reds) {
+      const ReduceOp r = k_.exprs[static_cast<size_t>(e)].reduce;
+      if (r != ReduceOp::Sum && r != ReduceOp::Prod) return "";  // max/min: NaN is not an OpenMP reduction
+      s += std::string(" reduction(") + (r == ReduceOp::Sum ? "+" : "*") + ":acc" + std::to_string(e) + suffix + ")";
+    }
+    return s.empty() ? "" : "#pragma omp simd" + s;
+  }
+
+  // The body of one pass: the varying expressions its reductions and stores need, the
+  // reductions' steps and the stores (at the current loop depth, every reduced loop open).
+  void emit_pass_body(const std::vector<int>& reds, const std::vector<int>& stores, const std::string& ind,
+                      const std::string& acc_suffix, const std::vector<bool>& done) {
+    std::vector<int> roots;
+    for (int e : reds) roots.push_back(k_.exprs[static_cast<size_t>(e)].args[0]);
+    for (int s : stores) roots.push_back(k_.stores[static_cast<size_t>(s)].expr);
+    emit_exprs(closure(roots), ind, done);
+    for (int e : reds) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const Reducer r = reducer(x);
+      os_ << ind << r.step(acc_prefix_ + std::to_string(e) + acc_suffix, name(x.args[0])) << "\n";
+    }
+    emit_stores(stores, ind);
+  }
+
+  // Per-point expressions (constant along the reduced dims) that roots need, before a pass.
+  std::vector<bool> per_point(const std::vector<int>& roots) const {
+    std::vector<bool> need = closure(roots);
+    for (size_t e = 0; e < need.size(); ++e) need[e] = need[e] && !along_reduced_[e];
+    return need;
+  }
+
+  // Opens the innermost reduced loop, dim d over [lo, hi). Floating sums over a long extent run
+  // in blocks of kBlock, each summed in vector lanes into a block accumulator, then added to
+  // the pass's accumulator: two levels, so float sums stay within the accuracy rule.
+  bool open_inner_reduced(size_t d, const std::string& lo, const std::string& hi, const std::vector<int>& reds,
+                          std::string& ind) {
+    const std::string simd = simd_clause(reds, "");
+    bool blocked = !simd.empty() && k_.sizes[d] > kBlock;
+    for (int e : reds) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      blocked = blocked && x.reduce == ReduceOp::Sum && is_floating_point(x.acc);
+    }
+    if (!blocked) {
+      if (!simd.empty()) os_ << ind << simd << "\n";
+      os_ << ind << "for (int64_t " << vars_[d] << " = " << lo << "; " << vars_[d] << " < " << hi << "; ++" << vars_[d]
+          << ") {\n";
+      ind += "  ";
+      return false;
+    }
+    os_ << ind << "for (int64_t ib = " << lo << "; ib < " << hi << "; ib += " << kBlock << "LL) {\n";
+    ind += "  ";
+    os_ << ind << "const int64_t ie = ib + " << kBlock << "LL < " << hi << " ? ib + " << kBlock << "LL : " << hi << ";\n";
+    for (int e : reds)
+      os_ << ind << cpp_type(k_.exprs[static_cast<size_t>(e)].acc) << " bacc" << e << " = 0;\n";
+    std::string clause;
+    for (int e : reds) clause += " reduction(+:bacc" + std::to_string(e) + ")";
+    os_ << ind << "#pragma omp simd" << clause << "\n";
+    os_ << ind << "for (int64_t " << vars_[d] << " = ib; " << vars_[d] << " < ie; ++" << vars_[d] << ") {\n";
+    ind += "  ";
+    acc_prefix_ = "bacc";
+    return true;
+  }
+  void close_inner_reduced(bool blocked, const std::vector<int>& reds, std::string& ind) {
+    close_loop(ind);
+    if (!blocked) return;
+    for (int e : reds) os_ << ind << "acc" << e << " += bacc" << e << ";\n";
+    close_loop(ind);
+    acc_prefix_ = "acc";
+  }
+
+  void emit_row_form() {
+    const size_t rank = k_.sizes.size();
+    size_t nk = 0;
+    while (nk < rank && !k_.reduced[nk]) ++nk;
+    const int phases = k_.num_phases();
+    std::vector<std::vector<int>> in_phase;
+    std::vector<int> after;
+    split_stores(in_phase, after);
+    std::string ind = "  ";
+    const bool split = nk == 0 && phases == 1 && rank > 0;  // a full reduction: threads split it
+    if (split) {
+      emit_split_reduction(in_phase[0], after);
+      return;
+    }
+    if (nk > 0)
+      os_ << ind << "#pragma omp parallel for num_threads(threads) if(threads > 1)"
+          << (nk > 1 ? " collapse(" + std::to_string(nk) + ")" : "") << "\n";
+    for (size_t d = 0; d < nk; ++d) open_loop(d, ind);
+    for (int p = 0; p < phases; ++p) {
+      const std::vector<int> reds = reduces_of_phase(p);
+      if (reds.empty() && in_phase[static_cast<size_t>(p)].empty()) continue;
+      for (int e : reds) {
+        const Expr& x = k_.exprs[static_cast<size_t>(e)];
+        const Reducer r = reducer(x);
+        os_ << ind << r.acc_type << " acc" << e << " = " << r.init << ";\n";
+      }
+      os_ << ind << "{\n";
+      std::string inner = ind + "  ";
+      std::vector<int> roots;
+      for (int e : reds) roots.push_back(k_.exprs[static_cast<size_t>(e)].args[0]);
+      for (int s : in_phase[static_cast<size_t>(p)]) roots.push_back(k_.stores[static_cast<size_t>(s)].expr);
+      const std::vector<bool> pre = per_point(roots);
+      emit_exprs(pre, inner, {});
+      bool blocked = false;
+      for (size_t d = nk; d < rank; ++d) {
+        if (d + 1 == rank)
+          blocked = open_inner_reduced(d, "0", std::to_string(k_.sizes[d]) + "LL", reds, inner);
+        else
+          open_loop(d, inner);
+      }
+      emit_pass_body(reds, in_phase[static_cast<size_t>(p)], inner, "", pre);
+      for (size_t d = rank; d-- > nk;) {
+        if (d + 1 == rank)
+          close_inner_reduced(blocked, reds, inner);
+        else
+          close_loop(inner);
+      }
+      os_ << ind << "}\n";
+      for (int e : reds) {
+        const Expr& x = k_.exprs[static_cast<size_t>(e)];
+        const Reducer r = reducer(x);
+        os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << result_of(r, "acc" + std::to_string(e))
+            << ";\n";
+      }
+    }
+    emit_after(after, ind);
+    for (size_t d = 0; d < nk; ++d) close_loop(ind);
+  }
+
+  // Per-point values and stores after every pass: reductions' results and values constant
+  // along the reduced dims (reduced loop variables are 0 there: their coefficients are 0).
+  void emit_after(const std::vector<int>& after, const std::string& ind) {
+    if (after.empty()) return;
+    std::vector<int> roots;
+    for (int s : after) roots.push_back(k_.stores[static_cast<size_t>(s)].expr);
+    os_ << ind << "{\n";
+    emit_exprs(closure(roots), ind + "  ", {});
+    emit_stores(after, ind + "  ");
+    os_ << ind << "}\n";
+  }
+
+  // A reduction over every dim: the outermost loop split into one range per thread.
+  void emit_split_reduction(const std::vector<int>& stores, const std::vector<int>& after) {
+    const size_t rank = k_.sizes.size();
+    const std::vector<int> reds = reduces_of_phase(0);
+    std::string ind = "  ";
+    os_ << ind << "const int nt = threads < 1 ? 1 : threads > " << kMaxThreads << " ? " << kMaxThreads
+        << " : threads;\n";
+    for (int e : reds) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const Reducer r = reducer(x);
+      os_ << ind << r.acc_type << " part" << e << "[" << kMaxThreads << "];\n";
+    }
+    os_ << ind << "#pragma omp parallel for num_threads(nt) if(nt > 1)\n";
+    os_ << ind << "for (int t = 0; t < nt; ++t) {\n";
+    std::string inner = ind + "  ";
+    for (int e : reds) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const Reducer r = reducer(x);
+      os_ << inner << r.acc_type << " acc" << e << " = " << r.init << ";\n";
+    }
+    const std::string n0 = std::to_string(k_.sizes[0]) + "LL";
+    const std::string lo = n0 + " * t / nt", hi = n0 + " * (t + 1) / nt";
+    bool blocked = false;
+    if (rank == 1) {
+      blocked = open_inner_reduced(0, lo, hi, reds, inner);
+    } else {
+      os_ << inner << "for (int64_t " << vars_[0] << " = " << lo << "; " << vars_[0] << " < " << hi << "; ++" << vars_[0]
+          << ") {\n";
+      inner += "  ";
+      for (size_t d = 1; d < rank; ++d) {
+        if (d + 1 == rank)
+          blocked = open_inner_reduced(d, "0", std::to_string(k_.sizes[d]) + "LL", reds, inner);
+        else
+          open_loop(d, inner);
+      }
+    }
+    emit_pass_body(reds, stores, inner, "", {});
+    for (size_t d = rank; d-- > 0;) {
+      if (d + 1 == rank)
+        close_inner_reduced(blocked, reds, inner);
+      else
+        close_loop(inner);
+    }
+    for (int e : reds) os_ << inner << "part" << e << "[t] = acc" << e << ";\n";
+    os_ << ind << "}\n";
+    for (int e : reds) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const Reducer r = reducer(x);
+      os_ << ind << r.acc_type << " acc" << e << " = " << r.init << ";\n";
+      os_ << ind << "for (int t = 0; t < nt; ++t) " << r.combine("acc" + std::to_string(e), "part" + std::to_string(e) + "[t]")
+          << "\n";
+      os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << result_of(r, "acc" + std::to_string(e))
+          << ";\n";
+    }
+    for (size_t d = 0; d < rank; ++d) os_ << ind << "const int64_t " << vars_[d] << " = 0; (void)" << vars_[d] << ";\n";
+    emit_after(after, ind);
+  }
+
+  // Kept dims outside, the reduced dims, then the innermost kept dim in tiles with a row of
+  // accumulators (one pass: the scheduler picks this form only then).
+  void emit_column_form() {
+    const size_t rank = k_.sizes.size();
+    const size_t c = rank - 1;
+    size_t nk = 0;
+    while (nk < c && !k_.reduced[nk]) ++nk;
+    std::vector<std::vector<int>> in_phase;
+    std::vector<int> after;
+    split_stores(in_phase, after);
+    const std::vector<int> reds = reduces_of_phase(0);
+    const int64_t size = k_.sizes[c], tile = std::min(size, kTile), blocks = (size + tile - 1) / tile;
+    std::string ind = "  ";
+    os_ << ind << "#pragma omp parallel for num_threads(threads) if(threads > 1) collapse(" << nk + 1 << ")\n";
+    for (size_t d = 0; d < nk; ++d) open_loop(d, ind);
+    os_ << ind << "for (int64_t cb = 0; cb < " << blocks << "LL; ++cb) {\n";
+    ind += "  ";
+    os_ << ind << "const int64_t c0 = cb * " << tile << "LL, cn = " << size << "LL - c0 < " << tile << "LL ? " << size
+        << "LL - c0 : " << tile << "LL;\n";
+    for (int e : reds) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const Reducer r = reducer(x);
+      os_ << ind << r.acc_type << " acc" << e << "[" << tile << "];\n";
+      os_ << ind << "for (int64_t ic = 0; ic < cn; ++ic) acc" << e << "[ic] = " << r.init << ";\n";
+    }
+    for (size_t d = nk; d < c; ++d) open_loop(d, ind);
+    os_ << ind << "#pragma omp simd\n";
+    os_ << ind << "for (int64_t ic = 0; ic < cn; ++ic) {\n";
+    std::string inner = ind + "  ";
+    os_ << inner << "const int64_t " << vars_[c] << " = c0 + ic;\n";
+    emit_pass_body(reds, in_phase[0], inner, "[ic]", {});
+    os_ << ind << "}\n";
+    for (size_t d = nk; d < c; ++d) close_loop(ind);
+    os_ << ind << "for (int64_t ic = 0; ic < cn; ++ic) {\n";
+    inner = ind + "  ";
+    os_ << inner << "const int64_t " << vars_[c] << " = c0 + ic;\n";
+    for (size_t d = nk; d < c; ++d) os_ << inner << "const int64_t " << vars_[d] << " = 0; (void)" << vars_[d] << ";\n";
+    for (int e : reds) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const Reducer r = reducer(x);
+      os_ << inner << "const " << cpp_type(x.dtype) << " " << name(e) << " = "
+          << result_of(r, "acc" + std::to_string(e) + "[ic]") << ";\n";
+    }
+    emit_after(after, inner);
+    os_ << ind << "}\n";
+    ind.resize(ind.size() - 2);
+    os_ << ind << "}\n";
+    for (size_t d = 0; d < nk; ++d) close_loop(ind);
+  }
+
+  std::ostringstream& os_;
+  const LoopKernel& k_;
+  std::vector<std::vector<bool>> varies_;
+  std::vector<std::string> vars_, bufname_;
+  std::vector<bool> invariant_, along_reduced_, hoisted_;
+  bool has_reduce_ = false;
+  std::string acc_prefix_ = "acc";  // "bacc" inside a blocked sum (open_inner_reduced)
+};
 
 }  // namespace
 
-std::string generate_cpp(const Graph& g, const lower::Schedule& s, size_t first, size_t last) {
+std::string generate_cpp(const lower::Schedule& s, size_t first, size_t last) {
   std::ostringstream os;
   os << "// Generated by kiln's C++ code generator (Note [Generated C++]).\n"
         "#include \"kiln_jit.h\"  // <cstdint>, <limits>, core/convert.h, core/scalar_math.h (precompiled)\n\n";
-  for (size_t i = first; i < last && i < s.kernels.size(); ++i) emit_kernel(os, g, s.kernels[i], i);
+  for (size_t i = first; i < last && i < s.kernels.size(); ++i) KernelEmitter(os, s.kernels[i]).emit(i);
   return os.str();
 }
 

@@ -1,4 +1,4 @@
-// The C++/OpenMP code generator: one translation unit per scheduled graph, one
+// The C++/OpenMP emitter: one translation unit per scheduled graph, one
 // extern "C" function per loop kernel (Note [Generated C++]).
 #pragma once
 #include <cstddef>
@@ -9,9 +9,9 @@
 namespace kiln::compiler::codegen {
 
 // The source of kernels [first, last) of `s`; kernel i is `kiln_kernel_<i>(char* const* bufs,
-// int threads)` with bufs = its loads, then its stores, each pointing at the element of index 0.
-// A large graph's kernels go into several sources, compiled side by side.
-std::string generate_cpp(const Graph& g, const lower::Schedule& s, size_t first, size_t last);
+// int threads)` with bufs = its buffers (inputs, then outputs), each pointing at the element of
+// index 0. A large graph's kernels go into several sources, compiled side by side.
+std::string generate_cpp(const lower::Schedule& s, size_t first, size_t last);
 std::string kernel_symbol(size_t i);
 
 // Work (points) below which a kernel runs on one thread.

@@ -1,11 +1,13 @@
 #include "compile/lower/schedule.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <string_view>
 
-#include "compile/codegen/pointwise_ops.h"
+#include "compile/lower/pointwise.h"
 #include "ops/meta_util.h"
 
 namespace kiln::compiler::lower {
@@ -16,20 +18,34 @@ namespace kiln::compiler::lower {
 // the input shape of its reductions). A pointwise prim of that shape joins it
 // (vertically when it reads a member, horizontally when not), as does a
 // reduction of an input of that shape over the group's reduced dims (so
-// sum(x) and sum(x * x) share one pass). A member's value that a later node
-// outside the kernel reads, or the graph returns, is stored; the others live in
-// registers. The kernel closes when a node of another shape arrives, when an
-// extern call reads one of its values, or when a node reads one of its
-// reductions (a reduction's value is complete only after the loop). An extern
-// that reads nothing of the open kernel runs before it, so siblings on either
-// side of a matmul still fuse. Each kernel step runs where it closed: every value
-// it reads was produced earlier, every consumer of its stores comes later.
-
-int64_t Kernel::numel() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
+// sum(x) and sum(x * x) share one pass), and, once the group reduces, a
+// pointwise prim of the kept shape (the reduced dims of size 1: a row's mean or
+// scale). A member's value that a later node outside the kernel reads, or the
+// graph returns, is stored; the others live in registers. The kernel closes
+// when a node of another shape arrives, when an extern call reads one of its
+// values, or when a reduction over other dims arrives. An extern that reads
+// nothing of the open kernel runs before it, so siblings on either side of a
+// matmul still fuse. Each kernel step runs where it closed: every value it
+// reads was produced earlier, every consumer of its stores comes later.
+//
+// Note [Reduction phases]
+// A member may read a reduction of its own kernel (softmax's max, layer norm's
+// mean): it then runs in a later pass over the reduced dims, inside the same
+// loop over the kept dims, so a row is read from memory once per pass while it
+// is still in cache, and softmax or layer norm is one kernel, not three. An
+// expression's phase is the latest phase at which one of its arguments becomes
+// available (a reduction's value: the phase after the one that accumulates
+// it); a pass recomputes the register values it needs from earlier passes.
+//
+// Note [Loop order]
+// The loop order follows the memory layout of the kernel's largest input (or
+// its first output, without inputs): dims by decreasing stride, so the
+// innermost loop walks contiguous memory. A reduction whose contiguous dim is
+// reduced runs kept dims outside and reduced dims inside (one accumulator per
+// point); one whose contiguous dim is kept (a bias gradient, sum over dim 0)
+// runs that dim innermost, under the reduced loops, with a row of
+// accumulators, so neither walks memory with a stride. Neighbouring dims of one
+// class that every operand steps through as through one dim are merged.
 
 std::vector<int64_t> value_strides(const Value& v) {
   if (!v.meta.strides.empty()) return std::vector<int64_t>(v.meta.strides.begin(), v.meta.strides.end());
@@ -107,30 +123,40 @@ struct Placement {
   }
 };
 
-Kernel build_kernel(const Graph& g, const Group& grp, const Placement& place, int gi,
-                    const std::vector<std::vector<int>>& consumers, const std::vector<bool>& is_output) {
-  Kernel k;
-  k.nodes = grp.nodes;
-  std::vector<bool> mask = grp.mask.empty() ? std::vector<bool>(grp.shape.size(), false) : grp.mask;
+ReduceOp reduce_op(std::string_view name) {
+  if (name == "sum") return ReduceOp::Sum;
+  if (name == "prod") return ReduceOp::Prod;
+  return name == "amax" ? ReduceOp::Max : ReduceOp::Min;
+}
+
+// The accumulator dtype of a reduction: floating sums and products accumulate in float (double
+// for float64), in blocks (the emitter's), integers in 64 bits (wrapping); max/min in the
+// input's dtype (float for half and bfloat16).
+DType accumulator(ReduceOp r, DType in, DType out) {
+  if (r == ReduceOp::Sum || r == ReduceOp::Prod) {
+    if (!is_floating_point(out)) return DType::Int64;
+    return out == DType::Float64 ? DType::Float64 : DType::Float32;
+  }
+  return in == DType::Float16 || in == DType::BFloat16 ? DType::Float32 : in;
+}
+
+LoopKernel build_kernel(const Graph& g, const Group& grp, const Placement& place, int gi,
+                        const std::vector<std::vector<int>>& consumers, const std::vector<bool>& is_output) {
+  const std::vector<bool> mask = grp.mask.empty() ? std::vector<bool>(grp.shape.size(), false) : grp.mask;
   std::vector<bool> produced(g.values.size(), false);
   for (int n : grp.nodes)
     for (int v : g.nodes[static_cast<size_t>(n)].outputs) produced[static_cast<size_t>(v)] = true;
+  // Operands over the group's logical dims: loads first, then stores.
+  std::vector<int> load_values, store_values;
   std::vector<std::vector<int64_t>> load_st, store_st;
   std::vector<bool> loaded(g.values.size(), false);
-  for (int n : grp.nodes) {
-    const Node& node = g.nodes[static_cast<size_t>(n)];
-    for (int v : node.inputs) {
+  for (int n : grp.nodes)
+    for (int v : g.nodes[static_cast<size_t>(n)].inputs) {
       if (produced[static_cast<size_t>(v)] || loaded[static_cast<size_t>(v)]) continue;
       loaded[static_cast<size_t>(v)] = true;
-      const Value& val = g.values[static_cast<size_t>(v)];
-      k.loads.push_back({v, {}});
-      load_st.push_back(broadcast_strides(val, grp.shape));
-      TensorMeta m = val.meta;
-      m.strides = value_strides(val);
-      k.load_metas.push_back(m);
+      load_values.push_back(v);
+      load_st.push_back(broadcast_strides(g.values[static_cast<size_t>(v)], grp.shape));
     }
-  }
-  const bool reduction_group = !grp.mask.empty();
   for (int n : grp.nodes) {
     const Node& node = g.nodes[static_cast<size_t>(n)];
     const int v = node.outputs[0];
@@ -138,44 +164,123 @@ Kernel build_kernel(const Graph& g, const Group& grp, const Placement& place, in
     bool used_outside = is_output[static_cast<size_t>(v)];
     for (int c : consumers[static_cast<size_t>(v)]) used_outside = used_outside || place.runs_outside(c, gi);
     if (!used_outside) continue;
-    const bool red = reduction_group && is_reduction(g, node);
-    k.stores.push_back({v, {}});
+    const bool red = is_reduction(g, node);  // a 0-d input reduces over no dim (an empty mask)
+    store_values.push_back(v);
     store_st.push_back(red ? reduced_strides(g.values[static_cast<size_t>(v)], mask)
                            : broadcast_strides(g.values[static_cast<size_t>(v)], grp.shape));
   }
-  // Kept dims outside, reduced dims inside; size-1 dims dropped; neighbours of one class merged
-  // where every operand steps through them as through one dim.
-  std::vector<size_t> order;
-  for (size_t d = 0; d < mask.size(); ++d)
-    if (!mask[d] && grp.shape[d] != 1) order.push_back(d);
-  const size_t kept = order.size();
-  for (size_t d = 0; d < mask.size(); ++d)
-    if (mask[d] && grp.shape[d] != 1) order.push_back(d);
-  std::vector<int64_t> sizes;
-  std::vector<bool> cls;
   std::vector<std::vector<int64_t>*> all;
-  for (auto& s : load_st) all.push_back(&s);
-  for (auto& s : store_st) all.push_back(&s);
-  std::vector<std::vector<int64_t>> perm(all.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    const size_t d = order[i];
-    const bool c = i >= kept;
-    bool merge = !sizes.empty() && cls.back() == c;
-    for (size_t o = 0; merge && o < all.size(); ++o)
-      merge = perm[o].back() == (*all[o])[d] * grp.shape[d];
-    if (merge) {
-      sizes.back() *= grp.shape[d];
-      for (size_t o = 0; o < all.size(); ++o) perm[o].back() = (*all[o])[d];
-    } else {
-      sizes.push_back(grp.shape[d]);
-      cls.push_back(c);
-      for (size_t o = 0; o < all.size(); ++o) perm[o].push_back((*all[o])[d]);
+  for (auto& st : load_st) all.push_back(&st);
+  for (auto& st : store_st) all.push_back(&st);
+
+  // Note [Loop order]: the primary operand is the input with the most elements (the first
+  // output without inputs); dims by decreasing stride in it, kept before reduced.
+  const std::vector<int64_t>* primary = store_st.empty() ? nullptr : &store_st[0];
+  int64_t best = -1;
+  for (size_t l = 0; l < load_values.size(); ++l) {
+    int64_t n = 1;
+    for (int64_t d : g.values[static_cast<size_t>(load_values[l])].meta.sizes) n *= d;
+    if (n > best) best = n, primary = &load_st[l];
+  }
+  std::vector<size_t> kept, red;
+  for (size_t d = 0; d < mask.size(); ++d)
+    if (grp.shape[d] != 1) (mask[d] ? red : kept).push_back(d);
+  auto by_stride = [&](std::vector<size_t>& dims) {
+    if (primary)
+      std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) {
+        return std::abs((*primary)[a]) > std::abs((*primary)[b]);
+      });
+  };
+  by_stride(kept);
+  by_stride(red);
+  std::vector<size_t> order(kept.begin(), kept.end());
+  order.insert(order.end(), red.begin(), red.end());
+  // Column form: the primary's contiguous dim is kept (and the kernel has one pass).
+  bool phased = false;
+  for (int n : grp.nodes)
+    for (int v : g.nodes[static_cast<size_t>(n)].inputs)
+      if (produced[static_cast<size_t>(v)] && is_reduction(g, g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)]))
+        phased = true;
+  if (primary && !kept.empty() && !red.empty() && !phased) {
+    const size_t inner = kept.back();
+    int64_t min_red = INT64_MAX;
+    for (size_t d : red) min_red = std::min(min_red, std::abs((*primary)[d]));
+    if (std::abs((*primary)[inner]) < min_red) {
+      order.erase(std::find(order.begin(), order.end(), inner));
+      order.push_back(inner);
     }
   }
-  k.sizes = sizes;
-  k.num_reduced = static_cast<int>(std::count(cls.begin(), cls.end(), true));
-  for (size_t i = 0; i < k.loads.size(); ++i) k.loads[i].strides = perm[i];
-  for (size_t i = 0; i < k.stores.size(); ++i) k.stores[i].strides = perm[k.loads.size() + i];
+  // Merge neighbours of one class that every operand steps through as through one dim.
+  LoopKernel k;
+  std::vector<std::vector<int64_t>> coeffs(all.size());
+  for (size_t d : order) {
+    bool merge = !k.sizes.empty() && k.reduced.back() == mask[d];
+    for (size_t o = 0; merge && o < all.size(); ++o) merge = coeffs[o].back() == (*all[o])[d] * grp.shape[d];
+    if (merge) {
+      k.sizes.back() *= grp.shape[d];
+      for (size_t o = 0; o < all.size(); ++o) coeffs[o].back() = (*all[o])[d];
+    } else {
+      k.sizes.push_back(grp.shape[d]);
+      k.reduced.push_back(mask[d]);
+      for (size_t o = 0; o < all.size(); ++o) coeffs[o].push_back((*all[o])[d]);
+    }
+  }
+
+  // Buffers and expressions.
+  std::vector<int> expr_of(g.values.size(), -1);
+  std::vector<int> avail;  // per expr: the first phase that can read it
+  for (size_t l = 0; l < load_values.size(); ++l) {
+    const Value& val = g.values[static_cast<size_t>(load_values[l])];
+    k.buffers.push_back({load_values[l], val.meta.dtype, false});
+    TensorMeta m = val.meta;
+    m.strides = value_strides(val);
+    k.input_metas.push_back(m);
+  }
+  for (int v : store_values) k.buffers.push_back({v, g.values[static_cast<size_t>(v)].meta.dtype, true});
+  auto add = [&](Expr e, int available) {
+    k.exprs.push_back(std::move(e));
+    avail.push_back(available);
+    return static_cast<int>(k.exprs.size()) - 1;
+  };
+  auto operand = [&](int v) {
+    if (expr_of[static_cast<size_t>(v)] >= 0) return expr_of[static_cast<size_t>(v)];
+    const size_t l = static_cast<size_t>(std::find(load_values.begin(), load_values.end(), v) - load_values.begin());
+    Expr e{};
+    e.kind = ExprKind::Load;
+    e.dtype = g.values[static_cast<size_t>(v)].meta.dtype;
+    e.buffer = static_cast<int>(l);
+    e.index.coeffs = coeffs[l];
+    e.index.offset = 0;
+    return expr_of[static_cast<size_t>(v)] = add(std::move(e), 0);
+  };
+  for (int n : grp.nodes) {
+    const Node& node = g.nodes[static_cast<size_t>(n)];
+    k.nodes.push_back(n);
+    std::vector<int> args;
+    int phase = 0;
+    for (int v : node.inputs) {
+      args.push_back(operand(v));
+      phase = std::max(phase, avail[static_cast<size_t>(args.back())]);
+    }
+    Expr e{};
+    if (is_reduction(g, node)) {
+      e.kind = ExprKind::Reduce;
+      e.dtype = g.values[static_cast<size_t>(node.outputs[0])].meta.dtype;
+      e.reduce = reduce_op(op_info(node.op).name);
+      e.acc = accumulator(e.reduce, k.exprs[static_cast<size_t>(args[0])].dtype, e.dtype);
+    } else {
+      e = pointwise_expr(g, node);
+    }
+    e.args = std::move(args);
+    e.phase = phase;
+    const bool is_red = e.kind == ExprKind::Reduce;
+    expr_of[static_cast<size_t>(node.outputs[0])] = add(std::move(e), is_red ? phase + 1 : phase);
+  }
+  for (size_t s = 0; s < store_values.size(); ++s) {
+    Index ix;
+    ix.coeffs = coeffs[load_values.size() + s];
+    k.stores.push_back({static_cast<int>(load_values.size() + s), ix, expr_of[static_cast<size_t>(store_values[s])]});
+  }
   return k;
 }
 
@@ -204,14 +309,14 @@ Schedule schedule(const Graph& g) {
   };
   std::vector<bool> kernelizable(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    kernelizable[i] = codegen::is_codegen_pointwise(g, g.nodes[i]) || is_reduction(g, g.nodes[i]);
+    kernelizable[i] = is_loop_pointwise(g, g.nodes[i]) || is_reduction(g, g.nodes[i]);
   Placement place;
   place.node_group.assign(g.nodes.size(), -1);
   place.inlined.assign(g.nodes.size(), false);
   place.inline_groups.resize(g.nodes.size());
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
-    if (!codegen::is_codegen_pointwise(g, n) || is_output[static_cast<size_t>(n.outputs[0])]) continue;
+    if (!is_loop_pointwise(g, n) || is_output[static_cast<size_t>(n.outputs[0])]) continue;
     const auto& cs = consumers[static_cast<size_t>(n.outputs[0])];
     bool ok = !cs.empty();
     const int64_t mine = iteration_numel(n);
@@ -255,13 +360,15 @@ Schedule schedule(const Graph& g) {
         return true;
     return false;
   };
-  // Whether node n, or a producer it inlines, reads a reduction of group gi (not complete inside its loop).
-  auto reads_reduction = [&](int n, const std::vector<int>& pulls, int gi) {
-    if (gi < 0) return false;
-    if (reads(g.nodes[static_cast<size_t>(n)], gi, true)) return true;
-    for (int p : pulls)
-      if (reads(g.nodes[static_cast<size_t>(p)], gi, true)) return true;
-    return false;
+  // The shape of a per-point value of reducing group gi: its shape with the reduced dims 1
+  // (Note [Loop kernels]); empty for a group that does not reduce.
+  auto kept_shape = [&](int gi) {
+    const Group& grp = groups[static_cast<size_t>(gi)];
+    if (grp.mask.empty()) return Shape{};
+    Shape k = grp.shape;
+    for (size_t d = 0; d < k.size(); ++d)
+      if (grp.mask[d]) k[d] = 1;
+    return k;
   };
   auto join = [&](int gi, int n, const std::vector<int>& pulls) {
     Group& grp = groups[static_cast<size_t>(gi)];
@@ -278,10 +385,12 @@ Schedule schedule(const Graph& g) {
     const Node& n = g.nodes[i];
     const int ni = static_cast<int>(i);
     if (place.inlined[i]) continue;  // placed by its readers
-    if (codegen::is_codegen_pointwise(g, n)) {
+    if (is_loop_pointwise(g, n)) {
       const Shape& shape = g.values[static_cast<size_t>(n.outputs[0])].meta.sizes;
       std::vector<int> pulls = closure(ni);
-      if (open < 0 || groups[static_cast<size_t>(open)].shape != shape || reads_reduction(ni, pulls, open)) {
+      const bool fits = open >= 0 && (groups[static_cast<size_t>(open)].shape == shape ||
+                                       (!groups[static_cast<size_t>(open)].mask.empty() && kept_shape(open) == shape));
+      if (!fits) {
         close();
         groups.push_back({shape, {}, false, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
@@ -291,7 +400,7 @@ Schedule schedule(const Graph& g) {
       const Shape& shape = g.values[static_cast<size_t>(n.inputs[0])].meta.sizes;
       std::vector<bool> mask = reduce_mask(g, n);
       std::vector<int> pulls = closure(ni);
-      bool fits = open >= 0 && groups[static_cast<size_t>(open)].shape == shape && !reads_reduction(ni, pulls, open) &&
+      bool fits = open >= 0 && groups[static_cast<size_t>(open)].shape == shape &&
                   (groups[static_cast<size_t>(open)].mask.empty() || groups[static_cast<size_t>(open)].mask == mask);
       if (!fits) {
         close();
@@ -331,12 +440,14 @@ std::string Schedule::str(const Graph& g) const {
       os << "  extern " << op_info(g.nodes[static_cast<size_t>(st.index)].op).name << "\n";
       continue;
     }
-    const Kernel& k = kernels[static_cast<size_t>(st.index)];
+    const LoopKernel& k = kernels[static_cast<size_t>(st.index)];
     os << "  kernel " << st.index << " [";
-    for (size_t d = 0; d < k.sizes.size(); ++d) os << (d ? ", " : "") << k.sizes[d];
-    os << "]" << (k.num_reduced ? " reduces " + std::to_string(k.num_reduced) + " dims" : "") << ":";
+    for (size_t d = 0; d < k.sizes.size(); ++d) os << (d ? ", " : "") << k.sizes[d] << (k.reduced[d] ? "r" : "");
+    os << "]";
+    if (k.num_phases() > 1) os << " " << k.num_phases() << " passes";
+    os << ":";
     for (int n : k.nodes) os << " " << op_info(g.nodes[static_cast<size_t>(n)].op).name;
-    os << " (" << k.loads.size() << " loads, " << k.stores.size() << " stores)\n";
+    os << " (" << k.num_inputs() << " loads, " << k.stores.size() << " stores)\n";
   }
   return os.str();
 }
