@@ -337,6 +337,43 @@ TEST_F(Inductor, TwoProcessesCompilingAtOnceBothSucceed) {
   }
 }
 
+// Note [Specialization limit]: sizes that change every call (a mixture of experts' tokens per
+// expert) compile at most recompile_limit times at a call site, then run with "aot_eager": the
+// same forward and gradients as eager, no more C++, one warning.
+TEST_F(Inductor, SpecializationsCountTowardRecompileLimit) {
+  manual_seed(5);
+  Tensor w = randn({8}).requires_grad_(true), we = w.detach().clone().requires_grad_(true);
+  auto fn = [](const Tensor& x, const Tensor& wt) { return (tanh(x) * wt).sum(0) * 2 + 1; };
+  auto f = compile(fn, {.backend = "inductor", .recompile_limit = 4});
+  auto libraries = [] {
+    const auto s = compiler::jit::jit_stats();
+    return s.compiler_runs + s.disk_hits + s.memory_hits;
+  };
+  int after_limit = -1;
+  ::testing::internal::CaptureStderr();
+  for (int64_t n = 3; n < 15; ++n) {
+    SCOPED_TRACE(n);
+    // The input is not a leaf, so its size may become symbolic (parameters keep theirs).
+    Tensor a = randn({n, 8}).requires_grad_(true), ae = a.detach().clone().requires_grad_(true);
+    Tensor got = f(a * 1.0, w), want = fn(ae * 1.0, we);
+    expect_close(got, want, 1e-6, "forward");
+    got.sum().backward();
+    want.sum().backward();
+    expect_close(a.grad(), ae.grad(), 1e-6, "input gradient");
+    expect_close(w.grad(), we.grad(), 1e-5, "parameter gradient");
+    if (n == 6) after_limit = libraries();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto& s = f.stats();
+  EXPECT_EQ(s.graphs_compiled + s.specializations, 4) << s.str();
+  EXPECT_EQ(s.limited_specializations, 8) << s.str();
+  EXPECT_TRUE(s.specialization_limit_reached);
+  EXPECT_FALSE(s.fell_back_to_eager);
+  EXPECT_EQ(libraries(), after_limit) << "inductor compiled past the limit";
+  EXPECT_NE(err.find("recompile_limit (4) reached"), std::string::npos) << err;
+  EXPECT_EQ(err.find("recompile_limit", err.find("recompile_limit") + 1), std::string::npos) << "warned twice: " << err;
+}
+
 TEST_F(Inductor, MissingCompilerIsAClearError) {
   setenv("KILN_CXX", "/nonexistent/c++", 1);
   auto f = compile([](const Tensor& x) { return x * 5 + 1; }, inductor());
