@@ -32,7 +32,8 @@ struct CompileOptions {
   std::optional<bool> dynamic = std::nullopt;
   bool fullgraph = false;             // the first graph break is an error naming the op and call site
   std::string backend = "aot_eager";  // "eager" | "aot_eager" | a registered one ("inductor": not yet)
-  int recompile_limit = 8;            // graphs per call site, then eager with one warning
+  int recompile_limit = 8;            // graphs per call site, then eager with one warning; compiles for
+                                      // new sizes count too, then they run with "aot_eager" (one warning)
   bool assume_pure = false;           // guards alone pick the graph; the code is not re-run (see PureCall)
   std::map<std::string, std::string> options = {};  // backend options; none are defined yet
 };
@@ -75,7 +76,11 @@ struct CompileStats {
   int trace_replays = 0;                       // of those, graphs whose trace matched the latest call's graph
                                                // node for node, so none was rebuilt (Note [Trace replay])
   int specializations = 0;                     // compiles of a symbolic graph for a new binding of its
-                                               // symbols, for backends that take numbers (Note [Dynamic shapes])
+                                               // symbols, for backends that take numbers (Note [Dynamic shapes]);
+                                               // with the graphs compiled at a call site they count toward
+                                               // recompile_limit (Note [Specialization limit])
+  int limited_specializations = 0;             // new bindings past recompile_limit, compiled by "aot_eager"
+  bool specialization_limit_reached = false;   // some call site reached the limit (warned once)
   int pure_replays = 0;                        // assume_pure calls whose guards selected a graph without re-running
   std::vector<GraphBreak> breaks;              // every break seen (the first 64)
   std::vector<std::string> recompile_reasons;  // why each recompile happened

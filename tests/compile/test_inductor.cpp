@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "compile/ir/graph.h"
 #include "compile/jit/cpp_jit.h"
@@ -347,6 +348,153 @@ TEST_F(Inductor, TwoProcessesCompilingAtOnceBothSucceed) {
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   }
+}
+
+// Note [Specialization limit]: sizes that change every call (a mixture of experts' tokens per
+// expert) compile at most recompile_limit times at a call site, then run with "aot_eager": the
+// same forward and gradients as eager, no more C++, one warning.
+TEST_F(Inductor, SpecializationsCountTowardRecompileLimit) {
+  manual_seed(5);
+  Tensor w = randn({8}).requires_grad_(true), we = w.detach().clone().requires_grad_(true);
+  auto fn = [](const Tensor& x, const Tensor& wt) { return (tanh(x) * wt).sum(0) * 2 + 1; };
+  auto f = compile(fn, {.backend = "inductor", .recompile_limit = 4});
+  auto libraries = [] {
+    const auto s = compiler::jit::jit_stats();
+    return s.compiler_runs + s.disk_hits + s.memory_hits;
+  };
+  int after_limit = -1;
+  ::testing::internal::CaptureStderr();
+  for (int64_t n = 3; n < 15; ++n) {
+    SCOPED_TRACE(n);
+    // The input is not a leaf, so its size may become symbolic (parameters keep theirs).
+    Tensor a = randn({n, 8}).requires_grad_(true), ae = a.detach().clone().requires_grad_(true);
+    Tensor got = f(a * 1.0, w), want = fn(ae * 1.0, we);
+    expect_close(got, want, 1e-6, "forward");
+    got.sum().backward();
+    want.sum().backward();
+    expect_close(a.grad(), ae.grad(), 1e-6, "input gradient");
+    expect_close(w.grad(), we.grad(), 1e-5, "parameter gradient");
+    if (n == 6) after_limit = libraries();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto& s = f.stats();
+  EXPECT_EQ(s.graphs_compiled + s.specializations, 4) << s.str();
+  EXPECT_EQ(s.limited_specializations, 8) << s.str();
+  EXPECT_TRUE(s.specialization_limit_reached);
+  EXPECT_FALSE(s.fell_back_to_eager);
+  EXPECT_EQ(libraries(), after_limit) << "inductor compiled past the limit";
+  EXPECT_NE(err.find("recompile_limit (4) reached"), std::string::npos) << err;
+  EXPECT_EQ(err.find("recompile_limit", err.find("recompile_limit") + 1), std::string::npos) << "warned twice: " << err;
+}
+
+// Note [JIT locks]: a thread loading a cached library does not wait for another thread's
+// compiler run. The compiler is wrapped in a script that sleeps first, so that a compile surely
+// takes over a second whatever the machine's load.
+TEST_F(Inductor, CachedLibrariesLoadWhileAnotherThreadCompiles) {
+  namespace jit = compiler::jit;
+  const std::string real = jit::compiler_command();
+  const char* old = std::getenv("KILN_CXX");
+  const std::string saved = old ? old : "";
+  const fs::path wrapper = dir_ / "slow-cxx.sh";
+  fs::create_directories(dir_);
+  std::ofstream(wrapper) << "#!/bin/sh\nsleep 1.5\nexec " << real << " \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  setenv("KILN_CXX", wrapper.c_str(), 1);
+  auto source = [](int k) { return "extern \"C\" int f(int x) { return x * " + std::to_string(k) + "; }\n"; };
+  const std::string cached = source(3);
+  using Fn = int (*)(int);
+  EXPECT_EQ(reinterpret_cast<Fn>(jit::compile_cpp(cached)->symbol("f"))(2), 6);
+  jit::reset_memory_cache();  // B's library is on disk, as a second process would find it
+
+  double a_seconds = 0, b_seconds = 0;
+  std::thread a([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(reinterpret_cast<Fn>(jit::compile_cpp(source(5))->symbol("f"))(2), 10);
+    a_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  // B starts once A's compiler is running: its log file exists from the process's start.
+  auto compiler_running = [&] {
+    for (const auto& e : fs::directory_iterator(dir_ / "cpp"))
+      if (e.path().string().ends_with(".tmp.log")) return true;
+    return false;
+  };
+  const auto wait0 = std::chrono::steady_clock::now();
+  while (!compiler_running() && std::chrono::steady_clock::now() - wait0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_TRUE(compiler_running()) << "thread A's compiler never started";
+  const int disk_hits = jit::jit_stats().disk_hits;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(reinterpret_cast<Fn>(jit::compile_cpp(cached)->symbol("f"))(4), 12);
+  b_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  a.join();
+  EXPECT_EQ(jit::jit_stats().disk_hits, disk_hits + 1);
+  EXPECT_GT(a_seconds, 1.0);
+  EXPECT_LT(b_seconds, 0.5 * a_seconds) << "B waited for A's compile: A " << a_seconds << " s, B " << b_seconds << " s";
+
+  // Two threads asking for one new key: one compiler run, both get its library.
+  const int runs = jit::jit_stats().compiler_runs;
+  std::shared_ptr<const jit::Library> l1, l2;
+  std::thread t1([&] { l1 = jit::compile_cpp(source(7)); });
+  std::thread t2([&] { l2 = jit::compile_cpp(source(7)); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(jit::jit_stats().compiler_runs, runs + 1);
+  ASSERT_TRUE(l1 && l2);
+  EXPECT_EQ(l1.get(), l2.get());
+  if (old)
+    setenv("KILN_CXX", saved.c_str(), 1);
+  else
+    unsetenv("KILN_CXX");
+}
+
+// Note [Cache size bound]: past KILN_CACHE_MAX_MB the least recently used entries go, where a
+// load from disk counts as a use; temporaries of a compile in flight stay.
+TEST_F(Inductor, DiskCacheKeepsToItsBoundLeastRecentlyUsedFirst) {
+  namespace jit = compiler::jit;
+  auto source = [](int k) { return "extern \"C\" int g(int x) { return x + " + std::to_string(1000 + k) + "; }\n"; };
+  auto entry_bytes = [&](int k) -> uintmax_t {
+    uintmax_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir_ / "cpp")) {
+      std::ifstream in(e.path());
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      if (e.path().extension() == ".cpp" && text == source(k)) {
+        n += fs::file_size(e.path());
+        fs::path so = e.path();
+        n += fs::exists(so.replace_extension(".so")) ? fs::file_size(so) : 0;
+      }
+    }
+    return n;
+  };
+  auto has = [&](int k) { return entry_bytes(k) > 0; };
+  jit::compile_cpp(source(0));
+  const uintmax_t one = entry_bytes(0);
+  ASSERT_GT(one, 0u);
+  // Room for two entries and a half (the entries differ by a few bytes at most).
+  setenv("KILN_CACHE_MAX_MB", std::to_string(2.5 * static_cast<double>(one) / (1 << 20)).c_str(), 1);
+  // Another process's temporary, larger than the bound, and new: neither counted nor deleted.
+  const fs::path tmp = dir_ / "cpp" / "0123456789abcdef.so.99999-1.tmp";
+  std::ofstream(tmp) << std::string(3 * one, 'x');
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  jit::compile_cpp(source(1));
+  EXPECT_TRUE(has(0) && has(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  jit::reset_memory_cache();
+  const int hits = jit::jit_stats().disk_hits;
+  jit::compile_cpp(source(0));  // a use of entry 0: now entry 1 is the least recently used
+  EXPECT_EQ(jit::jit_stats().disk_hits, hits + 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  jit::compile_cpp(source(2));
+  EXPECT_TRUE(has(0));
+  EXPECT_FALSE(has(1));
+  EXPECT_TRUE(has(2));
+  EXPECT_TRUE(fs::exists(tmp));
+  uintmax_t total = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "cpp"))
+    if (e.path() != tmp) total += fs::file_size(e.path());
+  EXPECT_LE(total, static_cast<uintmax_t>(2.5 * static_cast<double>(one)));
+  setenv("KILN_CACHE_MAX_MB", "lots", 1);
+  kiln::testing::expect_error([&] { jit::compile_cpp(source(3)); }, "KILN_CACHE_MAX_MB must be a positive number");
+  unsetenv("KILN_CACHE_MAX_MB");
 }
 
 TEST_F(Inductor, MissingCompilerIsAClearError) {

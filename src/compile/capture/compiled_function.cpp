@@ -138,6 +138,7 @@ void CompiledFunction::clear_locked() {
   latest_.clear();
   seen_.clear();
   pure_.clear();  // assume_pure entries hold compiled graphs too
+  backend_compiles_.clear();
   last_ = LastGraph{};
   fallback_ = false;
 }
@@ -528,11 +529,12 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
           remember_last(graph, inputs, run);
           return run(inputs, rs);
         }
-      ++stats_.specializations;
-      log(Log::Recompiles, "graph " + std::to_string(graph_index) + ": specialized for a new binding of its symbols");
-      Runnable run = backend_->compile(graph, ctx);
-      if (e.specs.size() >= kSpecializations) e.specs.erase(e.specs.begin());
-      e.specs.emplace_back(binding, run);
+      for (const auto& [b, run] : e.fallback_specs)
+        if (b == binding) {
+          remember_last(graph, inputs, run);
+          return run(inputs, rs);
+        }
+      Runnable run = compile_binding(graph_index, graph, ctx, binding, e);
       remember_last(graph, inputs, run);
       return run(inputs, rs);
     }
@@ -565,7 +567,9 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   auto structure = std::make_shared<const Graph>(graph);
   auto captured = graph.is_symbolic() ? nullptr : structure;
   auto tc = std::chrono::steady_clock::now();
-  Entry e{hash, backend_->compile(graph, ctx), {}, {}, false, captured, structure, ctx.input_alias, differentiable, {}};
+  ++backend_compiles_[graph_index];
+  Entry e{hash, backend_->compile(graph, ctx), {}, {}, false, captured, structure, ctx.input_alias, differentiable, {},
+          {}};
   e.symbolic = graph.is_symbolic();
   latest_[graph_index] = captured;
   if (specialize) e.specs.emplace_back(binding, e.run);
@@ -579,6 +583,47 @@ GraphResult CompiledFunction::run_graph(int graph_index, Graph& graph, uint64_t 
   if (!over_limit) entries.push_back(std::move(e));
   remember_last(graph, inputs, run);
   return run(inputs, rs);
+}
+
+// Note [Specialization limit]
+// A symbolic graph on a backend that takes numbers compiles once per binding of its symbols
+// (Note [Dynamic shapes]). Each such compile counts toward recompile_limit at its call site
+// (graph index), with the graphs compiled there: otherwise sizes that change every step (the
+// tokens per expert of a mixture of experts) would run the backend every step, which for
+// "inductor" means the C++ compiler. Past the limit a new binding is compiled by "aot_eager"
+// (eager's kernels behind the same AOT autograd, so the same results and gradients, and no
+// code generation), with one warning per function. A backend that is "aot_eager" already has
+// nothing cheaper to fall back to: its bindings are counted, and it goes on compiling them.
+Runnable CompiledFunction::compile_binding(int graph_index, const Graph& graph, CompileContext& ctx,
+                                           const std::vector<int64_t>& binding, Entry& e) {
+  int& compiles = backend_compiles_[graph_index];
+  const bool over = compiles >= options_.recompile_limit && backend_->name != "aot_eager";
+  const BackendEntry* backend = backend_;
+  if (over) {
+    backend = find_backend("aot_eager");
+    KILN_CHECK(backend, "internal: the backend \"aot_eager\" is not registered");
+    ++stats_.limited_specializations;
+    if (!stats_.specialization_limit_reached) {
+      stats_.specialization_limit_reached = true;
+      std::cerr << "kiln::compile: recompile_limit (" << options_.recompile_limit << ") reached at graph "
+                << graph_index << " of " << user_call_site() << ": " << compiles
+                << " graphs and specializations of its symbolic sizes compiled with backend \"" << backend_->name
+                << "\"; new sizes run with backend \"aot_eager\" from now on (Note [Specialization limit])\n";
+    }
+    log(Log::Recompiles, "graph " + std::to_string(graph_index) +
+                             ": a new binding of its symbols, past recompile_limit: compiled with aot_eager");
+  } else {
+    ++compiles;
+    ++stats_.specializations;
+    log(Log::Recompiles, "graph " + std::to_string(graph_index) + ": specialized for a new binding of its symbols");
+  }
+  auto tc = std::chrono::steady_clock::now();
+  Runnable run = backend->compile(graph, ctx);
+  stats_.compile_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
+  auto& specs = over ? e.fallback_specs : e.specs;
+  if (specs.size() >= kSpecializations) specs.erase(specs.begin());
+  specs.emplace_back(binding, run);
+  return run;
 }
 
 std::shared_ptr<const Graph> CompiledFunction::expected_graph(int graph_index) {
@@ -701,6 +746,7 @@ std::string CompileStats::str() const {
   os << "calls: " << calls << ", graphs compiled: " << graphs_compiled << ", recompiles: " << recompiles
      << ", cache hits: " << cache_hits << " (" << trace_replays << " replayed), graph breaks: " << breaks.size();
   if (specializations) os << ", specializations: " << specializations;
+  if (limited_specializations) os << ", specializations past recompile_limit (aot_eager): " << limited_specializations;
   os << "\n";
   for (size_t i = 0; i < graphs.size(); ++i) {
     os << "graph " << i << " (" << ops_per_graph[i] << " ops";

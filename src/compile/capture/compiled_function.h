@@ -54,7 +54,14 @@ class CompiledFunction final : public GraphSink {
     // A symbolic graph on a backend that takes numbers: one compile per binding of the
     // symbols, the latest kSpecializations kept (Note [Dynamic shapes]).
     std::vector<std::pair<std::vector<int64_t>, Runnable>> specs;
+    // Bindings first seen past recompile_limit, compiled by "aot_eager" (Note [Specialization limit]).
+    std::vector<std::pair<std::vector<int64_t>, Runnable>> fallback_specs;
   };
+  // Compiles `graph` for a new binding of its symbols, and keeps it in e (Note [Specialization limit]).
+  Runnable compile_binding(int graph_index, const Graph& graph, CompileContext& ctx,
+                           const std::vector<int64_t>& binding, Entry& e);
+  // Per graph index: the backend's compiles there, graphs and specializations (Note [Specialization limit]).
+  std::map<int, int> backend_compiles_;
   static constexpr size_t kSpecializations = 16;
   // Automatic dynamic shapes: each graph input slot's first sizes, and the dims seen to change.
   struct SeenInput {
