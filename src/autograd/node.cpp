@@ -129,6 +129,28 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grads) {
   return result;
 }
 
+// Note [Stealing the gradient]: a leaf's first gradient becomes its .grad without a copy (as
+// PyTorch's AccumulateGrad) only when nothing else can observe the buffer, since later
+// accumulations write .grad in place. The handle count alone is not enough: a hook may keep a
+// detach()ed alias or a view of the gradient (another impl on the same storage), and a VJP's
+// result is often a view (transpose, reshape of a reduction) whose base impl is otherwise dead.
+// So the gradient is stolen when its impl has one owner, its storage is held only by it and by
+// its view base (itself held only by the view), it is contiguous, and it spans all of its base
+// (a slice would keep a larger buffer alive behind .grad). Tensors without storage (tracers)
+// keep the handle rule: there is no buffer, and a view of a tracer stands for another value.
+namespace {
+bool can_steal_grad(const Tensor& g) {
+  const TensorImpl* t = g.unsafe_impl();
+  if (g.impl_ptr().use_count() != 1 || !t->is_contiguous) return false;
+  if (!t->storage) return !g.is_view();
+  const TensorImpl* base = t->view_base.get();
+  if (!base) return t->storage.use_count() == 1;
+  return t->view_base.use_count() == 1 && !base->view_base && t->storage.use_count() == 2 &&
+         base->storage == t->storage && t->storage_offset == 0 && t->numel == base->numel &&
+         t->dtype == base->dtype;
+}
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads.at(0));
   Tensor var(variable);
@@ -143,9 +165,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     if (is_grad_enabled()) {
       meta.grad = g;  // create_graph: keep the graph of the gradient
     } else {
-      // Steal a fresh gradient; copy one that someone else may still hold.
-      bool fresh = g.impl_ptr().use_count() == 1 && !g.is_view() && g.is_contiguous();
-      meta.grad = fresh ? g.detach() : g.detach().clone();
+      // Steal a gradient nobody else can see; copy one that someone else may still hold.
+      meta.grad = can_steal_grad(g) ? g.detach() : g.detach().clone();
     }
   } else if (is_grad_enabled()) {
     meta.grad = meta.grad + g;

@@ -248,6 +248,92 @@ TEST(Autograd, CustomFunction) {
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{3, 12}));
 }
 
+// Note [Stealing the gradient]: a custom backward shows where its gradient's buffer lives, so
+// the tests can tell a stolen gradient (.grad is that buffer) from a copy.
+struct FreshGradFn : autograd::Function<FreshGradFn> {
+  // What backward does with its fresh gradient [2, 3] before returning it.
+  enum class Return { kFresh, kReshaped, kTransposed, kSlice, kKept };
+  static inline Return mode = Return::kFresh;
+  static inline const void* fresh_ptr = nullptr;
+  static inline Tensor kept;  // a handle the caller keeps (kKept)
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static std::vector<Tensor> backward(autograd::AutogradContext*, const std::vector<Tensor>& g) {
+    if (mode == Return::kSlice) {
+      Tensor big = cat({g[0] * 2.0, g[0]}, 0);  // [4, 3]: .grad is the first half
+      fresh_ptr = big.data_ptr();
+      return {big.narrow(0, 0, 2)};
+    }
+    Tensor fresh = mode == Return::kTransposed ? (g[0].t() * 2.0).contiguous() : g[0] * 2.0;
+    fresh_ptr = fresh.data_ptr();
+    if (mode == Return::kReshaped) return {fresh.reshape({6}).reshape({2, 3})};
+    if (mode == Return::kTransposed) return {fresh.t()};
+    if (mode == Return::kKept) kept = fresh;
+    return {fresh};
+  }
+};
+
+std::vector<double> fresh_grad_of(FreshGradFn::Return mode, Tensor& x) {
+  FreshGradFn::mode = mode;
+  x = vec({1, 2, 3, 4, 5, 6}).reshape({2, 3}).detach().requires_grad_();
+  (FreshGradFn::apply(x) * vec({1, 2, 3, 4, 5, 6}).reshape({2, 3})).sum().backward();
+  return vals(x.grad());
+}
+
+TEST(Autograd, FirstGradientIsStolenWhenNothingElseSeesIt) {
+  const std::vector<double> want{2, 4, 6, 8, 10, 12};
+  for (auto mode : {FreshGradFn::Return::kFresh, FreshGradFn::Return::kReshaped}) {
+    Tensor x;
+    EXPECT_EQ(fresh_grad_of(mode, x), want);
+    // A fresh buffer, or a whole-buffer contiguous view whose base nobody holds: no copy.
+    EXPECT_EQ(x.grad().data_ptr(), FreshGradFn::fresh_ptr);
+    EXPECT_TRUE(x.grad().is_contiguous());
+    EXPECT_FALSE(x.grad().is_view());
+  }
+}
+
+TEST(Autograd, FirstGradientIsCopiedWhenSomeoneElseCanSeeIt) {
+  const std::vector<double> want{2, 4, 6, 8, 10, 12};
+  {
+    // The function kept a handle on the gradient: .grad must not alias it, or accumulating
+    // the next backward into .grad would write the kept tensor.
+    Tensor x;
+    EXPECT_EQ(fresh_grad_of(FreshGradFn::Return::kKept, x), want);
+    EXPECT_NE(x.grad().data_ptr(), FreshGradFn::kept.data_ptr());
+    (FreshGradFn::apply(x) * vec({1, 2, 3, 4, 5, 6}).reshape({2, 3})).sum().backward();
+    EXPECT_EQ(vals(x.grad()), (std::vector<double>{4, 8, 12, 16, 20, 24}));
+    EXPECT_EQ(vals(FreshGradFn::kept), want);
+    FreshGradFn::kept = Tensor();
+  }
+  {
+    // A hook keeps a detached alias: one handle on the gradient's impl, two on its storage.
+    FreshGradFn::mode = FreshGradFn::Return::kFresh;
+    Tensor x = vec({1, 2, 3, 4, 5, 6}).reshape({2, 3}).detach().requires_grad_();
+    Tensor alias;
+    x.register_hook([&](const Tensor& g) {
+      alias = g.detach();
+      return Tensor();
+    });
+    (FreshGradFn::apply(x) * vec({1, 2, 3, 4, 5, 6}).reshape({2, 3})).sum().backward();
+    EXPECT_EQ(vals(x.grad()), want);
+    EXPECT_NE(x.grad().data_ptr(), alias.data_ptr());
+    Tensor grad = x.grad();
+    grad.add_(vec({1, 1, 1, 1, 1, 1}).reshape({2, 3}));
+    EXPECT_EQ(vals(alias), want);
+  }
+  {
+    // A slice of a larger buffer is copied, so .grad does not keep the whole buffer alive.
+    Tensor x;
+    EXPECT_EQ(fresh_grad_of(FreshGradFn::Return::kSlice, x), want);
+    EXPECT_NE(x.grad().data_ptr(), FreshGradFn::fresh_ptr);
+  }
+  {
+    // A transposed gradient does not have the parameter's layout.
+    Tensor x;
+    EXPECT_EQ(fresh_grad_of(FreshGradFn::Return::kTransposed, x), want);
+    EXPECT_NE(x.grad().data_ptr(), FreshGradFn::fresh_ptr);
+  }
+}
+
 TEST(Autograd, CustomFunctionPassesGradcheck) {
   Tensor x = vec({0.5, -1.25, 2.0}).requires_grad_();
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{CubeFn::apply(in[0])}; }, {x}));
