@@ -35,6 +35,10 @@ struct CompileOptions {
   int recompile_limit = 8;            // graphs per call site, then eager with one warning; compiles for
                                       // new sizes count too, then they run with "aot_eager" (one warning)
   bool assume_pure = false;           // guards alone pick the graph; the code is not re-run (see PureCall)
+  // "inductor": while a graph's generated code compiles, calls run the graph with eager kernels
+  // (as "aot_eager"); the code is used from the first call after it is ready (Note [Background
+  // compilation]). false: the first call waits for the compiler.
+  bool background = true;
   std::map<std::string, std::string> options = {};  // backend options; none are defined yet
 };
 
@@ -105,6 +109,10 @@ struct CompileStats {
   // graphs run, backward included).
   int64_t generated_kernel_runs = 0;
   int64_t kernel_fallbacks = 0;
+  // Background compilation: graph runs with eager kernels while the generated code compiled, and
+  // the compiler's time spent that way (not in compile_ms).
+  int64_t background_runs = 0;
+  double background_compile_ms = 0;
   std::string str() const;
 };
 

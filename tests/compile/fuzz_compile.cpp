@@ -42,6 +42,7 @@ bool inductor_works() {
   try {
     CompileOptions o;
     o.backend = "inductor";
+    o.background = false;
     auto f = compile([](const Tensor& x) { return x * 2 + 1; }, o);
     f(ones({3}));
     return true;

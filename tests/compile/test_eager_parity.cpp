@@ -36,7 +36,7 @@ TEST(EagerParity, WriteAfterSaveInOneGraphRaisesEagersError) {
   }
   for (const char* backend : kAllBackends) {
     SCOPED_TRACE(backend);
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     Tensor x = ones({3}), w = ones({3}).requires_grad_(true);
     Tensor y = f(x, w);
     EXPECT_EQ(x.to_vector<float>(), std::vector<float>({2, 2, 2}));
@@ -55,7 +55,7 @@ TEST(EagerParity, WriteBeforeSaveInOneGraphGivesEagersGradient) {
   };
   for (const char* backend : kAllBackends) {
     SCOPED_TRACE(backend);
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     Tensor x = arange(3.0).to(kFloat32), w = ones({3}).requires_grad_(true);
     f(x, w).backward();
     EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>({0, 2, 4}));
@@ -70,7 +70,7 @@ TEST(EagerParity, AliasedArgumentsSeeEachOthersWrites) {
   };
   for (const char* backend : kAllBackends) {
     SCOPED_TRACE(backend);
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     // Twice: the second call runs the cached graph.
     for (int call = 0; call < 2; ++call) {
       Tensor p = zeros({4});
@@ -96,7 +96,7 @@ TEST(EagerParity, OverlappingViewsWrittenThroughBoth) {
   Tensor want = body(want_base.narrow(0, 0, 4), want_base.narrow(0, 2, 4));
   for (const char* backend : kAllBackends) {
     SCOPED_TRACE(backend);
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     Tensor base = base0.clone();
     Tensor got = f(base.narrow(0, 0, 4), base.narrow(0, 2, 4));
     EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());
@@ -115,7 +115,7 @@ TEST(EagerParity, EmptyInputsSharingAStorageAreNotAliased) {
   Tensor base = zeros({0}, TensorOptions(kFloat64));
   for (const char* backend : kAllBackends) {
     SCOPED_TRACE(backend);
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     Tensor a = base.view({2, 0});
     Tensor b = base.view({0, 3}).detach().requires_grad_();
     Tensor got = f(a, b);
@@ -133,7 +133,7 @@ TEST(EagerParity, ArgumentAliasingABufferIsOneBuffer) {
   for (const char* backend : kAotBackends) {
     SCOPED_TRACE(backend);
     buf = zeros({3});
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     EXPECT_EQ(f(buf.view({3})).to_vector<float>(), std::vector<float>({1, 1, 1}));
     EXPECT_EQ(f(buf.view({3})).to_vector<float>(), std::vector<float>({2, 2, 2}));
   }
@@ -150,7 +150,7 @@ TEST(EagerParity, ViewAfterRepeatWorksAsEagerly) {
   want.backward();
   for (const char* backend : kAllBackends) {
     SCOPED_TRACE(backend);
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     Tensor q = q0.clone().requires_grad_(true);
     Tensor got = f(q);
     EXPECT_LE(max_abs(got, want), 1e-4);
@@ -204,7 +204,7 @@ TEST(EagerParity, WriteToVarMeanOutputAfterABreak) {
     auto [want, want_grad] = grad_of(body);
     for (const char* backend : kAllBackends) {
       SCOPED_TRACE(backend);
-      auto f = compile(body, {.backend = backend});
+      auto f = compile(body, {.backend = backend, .background = false});
       for (int call = 0; call < 2; ++call) {
         auto [got, got_grad] = grad_of(f);
         for (size_t k = 0; k < want.size(); ++k) EXPECT_LE(max_abs(got[k], want[k]), 1e-5);

@@ -23,6 +23,7 @@ CompileOptions backend(const char* name, bool pure = false) {
   CompileOptions o;
   o.backend = name;
   o.assume_pure = pure;
+  o.background = false;  // inductor's kernels, not its eager runs while they compile
   return o;
 }
 

@@ -41,7 +41,8 @@ class Inductor : public ::testing::Test {
   fs::path dir_;
 };
 
-CompileOptions inductor() { return {.backend = "inductor"}; }
+// The first call waits for the kernels (no background compilation): the tests check them.
+CompileOptions inductor() { return {.backend = "inductor", .background = false}; }
 
 // Same bits (NaNs equal), same dtype and shape.
 void expect_identical(const Tensor& got, const Tensor& want, const char* what) {
@@ -212,7 +213,7 @@ TEST_F(Inductor, SplitChunkUnbindBackwardMatchesEager) {
   };
   for (const char* backend : {"eager", "aot_eager", "inductor"}) {
     SCOPED_TRACE(backend);
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     Tensor r = randn({5});
     for (int i = 0; i < 2; ++i) {
       Tensor x0 = randn({5, 6}), xi = x0.clone().requires_grad_(true), xe = x0.clone().requires_grad_(true);
@@ -357,7 +358,7 @@ TEST_F(Inductor, SpecializationsCountTowardRecompileLimit) {
   manual_seed(5);
   Tensor w = randn({8}).requires_grad_(true), we = w.detach().clone().requires_grad_(true);
   auto fn = [](const Tensor& x, const Tensor& wt) { return (tanh(x) * wt).sum(0) * 2 + 1; };
-  auto f = compile(fn, {.backend = "inductor", .recompile_limit = 4});
+  auto f = compile(fn, {.backend = "inductor", .recompile_limit = 4, .background = false});
   auto libraries = [] {
     const auto s = compiler::jit::jit_stats();
     return s.compiler_runs + s.disk_hits + s.memory_hits;
@@ -507,6 +508,45 @@ TEST_F(Inductor, MissingCompilerIsAClearError) {
   Tensor x = randn({3});
   expect_identical(compile([](const Tensor& t) { return t * 5 + 1; })(x), x * 5 + 1, "aot_eager");
   unsetenv("KILN_CXX");
+}
+
+// Note [Background compilation]: calls run the graph with eager kernels while its code compiles,
+// then the kernels; the values agree throughout (reductions within the accuracy rule).
+TEST_F(Inductor, BackgroundCompilationRunsEagerKernelsUntilTheCodeIsReady) {
+  auto body = [](const Tensor& x) { return (x.sin() * 2 + 1).sum(1); };
+  auto f = compile(body, {.backend = "inductor"});  // background is the default
+  Tensor x = randn({8, 16});
+  expect_close(f(x), body(x), 1e-6, "first call");
+  // A cold compile starts the C++ compiler: far slower than the first call's eager kernels.
+  EXPECT_GE(f.stats().background_runs, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (f.stats().generated_kernel_runs == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(300)) {
+    expect_close(f(x), body(x), 1e-6, "while compiling");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(f.stats().generated_kernel_runs, 0) << "the kernels never replaced the eager runs";
+  expect_close(f(x), body(x), 1e-6, "generated");
+  EXPECT_GT(f.stats().background_compile_ms, 0.0);
+}
+
+// A build that fails in the background raises its error on a later call, as a synchronous
+// compile raises it on the first.
+TEST_F(Inductor, BackgroundCompileErrorReachesTheCaller) {
+  setenv("KILN_CXX", "/nonexistent/c++", 1);
+  auto f = compile([](const Tensor& x) { return x * 5 + 1; }, {.backend = "inductor"});
+  Tensor x = randn({3});
+  std::string message;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (message.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    try {
+      expect_identical(f(x), x * 5 + 1, "while compiling");
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  unsetenv("KILN_CXX");
+  EXPECT_NE(message.find("needs a C++ compiler"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ TEST(CudaCompile, EveryBackendMatchesEagerOnCuda) {
     SCOPED_TRACE(backend);
     Tensor w = w0.clone().requires_grad_();
     Tensor we = w0.clone().requires_grad_();
-    auto f = compile(body, {.backend = backend});
+    auto f = compile(body, {.backend = backend, .background = false});
     Tensor got = f(x, w);
     Tensor want = body(x, we);
     EXPECT_TRUE(got.is_cuda());

@@ -34,6 +34,8 @@ inline GraphFn shared_graph_fn(GraphFn f) {
 struct KernelCounts {
   std::atomic<int64_t> generated{0};
   std::atomic<int64_t> fallbacks{0};
+  std::atomic<int64_t> background_runs{0};
+  std::atomic<int64_t> background_us{0};
 };
 
 struct CompileContext {

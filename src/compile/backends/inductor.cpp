@@ -4,6 +4,7 @@
 // (matmul, conv, views, indexing, ...) run their eager kernels in between.
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <thread>
 #include <unordered_map>
 
@@ -158,11 +159,34 @@ struct InductorGraph {
   }
 };
 
+// Note [Background compilation]
+// With CompileOptions::background, a graph's kernels are built (scheduled, generated, compiled
+// or loaded from the cache) on a thread of their own while calls run the lowered graph with
+// eager kernels, as "aot_eager" would: the first step costs what aot_eager's does, not the C++
+// compiler's seconds. The first call after the build finished uses the kernels. A build that
+// fails raises its error on the next call, as a synchronous compile would have. The thread is
+// joined when the last holder of the graph function goes (a pending build never outlives it).
+struct BackgroundBuild {
+  std::shared_ptr<const Graph> g;
+  std::shared_ptr<InductorGraph> ig;  // set by the builder before `done`
+  std::exception_ptr error;
+  std::atomic<bool> done{false};
+};
+
+struct BuildThread {
+  std::shared_ptr<BackgroundBuild> build;
+  std::thread thread;
+  ~BuildThread() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
 }  // namespace
 
 Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
   std::shared_ptr<KernelCounts> counts = ctx.kernel_counts;
-  return aot_compile(g, ctx, /*decompose=*/true, [counts](const Graph& lowered) -> GraphFn {
+  const bool background = ctx.options.background;
+  return aot_compile(g, ctx, /*decompose=*/true, [counts, background](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
     // Inductor emits CPU code only: a graph with values on another device (CUDA) runs its prims
     // on that device's eager kernels, as aot_eager would, and every run counts as a fallback.
@@ -175,9 +199,38 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
         return run_interpreted(*g, inputs, current_random_state());
       };
     }
-    auto ig = std::make_shared<InductorGraph>(lowered);
-    ig->counts = counts;
-    return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
+    if (!background) {
+      auto ig = std::make_shared<InductorGraph>(lowered);
+      ig->counts = counts;
+      return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
+    }
+    auto holder = std::make_shared<BuildThread>();
+    auto build = holder->build = std::make_shared<BackgroundBuild>();
+    build->g = std::make_shared<const Graph>(lowered);
+    holder->thread = std::thread([build, counts] {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        auto ig = std::make_shared<InductorGraph>(*build->g);
+        ig->counts = counts;
+        build->ig = std::move(ig);
+      } catch (...) {
+        build->error = std::current_exception();
+      }
+      if (counts)
+        counts->background_us.fetch_add(
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count(),
+            std::memory_order_relaxed);
+      build->done.store(true, std::memory_order_release);
+    });
+    return [holder, counts](const std::vector<Tensor>& inputs) {
+      const BackgroundBuild& b = *holder->build;
+      if (b.done.load(std::memory_order_acquire)) {
+        if (b.error) std::rethrow_exception(b.error);
+        return (*b.ig)(inputs);
+      }
+      if (counts) counts->background_runs.fetch_add(1, std::memory_order_relaxed);
+      return run_interpreted(*b.g, inputs, current_random_state());
+    };
   });
 }
 
