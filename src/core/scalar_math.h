@@ -398,6 +398,176 @@ KILN_HD inline float exp_float(float x) {
   return (er * s1) * s2;
 }
 
+namespace detail {
+// Bit-blend helpers for the branch-free float functions below: a lane mask from a
+// comparison and a select on it. Written as integer and/or, not as ternaries, so that
+// g++ keeps a loop calling them free of control flow and vectorizes it (see exp_float).
+KILN_HD inline uint32_t lane_mask(bool c) { return 0u - static_cast<uint32_t>(c); }
+KILN_HD inline float lane_select(uint32_t m, float a, float b) {
+  return ::kiln::detail::f32_from_bits((::kiln::detail::f32_bits(a) & m) | (::kiln::detail::f32_bits(b) & ~m));
+}
+KILN_HD inline float abs_bits(float x) {
+  return ::kiln::detail::f32_from_bits(::kiln::detail::f32_bits(x) & 0x7fffffffu);
+}
+// |y| with the sign of x (y >= 0).
+KILN_HD inline float with_sign_of(float y, float x) {
+  return ::kiln::detail::f32_from_bits(::kiln::detail::f32_bits(y) | (::kiln::detail::f32_bits(x) & 0x80000000u));
+}
+}  // namespace detail
+
+// log for float, branch-free like exp_float (Cephes' logf method):
+//  - subnormal x is scaled by 2^23 first (23 taken off the exponent), so the bit split works;
+//  - x = 2^e * m with m in [sqrt(1/2), sqrt(2)): offsetting the bits by those of sqrt(1/2)
+//    before splitting off the exponent field puts the mantissa in that range, and f = m - 1
+//    is exact (Sterbenz);
+//  - log(1 + f) = f - f^2/2 + f^3 P(f), P Cephes' degree-8 minimax polynomial;
+//  - e * ln2 added with ln2 split into 0.693359375 (few bits, e * it exact) and a tail.
+// x < 0 or NaN gives NaN, +-0 gives -inf, +inf gives +inf, selected at the end.
+// Max error measured 0.81 ulp over the float range (tests/unit/test_scalar_math.cpp).
+KILN_HD inline float log_float(float x) {
+  using detail::lane_mask;
+  using detail::lane_select;
+  const uint32_t sub = lane_mask(x < 0x1p-126f);
+  const float xs = lane_select(sub, x * 0x1p23f, x);
+  constexpr uint32_t kSqrtHalfBits = 0x3f3504f3u;  // bits of sqrt(1/2)
+  const uint32_t u = ::kiln::detail::f32_bits(xs) - kSqrtHalfBits;
+  const int32_t e = (static_cast<int32_t>(u) >> 23) - static_cast<int32_t>(sub & 23u);
+  const float f = ::kiln::detail::f32_from_bits((u & 0x007fffffu) + kSqrtHalfBits) - 1.0f;
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  const float ef = static_cast<float>(e);
+  float y = f * (z * p);
+  y = y + ef * -2.12194440e-4f;  // ln2 - 0.693359375
+  y = y - 0.5f * z;
+  float r = f + y;
+  r = r + ef * 0.693359375f;
+  const float inf = ::kiln::detail::f32_from_bits(0x7f800000u);
+  r = lane_select(lane_mask(x == inf), inf, r);
+  r = lane_select(lane_mask(x == 0.0f), -inf, r);
+  return lane_select(lane_mask(!(x >= 0.0f)), ::kiln::detail::f32_from_bits(0x7fc00000u), r);
+}
+
+// tanh for float, branch-free (Cephes' tanhf method), both halves computed and blended:
+//  - |x| < 0.625: x + x^3 P(x^2), P Cephes' degree-4 minimax polynomial;
+//  - else 1 - 2 / (exp(2|x|) + 1) with exp_float, the sign of x put back; exp(2|x|) = inf
+//    for |x| > 55 gives exactly 1 (and +-inf -> +-1).
+// Both halves work on |x| and the sign of x is put back at the end (x + x^3 P would give
+// +0 at -0); subnormals (|x| + tiny) and NaN come out of the formulas as libm's.
+// Max error measured 1.29 ulp over the float range (tests/unit/test_scalar_math.cpp).
+KILN_HD inline float tanh_float(float x) {
+  const float ax = detail::abs_bits(x);
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = ax + ax * (z * p);
+  const float big = 1.0f - 2.0f / (exp_float(ax + ax) + 1.0f);
+  return detail::with_sign_of(detail::lane_select(detail::lane_mask(ax < 0.625f), small, big), x);
+}
+
+// erf for float, branch-free, both halves computed and blended. Coefficients are Chebyshev
+// fits (mpmath.chebyfit, near-minimax) rounded to float:
+//  - |x| < 1: x P(x^2), P of degree 6 fitting erf(x)/x (relative error 1.2e-9);
+//  - else 1 - exp(-x^2) R(|x|), R of degree 10 in |x| - 2.5 fitting erfc(x) exp(x^2) on
+//    [1, 4] (absolute error 5e-8: < 0.32 ulp of erf). |x| is clamped to 4 first, where
+//    erfc(x) < 2^-25 so erf rounds to +-1 (+-inf included). exp(-x^2)'s error in x^2
+//    is at most 16 * 2^-24 relative of erfc, negligible beside erf.
+// Max error measured 1.28 ulp over the float range (tests/unit/test_scalar_math.cpp).
+KILN_HD inline float erf_float(float x) {
+  const float ax = detail::abs_bits(x);
+  const float z = x * x;
+  float p = 7.875875063e-05f;
+  p = p * z - 8.016864287e-04f;
+  p = p * z + 5.189087423e-03f;
+  p = p * z - 2.685421201e-02f;
+  p = p * z + 1.128359472e-01f;
+  p = p * z - 3.761262667e-01f;
+  p = p * z + 1.283791658e-01f;  // the fit's constant 1.128379166 less 1: see below
+  // x + x (P - 1) rather than x P: the rounding errors of the sum are then scaled by
+  // |P - 1| < 0.13 instead of P (measured 2.4 ulp -> below 1).
+  const float small = ax + ax * p;
+  const float t = detail::lane_select(detail::lane_mask(ax > 4.0f), 4.0f, ax);
+  const float u = t - 2.5f;
+  float r = 1.611890749e-06f;
+  r = r * u - 6.377862276e-06f;
+  r = r * u + 1.468955683e-05f;
+  r = r * u - 5.362729453e-05f;
+  r = r * u + 2.123135674e-04f;
+  r = r * u - 7.389278863e-04f;
+  r = r * u + 2.466508570e-03f;
+  r = r * u - 7.999388865e-03f;
+  r = r * u + 2.493805689e-02f;
+  r = r * u - 7.434759370e-02f;
+  r = r * u + 2.108063641e-01f;
+  const float big = 1.0f - exp_float(-(t * t)) * r;
+  // Both halves on |x|, the sign of x put back (so erf(-0) = -0 and erf is odd bit for bit).
+  return detail::with_sign_of(detail::lane_select(detail::lane_mask(ax < 1.0f), small, big), x);
+}
+
+// log1p for float: Goldberg's log(1 + x) = x log(u) / (u - 1), u = 1 + x rounded (u - 1
+// is then exact and the quotient's error cancels to first order; "What every computer
+// scientist should know", Thm 4), with log_float; x itself where u == 1 (|x| < 2^-24,
+// +-0 included). x = -1 gives -inf and x < -1 NaN through log_float.
+// Max error measured 2.20 ulp over the float range (tests/unit/test_scalar_math.cpp).
+KILN_HD inline float log1p_float(float x) {
+  const float u = 1.0f + x;
+  const float r = x * (log_float(u) / (u - 1.0f));
+  // u - 1 is exact only for u < 2^24; beyond, log(u) itself is within 2^-24 of the
+  // result's size (the 1 is lost in rounding anyway), and it gives +inf at +inf.
+  return detail::lane_select(detail::lane_mask(x >= 0x1p24f), log_float(u),
+                             detail::lane_select(detail::lane_mask(u == 1.0f), x, r));
+}
+
+// expm1 for float: Kahan's (u - 1) x / log(u), u = exp(x) rounded (the error of u cancels
+// between the two factors), with exp_float and log_float; x where u == 1, +inf where
+// u overflows. x / log(u) first, so
+// the product cannot overflow before u does.
+// Max error measured 2.36 ulp over the float range (tests/unit/test_scalar_math.cpp).
+KILN_HD inline float expm1_float(float x) {
+  const float u = exp_float(x);
+  const float um1 = u - 1.0f;
+  float r = um1 * (x / log_float(u));
+  const float inf = ::kiln::detail::f32_from_bits(0x7f800000u);
+  r = detail::lane_select(detail::lane_mask(u == 1.0f), x, r);
+  // For u < 1/2 (x < -ln2) u - 1 is at least twice u, so u's own error is below half an
+  // ulp of the result: plain u - 1 is then more accurate than the quotient (and is -1
+  // where u underflows).
+  r = detail::lane_select(detail::lane_mask(u < 0.5f), um1, r);
+  return detail::lane_select(detail::lane_mask(u == inf), inf, r);
+}
+
+// vfn: the float math the functors call where a vectorizable version exists. Host float
+// uses the branch-free functions above (a loop over them vectorizes; libm calls do not);
+// CUDA device code keeps the CUDA math library, which is fast there; double is libm's.
+namespace vfn {
+#ifdef __CUDA_ARCH__
+#define KILN_VFN1(name)                                      \
+  KILN_HD inline float name(float x) { return fn::name(x); } \
+  KILN_HD inline double name(double x) { return fn::name(x); }
+#else
+#define KILN_VFN1(name)                                          \
+  KILN_HD inline float name(float x) { return name##_float(x); } \
+  KILN_HD inline double name(double x) { return fn::name(x); }
+#endif
+KILN_VFN1(exp)
+KILN_VFN1(log)
+KILN_VFN1(log1p)
+KILN_VFN1(expm1)
+KILN_VFN1(tanh)
+KILN_VFN1(erf)
+#undef KILN_VFN1
+}  // namespace vfn
+
 #define KILN_REQUIRE_FLOAT(T, op) \
   static_assert(::kiln::math::is_floating_v<T>, op ": floating types only (promote first)")
 #define KILN_REQUIRE_INT_OR_BOOL(T, op) \
@@ -456,17 +626,12 @@ struct Sign {
   };
 
 KILN_UNARY_FN(Exp2, exp2)
-KILN_UNARY_FN(Expm1, expm1)
-KILN_UNARY_FN(Log, log)
 KILN_UNARY_FN(Log2, log2)
 KILN_UNARY_FN(Log10, log10)
-KILN_UNARY_FN(Log1p, log1p)
 KILN_UNARY_FN(Sqrt, sqrt)
 KILN_UNARY_FN(Sin, sin)
 KILN_UNARY_FN(Cos, cos)
 KILN_UNARY_FN(Tan, tan)
-KILN_UNARY_FN(Tanh, tanh)
-KILN_UNARY_FN(Erf, erf)
 KILN_UNARY_FN(Erfc, erfc)
 KILN_UNARY_FN(Asin, asin)
 KILN_UNARY_FN(Acos, acos)
@@ -477,6 +642,23 @@ KILN_UNARY_FN(Asinh, asinh)
 KILN_UNARY_FN(Acosh, acosh)
 KILN_UNARY_FN(Atanh, atanh)
 #undef KILN_UNARY_FN
+
+// The same, through vfn: float, Half and BFloat16 run the branch-free float versions on
+// the host (a loop over them vectorizes), libm for double, the CUDA library on the device.
+#define KILN_UNARY_VFN(Name, fname)         \
+  struct Name {                             \
+    template <class T>                      \
+    KILN_HD T operator()(T x) const {       \
+      KILN_REQUIRE_FLOAT(T, #Name);         \
+      return T(vfn::fname(opmath_t<T>(x))); \
+    }                                       \
+  };
+KILN_UNARY_VFN(Expm1, expm1)
+KILN_UNARY_VFN(Log, log)
+KILN_UNARY_VFN(Log1p, log1p)
+KILN_UNARY_VFN(Tanh, tanh)
+KILN_UNARY_VFN(Erf, erf)
+#undef KILN_UNARY_VFN
 
 // exp: float, Half and BFloat16 use exp_float (vectorizable), double ::exp.
 struct Exp {
@@ -515,7 +697,7 @@ struct Sigmoid {
   KILN_HD T operator()(T x) const {
     KILN_REQUIRE_FLOAT(T, "Sigmoid");
     using C = opmath_t<T>;
-    return T(C(1) / (C(1) + fn::exp(-C(x))));
+    return T(C(1) / (C(1) + vfn::exp(-C(x))));
   }
 };
 
@@ -537,7 +719,7 @@ struct Gelu {
     KILN_REQUIRE_FLOAT(T, "Gelu");
     using C = opmath_t<T>;
     const C x = C(v);
-    return T(x * C(0.5) * (C(1) + fn::erf(x * C(detail::kSqrt1_2))));
+    return T(x * C(0.5) * (C(1) + vfn::erf(x * C(detail::kSqrt1_2))));
   }
 };
 
@@ -549,7 +731,7 @@ struct GeluTanh {
     using C = opmath_t<T>;
     const C x = C(v);
     const C inner = C(detail::kSqrt2OverPi) * (x + C(detail::kGeluKappa) * x * x * x);
-    return T(C(0.5) * x * (C(1) + fn::tanh(inner)));
+    return T(C(0.5) * x * (C(1) + vfn::tanh(inner)));
   }
 };
 
@@ -560,7 +742,7 @@ struct Silu {
     KILN_REQUIRE_FLOAT(T, "Silu");
     using C = opmath_t<T>;
     const C x = C(v);
-    return T(x / (C(1) + fn::exp(-x)));
+    return T(x / (C(1) + vfn::exp(-x)));
   }
 };
 
@@ -1017,7 +1199,7 @@ struct Xlogy {
     const C x = C(a), y = C(b);
     if (fn::isnan(y)) return detail::quiet_nan<T>();
     if (x == C(0)) return T(0);
-    return T(x * fn::log(y));
+    return T(x * vfn::log(y));
   }
 };
 
@@ -1270,8 +1452,8 @@ struct GeluBackward {  // grad * (Phi(x) + x phi(x))
     KILN_REQUIRE_FLOAT(T, "GeluBackward");
     using C = opmath_t<T>;
     const C x = C(v);
-    const C cdf = C(0.5) * (C(1) + fn::erf(x * C(detail::kSqrt1_2)));
-    const C pdf = C(detail::kInvSqrt2Pi) * fn::exp(C(-0.5) * x * x);
+    const C cdf = C(0.5) * (C(1) + vfn::erf(x * C(detail::kSqrt1_2)));
+    const C pdf = C(detail::kInvSqrt2Pi) * vfn::exp(C(-0.5) * x * x);
     return T(C(grad) * (cdf + x * pdf));
   }
 };
@@ -1284,7 +1466,7 @@ struct GeluTanhBackward {
     const C x = C(v);
     const C beta = C(detail::kSqrt2OverPi), kappa = C(detail::kGeluKappa);
     const C x2 = x * x;
-    const C t = fn::tanh(beta * (x + kappa * x2 * x));
+    const C t = vfn::tanh(beta * (x + kappa * x2 * x));
     const C d_left = C(0.5) * (C(1) + t);                     // d/dx of x/2, times (1+t)
     const C d_inner = beta * (C(1) + C(3) * kappa * x2);      // d/dx of tanh's argument
     const C d_right = C(0.5) * x * (C(1) - t * t) * d_inner;  // x/2 * d/dx (1+t)
@@ -1298,7 +1480,7 @@ struct SiluBackward {  // grad * s * (1 + x (1 - s)), s = sigmoid(x)
     KILN_REQUIRE_FLOAT(T, "SiluBackward");
     using C = opmath_t<T>;
     const C x = C(v);
-    const C s = C(1) / (C(1) + fn::exp(-x));
+    const C s = C(1) / (C(1) + vfn::exp(-x));
     return T(C(grad) * s * (C(1) + x * (C(1) - s)));
   }
 };
