@@ -510,6 +510,24 @@ TEST_F(Inductor, MissingCompilerIsAClearError) {
   unsetenv("KILN_CXX");
 }
 
+// Note [Kernel parameters]: sizes and strides are kernel arguments, so a graph at another batch
+// size generates the same source and loads the library already compiled.
+TEST_F(Inductor, KernelsOfOneStructureServeOtherSizes) {
+  auto body = [](const Tensor& x) { return std::vector<Tensor>{softmax(x * 2, -1), sum(x.exp(), {0}), sum(x)}; };
+  auto f = compile(body, {.dynamic = false, .backend = "inductor", .background = false});
+  Tensor x0 = randn({4, 6});
+  f(x0);
+  const int runs = compiler::jit::jit_stats().compiler_runs;
+  for (int64_t n : {5, 9, 300}) {
+    Tensor x = randn({n, 6});
+    auto got = f(x), want = body(x);
+    for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], 1e-5, "other size");
+  }
+  EXPECT_EQ(compiler::jit::jit_stats().compiler_runs, runs) << "a new size ran the C++ compiler";
+  EXPECT_GE(f.stats().graphs_compiled, 4);
+  EXPECT_GT(f.stats().generated_kernel_runs, 0);
+}
+
 // Note [Background compilation]: calls run the graph with eager kernels while its code compiles,
 // then the kernels; the values agree throughout (reductions within the accuracy rule).
 TEST_F(Inductor, BackgroundCompilationRunsEagerKernelsUntilTheCodeIsReady) {

@@ -21,7 +21,7 @@ namespace kiln::compiler {
 
 namespace {
 
-using KernelFn = void (*)(char* const* bufs, int threads);
+using KernelFn = void (*)(char* const* bufs, const int64_t* params, int threads);
 
 // One lowered graph, scheduled and compiled; runs steps in order.
 struct InductorGraph {
@@ -29,6 +29,7 @@ struct InductorGraph {
   lower::Schedule schedule;
   std::vector<std::shared_ptr<const jit::Library>> libraries;  // keep the kernels loaded
   std::vector<KernelFn> fns;
+  std::vector<std::vector<int64_t>> params;  // per kernel (Note [Kernel parameters])
   std::vector<std::vector<int>> frees;   // per step: values whose last use it is
   std::shared_ptr<KernelCounts> counts;  // CompileStats::generated_kernel_runs, kernel_fallbacks
 
@@ -45,7 +46,7 @@ struct InductorGraph {
       std::vector<size_t> bounds;
       for (size_t p = 0; p <= parts; ++p) bounds.push_back(nk * p / parts);
       for (size_t p = 0; p < parts; ++p) {
-        sources.push_back(codegen::generate_cpp(schedule, bounds[p], bounds[p + 1]));
+        sources.push_back(codegen::generate_cpp(schedule, bounds[p], bounds[p + 1], &params));
         log(Log::Code, sources.back());
       }
       libraries = jit::compile_cpp(sources);
@@ -120,7 +121,7 @@ struct InductorGraph {
       vals[static_cast<size_t>(b.value)] = std::move(t);
     }
     const int threads = k.numel() >= codegen::kParallelGrain ? get_num_threads() : 1;
-    fns[ki](bufs.data(), threads);
+    fns[ki](bufs.data(), params[ki].data(), threads);
   }
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const {

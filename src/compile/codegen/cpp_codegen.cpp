@@ -42,18 +42,6 @@ constexpr int64_t kTile = 256;  // column form: accumulators per tile
 constexpr int kMaxThreads = 256;
 constexpr int64_t kBlock = 4096;  // floating sums: elements per block accumulator
 
-std::string index_expr(const lower::Index& ix, const std::vector<std::string>& vars) {
-  std::string s;
-  for (size_t d = 0; d < ix.coeffs.size(); ++d) {
-    const int64_t c = ix.coeffs[d];
-    if (c == 0) continue;
-    if (!s.empty()) s += " + ";
-    s += c == 1 ? vars[d] : vars[d] + " * " + std::to_string(c) + "LL";
-  }
-  if (ix.offset) s += (s.empty() ? "" : " + ") + std::to_string(ix.offset) + "LL";
-  return s.empty() ? "0" : s;
-}
-
 struct Reducer {
   std::string acc_type, init, result;
   std::string step(const std::string& a, const std::string& x) const { return step_fn(a, x); }
@@ -112,7 +100,7 @@ std::string result_of(const Reducer& r, const std::string& acc) {
 
 class KernelEmitter {
  public:
-  KernelEmitter(std::ostringstream& os, const LoopKernel& k) : os_(os), k_(k), varies_(k.varies()) {
+  KernelEmitter(std::ostringstream& out, const LoopKernel& k) : out_(out), os_(body_), k_(k), varies_(k.varies()) {
     const size_t rank = k.sizes.size();
     for (size_t d = 0; d < rank; ++d) vars_.push_back("i" + std::to_string(d));
     for (const Expr& e : k.exprs) has_reduce_ = has_reduce_ || e.kind == ExprKind::Reduce;
@@ -127,8 +115,8 @@ class KernelEmitter {
     }
   }
 
-  void emit(size_t ki) {
-    os_ << "extern \"C\" void " << kernel_symbol(ki) << "(char* const* bufs, int threads) {\n  (void)threads;\n";
+  // Prints the kernel's function; returns its parameters (Note [Kernel parameters]).
+  std::vector<int64_t> emit(size_t ki) {
     int in = 0, out = 0;
     for (size_t b = 0; b < k_.buffers.size(); ++b) {
       const lower::Buffer& buf = k_.buffers[b];
@@ -151,10 +139,35 @@ class KernelEmitter {
     } else {
       emit_row_form();
     }
-    os_ << "}\n\n";
+    out_ << "extern \"C\" void " << kernel_symbol(ki) << "(char* const* bufs, const int64_t* p, int threads) {\n";
+    out_ << "  (void)threads;\n  (void)p;\n";
+    for (size_t i = 0; i < params_.size(); ++i) out_ << "  const int64_t P" << i << " = p[" << i << "];\n";
+    out_ << body_.str() << "}\n\n";
+    return params_;
   }
 
  private:
+  // Note [Kernel parameters]: a size, a stride (other than 0 and 1) or an offset is read from the
+  // kernel's parameter array, not written into the source, so the source depends on the
+  // kernel's structure alone and a graph at another batch size finds its library in the cache.
+  std::string num(int64_t v) {
+    if (v == 0 || v == 1) return std::to_string(v);
+    params_.push_back(v);
+    return "P" + std::to_string(params_.size() - 1);
+  }
+
+  std::string index_expr(const lower::Index& ix) {
+    std::string s;
+    for (size_t d = 0; d < ix.coeffs.size(); ++d) {
+      const int64_t c = ix.coeffs[d];
+      if (c == 0) continue;
+      if (!s.empty()) s += " + ";
+      s += c == 1 ? vars_[d] : vars_[d] + " * " + num(c);
+    }
+    if (ix.offset) s += (s.empty() ? "" : " + ") + num(ix.offset);
+    return s.empty() ? "0" : s;
+  }
+
   bool depends_on_reduce(int e) const {
     const Expr& x = k_.exprs[static_cast<size_t>(e)];
     if (x.kind == ExprKind::Reduce) return true;
@@ -176,7 +189,7 @@ class KernelEmitter {
       const std::string t = cpp_type(x.dtype);
       if (x.kind == ExprKind::Load) {
         os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = " << bufname_[static_cast<size_t>(x.buffer)]
-            << "[" << index_expr(x.index, vars_) << "];\n";
+            << "[" << index_expr(x.index) << "];\n";
       } else if (x.kind == ExprKind::Pointwise) {
         std::vector<std::string> args;
         for (int a : x.args) args.push_back(name(a));
@@ -203,7 +216,7 @@ class KernelEmitter {
   }
 
   void open_loop(size_t d, std::string& ind) {
-    os_ << ind << "for (int64_t " << vars_[d] << " = 0; " << vars_[d] << " < " << k_.sizes[d] << "LL; ++" << vars_[d]
+    os_ << ind << "for (int64_t " << vars_[d] << " = 0; " << vars_[d] << " < " << num(k_.sizes[d]) << "; ++" << vars_[d]
         << ") {\n";
     ind += "  ";
   }
@@ -215,7 +228,7 @@ class KernelEmitter {
   void emit_stores(const std::vector<int>& stores, const std::string& ind) {
     for (int s : stores) {
       const lower::Store& st = k_.stores[static_cast<size_t>(s)];
-      os_ << ind << bufname_[static_cast<size_t>(st.buffer)] << "[" << index_expr(st.index, vars_)
+      os_ << ind << bufname_[static_cast<size_t>(st.buffer)] << "[" << index_expr(st.index)
           << "] = " << name(st.expr) << ";\n";
     }
   }
@@ -372,7 +385,7 @@ class KernelEmitter {
       bool blocked = false;
       for (size_t d = nk; d < rank; ++d) {
         if (d + 1 == rank)
-          blocked = open_inner_reduced(d, "0", std::to_string(k_.sizes[d]) + "LL", reds, inner);
+          blocked = open_inner_reduced(d, "0", num(k_.sizes[d]), reds, inner);
         else
           open_loop(d, inner);
       }
@@ -427,7 +440,7 @@ class KernelEmitter {
       const Reducer r = reducer(x);
       os_ << inner << r.acc_type << " acc" << e << " = " << r.init << ";\n";
     }
-    const std::string n0 = std::to_string(k_.sizes[0]) + "LL";
+    const std::string n0 = num(k_.sizes[0]);
     const std::string lo = n0 + " * t / nt", hi = n0 + " * (t + 1) / nt";
     bool blocked = false;
     if (rank == 1) {
@@ -438,7 +451,7 @@ class KernelEmitter {
       inner += "  ";
       for (size_t d = 1; d < rank; ++d) {
         if (d + 1 == rank)
-          blocked = open_inner_reduced(d, "0", std::to_string(k_.sizes[d]) + "LL", reds, inner);
+          blocked = open_inner_reduced(d, "0", num(k_.sizes[d]), reds, inner);
         else
           open_loop(d, inner);
       }
@@ -476,18 +489,18 @@ class KernelEmitter {
     std::vector<int> after;
     split_stores(in_phase, after);
     const std::vector<int> reds = reduces_of_phase(0);
-    const int64_t size = k_.sizes[c], tile = std::min(size, kTile), blocks = (size + tile - 1) / tile;
+    const std::string size = num(k_.sizes[c]), tile = std::to_string(kTile) + "LL";
     std::string ind = "  ";
     os_ << ind << "#pragma omp parallel for num_threads(threads) if(threads > 1) collapse(" << nk + 1 << ")\n";
     for (size_t d = 0; d < nk; ++d) open_loop(d, ind);
-    os_ << ind << "for (int64_t cb = 0; cb < " << blocks << "LL; ++cb) {\n";
+    os_ << ind << "for (int64_t cb = 0; cb < (" << size << " + " << tile << " - 1) / " << tile << "; ++cb) {\n";
     ind += "  ";
-    os_ << ind << "const int64_t c0 = cb * " << tile << "LL, cn = " << size << "LL - c0 < " << tile << "LL ? " << size
-        << "LL - c0 : " << tile << "LL;\n";
+    os_ << ind << "const int64_t c0 = cb * " << tile << ", cn = " << size << " - c0 < " << tile << " ? " << size
+        << " - c0 : " << tile << ";\n";
     for (int e : reds) {
       const Expr& x = k_.exprs[static_cast<size_t>(e)];
       const Reducer r = reducer(x);
-      os_ << ind << r.acc_type << " acc" << e << "[" << tile << "];\n";
+      os_ << ind << r.acc_type << " acc" << e << "[" << kTile << "];\n";
       os_ << ind << "for (int64_t ic = 0; ic < cn; ++ic) acc" << e << "[ic] = " << r.init << ";\n";
     }
     for (size_t d = nk; d < c; ++d) open_loop(d, ind);
@@ -515,8 +528,11 @@ class KernelEmitter {
     for (size_t d = 0; d < nk; ++d) close_loop(ind);
   }
 
+  std::ostringstream& out_;
+  std::ostringstream body_;  // the function's body, before its parameters are known
   std::ostringstream& os_;
   const LoopKernel& k_;
+  std::vector<int64_t> params_;
   std::vector<std::vector<bool>> varies_;
   std::vector<std::string> vars_, bufname_;
   std::vector<bool> invariant_, along_reduced_, hoisted_;
@@ -526,11 +542,15 @@ class KernelEmitter {
 
 }  // namespace
 
-std::string generate_cpp(const lower::Schedule& s, size_t first, size_t last) {
+std::string generate_cpp(const lower::Schedule& s, size_t first, size_t last,
+                         std::vector<std::vector<int64_t>>* params) {
   std::ostringstream os;
   os << "// Generated by kiln's C++ code generator (Note [Generated C++]).\n"
         "#include \"kiln_jit.h\"  // <cstdint>, <limits>, core/convert.h, core/scalar_math.h (precompiled)\n\n";
-  for (size_t i = first; i < last && i < s.kernels.size(); ++i) KernelEmitter(os, s.kernels[i]).emit(i);
+  for (size_t i = first; i < last && i < s.kernels.size(); ++i) {
+    std::vector<int64_t> p = KernelEmitter(os, s.kernels[i]).emit(i);
+    if (params) params->push_back(std::move(p));
+  }
   return os.str();
 }
 

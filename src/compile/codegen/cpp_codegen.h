@@ -3,15 +3,19 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "compile/lower/schedule.h"
 
 namespace kiln::compiler::codegen {
 
 // The source of kernels [first, last) of `s`; kernel i is `kiln_kernel_<i>(char* const* bufs,
-// int threads)` with bufs = its buffers (inputs, then outputs), each pointing at the element of
-// index 0. A large graph's kernels go into several sources, compiled side by side.
-std::string generate_cpp(const lower::Schedule& s, size_t first, size_t last);
+// const int64_t* p, int threads)` with bufs = its buffers (inputs, then outputs), each pointing
+// at the element of index 0, and p = its parameters (sizes, strides: Note [Kernel parameters]),
+// appended to *params per kernel. A large graph's kernels go into several sources, compiled side
+// by side; graphs of one structure at other sizes give the same source.
+std::string generate_cpp(const lower::Schedule& s, size_t first, size_t last,
+                         std::vector<std::vector<int64_t>>* params = nullptr);
 std::string kernel_symbol(size_t i);
 
 // Work (points) below which a kernel runs on one thread.
