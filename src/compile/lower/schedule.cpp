@@ -350,8 +350,14 @@ Schedule schedule(const Graph& g) {
   std::vector<bool> reduction_value(nv, false);
   int open = -1;
   std::vector<Step> steps;  // kernel steps hold group indices until kernels are built
-  auto close = [&] {
-    if (open >= 0) steps.push_back({true, open});
+  // KILN_LOGS=fusion says why each kernel ended where it did.
+  std::vector<std::string> why(groups.capacity());
+  auto close = [&](const std::string& reason) {
+    if (open >= 0) {
+      steps.push_back({true, open});
+      if (why.size() <= static_cast<size_t>(open)) why.resize(static_cast<size_t>(open) + 1);
+      why[static_cast<size_t>(open)] = reason;
+    }
     open = -1;
   };
   auto reads = [&](const Node& n, int gi, bool reductions_only) {
@@ -391,7 +397,7 @@ Schedule schedule(const Graph& g) {
       const bool fits = open >= 0 && (groups[static_cast<size_t>(open)].shape == shape ||
                                        (!groups[static_cast<size_t>(open)].mask.empty() && kept_shape(open) == shape));
       if (!fits) {
-        close();
+        close(std::string(op_info(n.op).name) + " over " + shape_str(shape) + ", another shape");
         groups.push_back({shape, {}, false, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
@@ -403,7 +409,8 @@ Schedule schedule(const Graph& g) {
       bool fits = open >= 0 && groups[static_cast<size_t>(open)].shape == shape &&
                   (groups[static_cast<size_t>(open)].mask.empty() || groups[static_cast<size_t>(open)].mask == mask);
       if (!fits) {
-        close();
+        const bool same_shape = open >= 0 && groups[static_cast<size_t>(open)].shape == shape;
+        close(std::string(op_info(n.op).name) + (same_shape ? " over other dims" : " of " + shape_str(shape) + ", another shape"));
         groups.push_back({shape, {}, false, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
@@ -411,13 +418,16 @@ Schedule schedule(const Graph& g) {
       join(open, ni, pulls);
       reduction_value[static_cast<size_t>(n.outputs[0])] = true;
     } else {
-      if (open >= 0 && (reads(n, open, false) || op_info(n.op).has(MUTATES))) close();
+      if (open >= 0 && reads(n, open, false))
+        close(std::string("extern ") + op_info(n.op).name + " reads it");
+      else if (open >= 0 && op_info(n.op).has(MUTATES))
+        close(std::string("extern ") + op_info(n.op).name + " writes");
       steps.push_back({false, ni});
       ++s.extern_nodes;
     }
   }
-  close();
-  std::vector<int> kernel_of(groups.size(), -1);
+  close("end of graph");
+  why.resize(groups.size());
   for (Step& st : steps) {
     if (!st.is_kernel) {
       s.steps.push_back(st);
@@ -425,6 +435,7 @@ Schedule schedule(const Graph& g) {
     }
     const Group& grp = groups[static_cast<size_t>(st.index)];
     s.kernels.push_back(build_kernel(g, grp, place, st.index, consumers, is_output));
+    s.closed_by.push_back(why[static_cast<size_t>(st.index)]);
     s.fused_nodes += static_cast<int>(grp.nodes.size());
     s.steps.push_back({true, static_cast<int>(s.kernels.size()) - 1});
   }
@@ -447,7 +458,9 @@ std::string Schedule::str(const Graph& g) const {
     if (k.num_phases() > 1) os << " " << k.num_phases() << " passes";
     os << ":";
     for (int n : k.nodes) os << " " << op_info(g.nodes[static_cast<size_t>(n)].op).name;
-    os << " (" << k.num_inputs() << " loads, " << k.stores.size() << " stores)\n";
+    os << " (" << k.num_inputs() << " loads, " << k.stores.size() << " stores)";
+    if (static_cast<size_t>(st.index) < closed_by.size()) os << "; ended by " << closed_by[static_cast<size_t>(st.index)];
+    os << "\n";
   }
   return os.str();
 }

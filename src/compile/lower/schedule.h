@@ -23,6 +23,7 @@ struct Schedule {
   // Nodes fused into kernels / run as externs, for logs and tests.
   int fused_nodes = 0;
   int extern_nodes = 0;
+  std::vector<std::string> closed_by;  // per kernel: what ended it (another shape, an extern reading it, ...)
   std::string str(const Graph& g) const;  // KILN_LOGS=fusion
 };
 
