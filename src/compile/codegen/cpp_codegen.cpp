@@ -241,12 +241,19 @@ class KernelEmitter {
       stores.push_back(static_cast<int>(s));
       roots.push_back(k_.stores[s].expr);
     }
-    if (rank > 0) {
-      const size_t collapse = rank > 1 ? rank - 1 : 1;
+    // The innermost loop is `omp simd`: its iterations write distinct elements of fresh outputs,
+    // and the pointers, captured by the OpenMP region, lose __restrict there (with several
+    // outputs g++ then gives up on the alias checks it would need and stays scalar).
+    if (rank == 1) {
+      os_ << ind << "#pragma omp parallel for simd num_threads(threads) if(threads > 1)\n";
+    } else if (rank > 1) {
       os_ << ind << "#pragma omp parallel for num_threads(threads) if(threads > 1)"
-          << (collapse > 1 ? " collapse(" + std::to_string(collapse) + ")" : "") << "\n";
+          << (rank > 2 ? " collapse(" + std::to_string(rank - 1) + ")" : "") << "\n";
     }
-    for (size_t d = 0; d < rank; ++d) open_loop(d, ind);
+    for (size_t d = 0; d < rank; ++d) {
+      if (rank > 1 && d + 1 == rank) os_ << ind << "#pragma omp simd\n";
+      open_loop(d, ind);
+    }
     emit_exprs(closure(roots), ind, {});
     emit_stores(stores, ind);
     for (size_t d = 0; d < rank; ++d) close_loop(ind);
@@ -323,6 +330,7 @@ class KernelEmitter {
     }
     if (!blocked) {
       if (!simd.empty()) os_ << ind << simd << "\n";
+      if (simd.empty() && reds.empty() && stores_distinct_) os_ << ind << "#pragma omp simd\n";  // a pass that only stores
       os_ << ind << "for (int64_t " << vars_[d] << " = " << lo << "; " << vars_[d] << " < " << hi << "; ++" << vars_[d]
           << ") {\n";
       ind += "  ";
@@ -383,6 +391,11 @@ class KernelEmitter {
       const std::vector<bool> pre = per_point(roots);
       emit_exprs(pre, inner, {});
       bool blocked = false;
+      // A pass that only stores runs as `omp simd` when each iteration of the innermost loop
+      // writes its own elements.
+      stores_distinct_ = true;
+      for (int st : in_phase[static_cast<size_t>(p)])
+        stores_distinct_ = stores_distinct_ && k_.stores[static_cast<size_t>(st)].index.coeffs[rank - 1] != 0;
       for (size_t d = nk; d < rank; ++d) {
         if (d + 1 == rank)
           blocked = open_inner_reduced(d, "0", num(k_.sizes[d]), reds, inner);
@@ -537,7 +550,8 @@ class KernelEmitter {
   std::vector<std::string> vars_, bufname_;
   std::vector<bool> invariant_, along_reduced_, hoisted_;
   bool has_reduce_ = false;
-  std::string acc_prefix_ = "acc";  // "bacc" inside a blocked sum (open_inner_reduced)
+  std::string acc_prefix_ = "acc";
+  bool stores_distinct_ = false;  // "bacc" inside a blocked sum (open_inner_reduced)
 };
 
 }  // namespace
