@@ -11,11 +11,27 @@ namespace {
 
 // d(a @ b): grad @ b^T and a^T @ grad. The transposes are views, which the
 // GEMM kernel reads with transposition flags instead of copying.
+// Note [Gradient in the operand's layout]
+// A linear layer's weight enters mm transposed (a column-major [in, out] view of the [out, in]
+// parameter). Its gradient a^T g is row-major [in, out]; as the weight's gradient (its transpose)
+// that is a transposed view, which AccumulateGrad must copy to the parameter's layout, pass after
+// pass. Computed as (g^T a)^T instead, as PyTorch's mm_mat2_backward does, the gradient has b's
+// layout, and the weight's is contiguous: no copy, and AccumulateGrad can take the buffer. b's
+// layout is known where it is saved (when a needs a gradient, every layer but the first).
+bool column_major(const Tensor& t) {
+  return t.defined() && t.dim() == 2 && t.sizes()[0] > 1 && t.sizes()[1] > 1 && t.strides()[0] == 1 &&
+         t.strides()[1] == t.sizes()[0];
+}
+
 std::vector<Tensor> vjp_mm(const VjpCall& v) {
   const Tensor& g = v.grads[0];
   std::vector<Tensor> r(2);
   if (v.needs(0)) r[0] = reduce_grad(v, 0, mm(g, transpose(v.inputs[1], 0, 1)));
-  if (v.needs(1)) r[1] = reduce_grad(v, 1, mm(transpose(v.inputs[0], 0, 1), g));
+  if (v.needs(1)) {
+    const Tensor& a = v.inputs[0];
+    r[1] = column_major(v.inputs[1]) ? transpose(mm(transpose(g, 0, 1), a), 0, 1) : mm(transpose(a, 0, 1), g);
+    r[1] = reduce_grad(v, 1, r[1]);
+  }
   return r;
 }
 KILN_REGISTER_VJP(mm, vjp_mm);
@@ -32,7 +48,10 @@ std::vector<Tensor> vjp_addmm_bias(const VjpCall& v) {
   std::vector<Tensor> r(3);
   if (v.needs(0)) r[0] = sum(g, {0});
   if (v.needs(1)) r[1] = mm(g, transpose(v.inputs[2], 0, 1));
-  if (v.needs(2)) r[2] = mm(transpose(v.inputs[1], 0, 1), g);
+  if (v.needs(2)) {  // Note [Gradient in the operand's layout]
+    const Tensor& a = v.inputs[1];
+    r[2] = column_major(v.inputs[2]) ? transpose(mm(transpose(g, 0, 1), a), 0, 1) : mm(transpose(a, 0, 1), g);
+  }
   return r;
 }
 KILN_REGISTER_VJP(_addmm_bias, vjp_addmm_bias);
