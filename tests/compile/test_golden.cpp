@@ -3,15 +3,9 @@
 // KILN_UPDATE_GOLDEN=1 rewrites them (then read the diff before committing).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "kiln/kiln.h"
-
-#ifndef KILN_GOLDEN_DIR
-#error "KILN_GOLDEN_DIR must name tests/golden/compile"
-#endif
+#include "tests/compile/golden_file.h"
 
 namespace kiln {
 namespace {
@@ -27,16 +21,7 @@ void check_golden(const std::string& name, const compiler::CompileStats& s) {
   std::string text;
   for (const std::string& g : s.graphs) text += "# captured\n" + g;
   for (const std::string& g : s.aot_graphs) text += "# aot\n" + g;
-  const std::string path = std::string(KILN_GOLDEN_DIR) + "/" + name + ".txt";
-  if (std::getenv("KILN_UPDATE_GOLDEN")) {
-    std::ofstream(path) << text;
-    return;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing golden file " << path << " (run with KILN_UPDATE_GOLDEN=1 to create it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << "graphs of " << name << " changed; if intended, rerun with KILN_UPDATE_GOLDEN=1";
+  kiln::testing::expect_golden_file(name + ".txt", text, "graphs of " + name);
 }
 
 TEST(Golden, LinearReluTraining) {

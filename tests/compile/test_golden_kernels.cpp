@@ -3,19 +3,13 @@
 // as a diff in review. KILN_UPDATE_GOLDEN=1 rewrites them (then read the diff before committing).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/lower/schedule.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
-
-#ifndef KILN_GOLDEN_DIR
-#error "KILN_GOLDEN_DIR must name tests/golden/compile"
-#endif
+#include "tests/compile/golden_file.h"
 
 namespace kiln {
 namespace {
@@ -43,16 +37,7 @@ std::string kernels_of(const std::function<Tensor(const Tensor&)>& fn, const Ten
 
 void check_golden(const std::string& name, const std::string& text) {
   ASSERT_NE(text.find("kiln_kernel_0"), std::string::npos) << name << ": no kernel was generated";
-  const std::string path = std::string(KILN_GOLDEN_DIR) + "/kernels_" + name + ".txt";
-  if (std::getenv("KILN_UPDATE_GOLDEN")) {
-    std::ofstream(path) << text;
-    return;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing golden file " << path << " (run with KILN_UPDATE_GOLDEN=1 to create it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << "kernels of " << name << " changed; if intended, rerun with KILN_UPDATE_GOLDEN=1";
+  kiln::testing::expect_golden_file("kernels_" + name + ".txt", text, "kernels of " + name);
 }
 
 TEST(GoldenKernels, PointwiseChain) {

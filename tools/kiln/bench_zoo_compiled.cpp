@@ -65,18 +65,20 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
     oe.zero_grad(true);
     return loss;
   };
-  auto compiled_step = [&] {
+  // One step of the compiled copy through compiled function f (the phase decides what it covers).
+  auto step_with = [&](auto& f) {
     if (!train) {
       NoGradGuard no_grad;
-      return fwd();
+      return f();
     }
-    if (whole) return fwd();
-    Tensor loss = fwd();
+    if (whole) return f();
+    Tensor loss = f();
     loss.backward();
     oc.step();
     oc.zero_grad(true);
     return loss;
   };
+  auto compiled_step = [&] { return step_with(fwd); };
   // First steps: the same parameters and random numbers, so the losses must agree (accuracy rule).
   manual_seed(1);
   auto t0 = Clock::now();
@@ -129,18 +131,7 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
       setenv("KILN_CACHE_DIR", dir, 1);
       compiler::reset();
       auto bg = compile(body, {.backend = backend});
-      auto step = [&] {
-        if (!train) {
-          NoGradGuard no_grad;
-          return bg();
-        }
-        if (whole) return bg();
-        Tensor loss = bg();
-        loss.backward();
-        oc.step();
-        oc.zero_grad(true);
-        return loss;
-      };
+      auto step = [&] { return step_with(bg); };
       t0 = Clock::now();
       step();
       first_bg_s = ms_since(t0) / 1000;
