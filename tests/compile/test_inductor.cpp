@@ -17,6 +17,7 @@
 #include "dispatch/dispatch.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
+#include "kiln/parallel.h"
 #include "tests/unit/expect_error.h"
 
 namespace kiln {
@@ -526,6 +527,31 @@ TEST_F(Inductor, KernelsOfOneStructureServeOtherSizes) {
   EXPECT_EQ(compiler::jit::jit_stats().compiler_runs, runs) << "a new size ran the C++ compiler";
   EXPECT_GE(f.stats().graphs_compiled, 4);
   EXPECT_GT(f.stats().generated_kernel_runs, 0);
+}
+
+// Note [Max-autotune]: each kernel's thread count is timed on its first run and kept in the disk
+// cache, where a later process finds it; results are the same either way.
+TEST_F(Inductor, MaxAutotuneTimesThreadCountsAndKeepsThem) {
+  const int saved = get_num_threads();
+  set_num_threads(2);
+  auto body = [](const Tensor& x) { return std::vector<Tensor>{(x * 2 + 1).exp(), sum(x * x, {1})}; };
+  auto f = compile(body, {.mode = "max-autotune", .backend = "inductor", .background = false});
+  Tensor x = randn({64, 1024});
+  for (int i = 0; i < 2; ++i) {
+    auto got = f(x), want = body(x);
+    expect_close(got[0], want[0], 1e-6, "pointwise");
+    expect_close(got[1], want[1], 1e-5, "reduction");
+  }
+  set_num_threads(saved);
+  int choices = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "autotune")) {
+    std::ifstream in(e.path());
+    int t = 0;
+    ASSERT_TRUE(in >> t) << e.path();
+    EXPECT_TRUE(t == 1 || t == 2) << e.path() << " holds " << t;
+    ++choices;
+  }
+  EXPECT_EQ(choices, 1) << "one choice per kernel (the exp and the row sums share one loop)";
 }
 
 // Note [Background compilation]: calls run the graph with eager kernels while its code compiles,

@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "compile/backends/autotune.h"
 #include "compile/backends/backend.h"
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/jit/cpp_jit.h"
@@ -32,8 +33,13 @@ struct InductorGraph {
   std::vector<std::vector<int64_t>> params;  // per kernel (Note [Kernel parameters])
   std::vector<std::vector<int>> frees;   // per step: values whose last use it is
   std::shared_ptr<KernelCounts> counts;  // CompileStats::generated_kernel_runs, kernel_fallbacks
+  // Mode "max-autotune" (Note [Max-autotune]): per kernel, its key and the thread count timed
+  // on its first run (0 until then).
+  bool autotune = false;
+  std::vector<std::string> tune_keys;
+  std::unique_ptr<std::atomic<int>[]> tuned_threads;
 
-  explicit InductorGraph(const Graph& lowered) : g(lowered) {
+  InductorGraph(const Graph& lowered, bool max_autotune) : g(lowered), autotune(max_autotune) {
     schedule = lower::schedule(g);
     log(Log::Fusion, schedule.str(g));
     if (!schedule.kernels.empty()) {
@@ -53,6 +59,14 @@ struct InductorGraph {
       for (size_t p = 0; p < parts; ++p)
         for (size_t i = bounds[p]; i < bounds[p + 1]; ++i)
           fns.push_back(reinterpret_cast<KernelFn>(libraries[p]->symbol(codegen::kernel_symbol(i))));
+      if (autotune) {
+        tuned_threads.reset(new std::atomic<int>[nk]);
+        for (size_t p = 0; p < parts; ++p)
+          for (size_t i = bounds[p]; i < bounds[p + 1]; ++i) {
+            tune_keys.push_back(autotune::kernel_key(sources[p], i, params[i], get_num_threads()));
+            tuned_threads[i].store(0, std::memory_order_relaxed);
+          }
+      }
     }
     // The step after which each value is dead (graph outputs never are).
     std::vector<int> last(g.values.size(), -1);
@@ -120,7 +134,15 @@ struct InductorGraph {
       bufs.push_back(t.numel() ? t.unsafe_impl()->data() : nullptr);
       vals[static_cast<size_t>(b.value)] = std::move(t);
     }
-    const int threads = k.numel() >= codegen::kParallelGrain ? get_num_threads() : 1;
+    int threads = k.numel() >= codegen::kParallelGrain ? get_num_threads() : 1;
+    if (autotune && get_num_threads() > 1) {
+      threads = tuned_threads[ki].load(std::memory_order_relaxed);
+      if (threads == 0) {
+        threads = autotune::pick_threads(tune_keys[ki], {1, get_num_threads()},
+                                         [&](int t) { fns[ki](bufs.data(), params[ki].data(), t); });
+        tuned_threads[ki].store(threads, std::memory_order_relaxed);
+      }
+    }
     fns[ki](bufs.data(), params[ki].data(), threads);
   }
 
@@ -187,7 +209,8 @@ struct BuildThread {
 Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
   std::shared_ptr<KernelCounts> counts = ctx.kernel_counts;
   const bool background = ctx.options.background;
-  return aot_compile(g, ctx, /*decompose=*/true, [counts, background](const Graph& lowered) -> GraphFn {
+  const bool max_autotune = ctx.options.mode == "max-autotune";
+  return aot_compile(g, ctx, /*decompose=*/true, [counts, background, max_autotune](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
     // Inductor emits CPU code only: a graph with values on another device (CUDA) runs its prims
     // on that device's eager kernels, as aot_eager would, and every run counts as a fallback.
@@ -201,17 +224,17 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
       };
     }
     if (!background) {
-      auto ig = std::make_shared<InductorGraph>(lowered);
+      auto ig = std::make_shared<InductorGraph>(lowered, max_autotune);
       ig->counts = counts;
       return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
     }
     auto holder = std::make_shared<BuildThread>();
     auto build = holder->build = std::make_shared<BackgroundBuild>();
     build->g = std::make_shared<const Graph>(lowered);
-    holder->thread = std::thread([build, counts] {
+    holder->thread = std::thread([build, counts, max_autotune] {
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        auto ig = std::make_shared<InductorGraph>(*build->g);
+        auto ig = std::make_shared<InductorGraph>(*build->g, max_autotune);
         ig->counts = counts;
         build->ig = std::move(ig);
       } catch (...) {
