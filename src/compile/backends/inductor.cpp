@@ -4,6 +4,8 @@
 // (matmul, conv, views, indexing, ...) run their eager kernels in between.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +24,8 @@ namespace kiln::compiler {
 
 namespace {
 
+constexpr const char* kPlaceholder = "kiln_kernel_FUNCTION";  // replaced by the function's name
+
 using KernelFn = void (*)(char* const* bufs, const int64_t* params, int threads);
 
 // One lowered graph, scheduled and compiled; runs steps in order.
@@ -31,6 +35,7 @@ struct InductorGraph {
   std::vector<std::shared_ptr<const jit::Library>> libraries;  // keep the kernels loaded
   std::vector<KernelFn> fns;
   std::vector<std::vector<int64_t>> params;  // per kernel (Note [Kernel parameters])
+  size_t unique_functions = 0;               // the distinct functions they call (Note [Shared kernel code])
   std::vector<std::vector<int>> frees;   // per step: values whose last use it is
   std::shared_ptr<KernelCounts> counts;  // CompileStats::generated_kernel_runs, kernel_fallbacks
   // Mode "max-autotune" (Note [Max-autotune]): per kernel, its key and the thread count timed
@@ -43,29 +48,56 @@ struct InductorGraph {
     schedule = lower::schedule(g);
     log(Log::Fusion, schedule.str(g));
     if (!schedule.kernels.empty()) {
-      // Parts of at least kKernelsPerPart kernels, one per core at most, compiled side by side.
-      constexpr size_t kKernelsPerPart = 12;
+      // Note [Shared kernel code]: kernels of one structure (the same blocks of a network at other
+      // widths, forward and backward alike) print the same function, named by a hash of its text:
+      // each is compiled once, and each kernel calls its function with its own parameters.
       const size_t nk = schedule.kernels.size();
+      std::vector<std::string> texts, symbols;
+      std::unordered_map<std::string, size_t> unique;
+      std::vector<size_t> function_of(nk);
+      params.resize(nk);
+      for (size_t i = 0; i < nk; ++i) {
+        std::string text = codegen::generate_kernel(schedule.kernels[i], kPlaceholder, &params[i]);
+        auto [it, fresh] = unique.emplace(text, texts.size());
+        if (fresh) {
+          char name[32];
+          std::snprintf(name, sizeof name, "kiln_k%016llx",
+                        static_cast<unsigned long long>(std::hash<std::string>{}(text)));
+          symbols.push_back(name);
+          text.replace(text.find(kPlaceholder), std::strlen(kPlaceholder), name);
+          texts.push_back(std::move(text));
+        }
+        function_of[i] = it->second;
+      }
+      // Parts of at least kKernelsPerPart functions, one per core at most, compiled side by side.
+      constexpr size_t kKernelsPerPart = 12;
+      const size_t nf = texts.size();
       const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-      const size_t parts = std::max<size_t>(1, std::min(cores, nk / kKernelsPerPart));
+      const size_t parts = std::max<size_t>(1, std::min(cores, nf / kKernelsPerPart));
       std::vector<std::string> sources;
-      std::vector<size_t> bounds;
-      for (size_t p = 0; p <= parts; ++p) bounds.push_back(nk * p / parts);
+      std::vector<size_t> part_of(nf);
       for (size_t p = 0; p < parts; ++p) {
-        sources.push_back(codegen::generate_cpp(schedule, bounds[p], bounds[p + 1], &params));
-        log(Log::Code, sources.back());
+        std::string src = codegen::source_prelude();
+        for (size_t f = nf * p / parts; f < nf * (p + 1) / parts; ++f) {
+          src += texts[f];
+          part_of[f] = p;
+        }
+        log(Log::Code, src);
+        sources.push_back(std::move(src));
       }
       libraries = jit::compile_cpp(sources);
-      for (size_t p = 0; p < parts; ++p)
-        for (size_t i = bounds[p]; i < bounds[p + 1]; ++i)
-          fns.push_back(reinterpret_cast<KernelFn>(libraries[p]->symbol(codegen::kernel_symbol(i))));
+      for (size_t i = 0; i < nk; ++i) {
+        const size_t f = function_of[i];
+        fns.push_back(reinterpret_cast<KernelFn>(libraries[part_of[f]]->symbol(symbols[f])));
+      }
+      unique_functions = nf;
+      log(Log::Fusion, std::to_string(nk) + " kernels call " + std::to_string(nf) + " distinct functions\n");
       if (autotune) {
         tuned_threads.reset(new std::atomic<int>[nk]);
-        for (size_t p = 0; p < parts; ++p)
-          for (size_t i = bounds[p]; i < bounds[p + 1]; ++i) {
-            tune_keys.push_back(autotune::kernel_key(sources[p], i, params[i], get_num_threads()));
-            tuned_threads[i].store(0, std::memory_order_relaxed);
-          }
+        for (size_t i = 0; i < nk; ++i) {
+          tune_keys.push_back(autotune::kernel_key(symbols[function_of[i]], 0, params[i], get_num_threads()));
+          tuned_threads[i].store(0, std::memory_order_relaxed);
+        }
       }
     }
     // The step after which each value is dead (graph outputs never are).

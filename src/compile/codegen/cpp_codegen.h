@@ -18,6 +18,12 @@ std::string generate_cpp(const lower::Schedule& s, size_t first, size_t last,
                          std::vector<std::vector<int64_t>>* params = nullptr);
 std::string kernel_symbol(size_t i);
 
+// What every generated source starts with (the precompiled header).
+std::string source_prelude();
+// One kernel's function, named `symbol`; its parameters go to *params. Kernels of one structure
+// give the same text (Note [Kernel parameters]), which inductor compiles once per graph.
+std::string generate_kernel(const lower::LoopKernel& k, const std::string& symbol, std::vector<int64_t>* params);
+
 // Work (points) below which a kernel runs on one thread.
 inline constexpr int64_t kParallelGrain = 32768;
 
