@@ -24,7 +24,7 @@ namespace kiln::compiler::codegen {
 //   with partial accumulators, combined in thread order;
 // - column (a kept dim innermost, under the reduced loops): the kept dim in
 //   tiles of kTile, a row of accumulators per tile, the tile loop vectorized.
-// Floating sums and products accumulate in float (double for float64), after
+// Floating sums and products accumulate in double (as eager's reducers), in blocks, after
 // casting to the result dtype as torch does; integers wrap in 64 bits; max/min
 // propagate NaN. The order differs from eager's, so reductions agree within the
 // accuracy rule, not bit for bit; pointwise values agree bit for bit.
