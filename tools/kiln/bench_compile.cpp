@@ -1,12 +1,12 @@
 // kiln bench compile: what capture and AOT autograd cost and save on each zoo model (CPU sizes):
 // recording time, graphs, breaks, cold capture, ops before and after decomposition, the
 // partition's saved bytes, and the aot_eager training step against eager, in one run.
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
@@ -157,20 +157,21 @@ nlohmann::json run_one(const std::string& name, int iters, bool cold) {
   for (size_t n : s.saved_bytes) saved += n;
   for (size_t n : s.saveall_bytes) saveall += n;
   const double eager_ms = median(te), aot_ms = median(tc);
-  nlohmann::json r = {{"model", name},
-          {"record_us_per_op", round_to(median(rec_op), 3)},
-          {"record_us_per_call", round_to(median(rec_call), 1)},
-          {"guard_us", guard.empty() ? nlohmann::json(nullptr) : nlohmann::json(round_to(median(guard), 2))},
-          {"graphs", s.graphs_compiled},
-          {"breaks", s.breaks.size()},
-          {"capture_ms", round_to(cold_ms, 1)},
-          {"ops", ops},
-          {"prim_ops", prim_ops},
-          {"saved_bytes", saved},
-          {"saveall_bytes", saveall},
-          {"eager_ms", round_to(eager_ms, 2)},
-          {"aot_eager_ms", round_to(aot_ms, 2)},
-          {"accuracy_pass", accurate}};
+  nlohmann::json r = {
+      {"model", name},
+      {"record_us_per_op", round_to(median(rec_op), 3)},
+      {"record_us_per_call", round_to(median(rec_call), 1)},
+      {"guard_us", guard.empty() ? nlohmann::json(nullptr) : nlohmann::json(round_to(median(guard), 2))},
+      {"graphs", s.graphs_compiled},
+      {"breaks", s.breaks.size()},
+      {"capture_ms", round_to(cold_ms, 1)},
+      {"ops", ops},
+      {"prim_ops", prim_ops},
+      {"saved_bytes", saved},
+      {"saveall_bytes", saveall},
+      {"eager_ms", round_to(eager_ms, 2)},
+      {"aot_eager_ms", round_to(aot_ms, 2)},
+      {"accuracy_pass", accurate}};
   if (cold) {
     r["record_us_per_op_warm"] = round_to(median(rec_warm), 3);
     r["record_us_per_op_cold"] = round_to(median(rec_cold), 3);
