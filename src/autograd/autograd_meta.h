@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/pool.h"
 #include "core/tensor_impl.h"
 #include "kiln/tensor.h"
 
@@ -25,6 +26,12 @@ struct AutogradMeta final : AutogradMetaInterface {
   // base's (as PyTorch's views regenerate their grad_fn), on the next read of its grad_fn.
   bool view_of_base = false;
   uint32_t view_version = 0;
+
+  // Every floating tracer a recording makes gets one (Note [Deferred tracer autograd]), as
+  // every TensorImpl is pooled: from the thread's free lists, not malloc. (The class is final:
+  // whatever deletes one, through the interface too, gives back this size.)
+  static void* operator new(size_t) { return PoolAllocator<AutogradMeta>().allocate(1); }
+  static void operator delete(void* p) { PoolAllocator<AutogradMeta>().deallocate(static_cast<AutogradMeta*>(p), 1); }
 };
 
 AutogradMeta& autograd_meta(const Tensor& t);          // creates it when missing

@@ -31,11 +31,40 @@ const std::shared_ptr<Node>& deferred_node() {
   return node;
 }
 
-DeferredGraph::DeferredGraph() : prev_(tls_deferred) { tls_deferred = this; }
+// Note [Recording buffers] (compile/capture/recording.cpp): a recording's deferred graph grows
+// its lists op by op; the outermost one of a thread takes the lists an earlier one left
+// empty, with their capacity, and gives them back cleared.
+struct DeferredBuffers {
+  std::vector<DeferredGraph::Entry> entries;
+  std::vector<Tensor> outputs;
+  std::vector<uint32_t> input_versions, output_versions;
+  bool in_use = false;
+};
+thread_local DeferredBuffers tls_deferred_buffers;
+
+DeferredGraph::DeferredGraph() : prev_(tls_deferred) {
+  tls_deferred = this;
+  if (!tls_deferred_buffers.in_use) {
+    tls_deferred_buffers.in_use = owns_buffers_ = true;
+    swap_buffers();
+  }
+}
 
 DeferredGraph::~DeferredGraph() {
   // Destroyed in reverse order of creation (they live on the stack of nested calls).
   tls_deferred = prev_;
+  if (owns_buffers_) {
+    clear();
+    swap_buffers();
+    tls_deferred_buffers.in_use = false;
+  }
+}
+
+void DeferredGraph::swap_buffers() {
+  std::swap(entries_, tls_deferred_buffers.entries);
+  std::swap(outputs_, tls_deferred_buffers.outputs);
+  std::swap(input_versions_, tls_deferred_buffers.input_versions);
+  std::swap(output_versions_, tls_deferred_buffers.output_versions);
 }
 
 void DeferredGraph::add(OpId op, std::vector<Tensor>&& inputs, Attrs&& attrs, std::vector<Tensor>& outputs) {

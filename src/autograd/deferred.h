@@ -9,6 +9,7 @@
 namespace kiln::autograd {
 
 struct Node;
+struct DeferredBuffers;
 
 // Note [Deferred tracer autograd]
 // While a compiled function's code is recorded with inputs that require grad, the autograd
@@ -48,6 +49,7 @@ class DeferredGraph {
   DeferredGraph* prev() const { return prev_; }
 
  private:
+  friend struct DeferredBuffers;
   struct Entry {
     OpId op;
     Attrs attrs;
@@ -59,6 +61,8 @@ class DeferredGraph {
   std::vector<uint32_t> input_versions_, output_versions_;  // when the op ran, in order
   DeferredGraph* prev_;
   bool materializing_ = false;
+  bool owns_buffers_ = false;  // holds the thread's spare lists (Note [Recording buffers])
+  void swap_buffers();
 };
 
 // The placeholder grad_fn of outputs whose node is deferred.

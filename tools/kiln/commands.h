@@ -20,6 +20,7 @@ struct ZooOptions {
   std::string backend = "inductor";  // with --compiled
   std::string phases = "train,step,infer";  // with --compiled (bench_zoo_compiled.cpp)
   bool profile = false;              // CUDA: per-op GPU time of 3 more steps, on stderr
+  bool cold = false;                 // bench compile: also recording warm and after a cache sweep
 };
 
 // kiln bench launch: per-op cost of tiny eager ops.

@@ -241,6 +241,9 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(whole_number(INT32_MAX));
   bench_compile->add_flag("--json", co.json, "one JSON line per model");
+  bench_compile->add_flag("--cold", co.cold,
+                          "also time recording warm (a call right after another) and cold (after sweeping a "
+                          "buffer larger than the last-level cache)");
   auto* bench_launch = bench->add_subcommand("launch", "per-op cost of tiny eager ops (a one-element add loop)");
   kiln::cli::LaunchOptions lo;
   bench_launch->add_option("--device", lo.device, "cuda or cpu")->capture_default_str();

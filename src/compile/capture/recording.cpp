@@ -30,6 +30,29 @@ struct InputEdgesScope {
 };
 std::atomic<uint64_t> g_next_recording{1};
 
+// Note [Recording buffers]
+// Every call of a compiled function records with a new Recording, and each recorded op
+// appends to its containers (the graph's values and nodes, the tracers made, the inputs
+// met, the lookup tables). Fresh ones would regrow by doubling, call after call: a malloc,
+// a copy and a free per doubling, and memory the caches have not seen. So the outermost
+// recording of a thread borrows the containers a previous one left empty (their capacity
+// kept) and gives them back cleared; a nested recording (a retrace while compiling) makes
+// its own.
+struct RecordingBuffers {
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<int> graph_inputs, graph_outputs;
+  std::vector<Tensor> inputs;
+  std::vector<bool> input_grad;
+  PtrIntMap input_of, storage_class;
+  std::vector<std::weak_ptr<TensorImpl>> tracked;
+  std::vector<std::pair<std::shared_ptr<VersionCounter>, uint32_t>> saved_log;
+  std::vector<int64_t> saved_by;
+  std::vector<std::pair<size_t, Attrs>> random_attrs;
+  bool in_use = false;
+};
+thread_local RecordingBuffers tls_buffers;
+
 const void* storage_key(const TensorImpl* i) {
   if (i->storage) return i->storage.get();
   return i->version.get();  // tensors without storage alias when they share a version counter
@@ -66,7 +89,27 @@ Recording::Recording(GraphSink* sink, bool decompose, bool functionalize)
   if (aot_capture) deferred_ = std::make_unique<autograd::DeferredGraph>();
   prev_saved_log_ = autograd::set_saved_tracer_log(aot_capture ? &saved_log_ : nullptr);
   prev_saved_by_ = autograd::set_saved_producer_log(aot_capture ? &saved_by_ : nullptr);
+  if (!tls_buffers.in_use) {
+    tls_buffers.in_use = owns_buffers_ = true;
+    swap_buffers();
+  }
   start_replay();
+}
+
+void Recording::swap_buffers() {
+  RecordingBuffers& b = tls_buffers;
+  std::swap(graph_.values, b.values);
+  std::swap(graph_.nodes, b.nodes);
+  std::swap(graph_.inputs, b.graph_inputs);
+  std::swap(graph_.outputs, b.graph_outputs);
+  std::swap(inputs_, b.inputs);
+  std::swap(input_grad_, b.input_grad);
+  std::swap(input_of_, b.input_of);
+  std::swap(storage_class_, b.storage_class);
+  std::swap(tracked_, b.tracked);
+  std::swap(saved_log_, b.saved_log);
+  std::swap(saved_by_, b.saved_by);
+  std::swap(random_attrs_, b.random_attrs);
 }
 
 Recording::~Recording() {
@@ -80,6 +123,22 @@ Recording::~Recording() {
   if (--tls_recordings_alive == 0) {
     set_value_read_hook(nullptr);
     set_tracer_alias_hook(nullptr);
+  }
+  if (owns_buffers_) {  // Note [Recording buffers]: given back empty, capacity kept
+    graph_.values.clear();
+    graph_.nodes.clear();
+    graph_.inputs.clear();
+    graph_.outputs.clear();
+    inputs_.clear();
+    input_grad_.clear();
+    input_of_.clear();
+    storage_class_.clear();
+    tracked_.clear();
+    saved_log_.clear();
+    saved_by_.clear();
+    random_attrs_.clear();
+    swap_buffers();
+    tls_buffers.in_use = false;
   }
 }
 
@@ -98,11 +157,16 @@ void Recording::reset() {
   // A fresh graph that keeps the buffers of the last one (the next graph is usually as big).
   std::vector<Value> values = std::move(graph_.values);
   std::vector<Node> nodes = std::move(graph_.nodes);
+  std::vector<int> ins = std::move(graph_.inputs), outs = std::move(graph_.outputs);
   graph_ = Graph();
   values.clear();
   nodes.clear();
+  ins.clear();
+  outs.clear();
   graph_.values = std::move(values);
   graph_.nodes = std::move(nodes);
+  graph_.inputs = std::move(ins);
+  graph_.outputs = std::move(outs);
   hash_ = Hasher();
   inputs_.clear();
   input_grad_.clear();
@@ -800,7 +864,9 @@ void Recording::flush() {
   std::vector<bool> requires_grad(num_values, false);
   // The tracers that require grad: a detach()ed alias shares its value (and storage) but
   // takes no grad_fn when made real.
-  std::unordered_set<const TensorImpl*> grad_impls;
+  // Sorted: a set would cost a node per tracer per call, and every tracer the deferred
+  // autograd holds is alive here.
+  std::vector<const TensorImpl*> grad_impls;
   // Note [Saved tracer versions]: a tensor eager's backward reads was written since; eager's
   // autograd (with its version checks) is kept for this graph.
   if (differentiable && saved_tracer_modified()) differentiable = false;
@@ -813,6 +879,7 @@ void Recording::flush() {
     // Drop the tracers' own autograd graph (the sink builds the backward) so
     // that what it saved does not count as alive; remember who required grad.
     std::vector<std::shared_ptr<TensorImpl>> live;
+    live.reserve(tracked_.size());
     for (const auto& w : tracked_)
       if (auto p = w.lock(); p && p->tracer_recording == id_) live.push_back(std::move(p));
     for (const auto& p : live) {
@@ -820,8 +887,9 @@ void Recording::flush() {
       if (!t.requires_grad()) continue;
       if (t.is_leaf()) differentiable = false;  // a leaf made inside the graph: keep eager's autograd
       requires_grad[p->tracer_value] = true;
-      grad_impls.insert(p.get());
+      grad_impls.push_back(p.get());
     }
+    std::sort(grad_impls.begin(), grad_impls.end());
     if (differentiable) {
       for (const auto& p : live)
         if (auto* m = autograd::autograd_meta_or_null(Tensor(p))) {
@@ -841,6 +909,7 @@ void Recording::flush() {
   // what was deferred now, before the saved tensors decide which tracers are alive.
   if (!differentiable && deferred_) deferred_->materialize();
   std::vector<std::shared_ptr<TensorImpl>> live;
+  live.reserve(tracked_.size());
   std::vector<int> out_index(num_values, -1);
   for (const auto& w : tracked_)
     if (auto p = w.lock(); p && p->tracer_recording == id_) {
@@ -931,8 +1000,9 @@ void Recording::flush() {
     p->sym_sizes.reset();
     p->refresh_metadata();
     if (result.bind_output) result.bind_output(static_cast<size_t>(k), Tensor(p));
-    if (grad_impls.count(p.get()) && eager_view_history(p)) continue;
-    if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0 && grad_impls.count(p.get())) {
+    const bool grad = std::binary_search(grad_impls.begin(), grad_impls.end(), p.get());
+    if (grad && eager_view_history(p)) continue;
+    if (result.grad_fn && !result.output_nr.empty() && result.output_nr[k] >= 0 && grad) {
       auto& m = autograd::autograd_meta(Tensor(p));
       m.grad_fn = result.grad_fn;
       m.output_nr = static_cast<uint32_t>(result.output_nr[k]);

@@ -289,6 +289,9 @@ class Recording final : public RecordLayer {
   bool premixed_ = false;  // replay() mixed this op and its inputs into the hash, then differed
   void start_replay();
   void stop_replay();  // copies the matched nodes into graph_
+  // Note [Recording buffers]: this recording holds the thread's spare containers.
+  bool owns_buffers_ = false;
+  void swap_buffers();
 };
 
 // Pauses recording on this thread (running a graph's kernels, eager fallbacks).
