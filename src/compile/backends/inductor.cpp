@@ -3,11 +3,16 @@
 // (src/compile/codegen/), compiled and cached (src/compile/jit/); extern calls
 // (matmul, conv, views, indexing, ...) run their eager kernels in between.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <unordered_map>
 
+#include "backend/cpu/loops.h"
 #include "compile/backends/backend.h"
+#include "compile/backends/memory_plan.h"
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/jit/cpp_jit.h"
 #include "compile/logs.h"
@@ -30,8 +35,15 @@ struct InductorGraph {
   std::vector<KernelFn> fns;
   std::vector<std::vector<int>> frees;   // per step: values whose last use it is
   std::shared_ptr<KernelCounts> counts;  // CompileStats::generated_kernel_runs, kernel_fallbacks
+  MemoryPlan plan;                       // Note [Memory planning]
+  bool debug_plan = false;               // KILN_DEBUG_MEMORY_PLAN=1: checks, and poisons dead regions
+  // Mode "reduce-overhead": one arena kept across calls, used by one call at a time (the
+  // others, running the graph concurrently, allocate their own).
+  bool keep_arena = false;
+  mutable std::shared_ptr<Storage> kept_arena;
+  mutable std::atomic<bool> kept_arena_busy{false};
 
-  explicit InductorGraph(const Graph& lowered) : g(lowered) {
+  InductorGraph(const Graph& lowered, bool reduce_overhead) : g(lowered), keep_arena(reduce_overhead) {
     schedule = lower::schedule(g);
     log(Log::Fusion, schedule.str(g));
     if (!schedule.kernels.empty()) {
@@ -72,6 +84,72 @@ struct InductorGraph {
     frees.resize(schedule.steps.size());
     for (size_t v = 0; v < last.size(); ++v)
       if (last[v] >= 0) frees[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+    // KILN_MEMORY_PLAN=0: every kernel store allocated on its own, as before planning (to
+    // compare, or to rule the plan out when hunting a wrong result).
+    const char* on = std::getenv("KILN_MEMORY_PLAN");
+    if (!on || std::strcmp(on, "0") != 0) {
+      plan = plan_memory(g, schedule);
+    } else {
+      plan.slot.assign(g.values.size(), -1);
+      plan.dies.resize(schedule.steps.size());
+    }
+    const char* dbg = std::getenv("KILN_DEBUG_MEMORY_PLAN");
+    debug_plan = dbg && *dbg && std::strcmp(dbg, "0") != 0;
+    if (debug_plan) check_memory_plan(plan);
+    log(Log::Fusion, plan.str(g));
+  }
+
+  // The storage a call's planned values live in: the kept one when this call may take it.
+  struct Arena {
+    std::shared_ptr<Storage> storage;
+    const InductorGraph* owner = nullptr;  // set while holding the kept arena
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena() {
+      if (owner) owner->kept_arena_busy.store(false, std::memory_order_release);
+    }
+    char* base() const { return static_cast<char*>(storage->data); }
+  };
+  void acquire(Arena& a) const {
+    if (plan.arena_bytes == 0) return;
+    if (keep_arena && !kept_arena_busy.exchange(true, std::memory_order_acquire)) {
+      a.owner = this;
+      // A tensor of an earlier call still in it (none should be: outputs never are) would
+      // see its values overwritten; such an arena is left to that tensor.
+      if (!kept_arena || kept_arena.use_count() != 1)
+        kept_arena = get_allocator(DeviceType::CPU)->allocate(plan.arena_bytes, kCPU);
+      a.storage = kept_arena;
+    } else {
+      a.storage = get_allocator(DeviceType::CPU)->allocate(plan.arena_bytes, kCPU);
+    }
+    if (debug_plan) std::memset(a.base(), 0xFF, plan.arena_bytes);
+  }
+
+  // Planned value `v` as a contiguous tensor over its region of the arena.
+  Tensor planned_tensor(const Arena& a, int v) const {
+    const PlannedValue& p = plan.values[static_cast<size_t>(plan.slot[static_cast<size_t>(v)])];
+    const TensorMeta& m = g.values[static_cast<size_t>(v)].meta;
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = a.storage;
+    impl->sizes = m.sizes;
+    impl->strides = contiguous_strides(m.sizes);
+    impl->storage_offset = static_cast<int64_t>(p.offset / itemsize(m.dtype));
+    impl->dtype = m.dtype;
+    impl->device = kCPU;
+    impl->refresh_metadata();
+    return Tensor(std::move(impl));
+  }
+
+  // An extern kernel's output that aliases the arena without being a planned view of it
+  // (Note [Memory planning]): a copy, so the region can be reused on schedule.
+  static Tensor copy_out(const Tensor& t) {
+    Tensor c = make_tensor_strided(t.sizes(), t.strides(), t.dtype(), t.device());
+    cpu::copy_cpu(c, t);
+    return c;
+  }
+  static bool in_arena(const Arena& a, const Tensor& t) {
+    return a.storage && t.defined() && t.has_storage() && t.unsafe_impl()->storage == a.storage;
   }
 
   // Whether t is the buffer kernel k was compiled for (dtype, device, sizes, strides).
@@ -88,7 +166,7 @@ struct InductorGraph {
   }
 
   void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state,
-                  size_t& random_index) const {
+                  size_t& random_index, const Arena& arena) const {
     const lower::LoopKernel& k = schedule.kernels[ki];
     bool ok = true;
     for (size_t l = 0; l < k.input_metas.size() && ok; ++l)
@@ -104,6 +182,11 @@ struct InductorGraph {
         std::vector<Tensor> outs = run_node(g, node, ins, random_state, random_index, {});
         for (size_t o = 0; o < outs.size(); ++o) vals[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
       }
+      // A member that returned its (planned) input may leave a stored value aliasing another's region.
+      for (const lower::Buffer& b : k.buffers) {
+        Tensor& t = vals[static_cast<size_t>(b.value)];
+        if (b.output && in_arena(arena, t)) t = copy_out(t);
+      }
       return;
     }
     std::vector<char*> bufs;
@@ -114,7 +197,9 @@ struct InductorGraph {
         continue;
       }
       const Value& v = g.values[static_cast<size_t>(b.value)];
-      Tensor t = make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
+      Tensor t = arena.storage && plan.slot[static_cast<size_t>(b.value)] >= 0
+                     ? planned_tensor(arena, b.value)
+                     : make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
       bufs.push_back(t.numel() ? t.unsafe_impl()->data() : nullptr);
       vals[static_cast<size_t>(b.value)] = std::move(t);
     }
@@ -128,6 +213,8 @@ struct InductorGraph {
     PauseRecording pause;
     NoGradGuard no_grad;
     const std::vector<int64_t>* random_state = current_random_state();
+    Arena arena;  // declared before vals: released after every tensor in it
+    acquire(arena);
     std::vector<Tensor> vals(g.values.size());
     for (size_t i = 0; i < inputs.size(); ++i) vals[static_cast<size_t>(g.inputs[i])] = inputs[i];
     size_t random_index = 0;
@@ -135,7 +222,7 @@ struct InductorGraph {
     for (size_t s = 0; s < schedule.steps.size(); ++s) {
       const lower::Step& st = schedule.steps[s];
       if (st.is_kernel) {
-        run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index);
+        run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index, arena);
       } else {
         const Node& n = g.nodes[static_cast<size_t>(st.index)];
         ins.clear();
@@ -143,16 +230,29 @@ struct InductorGraph {
         std::vector<Tensor> outs = run_node(g, n, ins, random_state, random_index, {});
         KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", op_info(n.op).name, " returned ", outs.size(),
                    " outputs, the graph has ", n.outputs.size());
-        for (size_t k = 0; k < outs.size(); ++k) vals[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
+        // A VIEW op's outputs alias the arena by plan (their roots live as long as they do);
+        // another op's output that does (it returned its input) is copied out.
+        const bool view = op_info(n.op).has(VIEW);
+        for (size_t k = 0; k < outs.size(); ++k) {
+          if (!view && in_arena(arena, outs[k])) outs[k] = copy_out(outs[k]);
+          vals[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
+        }
       }
       for (int v : frees[s]) vals[static_cast<size_t>(v)] = Tensor();
+      if (debug_plan && arena.storage)
+        for (int i : plan.dies[s]) {
+          const PlannedValue& p = plan.values[static_cast<size_t>(i)];
+          std::memset(arena.base() + p.offset, 0xFF, p.bytes);
+        }
     }
     std::vector<Tensor> out;
     out.reserve(g.outputs.size());
     std::unordered_map<int, int> seen;
     for (int v : g.outputs) {
       bool dup = !seen.emplace(v, 1).second;  // each output its own buffer, as in eager
-      out.push_back(dup ? vals[static_cast<size_t>(v)].clone() : vals[static_cast<size_t>(v)]);
+      const Tensor& t = vals[static_cast<size_t>(v)];
+      // Outputs are never planned; one in the arena anyway would be overwritten by the next call.
+      out.push_back(in_arena(arena, t) ? copy_out(t) : dup ? t.clone() : t);
     }
     return out;
   }
@@ -162,7 +262,8 @@ struct InductorGraph {
 
 Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
   std::shared_ptr<KernelCounts> counts = ctx.kernel_counts;
-  return aot_compile(g, ctx, /*decompose=*/true, [counts](const Graph& lowered) -> GraphFn {
+  const bool reduce_overhead = ctx.options.mode == "reduce-overhead";
+  return aot_compile(g, ctx, /*decompose=*/true, [counts, reduce_overhead](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
     // Inductor emits CPU code only: a graph with values on another device (CUDA) runs its prims
     // on that device's eager kernels, as aot_eager would, and every run counts as a fallback.
@@ -175,7 +276,7 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
         return run_interpreted(*g, inputs, current_random_state());
       };
     }
-    auto ig = std::make_shared<InductorGraph>(lowered);
+    auto ig = std::make_shared<InductorGraph>(lowered, reduce_overhead);
     ig->counts = counts;
     return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
   });
