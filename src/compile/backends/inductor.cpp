@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -42,6 +43,10 @@ struct InductorGraph {
   bool keep_arena = false;
   mutable std::shared_ptr<Storage> kept_arena;
   mutable std::atomic<bool> kept_arena_busy{false};
+  // The steps from the first planned store through the last planned death: a call holds its
+  // arena only then, so that the memory the externs allocate around them (the forward's start,
+  // the optimizer's end of a training step) is not added to it.
+  int arena_first = INT_MAX, arena_last = -1;
 
   InductorGraph(const Graph& lowered, bool reduce_overhead) : g(lowered), keep_arena(reduce_overhead) {
     schedule = lower::schedule(g);
@@ -96,6 +101,10 @@ struct InductorGraph {
     const char* dbg = std::getenv("KILN_DEBUG_MEMORY_PLAN");
     debug_plan = dbg && *dbg && std::strcmp(dbg, "0") != 0;
     if (debug_plan) check_memory_plan(plan);
+    for (const PlannedValue& p : plan.values) {
+      arena_first = std::min(arena_first, p.first);
+      arena_last = std::max(arena_last, p.last);
+    }
     log(Log::Fusion, plan.str(g));
   }
 
@@ -110,6 +119,11 @@ struct InductorGraph {
       if (owner) owner->kept_arena_busy.store(false, std::memory_order_release);
     }
     char* base() const { return static_cast<char*>(storage->data); }
+    // After the last planned death nothing is placed in it any more: a fresh arena is freed
+    // once the tensors in it are (the kept one stays with its graph).
+    void release() {
+      if (!owner) storage.reset();
+    }
   };
   void acquire(Arena& a) const {
     if (plan.arena_bytes == 0) return;
@@ -214,13 +228,13 @@ struct InductorGraph {
     NoGradGuard no_grad;
     const std::vector<int64_t>* random_state = current_random_state();
     Arena arena;  // declared before vals: released after every tensor in it
-    acquire(arena);
     std::vector<Tensor> vals(g.values.size());
     for (size_t i = 0; i < inputs.size(); ++i) vals[static_cast<size_t>(g.inputs[i])] = inputs[i];
     size_t random_index = 0;
     std::vector<Tensor> ins;
     for (size_t s = 0; s < schedule.steps.size(); ++s) {
       const lower::Step& st = schedule.steps[s];
+      if (static_cast<int>(s) == arena_first) acquire(arena);
       if (st.is_kernel) {
         run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index, arena);
       } else {
@@ -244,6 +258,7 @@ struct InductorGraph {
           const PlannedValue& p = plan.values[static_cast<size_t>(i)];
           std::memset(arena.base() + p.offset, 0xFF, p.bytes);
         }
+      if (static_cast<int>(s) == arena_last) arena.release();
     }
     std::vector<Tensor> out;
     out.reserve(g.outputs.size());
