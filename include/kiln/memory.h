@@ -9,8 +9,8 @@
 
 namespace kiln {
 
-size_t memory_allocated(Device device = kCPU);      // bytes held by live tensors
-size_t max_memory_allocated(Device device = kCPU);  // peak of memory_allocated since the last reset
+size_t memory_allocated(Device device = kCPU);       // bytes held by live tensors
+size_t max_memory_allocated(Device device = kCPU);   // peak of memory_allocated since the last reset
 void reset_peak_memory_stats(Device device = kCPU);  // the peak becomes the current memory_allocated
 
 }  // namespace kiln

@@ -130,7 +130,8 @@ void expect_plan_covers_uses(const compiler::Graph& g) {
     }
     for (int v : reads) {
       if (v < 0 || owner[static_cast<size_t>(v)] < 0) continue;
-      const PlannedValue& p = plan.values[static_cast<size_t>(plan.slot[static_cast<size_t>(owner[static_cast<size_t>(v)])])];
+      const PlannedValue& p =
+          plan.values[static_cast<size_t>(plan.slot[static_cast<size_t>(owner[static_cast<size_t>(v)])])];
       EXPECT_TRUE(p.first <= static_cast<int>(st) && static_cast<int>(st) <= p.last)
           << "%" << v << " (stored in %" << p.value << "'s region, steps " << p.first << ".." << p.last
           << ") read at step " << st;

@@ -2,7 +2,6 @@
 // memory statistics] in src/backend/cpu/backend.cpp): large (cached) and small blocks alike.
 #include <gtest/gtest.h>
 
-
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/memory.h"
@@ -37,8 +36,7 @@ TEST(MemoryStats, CpuCountsLiveTensorsAndTheirPeak) {
 }
 
 TEST(MemoryStats, OtherDevicesAreClearErrors) {
-  testing::expect_error([] { (void)memory_allocated(Device("meta")); },
-                        {"memory_allocated", "cpu and cuda", "meta"});
+  testing::expect_error([] { (void)memory_allocated(Device("meta")); }, {"memory_allocated", "cpu and cuda", "meta"});
   if (!cuda::is_available()) {
     // Without a GPU the CUDA statistics say why, as kiln::cuda's do.
     EXPECT_THROW((void)max_memory_allocated(Device("cuda")), Error);

@@ -175,8 +175,8 @@ int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& 
     for (const std::string& p : phases) rows.push_back(n + ":" + p);
   auto header = [] {
     std::printf("\n%-13s %-6s %10s %11s %8s %8s %8s %8s %8s %8s %8s %5s %6s %6s\n", "model", "phase", "eager_ms",
-                "compiled_ms", "ro_ms", "speedup", "eager_mb", "comp_mb", "cold_s", "warm_s", "first_s", "acc", "graphs",
-                "breaks");
+                "compiled_ms", "ro_ms", "speedup", "eager_mb", "comp_mb", "cold_s", "warm_s", "first_s", "acc",
+                "graphs", "breaks");
   };
   auto row = [](const nlohmann::json& r) {
     const std::string name = r["model"], phase = r.value("phase", "?");
@@ -187,7 +187,8 @@ int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& 
     std::printf("%-13s %-6s %10.2f %11.2f %8.2f %8.3f %8.1f %8.1f %8.2f %8.2f %8.2f %5s %6d %6d\n", name.c_str(),
                 phase.c_str(), r["eager_ms"].get<double>(), r["compiled_ms"].get<double>(),
                 r["reduce_overhead_ms"].get<double>(), r["speedup"].get<double>(), r["peak_mb_eager"].get<double>(),
-                r["peak_mb_compiled"].get<double>(), r["compile_cold_s"].get<double>(), r["compile_warm_s"].get<double>(), r["first_step_s"].get<double>(),
+                r["peak_mb_compiled"].get<double>(), r["compile_cold_s"].get<double>(),
+                r["compile_warm_s"].get<double>(), r["first_step_s"].get<double>(),
                 r["accuracy_pass"].get<bool>() ? "ok" : "FAIL", r["graphs"].get<int>(), r["breaks"].get<int>());
   };
   return run_model_table(

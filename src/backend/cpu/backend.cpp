@@ -197,7 +197,8 @@ void check_memory_device(Device d, const char* what) {
 
 size_t memory_allocated(Device device) {
   check_memory_device(device, "memory_allocated");
-  return device.is_cpu() ? cpu::g_stats.allocated.load(std::memory_order_relaxed) : cuda::memory_allocated(device.index);
+  return device.is_cpu() ? cpu::g_stats.allocated.load(std::memory_order_relaxed)
+                         : cuda::memory_allocated(device.index);
 }
 size_t max_memory_allocated(Device device) {
   check_memory_device(device, "max_memory_allocated");

@@ -179,8 +179,8 @@ struct InductorGraph {
     return true;
   }
 
-  void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state,
-                  size_t& random_index, const Arena& arena) const {
+  void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state, size_t& random_index,
+                  const Arena& arena) const {
     const lower::LoopKernel& k = schedule.kernels[ki];
     bool ok = true;
     for (size_t l = 0; l < k.input_metas.size() && ok; ++l)

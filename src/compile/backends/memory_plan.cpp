@@ -133,14 +133,14 @@ void check_memory_plan(const MemoryPlan& plan) {
   for (size_t i = 0; i < plan.values.size(); ++i) {
     const PlannedValue& a = plan.values[i];
     KILN_CHECK(a.first <= a.last && a.offset % kAlign == 0 && a.offset + a.bytes <= plan.arena_bytes,
-               "internal: memory plan: %", a.value, " (", a.bytes, " bytes at ", a.offset, ", steps ", a.first,
-               "..", a.last, ") does not fit an arena of ", plan.arena_bytes, " bytes");
+               "internal: memory plan: %", a.value, " (", a.bytes, " bytes at ", a.offset, ", steps ", a.first, "..",
+               a.last, ") does not fit an arena of ", plan.arena_bytes, " bytes");
     for (size_t j = i + 1; j < plan.values.size(); ++j) {
       const PlannedValue& b = plan.values[j];
       const bool bytes_meet = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
       KILN_CHECK(!(meet(a, b) && bytes_meet), "internal: memory plan: %", a.value, " (bytes ", a.offset, "..",
-                 a.offset + a.bytes, ", steps ", a.first, "..", a.last, ") and %", b.value, " (bytes ", b.offset,
-                 "..", b.offset + b.bytes, ", steps ", b.first, "..", b.last, ") are live together in the same bytes");
+                 a.offset + a.bytes, ", steps ", a.first, "..", a.last, ") and %", b.value, " (bytes ", b.offset, "..",
+                 b.offset + b.bytes, ", steps ", b.first, "..", b.last, ") are live together in the same bytes");
     }
   }
 }
