@@ -1,4 +1,6 @@
 // The CPU backend: 64-byte aligned allocation and copies.
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -11,9 +13,30 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/loops.h"
 #include "dispatch/dispatch.h"
+#include "kiln/cuda.h"
+#include "kiln/memory.h"
 
 namespace kiln::cpu {
 namespace {
+
+// Note [CPU memory statistics]: the bytes the CPU allocator has handed to live tensors (each
+// block counted at its rounded size, as the CUDA caching allocator counts its blocks) and their
+// peak since the last reset, for kiln::memory_allocated / max_memory_allocated. Every
+// allocation and free updates them, so they are relaxed atomics: no lock, no ordering with
+// anything else; the peak may briefly trail a racing allocation, which a statistic may do.
+struct CpuMemoryStats {
+  std::atomic<size_t> allocated{0};
+  std::atomic<size_t> peak{0};
+  void add(size_t n) {
+    const size_t now = allocated.fetch_add(n, std::memory_order_relaxed) + n;
+    size_t p = peak.load(std::memory_order_relaxed);
+    while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+  }
+  void sub(size_t n) { allocated.fetch_sub(n, std::memory_order_relaxed); }
+};
+// Never destroyed, as the allocator below: storages freed during static destruction update it.
+CpuMemoryStats& g_stats = *new CpuMemoryStats;
 
 // For allocate_shared: puts `bytes` more (64-byte aligned) after the
 // Storage's control block and reports where they start.
@@ -30,9 +53,13 @@ struct TrailingBytes {
     void* p = std::aligned_alloc(64, head + bytes);
     if (!p) throw std::bad_alloc();
     *data = static_cast<char*>(p) + head;
+    g_stats.add(bytes);
     return static_cast<T*>(p);
   }
-  void deallocate(T* p, size_t) { std::free(p); }
+  void deallocate(T* p, size_t) {
+    g_stats.sub(bytes);
+    std::free(p);
+  }
   template <class U>
   bool operator==(const TrailingBytes<U>& o) const {
     return data == o.data;
@@ -67,7 +94,11 @@ class CpuAllocator : public Allocator {
     if (!p) p = std::aligned_alloc(64, rounded);
     KILN_CHECK(p, "CPU allocator: not enough memory: you tried to allocate ", nbytes, " bytes (", rounded,
                " rounded up)");
-    return std::make_shared<Storage>(p, nbytes, device, [this, rounded](void* q) { give_back(q, rounded); });
+    g_stats.add(rounded);
+    return std::make_shared<Storage>(p, nbytes, device, [this, rounded](void* q) {
+      g_stats.sub(rounded);
+      give_back(q, rounded);
+    });
   }
 
  private:
@@ -155,3 +186,31 @@ Tensor cast_to(const Tensor& x, DType t) {
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+namespace {
+void check_memory_device(Device d, const char* what) {
+  KILN_CHECK(d.is_cpu() || d.is_cuda(), what, ": memory statistics exist for cpu and cuda devices, not ", d.str());
+}
+}  // namespace
+
+size_t memory_allocated(Device device) {
+  check_memory_device(device, "memory_allocated");
+  return device.is_cpu() ? cpu::g_stats.allocated.load(std::memory_order_relaxed)
+                         : cuda::memory_allocated(device.index);
+}
+size_t max_memory_allocated(Device device) {
+  check_memory_device(device, "max_memory_allocated");
+  return device.is_cpu() ? cpu::g_stats.peak.load(std::memory_order_relaxed) : cuda::max_memory_allocated(device.index);
+}
+void reset_peak_memory_stats(Device device) {
+  check_memory_device(device, "reset_peak_memory_stats");
+  if (device.is_cpu()) {
+    cpu::g_stats.peak.store(cpu::g_stats.allocated.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  } else {
+    cuda::reset_peak_memory_stats(device.index);
+  }
+}
+
+}  // namespace kiln

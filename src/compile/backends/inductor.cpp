@@ -3,15 +3,20 @@
 // (src/compile/codegen/), compiled and cached (src/compile/jit/); extern calls
 // (matmul, conv, views, indexing, ...) run their eager kernels in between.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <thread>
 #include <unordered_map>
 
+#include "backend/cpu/loops.h"
 #include "compile/backends/autotune.h"
 #include "compile/backends/backend.h"
+#include "compile/backends/memory_plan.h"
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/jit/cpp_jit.h"
 #include "compile/logs.h"
@@ -44,7 +49,20 @@ struct InductorGraph {
   std::vector<std::string> tune_keys;
   std::unique_ptr<std::atomic<int>[]> tuned_threads;
 
-  InductorGraph(const Graph& lowered, bool max_autotune) : g(lowered), autotune(max_autotune) {
+  MemoryPlan plan;                       // Note [Memory planning]
+  bool debug_plan = false;               // KILN_DEBUG_MEMORY_PLAN=1: checks, and poisons dead regions
+  // Mode "reduce-overhead": one arena kept across calls, used by one call at a time (the
+  // others, running the graph concurrently, allocate their own).
+  bool keep_arena = false;
+  mutable std::shared_ptr<Storage> kept_arena;
+  mutable std::atomic<bool> kept_arena_busy{false};
+  // The steps from the first planned store through the last planned death: a call holds its
+  // arena only then, so that the memory the externs allocate around them (the forward's start,
+  // the optimizer's end of a training step) is not added to it.
+  int arena_first = INT_MAX, arena_last = -1;
+
+  InductorGraph(const Graph& lowered, bool max_autotune, bool reduce_overhead)
+      : g(lowered), autotune(max_autotune), keep_arena(reduce_overhead) {
     schedule = lower::schedule(g);
     log(Log::Fusion, schedule.str(g));
     if (!schedule.kernels.empty()) {
@@ -120,6 +138,85 @@ struct InductorGraph {
     frees.resize(schedule.steps.size());
     for (size_t v = 0; v < last.size(); ++v)
       if (last[v] >= 0) frees[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+    // The plan is made in mode "reduce-overhead", where its arena is kept across calls (no
+    // allocation per kernel store), or with KILN_MEMORY_PLAN=1; KILN_MEMORY_PLAN=0 turns it off
+    // everywhere. Not by default: one arena held over the planned span raised the peak of
+    // steps whose extern kernels peak while few planned values live (mlp's whole step: 66 MB
+    // planned, 54 MB not, eager 31 MB; docs/compile.md).
+    const char* on = std::getenv("KILN_MEMORY_PLAN");
+    const bool plan_on = on && *on ? std::strcmp(on, "0") != 0 : keep_arena;
+    if (plan_on) {
+      plan = plan_memory(g, schedule);
+    } else {
+      plan.slot.assign(g.values.size(), -1);
+      plan.dies.resize(schedule.steps.size());
+    }
+    const char* dbg = std::getenv("KILN_DEBUG_MEMORY_PLAN");
+    debug_plan = dbg && *dbg && std::strcmp(dbg, "0") != 0;
+    if (debug_plan) check_memory_plan(plan);
+    for (const PlannedValue& p : plan.values) {
+      arena_first = std::min(arena_first, p.first);
+      arena_last = std::max(arena_last, p.last);
+    }
+    log(Log::Fusion, plan.str(g));
+  }
+
+  // The storage a call's planned values live in: the kept one when this call may take it.
+  struct Arena {
+    std::shared_ptr<Storage> storage;
+    const InductorGraph* owner = nullptr;  // set while holding the kept arena
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena() {
+      if (owner) owner->kept_arena_busy.store(false, std::memory_order_release);
+    }
+    char* base() const { return static_cast<char*>(storage->data); }
+    // After the last planned death nothing is placed in it any more: a fresh arena is freed
+    // once the tensors in it are (the kept one stays with its graph).
+    void release() {
+      if (!owner) storage.reset();
+    }
+  };
+  void acquire(Arena& a) const {
+    if (plan.arena_bytes == 0) return;
+    if (keep_arena && !kept_arena_busy.exchange(true, std::memory_order_acquire)) {
+      a.owner = this;
+      // A tensor of an earlier call still in it (none should be: outputs never are) would
+      // see its values overwritten; such an arena is left to that tensor.
+      if (!kept_arena || kept_arena.use_count() != 1)
+        kept_arena = get_allocator(DeviceType::CPU)->allocate(plan.arena_bytes, kCPU);
+      a.storage = kept_arena;
+    } else {
+      a.storage = get_allocator(DeviceType::CPU)->allocate(plan.arena_bytes, kCPU);
+    }
+    if (debug_plan) std::memset(a.base(), 0xFF, plan.arena_bytes);
+  }
+
+  // Planned value `v` as a contiguous tensor over its region of the arena.
+  Tensor planned_tensor(const Arena& a, int v) const {
+    const PlannedValue& p = plan.values[static_cast<size_t>(plan.slot[static_cast<size_t>(v)])];
+    const TensorMeta& m = g.values[static_cast<size_t>(v)].meta;
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = a.storage;
+    impl->sizes = m.sizes;
+    impl->strides = contiguous_strides(m.sizes);
+    impl->storage_offset = static_cast<int64_t>(p.offset / itemsize(m.dtype));
+    impl->dtype = m.dtype;
+    impl->device = kCPU;
+    impl->refresh_metadata();
+    return Tensor(std::move(impl));
+  }
+
+  // An extern kernel's output that aliases the arena without being a planned view of it
+  // (Note [Memory planning]): a copy, so the region can be reused on schedule.
+  static Tensor copy_out(const Tensor& t) {
+    Tensor c = make_tensor_strided(t.sizes(), t.strides(), t.dtype(), t.device());
+    cpu::copy_cpu(c, t);
+    return c;
+  }
+  static bool in_arena(const Arena& a, const Tensor& t) {
+    return a.storage && t.defined() && t.has_storage() && t.unsafe_impl()->storage == a.storage;
   }
 
   // Whether t is the buffer kernel k was compiled for (dtype, device, sizes, strides).
@@ -135,8 +232,8 @@ struct InductorGraph {
     return true;
   }
 
-  void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state,
-                  size_t& random_index) const {
+  void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state, size_t& random_index,
+                  const Arena& arena) const {
     const lower::LoopKernel& k = schedule.kernels[ki];
     bool ok = true;
     for (size_t l = 0; l < k.input_metas.size() && ok; ++l)
@@ -152,6 +249,11 @@ struct InductorGraph {
         std::vector<Tensor> outs = run_node(g, node, ins, random_state, random_index, {});
         for (size_t o = 0; o < outs.size(); ++o) vals[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
       }
+      // A member that returned its (planned) input may leave a stored value aliasing another's region.
+      for (const lower::Buffer& b : k.buffers) {
+        Tensor& t = vals[static_cast<size_t>(b.value)];
+        if (b.output && in_arena(arena, t)) t = copy_out(t);
+      }
       return;
     }
     std::vector<char*> bufs;
@@ -162,7 +264,9 @@ struct InductorGraph {
         continue;
       }
       const Value& v = g.values[static_cast<size_t>(b.value)];
-      Tensor t = make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
+      Tensor t = arena.storage && plan.slot[static_cast<size_t>(b.value)] >= 0
+                     ? planned_tensor(arena, b.value)
+                     : make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
       bufs.push_back(t.numel() ? t.unsafe_impl()->data() : nullptr);
       vals[static_cast<size_t>(b.value)] = std::move(t);
     }
@@ -184,14 +288,16 @@ struct InductorGraph {
     PauseRecording pause;
     NoGradGuard no_grad;
     const std::vector<int64_t>* random_state = current_random_state();
+    Arena arena;  // declared before vals: released after every tensor in it
     std::vector<Tensor> vals(g.values.size());
     for (size_t i = 0; i < inputs.size(); ++i) vals[static_cast<size_t>(g.inputs[i])] = inputs[i];
     size_t random_index = 0;
     std::vector<Tensor> ins;
     for (size_t s = 0; s < schedule.steps.size(); ++s) {
       const lower::Step& st = schedule.steps[s];
+      if (static_cast<int>(s) == arena_first) acquire(arena);
       if (st.is_kernel) {
-        run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index);
+        run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index, arena);
       } else {
         const Node& n = g.nodes[static_cast<size_t>(st.index)];
         ins.clear();
@@ -199,16 +305,30 @@ struct InductorGraph {
         std::vector<Tensor> outs = run_node(g, n, ins, random_state, random_index, {});
         KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", op_info(n.op).name, " returned ", outs.size(),
                    " outputs, the graph has ", n.outputs.size());
-        for (size_t k = 0; k < outs.size(); ++k) vals[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
+        // A VIEW op's outputs alias the arena by plan (their roots live as long as they do);
+        // another op's output that does (it returned its input) is copied out.
+        const bool view = op_info(n.op).has(VIEW);
+        for (size_t k = 0; k < outs.size(); ++k) {
+          if (!view && in_arena(arena, outs[k])) outs[k] = copy_out(outs[k]);
+          vals[static_cast<size_t>(n.outputs[k])] = std::move(outs[k]);
+        }
       }
       for (int v : frees[s]) vals[static_cast<size_t>(v)] = Tensor();
+      if (debug_plan && arena.storage)
+        for (int i : plan.dies[s]) {
+          const PlannedValue& p = plan.values[static_cast<size_t>(i)];
+          std::memset(arena.base() + p.offset, 0xFF, p.bytes);
+        }
+      if (static_cast<int>(s) == arena_last) arena.release();
     }
     std::vector<Tensor> out;
     out.reserve(g.outputs.size());
     std::unordered_map<int, int> seen;
     for (int v : g.outputs) {
       bool dup = !seen.emplace(v, 1).second;  // each output its own buffer, as in eager
-      out.push_back(dup ? vals[static_cast<size_t>(v)].clone() : vals[static_cast<size_t>(v)]);
+      const Tensor& t = vals[static_cast<size_t>(v)];
+      // Outputs are never planned; one in the arena anyway would be overwritten by the next call.
+      out.push_back(in_arena(arena, t) ? copy_out(t) : dup ? t.clone() : t);
     }
     return out;
   }
@@ -242,7 +362,9 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
   std::shared_ptr<KernelCounts> counts = ctx.kernel_counts;
   const bool background = ctx.options.background;
   const bool max_autotune = ctx.options.mode == "max-autotune";
-  return aot_compile(g, ctx, /*decompose=*/true, [counts, background, max_autotune](const Graph& lowered) -> GraphFn {
+  const bool reduce_overhead = ctx.options.mode == "reduce-overhead";
+  return aot_compile(g, ctx, /*decompose=*/true,
+                     [counts, background, max_autotune, reduce_overhead](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
     // Inductor emits CPU code only: a graph with values on another device (CUDA) runs its prims
     // on that device's eager kernels, as aot_eager would, and every run counts as a fallback.
@@ -256,17 +378,17 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
       };
     }
     if (!background) {
-      auto ig = std::make_shared<InductorGraph>(lowered, max_autotune);
+      auto ig = std::make_shared<InductorGraph>(lowered, max_autotune, reduce_overhead);
       ig->counts = counts;
       return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
     }
     auto holder = std::make_shared<BuildThread>();
     auto build = holder->build = std::make_shared<BackgroundBuild>();
     build->g = std::make_shared<const Graph>(lowered);
-    holder->thread = std::thread([build, counts, max_autotune] {
+    holder->thread = std::thread([build, counts, max_autotune, reduce_overhead] {
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        auto ig = std::make_shared<InductorGraph>(*build->g, max_autotune);
+        auto ig = std::make_shared<InductorGraph>(*build->g, max_autotune, reduce_overhead);
         ig->counts = counts;
         build->ig = std::move(ig);
       } catch (...) {
