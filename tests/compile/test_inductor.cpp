@@ -17,6 +17,7 @@
 #include "dispatch/dispatch.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
+#include "kiln/optim.h"
 #include "kiln/parallel.h"
 #include "tests/unit/expect_error.h"
 
@@ -552,6 +553,38 @@ TEST_F(Inductor, MaxAutotuneTimesThreadCountsAndKeepsThem) {
     ++choices;
   }
   EXPECT_EQ(choices, 1) << "one choice per kernel (the exp and the row sums share one loop)";
+}
+
+// Note [Writing into inputs]: a compiled training step stores the new parameters and AdamW's
+// moments into their own buffers; over several steps the losses, parameters and moments stay
+// eager's, and the parameters stay the same tensors.
+TEST_F(Inductor, WholeTrainingStepWritesParametersInPlaceLikeEager) {
+  manual_seed(3);
+  nn::Linear a1(16, 32), a2(32, 4);
+  manual_seed(3);
+  nn::Linear b1(16, 32), b2(32, 4);
+  std::vector<Tensor> pa = {a1.weight, a1.bias, a2.weight, a2.bias}, pb = {b1.weight, b1.bias, b2.weight, b2.bias};
+  std::vector<const void*> where;
+  for (const Tensor& t : pa) where.push_back(t.data_ptr());
+  optim::AdamW oa(pa, {.lr = 1e-2}), ob(pb, {.lr = 1e-2});
+  Tensor x = randn({8, 16}), y = randint(0, 4, {8});
+  auto step = [&](nn::Linear& l1, nn::Linear& l2, optim::AdamW& o) {
+    Tensor loss = cross_entropy(l2.forward(relu(l1.forward(x))), y);
+    o.zero_grad(true);
+    loss.backward();
+    o.step();
+    return loss;
+  };
+  auto fast = compile([&] { return step(a1, a2, oa); }, {.backend = "inductor", .background = false});
+  for (int i = 0; i < 4; ++i) {
+    Tensor la = fast(), lb = step(b1, b2, ob);
+    expect_close(la, lb, 1e-5, "loss");
+  }
+  for (size_t i = 0; i < pa.size(); ++i) {
+    expect_close(pa[i], pb[i], 1e-5, "parameter");
+    EXPECT_EQ(pa[i].data_ptr(), where[i]) << "parameter " << i << " is not the tensor it was";
+  }
+  EXPECT_GT(fast.stats().generated_kernel_runs, 0);
 }
 
 // Note [Background compilation]: calls run the graph with eager kernels while its code compiles,

@@ -218,6 +218,10 @@ void write_back(const std::vector<Tensor>& inputs, const std::vector<int>& write
     // the write) has a stride-0 dim, along which its new value repeats one storage element:
     // the write-back writes each storage element once, as eager did.
     Tensor dst = inputs[writeback[w]], src = outs[first + w];
+    // The backend stored the new value into the input's own elements (Note [Writing into inputs]).
+    if (src.is_same(dst) || (src.has_storage() && dst.has_storage() && src.unsafe_impl()->data() == dst.unsafe_impl()->data() &&
+                             src.sizes() == dst.sizes() && src.strides() == dst.strides() && src.dtype() == dst.dtype()))
+      continue;
     Shape sizes(dst.sizes());
     bool expanded = false;
     for (size_t d = 0; d < sizes.size(); ++d)
@@ -344,6 +348,10 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     ctx.stats.saved_bytes.push_back(0);
     ctx.stats.saveall_bytes.push_back(0);
     if (ctx.stats.aot_graphs.size() < 64) ctx.stats.aot_graphs.push_back(text);
+    if (!f.writeback.empty()) {
+      g.write_targets.assign(g.outputs.size(), -1);
+      for (size_t w = 0; w < f.writeback.size(); ++w) g.write_targets[n_out + w] = f.writeback[w];
+    }
     GraphFn run = lower(g);
     std::vector<int> writeback = f.writeback;
     std::vector<SyntheticBase> bases = f.bases;

@@ -159,6 +159,84 @@ struct InductorGraph {
       arena_last = std::max(arena_last, p.last);
     }
     log(Log::Fusion, plan.str(g));
+    plan_writes_into_inputs();
+  }
+
+  // Note [Writing into inputs]
+  // A kernel that stores an output the caller writes back into a graph input (a compiled
+  // training step's parameters and optimizer moments) stores it into that input's own buffer
+  // when nothing can read the input's old value afterwards: no later step reads the input or a
+  // view of it, the kernel itself reads it only at the element it writes, and neither it nor a
+  // view of it is a graph output. The write-back then finds the value in place (aot.cpp) and
+  // copies nothing: one pass over each parameter instead of a pass, a copy and a new buffer. At
+  // run time the input must also be contiguous as the kernel writes it and share its storage
+  // with no other input; otherwise the value gets a buffer of its own as before.
+  std::vector<int> inplace_input;  // per value: the graph-input position its store goes to, or -1
+
+  void plan_writes_into_inputs() {
+    inplace_input.assign(g.values.size(), -1);
+    if (g.write_targets.empty()) return;
+    const int nsteps = static_cast<int>(schedule.steps.size());
+    std::vector<int> last_read(g.values.size(), -1), kernel_step(schedule.kernels.size(), -1);
+    for (int s = 0; s < nsteps; ++s) {
+      const lower::Step& st = schedule.steps[static_cast<size_t>(s)];
+      if (st.is_kernel) {
+        kernel_step[static_cast<size_t>(st.index)] = s;
+        for (const lower::Buffer& b : schedule.kernels[static_cast<size_t>(st.index)].buffers)
+          if (!b.output) last_read[static_cast<size_t>(b.value)] = s;
+      } else {
+        for (int v : g.nodes[static_cast<size_t>(st.index)].inputs)
+          if (v >= 0) last_read[static_cast<size_t>(v)] = s;
+      }
+    }
+    for (int v : g.outputs) last_read[static_cast<size_t>(v)] = nsteps;  // read by the caller
+    // Each value's graph input, where it is one or a view of one (transitively).
+    std::vector<int> root(g.values.size(), -1);
+    for (size_t i = 0; i < g.inputs.size(); ++i) root[static_cast<size_t>(g.inputs[i])] = static_cast<int>(i);
+    for (const Node& n : g.nodes)
+      if (op_info(n.op).has(VIEW) && !n.inputs.empty() && n.inputs[0] >= 0 && root[static_cast<size_t>(n.inputs[0])] >= 0)
+        for (int o : n.outputs) root[static_cast<size_t>(o)] = root[static_cast<size_t>(n.inputs[0])];
+    std::vector<int> family_last(g.inputs.size(), -1), targeted(g.inputs.size(), 0), output_count(g.values.size(), 0);
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (root[v] >= 0) family_last[static_cast<size_t>(root[v])] = std::max(family_last[static_cast<size_t>(root[v])], last_read[v]);
+    for (int t : g.write_targets)
+      if (t >= 0) ++targeted[static_cast<size_t>(t)];
+    for (int v : g.outputs) ++output_count[static_cast<size_t>(v)];
+    for (size_t o = 0; o < g.write_targets.size() && o < g.outputs.size(); ++o) {
+      const int j = g.write_targets[o], v = g.outputs[o];
+      if (j < 0 || targeted[static_cast<size_t>(j)] != 1 || output_count[static_cast<size_t>(v)] != 1) continue;
+      // The kernel storing v, and the index it stores at.
+      for (size_t ki = 0; ki < schedule.kernels.size(); ++ki) {
+        const lower::LoopKernel& k = schedule.kernels[ki];
+        const lower::Store* store = nullptr;
+        for (const lower::Store& st : k.stores)
+          if (k.buffers[static_cast<size_t>(st.buffer)].value == v) store = &st;
+        if (!store) continue;
+        bool ok = family_last[static_cast<size_t>(j)] <= kernel_step[ki];
+        for (size_t b = 0; b < k.buffers.size() && ok; ++b) {
+          if (k.buffers[b].output || root[static_cast<size_t>(k.buffers[b].value)] != j) continue;
+          ok = k.buffers[b].value == g.inputs[static_cast<size_t>(j)];  // not through a view of it
+          for (const lower::Expr& e : k.exprs)
+            if (e.kind == lower::ExprKind::Load && e.buffer == static_cast<int>(b)) ok = ok && e.index == store->index;
+        }
+        if (ok) inplace_input[static_cast<size_t>(v)] = j;
+        break;
+      }
+    }
+  }
+
+  // Whether input tensor `dst` can receive value v in place: v's dtype and sizes, contiguous, and
+  // no other graph input on its storage.
+  bool can_store_into(const Tensor& dst, const Value& v, const std::vector<Tensor>& vals, int j) const {
+    if (!dst.defined() || !dst.has_storage() || dst.numel() == 0 || dst.dtype() != v.meta.dtype) return false;
+    if (!(dst.sizes() == IntArrayRef(v.meta.sizes)) || !dst.is_contiguous()) return false;
+    const Storage* mine = dst.unsafe_impl()->storage.get();
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      if (static_cast<int>(i) == j) continue;
+      const Tensor& t = vals[static_cast<size_t>(g.inputs[i])];
+      if (t.defined() && t.has_storage() && t.unsafe_impl()->storage.get() == mine) return false;
+    }
+    return true;
   }
 
   // The storage a call's planned values live in: the kept one when this call may take it.
@@ -258,12 +336,22 @@ struct InductorGraph {
     }
     std::vector<char*> bufs;
     bufs.reserve(k.buffers.size());
+    bool in_place = false;  // a store into an input (Note [Writing into inputs]): the kernel runs once
     for (const lower::Buffer& b : k.buffers) {
       if (!b.output) {
         bufs.push_back(vals[static_cast<size_t>(b.value)].unsafe_impl()->data());
         continue;
       }
       const Value& v = g.values[static_cast<size_t>(b.value)];
+      if (const int j = inplace_input[static_cast<size_t>(b.value)]; j >= 0) {
+        const Tensor& dst = vals[static_cast<size_t>(g.inputs[static_cast<size_t>(j)])];
+        if (can_store_into(dst, v, vals, j)) {
+          bufs.push_back(dst.unsafe_impl()->data());
+          vals[static_cast<size_t>(b.value)] = dst;
+          in_place = true;
+          continue;
+        }
+      }
       Tensor t = arena.storage && plan.slot[static_cast<size_t>(b.value)] >= 0
                      ? planned_tensor(arena, b.value)
                      : make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
@@ -271,7 +359,7 @@ struct InductorGraph {
       vals[static_cast<size_t>(b.value)] = std::move(t);
     }
     int threads = k.numel() >= codegen::kParallelGrain ? get_num_threads() : 1;
-    if (autotune && get_num_threads() > 1) {
+    if (autotune && get_num_threads() > 1 && !in_place) {
       threads = tuned_threads[ki].load(std::memory_order_relaxed);
       if (threads == 0) {
         threads = autotune::pick_threads(tune_keys[ki], {1, get_num_threads()},

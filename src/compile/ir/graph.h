@@ -48,6 +48,11 @@ struct Graph {
   // state passed at run time it draws from (Note [Random state as input]).
   // Empty: the graph's own RANDOM nodes in order (a captured graph).
   std::vector<int> random_source;
+  // Per output, the graph input whose buffer receives it after the graph runs (the caller's
+  // write-back of a mutated input, Note [Writing into inputs]), -1 for none; empty: none at all.
+  // A backend may store such an output into that input directly where nothing reads the
+  // input's old value afterwards.
+  std::vector<int> write_targets;
   // Note [Dynamic shapes]: the expressions that symbolic attrs (Attrs::symbolic_values) and
   // Value::sym refer to, and where each symbol comes from. Empty for a static graph; node
   // attrs' values() are then the only attrs, else they are this call's values of the expressions.
