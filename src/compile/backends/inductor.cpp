@@ -13,7 +13,6 @@
 #include <thread>
 #include <unordered_map>
 
-#include "backend/cpu/loops.h"
 #include "compile/backends/autotune.h"
 #include "compile/backends/backend.h"
 #include "compile/backends/memory_plan.h"
@@ -22,6 +21,7 @@
 #include "compile/logs.h"
 #include "compile/lower/schedule.h"
 #include "core/parallel.h"
+#include "dispatch/dispatch.h"
 #include "core/tensor_impl.h"
 #include "kiln/autograd.h"
 
@@ -290,7 +290,7 @@ struct InductorGraph {
   // (Note [Memory planning]): a copy, so the region can be reused on schedule.
   static Tensor copy_out(const Tensor& t) {
     Tensor c = make_tensor_strided(t.sizes(), t.strides(), t.dtype(), t.device());
-    cpu::copy_cpu(c, t);
+    copy_into(c, t);
     return c;
   }
   static bool in_arena(const Arena& a, const Tensor& t) {
