@@ -149,6 +149,32 @@ TEST(FuzzFound, EagerRebasesViewsAfterWrites) {
   EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>({4, 4, 4}));
 }
 
+// seed 392 (this session's inductor change): var_mean of x, then a write into x. The kernel of
+// var_mean's passes (mean, then variance: Note [Reduction phases]) also computed the write's new
+// value and stored it into x in its first pass (Note [Writing into inputs]); the variance's pass
+// then read the new x. Only a one-pass kernel stores into an input now.
+TEST(FuzzFound, WriteIntoAnInputThatAMultiPassKernelReads) {
+  for (const char* b : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto body = [](const Tensors& in) {
+      Tensor x = in[0];
+      auto [v, m] = var_mean(x, {-1}, 1, true);
+      x.masked_fill_(x > 0, 0);
+      return Tensors{v, m};
+    };
+    auto f = compile(body, backend(b));
+    manual_seed(7);
+    Tensor x0 = randn({3, 4, 5}).to(kBFloat16);
+    for (int i = 0; i < 2; ++i) {
+      Tensor xc = x0.clone(), xe = x0.clone();
+      Tensors got = f(Tensors{xc}), want = body(Tensors{xe});
+      for (size_t k = 0; k < got.size(); ++k)
+        EXPECT_TRUE(allclose(got[k].to(kFloat32), want[k].to(kFloat32), 1e-2, 1e-2)) << "output " << k;
+      EXPECT_TRUE(allclose(xc.to(kFloat32), xe.to(kFloat32), 0, 0)) << "the write into x";
+    }
+  }
+}
+
 // symbols_after_data_dependent: on the second call the graph before nonzero (empty: dropped)
 // made symbols for m's dims, and the graph after it, which takes the same index, took m's symbol
 // for y's equal size ("expand: the expanded size of the tensor (0) must match ..."): symbols of

@@ -167,7 +167,7 @@ struct InductorGraph {
   // training step's parameters and optimizer moments) stores it into that input's own buffer
   // when nothing can read the input's old value afterwards: no later step reads the input or a
   // view of it, the kernel itself reads it only at the element it writes, and neither it nor a
-  // view of it is a graph output. The write-back then finds the value in place (aot.cpp) and
+  // view of it is a graph output, and the kernel makes one pass. The write-back then finds the value in place (aot.cpp) and
   // copies nothing: one pass over each parameter instead of a pass, a copy and a new buffer. At
   // run time the input must also be contiguous as the kernel writes it and share its storage
   // with no other input; otherwise the value gets a buffer of its own as before.
@@ -212,7 +212,9 @@ struct InductorGraph {
         for (const lower::Store& st : k.stores)
           if (k.buffers[static_cast<size_t>(st.buffer)].value == v) store = &st;
         if (!store) continue;
-        bool ok = family_last[static_cast<size_t>(j)] <= kernel_step[ki];
+        // One pass: a kernel of several passes (Note [Reduction phases]) may read the input again
+        // in a pass after the one that stores (var_mean of x, then a write into x).
+        bool ok = family_last[static_cast<size_t>(j)] <= kernel_step[ki] && k.num_phases() == 1;
         for (size_t b = 0; b < k.buffers.size() && ok; ++b) {
           if (k.buffers[b].output || root[static_cast<size_t>(k.buffers[b].value)] != j) continue;
           ok = k.buffers[b].value == g.inputs[static_cast<size_t>(j)];  // not through a view of it
