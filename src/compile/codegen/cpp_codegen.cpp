@@ -127,9 +127,14 @@ class KernelEmitter {
           << (buf.output ? "" : "const ") << t << "*>(bufs[" << b << "]);\n";
     }
     // Values that vary along no dim (0-d scalars and what is computed from them): once.
-    std::vector<bool> top(k_.exprs.size(), false);
-    for (size_t e = 0; e < k_.exprs.size(); ++e)
-      top[e] = invariant_[e] && k_.exprs[e].kind != ExprKind::Reduce && !depends_on_reduce(static_cast<int>(e));
+    // One pass in definition order (arguments come first): whether each depends on a reduction.
+    std::vector<bool> top(k_.exprs.size(), false), after_reduce(k_.exprs.size(), false);
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const Expr& x = k_.exprs[e];
+      after_reduce[e] = x.kind == ExprKind::Reduce;
+      for (int a : x.args) after_reduce[e] = after_reduce[e] || after_reduce[static_cast<size_t>(a)];
+      top[e] = invariant_[e] && !after_reduce[e];
+    }
     emit_exprs(top, "  ", {});
     hoisted_ = top;
     if (!has_reduce_) {
@@ -166,14 +171,6 @@ class KernelEmitter {
     }
     if (ix.offset) s += (s.empty() ? "" : " + ") + num(ix.offset);
     return s.empty() ? "0" : s;
-  }
-
-  bool depends_on_reduce(int e) const {
-    const Expr& x = k_.exprs[static_cast<size_t>(e)];
-    if (x.kind == ExprKind::Reduce) return true;
-    for (int a : x.args)
-      if (depends_on_reduce(a)) return true;
-    return false;
   }
 
   std::string name(int e) const {

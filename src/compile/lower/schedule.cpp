@@ -71,9 +71,7 @@ bool is_reduction(const Graph& g, const Node& n) {
 struct Group {
   Shape shape;
   std::vector<bool> mask;  // reduced dims of `shape`; empty while the group has no reduction
-  bool keepdim = false;
   std::vector<int> nodes;
-  std::vector<int> reduction_outputs;
 };
 
 std::vector<bool> reduce_mask(const Graph& g, const Node& n) {
@@ -350,7 +348,6 @@ Schedule schedule(const Graph& g) {
   std::vector<Group> groups;
   std::vector<int>& node_group = place.node_group;
   std::vector<int> value_group(nv, -1);
-  std::vector<bool> reduction_value(nv, false);
   int open = -1;
   std::vector<Step> steps;  // kernel steps hold group indices until kernels are built
   // KILN_LOGS=fusion says why each kernel ended where it did.
@@ -363,9 +360,9 @@ Schedule schedule(const Graph& g) {
     }
     open = -1;
   };
-  auto reads = [&](const Node& n, int gi, bool reductions_only) {
+  auto reads = [&](const Node& n, int gi) {
     for (int v : n.inputs)
-      if (v >= 0 && value_group[static_cast<size_t>(v)] == gi && (!reductions_only || reduction_value[static_cast<size_t>(v)]))
+      if (v >= 0 && value_group[static_cast<size_t>(v)] == gi)
         return true;
     return false;
   };
@@ -401,7 +398,7 @@ Schedule schedule(const Graph& g) {
                                        (!groups[static_cast<size_t>(open)].mask.empty() && kept_shape(open) == shape));
       if (!fits) {
         close(std::string(op_info(n.op).name) + " over " + shape_str(shape) + ", another shape");
-        groups.push_back({shape, {}, false, {}, {}});
+        groups.push_back({shape, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
       join(open, ni, pulls);
@@ -414,14 +411,13 @@ Schedule schedule(const Graph& g) {
       if (!fits) {
         const bool same_shape = open >= 0 && groups[static_cast<size_t>(open)].shape == shape;
         close(std::string(op_info(n.op).name) + (same_shape ? " over other dims" : " of " + shape_str(shape) + ", another shape"));
-        groups.push_back({shape, {}, false, {}, {}});
+        groups.push_back({shape, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
       groups[static_cast<size_t>(open)].mask = mask;
       join(open, ni, pulls);
-      reduction_value[static_cast<size_t>(n.outputs[0])] = true;
     } else {
-      if (open >= 0 && reads(n, open, false))
+      if (open >= 0 && reads(n, open))
         close(std::string("extern ") + op_info(n.op).name + " reads it");
       else if (open >= 0 && op_info(n.op).has(MUTATES))
         close(std::string("extern ") + op_info(n.op).name + " writes");
