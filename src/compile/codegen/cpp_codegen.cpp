@@ -4,6 +4,7 @@
 #include <functional>
 #include <sstream>
 
+#include "compile/codegen/loop_emitter.h"
 #include "compile/codegen/pointwise_ops.h"
 
 namespace kiln::compiler::codegen {
@@ -42,78 +43,9 @@ constexpr int64_t kTile = 256;  // column form: accumulators per tile
 constexpr int kMaxThreads = 256;
 constexpr int64_t kBlock = 4096;  // floating sums: elements per block accumulator
 
-struct Reducer {
-  std::string acc_type, init, result;
-  std::string step(const std::string& a, const std::string& x) const { return step_fn(a, x); }
-  std::string combine(const std::string& a, const std::string& p) const { return combine_fn(a, p); }
-  std::function<std::string(const std::string&, const std::string&)> step_fn, combine_fn;
-};
-
-Reducer reducer(const Expr& e) {
-  const std::string ot = cpp_type(e.dtype), at = cpp_type(e.acc);
-  Reducer r;
-  r.acc_type = e.acc == DType::Int64 && (e.reduce == ReduceOp::Sum || e.reduce == ReduceOp::Prod) ? "uint64_t" : at;
-  if (e.reduce == ReduceOp::Sum || e.reduce == ReduceOp::Prod) {
-    const bool sum = e.reduce == ReduceOp::Sum;
-    const std::string op = sum ? " += " : " *= ";
-    r.init = sum ? "0" : "1";
-    if (is_floating_point(e.dtype)) {
-      // torch casts the input to the result dtype first.
-      r.step_fn = [op, ot, at](const std::string& a, const std::string& x) {
-        return a + op + "kiln::convert<" + at + ">(kiln::convert<" + ot + ">(" + x + "));";
-      };
-      r.result = "kiln::convert<" + ot + ">(@)";
-    } else {
-      // Integers wrap (two's complement) without signed overflow.
-      r.step_fn = [op, ot](const std::string& a, const std::string& x) {
-        return a + op + "static_cast<uint64_t>(static_cast<int64_t>(kiln::convert<" + ot + ">(" + x + ")));";
-      };
-      r.result = "kiln::convert<" + ot + ">(static_cast<int64_t>(@))";
-    }
-    r.combine_fn = [op](const std::string& a, const std::string& p) { return a + op + p + ";"; };
-    return r;
-  }
-  const bool max = e.reduce == ReduceOp::Max;
-  const bool fp = is_floating_point(e.acc);
-  if (fp)
-    r.init = max ? "-std::numeric_limits<" + at + ">::infinity()" : "std::numeric_limits<" + at + ">::infinity()";
-  else
-    r.init = max ? "std::numeric_limits<" + at + ">::lowest()" : "std::numeric_limits<" + at + ">::max()";
-  // A NaN sticks: once a is NaN no comparison is true, and a NaN v always wins.
-  auto pick = [max, fp, at](const std::string& a, const std::string& v) {
-    return "{ const " + at + " v_ = " + v + "; if (v_ " + (max ? ">" : "<") + " " + a + (fp ? " || v_ != v_" : "") +
-           ") " + a + " = v_; }";
-  };
-  r.step_fn = [pick, at](const std::string& a, const std::string& x) {
-    return pick(a, "kiln::convert<" + at + ">(" + x + ")");
-  };
-  r.combine_fn = pick;
-  r.result = "kiln::convert<" + ot + ">(@)";
-  return r;
-}
-
-std::string result_of(const Reducer& r, const std::string& acc) {
-  std::string s = r.result;
-  s.replace(s.find('@'), 1, acc);
-  return s;
-}
-
-class KernelEmitter {
+class KernelEmitter : LoopEmitter {
  public:
-  KernelEmitter(std::ostringstream& out, const LoopKernel& k) : out_(out), os_(body_), k_(k), varies_(k.varies()) {
-    const size_t rank = k.sizes.size();
-    for (size_t d = 0; d < rank; ++d) vars_.push_back("i" + std::to_string(d));
-    for (const Expr& e : k.exprs) has_reduce_ = has_reduce_ || e.kind == ExprKind::Reduce;
-    for (size_t e = 0; e < k.exprs.size(); ++e) {
-      bool any = false, along_reduced = false;
-      for (size_t d = 0; d < rank; ++d) {
-        any = any || varies_[e][d];
-        along_reduced = along_reduced || (varies_[e][d] && k.reduced[d]);
-      }
-      invariant_.push_back(!any);
-      along_reduced_.push_back(along_reduced);
-    }
-  }
+  KernelEmitter(std::ostringstream& out, const LoopKernel& k) : LoopEmitter(k), out_(out) {}
 
   // Prints the kernel's function; returns its parameters (Note [Kernel parameters]).
   std::vector<int64_t> emit(const std::string& symbol) {
@@ -127,14 +59,7 @@ class KernelEmitter {
           << (buf.output ? "" : "const ") << t << "*>(bufs[" << b << "]);\n";
     }
     // Values that vary along no dim (0-d scalars and what is computed from them): once.
-    // One pass in definition order (arguments come first): whether each depends on a reduction.
-    std::vector<bool> top(k_.exprs.size(), false), after_reduce(k_.exprs.size(), false);
-    for (size_t e = 0; e < k_.exprs.size(); ++e) {
-      const Expr& x = k_.exprs[e];
-      after_reduce[e] = x.kind == ExprKind::Reduce;
-      for (int a : x.args) after_reduce[e] = after_reduce[e] || after_reduce[static_cast<size_t>(a)];
-      top[e] = invariant_[e] && !after_reduce[e];
-    }
+    const std::vector<bool> top = hoistable();
     emit_exprs(top, "  ", {});
     hoisted_ = top;
     if (!has_reduce_) {
@@ -152,66 +77,6 @@ class KernelEmitter {
   }
 
  private:
-  // Note [Kernel parameters]: a size, a stride (other than 0 and 1) or an offset is read from the
-  // kernel's parameter array, not written into the source, so the source depends on the
-  // kernel's structure alone and a graph at another batch size finds its library in the cache.
-  std::string num(int64_t v) {
-    if (v == 0 || v == 1) return std::to_string(v);
-    params_.push_back(v);
-    return "P" + std::to_string(params_.size() - 1);
-  }
-
-  std::string index_expr(const lower::Index& ix) {
-    std::string s;
-    for (size_t d = 0; d < ix.coeffs.size(); ++d) {
-      const int64_t c = ix.coeffs[d];
-      if (c == 0) continue;
-      if (!s.empty()) s += " + ";
-      s += c == 1 ? vars_[d] : vars_[d] + " * " + num(c);
-    }
-    if (ix.offset) s += (s.empty() ? "" : " + ") + num(ix.offset);
-    return s.empty() ? "0" : s;
-  }
-
-  std::string name(int e) const {
-    const Expr& x = k_.exprs[static_cast<size_t>(e)];
-    return (x.kind == ExprKind::Reduce ? "r" : "v") + std::to_string(e);
-  }
-
-  // Declares each expression in `which` (not a Reduce, not hoisted) in definition order.
-  void emit_exprs(const std::vector<bool>& which, const std::string& ind, const std::vector<bool>& skip) {
-    for (size_t e = 0; e < k_.exprs.size(); ++e) {
-      if (!which[e] || (!skip.empty() && skip[e])) continue;
-      const Expr& x = k_.exprs[e];
-      const std::string t = cpp_type(x.dtype);
-      if (x.kind == ExprKind::Load) {
-        os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = " << bufname_[static_cast<size_t>(x.buffer)]
-            << "[" << index_expr(x.index) << "];\n";
-      } else if (x.kind == ExprKind::Pointwise) {
-        std::vector<std::string> args;
-        for (int a : x.args) args.push_back(name(a));
-        os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = " << pointwise_call(x, args) << ";\n";
-      }
-    }
-  }
-
-  // The non-Reduce expressions `roots` need (roots included), stopping at Reduce values (read
-  // as finalized variables) and hoisted ones.
-  std::vector<bool> closure(const std::vector<int>& roots) const {
-    std::vector<bool> need(k_.exprs.size(), false);
-    std::vector<int> stack(roots);
-    while (!stack.empty()) {
-      const int e = stack.back();
-      stack.pop_back();
-      if (need[static_cast<size_t>(e)] || hoisted_[static_cast<size_t>(e)]) continue;
-      const Expr& x = k_.exprs[static_cast<size_t>(e)];
-      if (x.kind == ExprKind::Reduce) continue;
-      need[static_cast<size_t>(e)] = true;
-      for (int a : x.args) stack.push_back(a);
-    }
-    return need;
-  }
-
   void open_loop(size_t d, std::string& ind) {
     os_ << ind << "for (int64_t " << vars_[d] << " = 0; " << vars_[d] << " < " << num(k_.sizes[d]) << "; ++" << vars_[d]
         << ") {\n";
@@ -220,14 +85,6 @@ class KernelEmitter {
   void close_loop(std::string& ind) {
     ind.resize(ind.size() - 2);
     os_ << ind << "}\n";
-  }
-
-  void emit_stores(const std::vector<int>& stores, const std::string& ind) {
-    for (int s : stores) {
-      const lower::Store& st = k_.stores[static_cast<size_t>(s)];
-      os_ << ind << bufname_[static_cast<size_t>(st.buffer)] << "[" << index_expr(st.index)
-          << "] = " << name(st.expr) << ";\n";
-    }
   }
 
   void emit_pointwise_form() {
@@ -256,31 +113,6 @@ class KernelEmitter {
     for (size_t d = 0; d < rank; ++d) close_loop(ind);
   }
 
-  // Stores by where they run: in the pass of phase p (values varying along reduced dims), or
-  // after every pass (reductions' results and per-point values).
-  void split_stores(std::vector<std::vector<int>>& in_phase, std::vector<int>& after) const {
-    in_phase.assign(static_cast<size_t>(k_.num_phases()), {});
-    for (size_t s = 0; s < k_.stores.size(); ++s) {
-      const int e = k_.stores[s].expr;
-      const Expr& x = k_.exprs[static_cast<size_t>(e)];
-      // A value constant along the reduced dims may still be stored at every point of them (an
-      // output broadcast from an expanded input): its index decides, not its value.
-      bool along = along_reduced_[static_cast<size_t>(e)];
-      for (size_t d = 0; d < k_.sizes.size(); ++d) along = along || (k_.reduced[d] && k_.stores[s].index.coeffs[d] != 0);
-      if (x.kind != ExprKind::Reduce && along)
-        in_phase[static_cast<size_t>(x.phase)].push_back(static_cast<int>(s));
-      else
-        after.push_back(static_cast<int>(s));
-    }
-  }
-
-  std::vector<int> reduces_of_phase(int p) const {
-    std::vector<int> r;
-    for (size_t e = 0; e < k_.exprs.size(); ++e)
-      if (k_.exprs[e].kind == ExprKind::Reduce && k_.exprs[e].phase == p) r.push_back(static_cast<int>(e));
-    return r;
-  }
-
   std::string simd_clause(const std::vector<int>& reds, const std::string& suffix) const {
     std::string s;
     for (int e : reds) {
@@ -295,23 +127,13 @@ class KernelEmitter {
   // reductions' steps and the stores (at the current loop depth, every reduced loop open).
   void emit_pass_body(const std::vector<int>& reds, const std::vector<int>& stores, const std::string& ind,
                       const std::string& acc_suffix, const std::vector<bool>& done) {
-    std::vector<int> roots;
-    for (int e : reds) roots.push_back(k_.exprs[static_cast<size_t>(e)].args[0]);
-    for (int s : stores) roots.push_back(k_.stores[static_cast<size_t>(s)].expr);
-    emit_exprs(closure(roots), ind, done);
+    emit_exprs(closure(pass_roots(reds, stores)), ind, done);
     for (int e : reds) {
       const Expr& x = k_.exprs[static_cast<size_t>(e)];
       const Reducer r = reducer(x);
       os_ << ind << r.step(acc_prefix_ + std::to_string(e) + acc_suffix, name(x.args[0])) << "\n";
     }
     emit_stores(stores, ind);
-  }
-
-  // Per-point expressions (constant along the reduced dims) that roots need, before a pass.
-  std::vector<bool> per_point(const std::vector<int>& roots) const {
-    std::vector<bool> need = closure(roots);
-    for (size_t e = 0; e < need.size(); ++e) need[e] = need[e] && !along_reduced_[e];
-    return need;
   }
 
   // Opens the innermost reduced loop, dim d over [lo, hi). Floating sums over a long extent run
@@ -382,10 +204,7 @@ class KernelEmitter {
       }
       os_ << ind << "{\n";
       std::string inner = ind + "  ";
-      std::vector<int> roots;
-      for (int e : reds) roots.push_back(k_.exprs[static_cast<size_t>(e)].args[0]);
-      for (int s : in_phase[static_cast<size_t>(p)]) roots.push_back(k_.stores[static_cast<size_t>(s)].expr);
-      const std::vector<bool> pre = per_point(roots);
+      const std::vector<bool> pre = per_point(pass_roots(reds, in_phase[static_cast<size_t>(p)]));
       emit_exprs(pre, inner, {});
       bool blocked = false;
       // A pass that only stores runs as `omp simd` when each iteration of the innermost loop
@@ -410,7 +229,7 @@ class KernelEmitter {
       for (int e : reds) {
         const Expr& x = k_.exprs[static_cast<size_t>(e)];
         const Reducer r = reducer(x);
-        os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << result_of(r, "acc" + std::to_string(e))
+        os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << r.result("acc" + std::to_string(e))
             << ";\n";
       }
     }
@@ -422,10 +241,8 @@ class KernelEmitter {
   // along the reduced dims (reduced loop variables are 0 there: their coefficients are 0).
   void emit_after(const std::vector<int>& after, const std::string& ind) {
     if (after.empty()) return;
-    std::vector<int> roots;
-    for (int s : after) roots.push_back(k_.stores[static_cast<size_t>(s)].expr);
     os_ << ind << "{\n";
-    emit_exprs(closure(roots), ind + "  ", {});
+    emit_exprs(closure(pass_roots({}, after)), ind + "  ", {});
     emit_stores(after, ind + "  ");
     os_ << ind << "}\n";
   }
@@ -481,7 +298,7 @@ class KernelEmitter {
       os_ << ind << r.acc_type << " acc" << e << " = " << r.init << ";\n";
       os_ << ind << "for (int t = 0; t < nt; ++t) " << r.combine("acc" + std::to_string(e), "part" + std::to_string(e) + "[t]")
           << "\n";
-      os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << result_of(r, "acc" + std::to_string(e))
+      os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << r.result("acc" + std::to_string(e))
           << ";\n";
     }
     for (size_t d = 0; d < rank; ++d) os_ << ind << "const int64_t " << vars_[d] << " = 0; (void)" << vars_[d] << ";\n";
@@ -529,7 +346,7 @@ class KernelEmitter {
       const Expr& x = k_.exprs[static_cast<size_t>(e)];
       const Reducer r = reducer(x);
       os_ << inner << "const " << cpp_type(x.dtype) << " " << name(e) << " = "
-          << result_of(r, "acc" + std::to_string(e) + "[ic]") << ";\n";
+          << r.result("acc" + std::to_string(e) + "[ic]") << ";\n";
     }
     emit_after(after, inner);
     os_ << ind << "}\n";
@@ -539,14 +356,6 @@ class KernelEmitter {
   }
 
   std::ostringstream& out_;
-  std::ostringstream body_;  // the function's body, before its parameters are known
-  std::ostringstream& os_;
-  const LoopKernel& k_;
-  std::vector<int64_t> params_;
-  std::vector<std::vector<bool>> varies_;
-  std::vector<std::string> vars_, bufname_;
-  std::vector<bool> invariant_, along_reduced_, hoisted_;
-  bool has_reduce_ = false;
   std::string acc_prefix_ = "acc";
   bool stores_distinct_ = false;  // "bacc" inside a blocked sum (open_inner_reduced)
 };
