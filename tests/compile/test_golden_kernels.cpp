@@ -10,28 +10,19 @@
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "tests/compile/golden_file.h"
+#include "tests/compile/schedules.h"
 
 namespace kiln {
 namespace {
 
 // The schedules of every graph `fn` lowers to (forward, and backward when x requires grad).
 std::string kernels_of(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {
-  static std::string text;
-  text.clear();
-  register_backend(
-      "golden_kernels",
-      [](compiler::GraphView gv, compiler::GraphFn eager) {
-        const compiler::Graph& g = gv.graph();
-        compiler::lower::Schedule s = compiler::lower::schedule(g);
-        text += "# schedule\n" + s.str(g) + "# loop IR\n";
-        for (const compiler::lower::LoopKernel& k : s.kernels) text += k.str();
-        text += "# C++\n" + compiler::codegen::generate_cpp(s, 0, s.kernels.size());
-        return eager;
-      },
-      true);
-  auto f = compile(fn, {.backend = "golden_kernels"});
-  Tensor y = f(x);
-  if (x.requires_grad()) y.sum().backward();
+  std::string text;
+  for (const testing::ScheduledGraph& sg : testing::schedules_of(fn, x)) {
+    text += "# schedule\n" + sg.schedule.str(sg.graph) + "# loop IR\n";
+    for (const compiler::lower::LoopKernel& k : sg.schedule.kernels) text += k.str();
+    text += "# C++\n" + compiler::codegen::generate_cpp(sg.schedule, 0, sg.schedule.kernels.size());
+  }
   return text;
 }
 

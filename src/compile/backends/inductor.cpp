@@ -1,7 +1,8 @@
-// Backend "inductor" on the CPU: the AOT pipeline's pure prim graphs, scheduled
-// into fused loop kernels (src/compile/lower/), generated as C++/OpenMP
-// (src/compile/codegen/), compiled and cached (src/compile/jit/); extern calls
-// (matmul, conv, views, indexing, ...) run their eager kernels in between.
+// Backend "inductor": the AOT pipeline's pure prim graphs, scheduled into fused
+// loop kernels (src/compile/lower/), generated as C++/OpenMP for CPU tensors and
+// as CUDA for CUDA tensors (src/compile/codegen/), compiled and cached
+// (src/compile/jit/); extern calls (matmul, conv, views, indexing, ...) run their
+// eager kernels in between.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -17,13 +20,16 @@
 #include "compile/backends/backend.h"
 #include "compile/backends/memory_plan.h"
 #include "compile/codegen/cpp_codegen.h"
+#include "compile/codegen/cuda_codegen.h"
 #include "compile/jit/cpp_jit.h"
+#include "compile/jit/cuda_jit.h"
 #include "compile/logs.h"
 #include "compile/lower/schedule.h"
 #include "core/parallel.h"
 #include "dispatch/dispatch.h"
 #include "core/tensor_impl.h"
 #include "kiln/autograd.h"
+#include "kiln/cuda.h"
 
 namespace kiln::compiler {
 
@@ -38,7 +44,16 @@ struct InductorGraph {
   Graph g;
   lower::Schedule schedule;
   std::vector<std::shared_ptr<const jit::Library>> libraries;  // keep the kernels loaded
+  std::vector<std::shared_ptr<const jit::CudaModule>> modules;
+  // Per kernel, where it runs (Note [Kernel devices]) and its function: fns (CPU) or
+  // cuda_fns (a cudaKernel_t).
+  enum class Where : uint8_t { Cpu, Cuda, Eager };
+  std::vector<Where> where;
+  std::vector<std::vector<bool>> by_value;  // CUDA kernels: inputs passed by value (CPU 0-d)
   std::vector<KernelFn> fns;
+  std::vector<void*> cuda_fns;
+  std::vector<codegen::CudaLaunch> launches;
+  int cuda_device = -1;
   std::vector<std::vector<int64_t>> params;  // per kernel (Note [Kernel parameters])
   size_t unique_functions = 0;               // the distinct functions they call (Note [Shared kernel code])
   std::vector<std::vector<int>> frees;   // per step: values whose last use it is
@@ -65,59 +80,9 @@ struct InductorGraph {
       : g(lowered), autotune(max_autotune), keep_arena(reduce_overhead) {
     schedule = lower::schedule(g);
     log(Log::Fusion, schedule.str(g));
-    if (!schedule.kernels.empty()) {
-      // Note [Shared kernel code]: kernels of one structure (the same blocks of a network at other
-      // widths, forward and backward alike) print the same function, named by a hash of its text:
-      // each is compiled once, and each kernel calls its function with its own parameters.
-      const size_t nk = schedule.kernels.size();
-      std::vector<std::string> texts, symbols;
-      std::unordered_map<std::string, size_t> unique;
-      std::vector<size_t> function_of(nk);
-      params.resize(nk);
-      for (size_t i = 0; i < nk; ++i) {
-        std::string text = codegen::generate_kernel(schedule.kernels[i], kPlaceholder, &params[i]);
-        auto [it, fresh] = unique.emplace(text, texts.size());
-        if (fresh) {
-          char name[32];
-          std::snprintf(name, sizeof name, "kiln_k%016llx",
-                        static_cast<unsigned long long>(std::hash<std::string>{}(text)));
-          symbols.push_back(name);
-          text.replace(text.find(kPlaceholder), std::strlen(kPlaceholder), name);
-          texts.push_back(std::move(text));
-        }
-        function_of[i] = it->second;
-      }
-      // Parts of at least kKernelsPerPart functions, one per core at most, compiled side by side.
-      constexpr size_t kKernelsPerPart = 12;
-      const size_t nf = texts.size();
-      const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-      const size_t parts = std::max<size_t>(1, std::min(cores, nf / kKernelsPerPart));
-      std::vector<std::string> sources;
-      std::vector<size_t> part_of(nf);
-      for (size_t p = 0; p < parts; ++p) {
-        std::string src = codegen::source_prelude();
-        for (size_t f = nf * p / parts; f < nf * (p + 1) / parts; ++f) {
-          src += texts[f];
-          part_of[f] = p;
-        }
-        log(Log::Code, src);
-        sources.push_back(std::move(src));
-      }
-      libraries = jit::compile_cpp(sources);
-      for (size_t i = 0; i < nk; ++i) {
-        const size_t f = function_of[i];
-        fns.push_back(reinterpret_cast<KernelFn>(libraries[part_of[f]]->symbol(symbols[f])));
-      }
-      unique_functions = nf;
-      log(Log::Fusion, std::to_string(nk) + " kernels call " + std::to_string(nf) + " distinct functions\n");
-      if (autotune) {
-        tuned_threads.reset(new std::atomic<int>[nk]);
-        for (size_t i = 0; i < nk; ++i) {
-          tune_keys.push_back(autotune::kernel_key(symbols[function_of[i]], 0, params[i], get_num_threads()));
-          tuned_threads[i].store(0, std::memory_order_relaxed);
-        }
-      }
-    }
+    place_kernels();
+    build_cpu_kernels();
+    build_cuda_kernels();
     // The step after which each value is dead (graph outputs never are).
     std::vector<int> last(g.values.size(), -1);
     for (size_t s = 0; s < schedule.steps.size(); ++s) {
@@ -144,7 +109,9 @@ struct InductorGraph {
     // steps whose extern kernels peak while few planned values live (mlp's whole step: 66 MB
     // planned, 54 MB not, eager 31 MB; docs/compile.md).
     const char* on = std::getenv("KILN_MEMORY_PLAN");
-    const bool plan_on = on && *on ? std::strcmp(on, "0") != 0 : keep_arena;
+    // The arena is host memory: graphs with CUDA kernels are not planned (their outputs come
+    // from the CUDA caching allocator, which reuses blocks on its own).
+    const bool plan_on = cuda_device < 0 && (on && *on ? std::strcmp(on, "0") != 0 : keep_arena);
     if (plan_on) {
       plan = plan_memory(g, schedule);
     } else {
@@ -160,6 +127,159 @@ struct InductorGraph {
     }
     log(Log::Fusion, plan.str(g));
     plan_writes_into_inputs();
+  }
+
+  // Note [Kernel devices]
+  // A kernel runs where its outputs live: generated C++ when they are on the CPU, generated
+  // CUDA when they are on a GPU. A CUDA kernel reads buffers on its own device and CPU 0-d
+  // tensors (a scalar the graph holds on the host: a step count, a learning rate), which
+  // are passed by value in the launch; any other mix (buffers on two GPUs) runs the kernel's
+  // nodes with eager kernels, as a buffer laid out otherwise than compiled does.
+  void place_kernels() {
+    const size_t nk = schedule.kernels.size();
+    where.assign(nk, Where::Eager);
+    by_value.assign(nk, {});
+    for (size_t i = 0; i < nk; ++i) {
+      const lower::LoopKernel& k = schedule.kernels[i];
+      std::optional<Device> dev;
+      bool ok = true;
+      for (const lower::Buffer& b : k.buffers) {
+        if (!b.output) continue;
+        const Device d = g.values[static_cast<size_t>(b.value)].meta.device;
+        ok = ok && (!dev || *dev == d);
+        dev = d;
+      }
+      if (!ok || !dev) continue;
+      std::vector<bool> bv(k.buffers.size(), false);
+      for (size_t j = 0; j < k.buffers.size() && ok; ++j) {
+        const lower::Buffer& b = k.buffers[j];
+        if (b.output) continue;
+        const TensorMeta& m = g.values[static_cast<size_t>(b.value)].meta;
+        if (m.device == *dev) continue;
+        bv[j] = dev->is_cuda() && m.device.is_cpu() && m.sizes.empty();
+        ok = bv[j];
+      }
+      if (!ok) continue;
+      if (dev->is_cpu()) {
+        where[i] = Where::Cpu;
+      } else if (dev->is_cuda() && (cuda_device < 0 || cuda_device == dev->index)) {
+        where[i] = Where::Cuda;
+        cuda_device = dev->index;
+        by_value[i] = std::move(bv);
+      }
+    }
+  }
+
+  // Note [Shared kernel code]: kernels of one structure (the same blocks of a network at other
+  // widths, forward and backward alike) print the same function, named by a hash of its text:
+  // each is compiled once, and each kernel calls its function with its own parameters. Returns
+  // per kernel of `which` its function's index in *texts and *symbols.
+  std::vector<size_t> unique_functions_of(const std::vector<size_t>& which,
+                                          const std::function<std::string(size_t, std::vector<int64_t>*)>& generate,
+                                          std::vector<std::string>* texts, std::vector<std::string>* symbols) {
+    std::unordered_map<std::string, size_t> unique;
+    std::vector<size_t> function_of;
+    for (size_t i : which) {
+      std::string text = generate(i, &params[i]);
+      auto [it, fresh] = unique.emplace(text, texts->size());
+      if (fresh) {
+        char name[32];
+        std::snprintf(name, sizeof name, "kiln_k%016llx",
+                      static_cast<unsigned long long>(std::hash<std::string>{}(text)));
+        symbols->push_back(name);
+        text.replace(text.find(kPlaceholder), std::strlen(kPlaceholder), name);
+        texts->push_back(std::move(text));
+      }
+      function_of.push_back(it->second);
+    }
+    unique_functions += texts->size();
+    return function_of;
+  }
+
+  // The functions in parts of at least kKernelsPerPart, one part per core at most, compiled
+  // side by side; returns each function's part.
+  static std::vector<std::string> parts_of(const std::vector<std::string>& texts, const std::string& prelude,
+                                           std::vector<size_t>* part_of) {
+    constexpr size_t kKernelsPerPart = 12;
+    const size_t nf = texts.size();
+    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const size_t parts = std::max<size_t>(1, std::min(cores, nf / kKernelsPerPart));
+    std::vector<std::string> sources;
+    part_of->resize(nf);
+    for (size_t p = 0; p < parts; ++p) {
+      std::string src = prelude;
+      for (size_t f = nf * p / parts; f < nf * (p + 1) / parts; ++f) {
+        src += texts[f];
+        (*part_of)[f] = p;
+      }
+      log(Log::Code, src);
+      sources.push_back(std::move(src));
+    }
+    return sources;
+  }
+
+  std::vector<size_t> kernels_at(Where w) const {
+    std::vector<size_t> r;
+    for (size_t i = 0; i < where.size(); ++i)
+      if (where[i] == w) r.push_back(i);
+    return r;
+  }
+
+  void build_cpu_kernels() {
+    const size_t nk = schedule.kernels.size();
+    params.resize(nk);
+    fns.assign(nk, nullptr);
+    const std::vector<size_t> cpu = kernels_at(Where::Cpu);
+    if (cpu.empty()) return;
+    std::vector<std::string> texts, symbols;
+    const std::vector<size_t> function_of = unique_functions_of(
+        cpu,
+        [&](size_t i, std::vector<int64_t>* p) {
+          return codegen::generate_kernel(schedule.kernels[i], kPlaceholder, p);
+        },
+        &texts, &symbols);
+    std::vector<size_t> part_of;
+    libraries = jit::compile_cpp(parts_of(texts, codegen::source_prelude(), &part_of));
+    for (size_t j = 0; j < cpu.size(); ++j) {
+      const size_t f = function_of[j];
+      fns[cpu[j]] = reinterpret_cast<KernelFn>(libraries[part_of[f]]->symbol(symbols[f]));
+    }
+    log(Log::Fusion, std::to_string(cpu.size()) + " CPU kernels call " + std::to_string(texts.size()) +
+                         " distinct functions\n");
+    if (autotune) {
+      tuned_threads.reset(new std::atomic<int>[nk]);
+      tune_keys.resize(nk);
+      for (size_t j = 0; j < cpu.size(); ++j) {
+        const size_t i = cpu[j];
+        tune_keys[i] = autotune::kernel_key(symbols[function_of[j]], 0, params[i], get_num_threads());
+        tuned_threads[i].store(0, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  void build_cuda_kernels() {
+    const size_t nk = schedule.kernels.size();
+    cuda_fns.assign(nk, nullptr);
+    launches.assign(nk, {});
+    const std::vector<size_t> gpu = kernels_at(Where::Cuda);
+    if (gpu.empty()) return;
+    std::vector<std::string> texts, symbols;
+    const std::vector<size_t> function_of = unique_functions_of(
+        gpu,
+        [&](size_t i, std::vector<int64_t>* p) {
+          return codegen::generate_cuda_kernel(schedule.kernels[i], kPlaceholder, by_value[i], p);
+        },
+        &texts, &symbols);
+    std::vector<size_t> part_of;
+    modules = jit::compile_cuda(parts_of(texts, codegen::cuda_source_prelude(), &part_of));
+    const int sms = jit::cuda_device_info(cuda_device).multiprocessors;
+    for (size_t j = 0; j < gpu.size(); ++j) {
+      const size_t f = function_of[j];
+      cuda_fns[gpu[j]] = modules[part_of[f]]->kernel(symbols[f]);
+      launches[gpu[j]] = codegen::cuda_launch(schedule.kernels[gpu[j]], sms);
+    }
+    log(Log::Fusion, std::to_string(gpu.size()) + " CUDA kernels call " + std::to_string(texts.size()) +
+                         " distinct functions\n");
   }
 
   // Note [Writing into inputs]
@@ -303,7 +423,7 @@ struct InductorGraph {
   static bool matches(const Tensor& t, const TensorMeta& m) {
     if (!t.defined() || !t.has_storage()) return false;
     const TensorImpl* i = t.unsafe_impl();
-    if (i->dtype != m.dtype || i->device.type != DeviceType::CPU) return false;
+    if (i->dtype != m.dtype || i->device != m.device) return false;
     if (i->sizes.size() != m.sizes.size()) return false;
     for (size_t d = 0; d < m.sizes.size(); ++d) {
       if (i->sizes[d] != m.sizes[d]) return false;
@@ -315,7 +435,7 @@ struct InductorGraph {
   void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state, size_t& random_index,
                   const Arena& arena) const {
     const lower::LoopKernel& k = schedule.kernels[ki];
-    bool ok = true;
+    bool ok = where[ki] != Where::Eager;
     for (size_t l = 0; l < k.input_metas.size() && ok; ++l)
       ok = matches(vals[static_cast<size_t>(k.buffers[l].value)], k.input_metas[l]);
     if (counts) (ok ? counts->generated : counts->fallbacks).fetch_add(1, std::memory_order_relaxed);
@@ -360,6 +480,10 @@ struct InductorGraph {
       bufs.push_back(t.numel() ? t.unsafe_impl()->data() : nullptr);
       vals[static_cast<size_t>(b.value)] = std::move(t);
     }
+    if (where[ki] == Where::Cuda) {
+      launch_cuda_kernel(ki, bufs, vals);
+      return;
+    }
     int threads = k.numel() >= codegen::kParallelGrain ? get_num_threads() : 1;
     if (autotune && get_num_threads() > 1 && !in_place) {
       threads = tuned_threads[ki].load(std::memory_order_relaxed);
@@ -370,6 +494,25 @@ struct InductorGraph {
       }
     }
     fns[ki](bufs.data(), params[ki].data(), threads);
+  }
+
+  // Kernel ki on the current stream of its device: its buffers' addresses, and the bytes of
+  // the CPU 0-d inputs it takes by value (Note [Kernel devices]).
+  void launch_cuda_kernel(size_t ki, const std::vector<char*>& bufs, const std::vector<Tensor>& vals) const {
+    const lower::LoopKernel& k = schedule.kernels[ki];
+    const codegen::CudaLaunch& l = launches[ki];
+    if (l.grid == 0) return;
+    std::vector<uint64_t> slots(bufs.size(), 0);
+    for (size_t b = 0; b < bufs.size(); ++b) {
+      if (by_value[ki][b]) {
+        const Tensor& t = vals[static_cast<size_t>(k.buffers[b].value)];
+        std::memcpy(&slots[b], t.unsafe_impl()->data(), itemsize(t.dtype()));
+      } else {
+        slots[b] = reinterpret_cast<uint64_t>(bufs[b]);
+      }
+    }
+    const std::vector<uint64_t> args = codegen::cuda_args(slots, params[ki], l.group);
+    jit::launch_cuda(cuda_fns[ki], l.grid, l.block, args.data(), cuda::current_stream(cuda_device).handle());
   }
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const {
@@ -456,17 +599,6 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
   return aot_compile(g, ctx, /*decompose=*/true,
                      [counts, background, max_autotune, reduce_overhead](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
-    // Inductor emits CPU code only: a graph with values on another device (CUDA) runs its prims
-    // on that device's eager kernels, as aot_eager would, and every run counts as a fallback.
-    const bool cpu_only = std::all_of(lowered.values.begin(), lowered.values.end(),
-                                      [](const Value& v) { return v.meta.device.is_cpu(); });
-    if (!cpu_only) {
-      auto g = std::make_shared<const Graph>(lowered);
-      return [g, counts](const std::vector<Tensor>& inputs) {
-        if (counts) counts->fallbacks.fetch_add(1, std::memory_order_relaxed);
-        return run_interpreted(*g, inputs, current_random_state());
-      };
-    }
     if (!background) {
       auto ig = std::make_shared<InductorGraph>(lowered, max_autotune, reduce_overhead);
       ig->counts = counts;
