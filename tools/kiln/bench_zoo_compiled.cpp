@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/compile.h"
+#include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/memory.h"
 #include "kiln/optim.h"
@@ -38,11 +39,17 @@ double round_to(double x, int digits) {
 // them; the optimizer step runs eagerly, as torch.compile of a model does); "step" compiles the
 // whole training step, forward, backward and AdamW, into one graph (Note [Writes are ops]);
 // "infer" compiles a forward under no_grad.
-nlohmann::json run_phase(const std::string& name, const std::string& phase, int iters, const std::string& backend) {
+nlohmann::json run_phase(const std::string& name, const std::string& phase, int iters, const std::string& backend,
+                         Device dev) {
   const bool train = phase != "infer", whole = phase == "step";
-  // Two copies with the same initial parameters: eager and compiled each train their own.
-  models::Workload we = models::make_workload(name, kCPU, /*cpu_sizes=*/true, 0);
-  models::Workload wc = models::make_workload(name, kCPU, /*cpu_sizes=*/true, 0);
+  // Two copies with the same initial parameters: eager and compiled each train their own, at
+  // BENCHMARKS.md's sizes for the device.
+  models::Workload we = models::make_workload(name, dev, /*cpu_sizes=*/dev.is_cpu(), 0);
+  models::Workload wc = models::make_workload(name, dev, /*cpu_sizes=*/dev.is_cpu(), 0);
+  // On a GPU a step's time is until its kernels finish.
+  auto sync = [dev] {
+    if (dev.is_cuda()) cuda::synchronize();
+  };
   optim::AdamW oe(we.module->parameters(), {.lr = 1e-4}), oc(wc.module->parameters(), {.lr = 1e-4});
   auto body = [&] {
     if (!whole) return wc.step_loss();
@@ -56,14 +63,17 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
   // background compilation is measured on its own below.
   auto fwd = compile(body, {.backend = backend, .background = false});
   auto eager_step = [&] {
+    Tensor loss;
     if (!train) {
       NoGradGuard no_grad;
-      return we.step_loss();
+      loss = we.step_loss();
+    } else {
+      loss = we.step_loss();
+      loss.backward();
+      oe.step();
+      oe.zero_grad(true);
     }
-    Tensor loss = we.step_loss();
-    loss.backward();
-    oe.step();
-    oe.zero_grad(true);
+    sync();
     return loss;
   };
   // One step of the compiled copy through compiled function f (the phase decides what it covers).
@@ -79,7 +89,11 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
     oc.zero_grad(true);
     return loss;
   };
-  auto compiled_step = [&] { return step_with(fwd); };
+  auto compiled_step = [&] {
+    Tensor l = step_with(fwd);
+    sync();
+    return l;
+  };
   // First steps: the same parameters and random numbers, so the losses must agree (accuracy rule).
   manual_seed(1);
   auto t0 = Clock::now();
@@ -109,11 +123,11 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
   // live before the step (both models' parameters and optimizer states are live throughout,
   // so the peak above that is the step's own: activations, gradients, temporaries). The
   // steps alternate, so the peak is reset before each.
-  auto step_peak_mb = [](const auto& step) {
-    reset_peak_memory_stats(kCPU);
-    const size_t before = memory_allocated(kCPU);
+  auto step_peak_mb = [dev](const auto& step) {
+    reset_peak_memory_stats(dev);
+    const size_t before = memory_allocated(dev);
     (void)step();
-    return static_cast<double>(max_memory_allocated(kCPU) - before) / (1 << 20);
+    return static_cast<double>(max_memory_allocated(dev) - before) / (1 << 20);
   };
   const double peak_eager = step_peak_mb(eager_step);
   const double peak_compiled = step_peak_mb(compiled_step);
@@ -121,10 +135,12 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
   // plan's arena across calls, Note [Memory planning]); it trains the compiled copy further.
   auto fro = compile(body, {.mode = "reduce-overhead", .backend = backend, .background = false});
   for (int i = 0; i < 3; ++i) (void)step_with(fro);
+  sync();
   std::vector<double> tr;
   for (int i = 0; i < iters; ++i) {
     auto t = Clock::now();
     (void)step_with(fro);
+    sync();
     tr.push_back(ms_since(t));
   }
   // Warm: a fresh compiled function after reset() finds the generated code on disk.
@@ -157,6 +173,7 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
       auto step = [&] { return step_with(bg); };
       t0 = Clock::now();
       step();
+      sync();
       first_bg_s = ms_since(t0) / 1000;
       // Until the kernels run (the build thread reads the environment: restore it after).
       while (bg.stats().generated_kernel_runs == 0 && ms_since(t0) < 300e3) step();
@@ -192,8 +209,9 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
 }  // namespace
 
 int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& names) {
-  std::printf("kiln %s cpu threads=%d backend=%s (eager and compiled steps alternate; medians of %d)\n", version(),
-              get_num_threads(), o.backend.c_str(), o.iters);
+  const Device dev(o.device);
+  std::printf("kiln %s %s threads=%d backend=%s (eager and compiled steps alternate; medians of %d)\n", version(),
+              dev.str().c_str(), get_num_threads(), o.backend.c_str(), o.iters);
   std::vector<std::string> rows;
   std::vector<std::string> phases;
   for (size_t b = 0, e; b <= o.phases.size(); b = e + 1) {
@@ -232,7 +250,7 @@ int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& 
       rows, o.json,
       [&](const std::string& key) {
         const size_t c = key.find(':');
-        return run_phase(key.substr(0, c), key.substr(c + 1), o.iters, o.backend);
+        return run_phase(key.substr(0, c), key.substr(c + 1), o.iters, o.backend, dev);
       },
       [](const std::string& key, const std::string& err) {
         const size_t c = key.find(':');
