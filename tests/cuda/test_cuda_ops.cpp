@@ -13,12 +13,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dispatch/dispatch.h"
+#include "kiln/compile.h"
 #include "kiln/cuda.h"
 #include "tests/cuda/cuda_test.h"
 #include "tests/ops/op_samples.h"
@@ -282,6 +284,73 @@ TEST_P(CudaOpTest, MatchesCpu) {
 
 std::string test_name(const ::testing::TestParamInfo<int>& p) { return op_name(static_cast<OpId>(p.param)); }
 INSTANTIATE_TEST_SUITE_P(Ops, CudaOpTest, ::testing::Range(0, kNumOps), test_name);
+
+// Every op's samples compiled with "inductor" on the device against eager on the device: the
+// generated CUDA kernels (Note [Generated CUDA]) and the extern calls between them give eager's
+// outputs and gradients within the op's tolerances. As in the CPU compile tests, the first two
+// samples of each input dtype; samples that make tensors with factory ops are left to the test
+// above (the graph would make them where the sample says: the CPU).
+class CudaCompileOpTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaCompileOpTest, MatchesEager) {
+  if (!on_cpu_selftest()) KILN_REQUIRE_CUDA();
+  const Device dev = device_under_test();
+  OpId op = static_cast<OpId>(GetParam());
+  const OpInfo& info = op_info(op);
+  std::map<int, int> per_dtype;
+  for (const OpSample& s : op_samples(op)) {
+    int key = -1;
+    for (const Tensor& t : s.inputs)
+      if (t.defined()) {
+        key = static_cast<int>(t.dtype());
+        break;
+      }
+    if (per_dtype[key]++ >= 2) continue;
+    SCOPED_TRACE(std::string(info.name) + ": " + s.name);
+    TensorList want;
+    FactoryOnDeviceMode mode(dev);
+    try {
+      TensorList din = to_device(s.inputs, dev);
+      ModeGuard guard(&mode);
+      manual_seed(1234);
+      want = s.fn(din);
+    } catch (const std::exception&) {
+      continue;  // eager's own errors, and what the test above reports
+    }
+    if (mode.rewrites > 0) continue;
+    for (Tensor& t : want) t = t.defined() ? t.cpu() : t;
+    auto f = compile(s.fn, {.backend = "inductor", .background = false});
+    TensorList got;
+    try {
+      manual_seed(1234);
+      got = f(to_device(s.inputs, dev));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "compiled run threw: " << e.what();
+      continue;
+    }
+    expect_match(got, want, dev, s.compare_values || info.has(RANDOM), s.atol, s.rtol, "compiled forward");
+    if (!s.check_grad || !info.differentiable()) continue;
+    TensorList gw, gg;
+    try {
+      manual_seed(1234);
+      gw = grads_of(s.fn, grad_inputs(s, dev));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (gw.empty()) continue;
+    for (Tensor& t : gw) t = t.defined() ? t.cpu() : t;
+    try {
+      manual_seed(1234);
+      gg = grads_of([&](const TensorList& in) { return f(in); }, grad_inputs(s, dev));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "compiled gradients threw: " << e.what();
+      continue;
+    }
+    expect_match(gg, gw, dev, true, std::max(s.atol, 1e-8), std::max(s.rtol, 1e-5), "compiled gradient");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaCompileOpTest, ::testing::Range(0, kNumOps), test_name);
 
 // Note [CUDA known-missing list]: the kNoKernel entries are exactly the ops with neither a CUDA
 // kernel nor a decomposition. Runs without a device (kernels register at load time).
