@@ -123,8 +123,13 @@ TEST(CudaCodegen, LaunchShapes) {
   l = launch_of([](const Tensor& x) { return x.sum(1); }, randn({1000, 10}));
   EXPECT_EQ(l.group, 16);
   EXPECT_EQ(l.grid * l.block / l.group, 1008);  // 1000 rows, 16 a block
+  // 70 rows of 1000: a column group of 32 lanes a row, 8 rows a block.
   l = launch_of([](const Tensor& x) { return x.sum(0); }, randn({1000, 70}));
-  EXPECT_EQ(l.group, 1);
+  EXPECT_EQ(l.group, -32);
+  EXPECT_EQ(l.grid, 9);
+  // Enough rows to fill the GPU: one thread a row.
+  l = launch_of([](const Tensor& x) { return x.sum(0); }, randn({4, 200000}));
+  EXPECT_EQ(l.group, -1);
   l = launch_of([](const Tensor& x) { return x * 2; }, randn({10, 10}));
   EXPECT_EQ(l.group, 1);
   EXPECT_GE(l.grid * l.block, 100);

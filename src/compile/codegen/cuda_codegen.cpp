@@ -21,8 +21,10 @@ namespace kiln::compiler::codegen {
 //   thread of the group continues with the row's result, so a multi-pass kernel (softmax,
 //   layer norm) keeps its row in one group from the first pass to the last store. Groups of
 //   up to 32 share a warp (small rows: layer norm over 64 features, cross entropy over 10
-//   classes); a row whose innermost loop dim is kept (a bias gradient: sum over the batch of
-//   a contiguous row) gets one thread, so neighbouring threads read neighbouring elements.
+//   classes). Where the innermost loop dim is kept (a bias gradient: a sum over the batch of
+//   contiguous rows) the group is a column group: neighbouring threads take neighbouring rows,
+//   so a warp reads contiguous memory, and a row's lanes (as many as the GPU needs to be busy)
+//   sit in other warps and combine through shared memory (kiln::jit::column_reduce).
 // Per-row values are stored by the group's first thread. Buffers are __restrict__ pointers;
 // a CPU 0-d input (a scalar the graph computed on the host) is passed by value in the
 // pointer's slot. Accumulators are the IR's (double for float sums, as on the CPU), so the
@@ -118,13 +120,15 @@ class CudaEmitter : LoopEmitter {
     std::vector<int> after;
     split_stores(in_phase, after);
     os_ << "  const int64_t rows_ = " << extent(kept) << ", extent_ = " << extent(red) << ";\n";
-    os_ << "  const int group_ = static_cast<int>(a.group);\n";
-    os_ << "  const int64_t per_block_ = blockDim.x / group_;\n";
-    os_ << "  const int lane_ = threadIdx.x % group_;\n";
+    // A row's lanes: group_ > 0, consecutive threads (a row group); group_ < 0, threads rows_per
+    // apart (a column group).
+    os_ << "  const int group_ = static_cast<int>(a.group), lanes_ = group_ > 0 ? group_ : -group_;\n";
+    os_ << "  const int64_t per_block_ = blockDim.x / lanes_;\n";
+    os_ << "  const int lane_ = group_ > 0 ? threadIdx.x % lanes_ : threadIdx.x / per_block_;\n";
     // Uniform over the block: every thread takes part in every group reduction.
     os_ << "  for (int64_t base_ = blockIdx.x * per_block_; base_ < rows_; base_ += gridDim.x * per_block_) {\n";
     std::string ind = "    ";
-    os_ << ind << "const int64_t row_ = base_ + threadIdx.x / group_;\n";
+    os_ << ind << "const int64_t row_ = base_ + (group_ > 0 ? threadIdx.x / lanes_ : threadIdx.x % per_block_);\n";
     os_ << ind << "const bool active_ = row_ < rows_;\n";
     os_ << ind << "{\n";
     // A row past the end reads row 0 (valid) and stores nothing.
@@ -152,7 +156,7 @@ class CudaEmitter : LoopEmitter {
     const std::vector<int> roots = pass_roots(reds, stores);
     const std::vector<bool> pre = per_point(roots);
     emit_exprs(pre, ind + "  ", {});
-    os_ << ind << "  for (int64_t e_ = lane_; active_ && e_ < extent_; e_ += group_) {\n";
+    os_ << ind << "  for (int64_t e_ = lane_; active_ && e_ < extent_; e_ += lanes_) {\n";
     unflatten(red, "e_", ind + "    ");
     emit_exprs(closure(roots), ind + "    ", pre);
     for (int e : reds) {
@@ -166,7 +170,7 @@ class CudaEmitter : LoopEmitter {
       const Expr& x = k_.exprs[static_cast<size_t>(e)];
       const Reducer r = reducer(x);
       const std::string acc = "acc" + std::to_string(e);
-      os_ << ind << acc << " = kiln::jit::group_reduce(" << acc << ", group_, " << r.acc_type << "(" << r.init
+      os_ << ind << acc << " = kiln::jit::lanes_reduce(" << acc << ", group_, " << r.acc_type << "(" << r.init
           << "), [](" << r.acc_type << " x_, " << r.acc_type << " y_) { " << r.combine("x_", "y_") << " return x_; });\n";
       os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << r.result(acc) << ";\n";
     }
@@ -208,12 +212,22 @@ CudaLaunch cuda_launch(const lower::LoopKernel& k, int multiprocessors) {
     return l;
   }
   if (rows == 0) return l;
-  // Threads per row: one where the innermost dim is kept (coalesced across rows), a warp slice
-  // for short rows, up to a block of 1024 for long ones (about 32 elements a thread).
+  // Threads per row. Where the innermost dim is kept (a bias gradient: the sum over a batch of
+  // contiguous rows), neighbouring threads take neighbouring rows; with too few rows to fill the
+  // GPU a row also gets lanes in other warps (a column group) splitting its extent. Otherwise a
+  // warp slice for short rows, up to a block of 1024 for long ones (about 32 elements a thread).
+  constexpr int64_t kBusy = 128 * 1024;  // threads that keep a GPU's memory system busy
+  if (!k.reduced.back()) {
+    int64_t lanes = 1;
+    while (lanes < 32 && rows * lanes * 2 <= kBusy && extent >= lanes * 2 * 8) lanes *= 2;
+    l.block = 256;
+    l.group = -static_cast<int>(lanes);
+    const int64_t per_block = l.block / lanes;
+    l.grid = std::min(max_grid, (rows + per_block - 1) / per_block);
+    return l;
+  }
   int64_t group;
-  if (!k.reduced.back())
-    group = 1;
-  else if (extent <= 32)
+  if (extent <= 32)
     group = pow2_at_least(std::max<int64_t>(extent, 1));
   else if (extent <= 2048)
     group = 32;

@@ -18,7 +18,8 @@ std::string cuda_source_prelude();
 std::string generate_cuda_kernel(const lower::LoopKernel& k, const std::string& symbol,
                                  const std::vector<bool>& by_value, std::vector<int64_t>* params);
 
-// How a kernel is launched: blocks, threads per block, and threads per row of a reduction.
+// How a kernel is launched: blocks, threads per block, and a reduction's lanes per row: n > 0,
+// n consecutive threads (a row group); -n, n threads a block's rows apart (a column group).
 struct CudaLaunch {
   int64_t grid = 0;  // 0: nothing to compute
   int block = 0;

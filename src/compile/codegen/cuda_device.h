@@ -58,4 +58,37 @@ __device__ inline T group_reduce(T v, int group, T init, F combine) {
   return v;
 }
 
+// The same for column groups (Note [Generated CUDA]): the block holds `rows` consecutive rows,
+// thread t works on row t % rows as lane t / rows, so a row's lanes sit in different warps.
+// Through shared memory: each row's first lane combines its lanes in lane order, and every lane
+// reads the result.
+template <class T, class F>
+__device__ inline T column_reduce(T v, int rows, F combine) {
+  __shared__ unsigned long long scratch[1024];
+  const int t = threadIdx.x, lanes = blockDim.x / rows;
+  memcpy(&scratch[t], &v, sizeof(T));
+  __syncthreads();
+  if (t < rows) {
+    for (int l = 1; l < lanes; ++l) {
+      T o;
+      memcpy(&o, &scratch[t + l * rows], sizeof(T));
+      v = combine(v, o);
+    }
+    memcpy(&scratch[t], &v, sizeof(T));
+  }
+  __syncthreads();
+  memcpy(&v, &scratch[t % rows], sizeof(T));
+  __syncthreads();
+  return v;
+}
+
+// A row's lanes combined: a positive group is a row group, a negative one a column group of
+// -group lanes (cuda_launch() picks).
+template <class T, class F>
+__device__ inline T lanes_reduce(T v, int group, T init, F combine) {
+  if (group > 0) return group_reduce(v, group, init, combine);
+  if (group == -1) return v;
+  return column_reduce(v, static_cast<int>(blockDim.x) / -group, combine);
+}
+
 }  // namespace kiln::jit
