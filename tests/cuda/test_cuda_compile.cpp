@@ -134,6 +134,16 @@ TEST(CudaCompile, MultiPassKernelsMatchEager) {
   });
 }
 
+// Over 2^30 elements the kernel's index arithmetic is 64-bit (Note [CUDA index width]).
+TEST(CudaCompile, SixtyFourBitIndices) {
+  KILN_REQUIRE_CUDA();
+  const int64_t n = (int64_t(1) << 30) + 4097;
+  Tensor x = ones({n}, TensorOptions(kUInt8).device(Device(DeviceType::CUDA)));
+  auto f = compile([](const Tensor& t) { return (t + 1).sum(); }, {.backend = "inductor", .background = false});
+  EXPECT_EQ(f(x).item<int64_t>(), 2 * n);
+  EXPECT_GT(f.stats().generated_kernel_runs, 0);
+}
+
 TEST(CudaCompile, NaNPropagatesThroughMaxReductions) {
   KILN_REQUIRE_CUDA();
   Tensor x = randn({4, 1000});

@@ -27,7 +27,8 @@ namespace kiln::compiler::codegen {
 //   sit in other warps and combine through shared memory (kiln::jit::column_reduce).
 // Per-row values are stored by the group's first thread. Buffers are __restrict__ pointers;
 // a CPU 0-d input (a scalar the graph computed on the host) is passed by value in the
-// pointer's slot. Accumulators are the IR's (double for float sums, as on the CPU), so the
+// pointer's slot. Index arithmetic is 32-bit where every index fits (Note [CUDA index width]).
+// Accumulators are the IR's (double for float sums, as on the CPU), so the
 // compiled kernels agree with eager within the accuracy rule, pointwise values bit for bit.
 
 namespace {
@@ -64,7 +65,10 @@ class CudaEmitter : LoopEmitter {
     std::ostringstream fn;
     fn << "extern \"C\" __global__ void __launch_bounds__(1024) " << symbol << "(const kiln::jit::Args<"
        << k_.buffers.size() << ", " << np << "> a) {\n";
-    for (size_t i = 0; i < params_.size(); ++i) fn << "  const int64_t P" << i << " = a.p[" << i << "];\n";
+    // Note [CUDA index width]: 32-bit index arithmetic where every index fits (a 64-bit
+    // division is a long instruction sequence on a GPU, a 32-bit one a short one).
+    fn << "  using idx_t = " << (fits_32bit() ? "int32_t" : "int64_t") << ";\n";
+    for (size_t i = 0; i < params_.size(); ++i) fn << "  const idx_t P" << i << " = static_cast<idx_t>(a.p[" << i << "]);\n";
     fn << body_.str() << "}\n\n";
     if (params) *params = params_;
     return fn.str();
@@ -78,24 +82,24 @@ class CudaEmitter : LoopEmitter {
       if (k_.sizes[d] == 1) continue;
       s += (s.empty() ? "" : " * ") + num(k_.sizes[d]);
     }
-    return s.empty() ? "int64_t(1)" : s;
+    return s.empty() ? "idx_t(1)" : s;
   }
 
   // Declares the loop variables of `dims` from the flat index `flat` (the last dim fastest).
   void unflatten(const std::vector<size_t>& dims, const std::string& flat, const std::string& ind) {
     if (dims.empty()) return;
-    os_ << ind << "int64_t q_ = " << flat << ";\n";
+    os_ << ind << "idx_t q_ = " << flat << ";\n";
     for (size_t j = dims.size(); j-- > 1;) {
       const size_t d = dims[j];
       if (k_.sizes[d] == 1) {
-        os_ << ind << "const int64_t " << vars_[d] << " = 0;\n";
+        os_ << ind << "const idx_t " << vars_[d] << " = 0;\n";
         continue;
       }
       const std::string n = num(k_.sizes[d]);
-      os_ << ind << "const int64_t " << vars_[d] << " = q_ % " << n << ";\n";
+      os_ << ind << "const idx_t " << vars_[d] << " = q_ % " << n << ";\n";
       os_ << ind << "q_ /= " << n << ";\n";
     }
-    os_ << ind << "const int64_t " << vars_[dims[0]] << " = q_;\n";
+    os_ << ind << "const idx_t " << vars_[dims[0]] << " = q_;\n";
     for (size_t d : dims) os_ << ind << "(void)" << vars_[d] << ";\n";
   }
 
@@ -104,8 +108,8 @@ class CudaEmitter : LoopEmitter {
     for (size_t d = 0; d < k_.sizes.size(); ++d) all.push_back(d);
     std::vector<int> stores;
     for (size_t s = 0; s < k_.stores.size(); ++s) stores.push_back(static_cast<int>(s));
-    os_ << "  const int64_t n_ = " << extent(all) << ";\n";
-    os_ << "  for (int64_t x_ = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x_ < n_; x_ += int64_t(gridDim.x) * "
+    os_ << "  const idx_t n_ = " << extent(all) << ";\n";
+    os_ << "  for (idx_t x_ = blockIdx.x * idx_t(blockDim.x) + threadIdx.x; x_ < n_; x_ += idx_t(gridDim.x) * "
            "blockDim.x) {\n";
     unflatten(all, "x_", "    ");
     emit_exprs(closure(pass_roots({}, stores)), "    ", {});
@@ -119,16 +123,16 @@ class CudaEmitter : LoopEmitter {
     std::vector<std::vector<int>> in_phase;
     std::vector<int> after;
     split_stores(in_phase, after);
-    os_ << "  const int64_t rows_ = " << extent(kept) << ", extent_ = " << extent(red) << ";\n";
+    os_ << "  const idx_t rows_ = " << extent(kept) << ", extent_ = " << extent(red) << ";\n";
     // A row's lanes: group_ > 0, consecutive threads (a row group); group_ < 0, threads rows_per
     // apart (a column group).
     os_ << "  const int group_ = static_cast<int>(a.group), lanes_ = group_ > 0 ? group_ : -group_;\n";
-    os_ << "  const int64_t per_block_ = blockDim.x / lanes_;\n";
+    os_ << "  const idx_t per_block_ = blockDim.x / lanes_;\n";
     os_ << "  const int lane_ = group_ > 0 ? threadIdx.x % lanes_ : threadIdx.x / per_block_;\n";
     // Uniform over the block: every thread takes part in every group reduction.
-    os_ << "  for (int64_t base_ = blockIdx.x * per_block_; base_ < rows_; base_ += gridDim.x * per_block_) {\n";
+    os_ << "  for (idx_t base_ = blockIdx.x * per_block_; base_ < rows_; base_ += gridDim.x * per_block_) {\n";
     std::string ind = "    ";
-    os_ << ind << "const int64_t row_ = base_ + (group_ > 0 ? threadIdx.x / lanes_ : threadIdx.x % per_block_);\n";
+    os_ << ind << "const idx_t row_ = base_ + (group_ > 0 ? threadIdx.x / lanes_ : threadIdx.x % per_block_);\n";
     os_ << ind << "const bool active_ = row_ < rows_;\n";
     os_ << ind << "{\n";
     // A row past the end reads row 0 (valid) and stores nothing.
@@ -136,7 +140,7 @@ class CudaEmitter : LoopEmitter {
     for (int p = 0; p < k_.num_phases(); ++p) emit_pass(p, in_phase[static_cast<size_t>(p)], red, ind + "  ");
     if (!after.empty()) {
       os_ << ind << "  if (active_ && lane_ == 0) {\n";
-      for (size_t d : red) os_ << ind << "    const int64_t " << vars_[d] << " = 0; (void)" << vars_[d] << ";\n";
+      for (size_t d : red) os_ << ind << "    const idx_t " << vars_[d] << " = 0; (void)" << vars_[d] << ";\n";
       emit_exprs(closure(pass_roots({}, after)), ind + "    ", {});
       emit_stores(after, ind + "    ");
       os_ << ind << "  }\n";
@@ -156,7 +160,7 @@ class CudaEmitter : LoopEmitter {
     const std::vector<int> roots = pass_roots(reds, stores);
     const std::vector<bool> pre = per_point(roots);
     emit_exprs(pre, ind + "  ", {});
-    os_ << ind << "  for (int64_t e_ = lane_; active_ && e_ < extent_; e_ += lanes_) {\n";
+    os_ << ind << "  for (idx_t e_ = lane_; active_ && e_ < extent_; e_ += lanes_) {\n";
     unflatten(red, "e_", ind + "    ");
     emit_exprs(closure(roots), ind + "    ", pre);
     for (int e : reds) {
@@ -174,6 +178,28 @@ class CudaEmitter : LoopEmitter {
           << "), [](" << r.acc_type << " x_, " << r.acc_type << " y_) { " << r.combine("x_", "y_") << " return x_; });\n";
       os_ << ind << "const " << cpp_type(x.dtype) << " " << name(e) << " = " << r.result(acc) << ";\n";
     }
+  }
+
+  // Whether every index value fits in 32 bits with room to spare: the iteration space (and a
+  // grid-stride loop's step past its end) and every buffer's furthest element.
+  bool fits_32bit() const {
+    constexpr int64_t kLimit = int64_t(1) << 30;
+    if (k_.numel() >= kLimit) return false;
+    auto fits = [&](const lower::Index& ix) {
+      int64_t far = ix.offset < 0 ? -ix.offset : ix.offset;
+      for (size_t d = 0; d < ix.coeffs.size(); ++d) {
+        const int64_t c = ix.coeffs[d] < 0 ? -ix.coeffs[d] : ix.coeffs[d];
+        if (c >= kLimit) return false;
+        if (k_.sizes[d] > 0) far += c * (k_.sizes[d] - 1);  // both below 2^30: no overflow
+        if (far >= kLimit) return false;
+      }
+      return true;
+    };
+    for (const Expr& e : k_.exprs)
+      if (e.kind == ExprKind::Load && !fits(e.index)) return false;
+    for (const lower::Store& st : k_.stores)
+      if (!fits(st.index)) return false;
+    return true;
   }
 
   const std::vector<bool>& by_value_;
