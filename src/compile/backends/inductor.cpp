@@ -271,7 +271,7 @@ struct InductorGraph {
         },
         &texts, &symbols);
     std::vector<size_t> part_of;
-    modules = jit::compile_cuda(parts_of(texts, codegen::cuda_source_prelude(), &part_of));
+    modules = jit::compile_cuda(parts_of(texts, codegen::cuda_source_prelude(), &part_of), cuda_device);
     const int sms = jit::cuda_device_info(cuda_device).multiprocessors;
     for (size_t j = 0; j < gpu.size(); ++j) {
       const size_t f = function_of[j];

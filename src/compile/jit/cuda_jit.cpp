@@ -15,7 +15,7 @@ namespace {
 
 bool cuda_jit_built() { return false; }
 void* CudaModule::kernel(const std::string&) const { unavailable(); }
-std::vector<std::shared_ptr<const CudaModule>> compile_cuda(const std::vector<std::string>&) { unavailable(); }
+std::vector<std::shared_ptr<const CudaModule>> compile_cuda(const std::vector<std::string>&, int) { unavailable(); }
 std::string nvrtc_compile(const std::string&, const std::string&) { unavailable(); }
 CudaDeviceInfo cuda_device_info(int) { unavailable(); }
 void launch_cuda(void*, int64_t, int, const void*, void*) { unavailable(); }
@@ -278,9 +278,9 @@ CudaDeviceInfo cuda_device_info(int device) {
   return info;
 }
 
-std::vector<std::shared_ptr<const CudaModule>> compile_cuda(const std::vector<std::string>& sources) {
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+std::vector<std::shared_ptr<const CudaModule>> compile_cuda(const std::vector<std::string>& sources, int device) {
+  // The caller may be a background build thread, whose current device is the default one.
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
   const CudaDeviceInfo info = cuda_device_info(device);
   const std::string target = target_for(info.major, info.minor);
   std::vector<std::future<std::shared_ptr<const CudaModule>>> parts;

@@ -21,9 +21,9 @@ class CudaModule {
   void* library_;  // never unloaded: its kernels may be queued on a stream until exit
 };
 
-// Sources → modules for the current device, compiled side by side; from the in-memory cache,
+// Sources → modules for CUDA device `device`, compiled side by side; from the in-memory cache,
 // the disk cache (<cache>/cuda/) or NVRTC.
-std::vector<std::shared_ptr<const CudaModule>> compile_cuda(const std::vector<std::string>& sources);
+std::vector<std::shared_ptr<const CudaModule>> compile_cuda(const std::vector<std::string>& sources, int device);
 
 // NVRTC alone, for `arch` (e.g. "sm_90"): the cubin, or a kiln::Error with NVRTC's log. Needs no
 // GPU: tests compile generated code with it where none is present.
