@@ -279,8 +279,15 @@ CudaDeviceInfo cuda_device_info(int device) {
 }
 
 std::vector<std::shared_ptr<const CudaModule>> compile_cuda(const std::vector<std::string>& sources, int device) {
-  // The caller may be a background build thread, whose current device is the default one.
+  // The caller may be a background build thread, whose current device is the default one; the
+  // caller's current device is restored after.
+  int previous = 0;
+  check_cuda(cudaGetDevice(&previous), "cudaGetDevice");
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  struct Restore {
+    int device;
+    ~Restore() { cudaSetDevice(device); }
+  } restore{previous};
   const CudaDeviceInfo info = cuda_device_info(device);
   const std::string target = target_for(info.major, info.minor);
   std::vector<std::future<std::shared_ptr<const CudaModule>>> parts;
