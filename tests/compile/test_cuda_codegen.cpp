@@ -107,6 +107,16 @@ TEST(CudaCodegen, GoldenLayerNorm) {
   kiln::testing::expect_golden_file("cuda_kernels_layer_norm.txt", src, "CUDA of layer norm");
 }
 
+TEST(CudaCodegen, GoldenBiasGelu) {
+  if (!compiler::jit::cuda_jit_built()) GTEST_SKIP() << "kiln built without CUDA";
+  Tensor b = randn({8});
+  int kernels = 0;
+  std::string src = compiler::codegen::cuda_source_prelude();
+  append_cuda([&](const Tensor& x) { return nn::functional::gelu(x + b, "tanh"); }, randn({4, 8}), true, src, &kernels);
+  ASSERT_EQ(kernels, 1);
+  kiln::testing::expect_golden_file("cuda_kernels_bias_gelu.txt", src, "CUDA of gelu(x + b)");
+}
+
 TEST(CudaCodegen, LaunchShapes) {
   // A long row gets a block of threads, a short one a warp slice, a kept innermost dim one
   // thread a row; a pointwise kernel covers every element.

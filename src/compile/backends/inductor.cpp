@@ -53,6 +53,7 @@ struct InductorGraph {
   std::vector<KernelFn> fns;
   std::vector<void*> cuda_fns;
   std::vector<codegen::CudaLaunch> launches;
+  std::vector<bool> vector_path;  // CUDA kernels with a vectorized loop
   int cuda_device = -1;
   std::vector<std::vector<int64_t>> params;  // per kernel (Note [Kernel parameters])
   size_t unique_functions = 0;               // the distinct functions they call (Note [Shared kernel code])
@@ -261,6 +262,7 @@ struct InductorGraph {
     const size_t nk = schedule.kernels.size();
     cuda_fns.assign(nk, nullptr);
     launches.assign(nk, {});
+    vector_path.assign(nk, false);
     const std::vector<size_t> gpu = kernels_at(Where::Cuda);
     if (gpu.empty()) return;
     std::vector<std::string> texts, symbols;
@@ -277,6 +279,7 @@ struct InductorGraph {
       const size_t f = function_of[j];
       cuda_fns[gpu[j]] = modules[part_of[f]]->kernel(symbols[f]);
       launches[gpu[j]] = codegen::cuda_launch(schedule.kernels[gpu[j]], sms);
+      vector_path[gpu[j]] = codegen::cuda_vectorizable(schedule.kernels[gpu[j]]);
     }
     log(Log::Fusion, std::to_string(gpu.size()) + " CUDA kernels call " + std::to_string(texts.size()) +
                          " distinct functions\n");
@@ -511,8 +514,15 @@ struct InductorGraph {
         slots[b] = reinterpret_cast<uint64_t>(bufs[b]);
       }
     }
-    const std::vector<uint64_t> args = codegen::cuda_args(slots, params[ki], l.group);
-    jit::launch_cuda(cuda_fns[ki], l.grid, l.block, args.data(), cuda::current_stream(cuda_device).handle());
+    // Note [Vectorized CUDA kernels]: the vector path where this launch's buffers allow it.
+    int group = l.group;
+    int64_t grid = l.grid;
+    if (vector_path[ki] && codegen::cuda_vector_aligned(k, slots)) {
+      group = 4;
+      grid = std::max<int64_t>(1, (grid + 3) / 4);
+    }
+    const std::vector<uint64_t> args = codegen::cuda_args(slots, params[ki], group);
+    jit::launch_cuda(cuda_fns[ki], grid, l.block, args.data(), cuda::current_stream(cuda_device).handle());
   }
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const {

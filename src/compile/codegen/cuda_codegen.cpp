@@ -109,11 +109,62 @@ class CudaEmitter : LoopEmitter {
     std::vector<int> stores;
     for (size_t s = 0; s < k_.stores.size(); ++s) stores.push_back(static_cast<int>(s));
     os_ << "  const idx_t n_ = " << extent(all) << ";\n";
+    if (cuda_vectorizable(k_)) emit_vectorized(all, stores);
     os_ << "  for (idx_t x_ = blockIdx.x * idx_t(blockDim.x) + threadIdx.x; x_ < n_; x_ += idx_t(gridDim.x) * "
            "blockDim.x) {\n";
     unflatten(all, "x_", "    ");
     emit_exprs(closure(pass_roots({}, stores)), "    ", {});
     emit_stores(stores, "    ");
+    os_ << "  }\n";
+  }
+
+  // Note [Vectorized CUDA kernels]: when the launch says so (a.group == kVector: the innermost
+  // size and every vector buffer's other strides and offset are multiples of kVector and its
+  // address is aligned, cuda_launch() and the run time check), each thread computes kVector
+  // consecutive points along the innermost dim: the loads and stores that step through it one
+  // element at a time are single aligned vector accesses (16 bytes for float), the others are
+  // read per lane. The scalar loop after it then has nothing left to do.
+  void emit_vectorized(const std::vector<size_t>& all, const std::vector<int>& stores) {
+    const size_t last = all.back();
+    const std::string base = "ib_", inner = vars_[last];
+    os_ << "  if (a.group == kiln::jit::kVector) {\n";
+    os_ << "    for (idx_t x_ = blockIdx.x * idx_t(blockDim.x) + threadIdx.x; x_ < n_ / kiln::jit::kVector; "
+           "x_ += idx_t(gridDim.x) * blockDim.x) {\n";
+    vars_[last] = base;  // the vector's first point
+    unflatten(all, "x_ * kiln::jit::kVector", "      ");
+    const std::vector<bool> vec = cuda_vector_buffers(k_);
+    load_override_.assign(k_.exprs.size(), "");
+    const std::vector<bool> need = closure(pass_roots({}, stores));
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const Expr& x = k_.exprs[e];
+      if (!need[e] || x.kind != ExprKind::Load || !vec[static_cast<size_t>(x.buffer)]) continue;
+      const std::string t = cpp_type(x.dtype);
+      os_ << "      const kiln::jit::Vec<" << t << "> V" << e << " = *reinterpret_cast<const kiln::jit::Vec<" << t
+          << ">*>(&" << bufname_[static_cast<size_t>(x.buffer)] << "[" << index_expr(x.index) << "]);\n";
+      load_override_[e] = "V" + std::to_string(e) + ".v[j_]";
+    }
+    for (int st : stores)
+      os_ << "      kiln::jit::Vec<" << cpp_type(k_.buffers[static_cast<size_t>(k_.stores[static_cast<size_t>(st)].buffer)].dtype)
+          << "> S" << st << ";\n";
+    os_ << "      #pragma unroll\n";
+    os_ << "      for (int j_ = 0; j_ < kiln::jit::kVector; ++j_) {\n";
+    vars_[last] = inner;
+    os_ << "        const idx_t " << inner << " = " << base << " + j_;\n";
+    os_ << "        (void)" << inner << ";\n";
+    emit_exprs(need, "        ", {});
+    for (int st : stores) os_ << "        S" << st << ".v[j_] = " << name(k_.stores[static_cast<size_t>(st)].expr) << ";\n";
+    os_ << "      }\n";
+    vars_[last] = base;
+    for (int st : stores) {
+      const lower::Store& s = k_.stores[static_cast<size_t>(st)];
+      const std::string t = cpp_type(k_.buffers[static_cast<size_t>(s.buffer)].dtype);
+      os_ << "      *reinterpret_cast<kiln::jit::Vec<" << t << ">*>(&" << bufname_[static_cast<size_t>(s.buffer)] << "["
+          << index_expr(s.index) << "]) = S" << st << ";\n";
+    }
+    vars_[last] = inner;
+    load_override_.clear();
+    os_ << "    }\n";
+    os_ << "    return;\n";
     os_ << "  }\n";
   }
 
@@ -212,6 +263,42 @@ int64_t pow2_at_least(int64_t n) {
 }
 
 }  // namespace
+
+std::vector<bool> cuda_vector_buffers(const lower::LoopKernel& k) {
+  std::vector<bool> vec(k.buffers.size(), false);
+  if (k.sizes.empty()) return vec;
+  const size_t last = k.sizes.size() - 1;
+  for (const Expr& e : k.exprs)
+    if (e.kind == ExprKind::Load && e.index.coeffs[last] == 1) vec[static_cast<size_t>(e.buffer)] = true;
+  for (const lower::Store& s : k.stores) vec[static_cast<size_t>(s.buffer)] = true;
+  return vec;
+}
+
+bool cuda_vectorizable(const lower::LoopKernel& k) {
+  if (k.sizes.empty() || k.num_reduced() > 0 || k.stores.empty()) return false;
+  const size_t last = k.sizes.size() - 1;
+  for (const lower::Store& s : k.stores)
+    if (s.index.coeffs[last] != 1) return false;
+  return true;
+}
+
+bool cuda_vector_aligned(const lower::LoopKernel& k, const std::vector<uint64_t>& addresses) {
+  constexpr int64_t v = 4;  // kiln::jit::kVector
+  if (!cuda_vectorizable(k) || k.sizes.back() % v != 0) return false;
+  const std::vector<bool> vec = cuda_vector_buffers(k);
+  auto aligned = [&](const lower::Index& ix) {
+    for (size_t d = 0; d + 1 < ix.coeffs.size(); ++d)
+      if (ix.coeffs[d] % v != 0) return false;
+    return ix.offset % v == 0;
+  };
+  for (const Expr& e : k.exprs)
+    if (e.kind == ExprKind::Load && vec[static_cast<size_t>(e.buffer)] && !aligned(e.index)) return false;
+  for (const lower::Store& s : k.stores)
+    if (!aligned(s.index)) return false;
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (vec[b] && addresses[b] % (static_cast<uint64_t>(itemsize(k.buffers[b].dtype)) * v) != 0) return false;
+  return true;
+}
 
 std::string cuda_source_prelude() {
   return "// Generated by kiln's CUDA code generator (Note [Generated CUDA]).\n"

@@ -27,6 +27,14 @@ struct CudaLaunch {
 };
 CudaLaunch cuda_launch(const lower::LoopKernel& k, int multiprocessors);
 
+// Note [Vectorized CUDA kernels]: whether a pointwise kernel has the vector path (every store
+// steps through the innermost dim one element at a time), which buffers it reads or writes as
+// vectors, and whether a launch with these buffer addresses may take it (sizes, strides,
+// offsets and addresses aligned to the vector); the launch then passes group = 4.
+bool cuda_vectorizable(const lower::LoopKernel& k);
+std::vector<bool> cuda_vector_buffers(const lower::LoopKernel& k);
+bool cuda_vector_aligned(const lower::LoopKernel& k, const std::vector<uint64_t>& addresses);
+
 // The kernel's one argument as 8-byte slots: Args<NB, NP> with NB = buffers, NP = max(1, params).
 std::vector<uint64_t> cuda_args(const std::vector<uint64_t>& buffers, const std::vector<int64_t>& params, int group);
 

@@ -20,6 +20,13 @@ struct Args {
   int64_t group;
 };
 
+// kVector elements of T as one aligned access (a 16-byte load for float).
+constexpr int kVector = 4;
+template <class T>
+struct alignas(sizeof(T) * kVector) Vec {
+  T v[kVector];
+};
+
 // Bit-exact exchange of a value of at most 8 bytes between the lanes of a warp.
 template <class T>
 __device__ inline T shfl_xor(T v, int mask) {

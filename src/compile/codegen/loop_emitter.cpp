@@ -112,8 +112,11 @@ void LoopEmitter::emit_exprs(const std::vector<bool>& which, const std::string& 
     const Expr& x = k_.exprs[e];
     const std::string t = cpp_type(x.dtype);
     if (x.kind == ExprKind::Load) {
-      os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = " << bufname_[static_cast<size_t>(x.buffer)]
-          << "[" << index_expr(x.index) << "];\n";
+      os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = ";
+      if (e < load_override_.size() && !load_override_[e].empty())
+        os_ << load_override_[e] << ";\n";
+      else
+        os_ << bufname_[static_cast<size_t>(x.buffer)] << "[" << index_expr(x.index) << "];\n";
     } else if (x.kind == ExprKind::Pointwise) {
       std::vector<std::string> args;
       for (int a : x.args) args.push_back(name(a));

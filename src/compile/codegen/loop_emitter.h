@@ -69,6 +69,9 @@ class LoopEmitter {
   std::vector<std::string> vars_, bufname_;
   std::vector<bool> invariant_, along_reduced_, hoisted_;
   bool has_reduce_ = false;
+  // Per expression, a replacement for a load's `buf[index]` (empty: none); the CUDA emitter's
+  // vectorized loop reads lanes of a vector loaded before it.
+  std::vector<std::string> load_override_;
 };
 
 }  // namespace kiln::compiler::codegen
