@@ -147,9 +147,14 @@ bool is_loop_pointwise(const Graph& g, const Node& n) {
   if (!info.has(POINTWISE) || info.has(RANDOM) || n.outputs.size() != 1) return false;
   auto it = table().find(info.name);
   if (it == table().end()) return false;
+  // Its inputs live where it computes (the CPU, or a GPU), or are CPU 0-d tensors that a CUDA
+  // kernel takes by value (Note [Kernel devices]).
+  const Device out = g.values[static_cast<size_t>(n.outputs[0])].meta.device;
+  if (!out.is_cpu() && !out.is_cuda()) return false;
   for (int v : n.inputs) {
     if (v < 0) return false;
-    if (g.values[static_cast<size_t>(v)].meta.device.type != DeviceType::CPU) return false;
+    const TensorMeta& m = g.values[static_cast<size_t>(v)].meta;
+    if (m.device != out && !(out.is_cuda() && m.device.is_cpu() && m.sizes.empty())) return false;
   }
   const Entry& e = it->second;
   const DType c = compute_dtype(g, n, e);

@@ -64,11 +64,15 @@ bool is_reduction(const Graph& g, const Node& n) {
   std::string_view name = op_info(n.op).name;
   if (name != "sum" && name != "prod" && name != "amax" && name != "amin") return false;
   if (n.inputs.size() != 1 || n.inputs[0] < 0 || n.outputs.size() != 1) return false;
-  const Value& x = g.values[static_cast<size_t>(n.inputs[0])];
-  return x.meta.device.type == DeviceType::CPU;
+  const Device d = g.values[static_cast<size_t>(n.inputs[0])].meta.device;
+  return (d.is_cpu() || d.is_cuda()) && g.values[static_cast<size_t>(n.outputs[0])].meta.device == d;
 }
 
+// Where node n computes: its output's device.
+Device node_device(const Graph& g, const Node& n) { return g.values[static_cast<size_t>(n.outputs[0])].meta.device; }
+
 struct Group {
+  Device device;  // one kernel runs on one device (Note [Kernel devices])
   Shape shape;
   std::vector<bool> mask;  // reduced dims of `shape`; empty while the group has no reduction
   std::vector<int> nodes;
@@ -394,11 +398,13 @@ Schedule schedule(const Graph& g) {
     if (is_loop_pointwise(g, n)) {
       const Shape& shape = g.values[static_cast<size_t>(n.outputs[0])].meta.sizes;
       std::vector<int> pulls = closure(ni);
-      const bool fits = open >= 0 && (groups[static_cast<size_t>(open)].shape == shape ||
-                                       (!groups[static_cast<size_t>(open)].mask.empty() && kept_shape(open) == shape));
+      const Device dev = node_device(g, n);
+      const bool here = open >= 0 && groups[static_cast<size_t>(open)].device == dev;
+      const bool fits = here && (groups[static_cast<size_t>(open)].shape == shape ||
+                                 (!groups[static_cast<size_t>(open)].mask.empty() && kept_shape(open) == shape));
       if (!fits) {
-        close(std::string(op_info(n.op).name) + " over " + shape_str(shape) + ", another shape");
-        groups.push_back({shape, {}, {}});
+        close(std::string(op_info(n.op).name) + " over " + shape_str(shape) + (open >= 0 && !here ? " on " + dev.str() : ", another shape"));
+        groups.push_back({dev, shape, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
       join(open, ni, pulls);
@@ -406,12 +412,16 @@ Schedule schedule(const Graph& g) {
       const Shape& shape = g.values[static_cast<size_t>(n.inputs[0])].meta.sizes;
       std::vector<bool> mask = reduce_mask(g, n);
       std::vector<int> pulls = closure(ni);
-      bool fits = open >= 0 && groups[static_cast<size_t>(open)].shape == shape &&
+      const Device dev = node_device(g, n);
+      const bool here = open >= 0 && groups[static_cast<size_t>(open)].device == dev;
+      bool fits = here && groups[static_cast<size_t>(open)].shape == shape &&
                   (groups[static_cast<size_t>(open)].mask.empty() || groups[static_cast<size_t>(open)].mask == mask);
       if (!fits) {
-        const bool same_shape = open >= 0 && groups[static_cast<size_t>(open)].shape == shape;
-        close(std::string(op_info(n.op).name) + (same_shape ? " over other dims" : " of " + shape_str(shape) + ", another shape"));
-        groups.push_back({shape, {}, {}});
+        const bool same_shape = here && groups[static_cast<size_t>(open)].shape == shape;
+        close(std::string(op_info(n.op).name) +
+              (open >= 0 && !here ? " on " + dev.str()
+                                  : same_shape ? " over other dims" : " of " + shape_str(shape) + ", another shape"));
+        groups.push_back({dev, shape, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
       groups[static_cast<size_t>(open)].mask = mask;
