@@ -11,8 +11,6 @@
 #include "kiln/backends.h"
 
 #ifdef KILN_HAVE_ONEDNN
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <list>
@@ -22,8 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/parallel.h"
-#include "oneapi/dnnl/dnnl.hpp"
+#include "backend/cpu/onednn_common.h"
 #endif
 
 namespace kiln::backends::onednn {
@@ -100,11 +97,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 }  // namespace
 
 bool bf16_supported() {
@@ -116,22 +108,6 @@ bool bf16_supported() {
 }
 
 namespace {
-
-// The thread hook: oneDNN (OpenMP runtime) runs on omp_get_max_threads() threads, so this
-// sets it to kiln's budget around each build and call, and to 1 inside a kiln parallel
-// region so threads never multiply. The thread-budget work joins here.
-int onednn_threads() { return in_parallel_region() ? 1 : get_num_threads(); }
-struct OmpThreads {
-  int prev;
-  explicit OmpThreads(int n) : prev(omp_get_max_threads()) {
-    if (n != prev) omp_set_num_threads(n);
-  }
-  ~OmpThreads() {
-    if (omp_get_max_threads() != prev) omp_set_num_threads(prev);
-  }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-};
 
 // Where a pass runs: oneDNN on its blocked layouts ("any": nChw16c and friends, reordered
 // from and to kiln's plain NCHW on each call), oneDNN on the plain layouts, or kiln's kernels.
