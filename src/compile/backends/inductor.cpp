@@ -19,6 +19,7 @@
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/jit/cpp_jit.h"
 #include "compile/logs.h"
+#include "compile/lower/epilogue.h"
 #include "compile/lower/schedule.h"
 #include "core/parallel.h"
 #include "dispatch/dispatch.h"
@@ -467,14 +468,25 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
         return run_interpreted(*g, inputs, current_random_state());
       };
     }
+    // Note [GEMM epilogues]: bias, activation and residual adds into the GEMM's extern call
+    // (KILN_GEMM_EPILOGUES=0 turns the pass off, for measuring).
+    static const bool epilogues_on = [] {
+      const char* e = std::getenv("KILN_GEMM_EPILOGUES");
+      return !(e && std::strcmp(e, "0") == 0);
+    }();
+    Graph fused = lowered;
+    std::string report;
+    if (const int n = epilogues_on ? lower::fuse_gemm_epilogues(fused, &report) : 0) {
+      log(Log::Fusion, "GEMM epilogues: " + std::to_string(n) + " fused\n" + report);
+    }
     if (!background) {
-      auto ig = std::make_shared<InductorGraph>(lowered, max_autotune, reduce_overhead);
+      auto ig = std::make_shared<InductorGraph>(fused, max_autotune, reduce_overhead);
       ig->counts = counts;
       return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
     }
     auto holder = std::make_shared<BuildThread>();
     auto build = holder->build = std::make_shared<BackgroundBuild>();
-    build->g = std::make_shared<const Graph>(lowered);
+    build->g = std::make_shared<const Graph>(std::move(fused));
     holder->thread = std::thread([build, counts, max_autotune, reduce_overhead] {
       const auto t0 = std::chrono::steady_clock::now();
       try {
