@@ -2,38 +2,20 @@
 // activation and residual add become one _addmm_epilogue extern call; compiled forward and
 // training steps still match eager, and the counts show what was fused.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <string>
 
-#include "compile/jit/cpp_jit.h"
 #include "compile/lower/epilogue.h"
 #include "kiln/backends.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "tests/compile/compare.h"
+#include "tests/compile/fresh_jit_cache.h"
 
 namespace kiln {
 namespace {
 
-namespace fs = std::filesystem;
-
-class Epilogue : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kiln-epilogue-test-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    setenv("KILN_CACHE_DIR", dir_.c_str(), 1);
-    compiler::jit::reset_memory_cache();
-  }
-  void TearDown() override {
-    unsetenv("KILN_CACHE_DIR");
-    fs::remove_all(dir_);
-  }
-  fs::path dir_;
-};
+class Epilogue : public testing::FreshJitCache {};
 
 CompileOptions inductor() { return {.backend = "inductor", .background = false}; }
 
@@ -43,15 +25,6 @@ int64_t epilogues_in(F&& run) {
   const int64_t before = compiler::lower::gemm_epilogues_fused();
   run();
   return compiler::lower::gemm_epilogues_fused() - before;
-}
-
-// Forward values: the accuracy rule's 1e-4 (BENCHMARKS.md).
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
-  auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  int bad = 0;
-  for (size_t i = 0; i < g.size(); ++i) bad += !(std::abs(g[i] - w[i]) <= 1e-4 * (1 + std::abs(w[i])));
-  EXPECT_EQ(bad, 0) << what;
 }
 
 // An MLP of every activation the pass knows, with a residual block over 3-D activations.
@@ -81,7 +54,7 @@ TEST_F(Epilogue, CompiledForwardMatchesEagerAndFusesEveryLayer) {
     const int64_t fused = epilogues_in([&] {
       for (std::vector<int64_t> s : {std::vector<int64_t>{64, 16}, std::vector<int64_t>{4, 24, 16}}) {
         Tensor x = randn(s);  // 2-D, and 3-D (the GEMM on a view of the rows)
-        expect_close(f(x), net(x), "forward " + std::to_string(s.size()) + "-D");
+        testing::expect_forward_close(f(x), net(x), "forward " + std::to_string(s.size()) + "-D");
       }
     });
     backends::onednn::set_enabled(prev);
@@ -101,12 +74,12 @@ TEST_F(Epilogue, ChainBecomesOneExternCall) {
   NoGradGuard no_grad;
   auto f = compile(layer, inductor());
   Tensor x = randn({40, 16}), r = randn({40, 24});
-  EXPECT_EQ(epilogues_in([&] { expect_close(f(x, r), layer(x, r), "forward"); }), 1);
+  EXPECT_EQ(epilogues_in([&] { testing::expect_forward_close(f(x, r), layer(x, r), "forward"); }), 1);
   EXPECT_EQ(f.stats().generated_kernel_runs, 0) << "a loop kernel still runs beside the GEMM";
   // float64 (and other dtypes) stay unfused: mm, then a generated loop.
   auto g = compile(layer, inductor());
   Tensor xd = x.to(kFloat64), rd = r.to(kFloat64);
-  EXPECT_EQ(epilogues_in([&] { expect_close(g(xd, rd), layer(xd, rd), "float64"); }), 0);
+  EXPECT_EQ(epilogues_in([&] { testing::expect_forward_close(g(xd, rd), layer(xd, rd), "float64"); }), 0);
   EXPECT_GT(g.stats().generated_kernel_runs, 0);
 }
 
@@ -124,8 +97,8 @@ TEST_F(Epilogue, OutputReadElsewhereIsNotFused) {
   Tensor a, c;
   EXPECT_EQ(epilogues_in([&] { std::tie(a, c) = f(x); }), 0);
   auto [ea, ec] = fn(x);
-  expect_close(a, ea, "relu");
-  expect_close(c, ec, "y * 2");
+  testing::expect_forward_close(a, ea, "relu");
+  testing::expect_forward_close(c, ec, "y * 2");
 }
 
 // A training step: relu layers fuse whole (relu's VJP reads its output); gelu and silu layers
@@ -150,7 +123,7 @@ TEST_F(Epilogue, TrainingStepMatchesEager) {
   auto f = compile(step, inductor());
   Tensor got;
   EXPECT_EQ(epilogues_in([&] { got = f(x, y); }), 5);
-  expect_close(got, want, "loss");
+  testing::expect_forward_close(got, want, "loss");
   testing::expect_grads_close(net.params(), eager);
   // And through the AOT backward of a compiled forward, the input's gradient too.
   for (const Tensor& p : net.params()) {
@@ -161,7 +134,7 @@ TEST_F(Epilogue, TrainingStepMatchesEager) {
   Tensor xi = x.clone().requires_grad_(true), xe = x.clone().requires_grad_(true), gy = randn({4, 24, 8});
   EXPECT_EQ(epilogues_in([&] { (fwd(xi) * gy).sum().backward(); }), 5);
   (net(xe) * gy).sum().backward();
-  expect_close(xi.grad(), xe.grad(), "input gradient");
+  testing::expect_forward_close(xi.grad(), xe.grad(), "input gradient");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "dispatch/dispatch.h"
 #include "kiln/backends.h"
 #include "kiln/kiln.h"
+#include "tests/compile/compare.h"
 
 namespace kiln {
 namespace {
@@ -30,14 +31,6 @@ Tensor unfused(const std::string& act, const Tensor& bias, const Tensor& a, cons
   return res.defined() ? r + res : r;
 }
 
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
-  auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  int bad = 0;
-  for (size_t i = 0; i < g.size(); ++i) bad += !(std::abs(g[i] - w[i]) <= 1e-4 * (1 + std::abs(w[i])));
-  EXPECT_EQ(bad, 0) << what;
-}
-
 TEST(GemmEpilogue, BothPathsMatchFloat64AndUnfusedEager) {
   manual_seed(3);
   // Shapes: a few rows (one threaded GEMM, then the epilogue), many rows (blocks of rows).
@@ -47,18 +40,18 @@ TEST(GemmEpilogue, BothPathsMatchFloat64AndUnfusedEager) {
     for (const std::string act : {"none", "relu", "gelu", "gelu_tanh", "silu"})
       for (bool residual : {false, true})
         for (bool onednn : {true, false}) {
-          const std::string what = act + (residual ? " + residual" : "") + (onednn ? " oneDNN" : " kiln GEMM") +
-                                   " m=" + std::to_string(m);
+          const std::string what =
+              act + (residual ? " + residual" : "") + (onednn ? " oneDNN" : " kiln GEMM") + " m=" + std::to_string(m);
           OneDnnSwitch sw(onednn);
           const Tensor r = residual ? res : Tensor();
           const int64_t before = cpu::onednn::matmul_executions();
           Tensor got = call_op1(OpId::_addmm_epilogue, {bias, a, b, r}, {act});
           EXPECT_EQ(cpu::onednn::matmul_executions() - before, onednn && backends::onednn::is_available() ? 1 : 0)
               << what;
-          Tensor ref = unfused(act, bias.to(kFloat64), a.to(kFloat64), b.to(kFloat64),
-                               residual ? res.to(kFloat64) : Tensor());
-          expect_close(got, ref, what + " against float64");
-          expect_close(got, unfused(act, bias, a, b, r), what + " against unfused float32 eager");
+          Tensor ref =
+              unfused(act, bias.to(kFloat64), a.to(kFloat64), b.to(kFloat64), residual ? res.to(kFloat64) : Tensor());
+          testing::expect_forward_close(got, ref, what + " against float64");
+          testing::expect_forward_close(got, unfused(act, bias, a, b, r), what + " against unfused float32 eager");
         }
   }
 }

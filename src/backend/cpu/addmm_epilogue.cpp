@@ -40,11 +40,16 @@ template <class T>
 void epilogue_rows(Activation act, T* out, int64_t n, int64_t lo, int64_t hi, const T* bias, const T* res, int64_t sr0,
                    int64_t sr1) {
   switch (act) {
-    case Activation::Relu: return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::Relu{});
-    case Activation::Gelu: return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::Gelu{});
-    case Activation::GeluTanh: return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::GeluTanh{});
-    case Activation::Silu: return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::Silu{});
-    case Activation::None: return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, [](T x) { return x; });
+    case Activation::Relu:
+      return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::Relu{});
+    case Activation::Gelu:
+      return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::Gelu{});
+    case Activation::GeluTanh:
+      return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::GeluTanh{});
+    case Activation::Silu:
+      return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, math::Silu{});
+    case Activation::None:
+      return epilogue_rows(out, n, lo, hi, bias, res, sr0, sr1, [](T x) { return x; });
   }
 }
 
@@ -96,8 +101,8 @@ void run(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& res
   }
   const Tensor bias_c = bias.is_contiguous() ? bias : bias.contiguous();
   if (t == DType::Float32) {
-    onednn::MatmulDesc d{a.sizes()[0], a.sizes()[1], b.sizes()[1], a.strides()[0], a.strides()[1], b.strides()[0],
-                         b.strides()[1]};
+    onednn::MatmulDesc d{a.sizes()[0],   a.sizes()[1],   b.sizes()[1],  a.strides()[0],
+                         a.strides()[1], b.strides()[0], b.strides()[1]};
     d.act = act;
     d.residual = res.defined();
     if (d.residual) d.sr0 = res.strides()[0], d.sr1 = res.strides()[1];

@@ -254,44 +254,9 @@ Key key_of(const ConvDesc& d, int pass, bool with_bias, bool blocked, int thread
   return k;
 }
 
-// A bounded LRU map of built primitives (most recently used at the front).
-class Cache {
- public:
-  static constexpr size_t kCapacity = 256;  // resnet18 training builds 32
-  std::shared_ptr<const Entry> get(const Key& k, const ConvDesc& d, int pass, bool with_bias, bool blocked) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = index_.find(k);
-      if (it != index_.end()) {
-        order_.splice(order_.begin(), order_, it->second);
-        return it->second->second;
-      }
-    }
-    auto e = std::make_shared<Entry>();
-    try {
-      *e = build(d, pass, with_bias, blocked);
-    } catch (const dnnl::error&) {
-      e->ok = false;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(k);
-    if (it != index_.end()) return it->second->second;
-    order_.emplace_front(k, e);
-    index_[k] = order_.begin();
-    if (order_.size() > kCapacity) {
-      index_.erase(order_.back().first);
-      order_.pop_back();
-    }
-    return e;
-  }
-
- private:
-  std::mutex mu_;
-  std::list<std::pair<Key, std::shared_ptr<const Entry> > > order_;
-  std::map<Key, std::list<std::pair<Key, std::shared_ptr<const Entry> > >::iterator> index_;
-};
-Cache& cache() {
-  static Cache c;
+// resnet18 training builds 32 convolutions' primitives; a model's GEMMs are as few.
+PrimitiveCache<Key, Entry>& cache() {
+  static PrimitiveCache<Key, Entry> c;
   return c;
 }
 
@@ -325,7 +290,7 @@ bool run(const ConvDesc& d, int pass, const void* in0, const void* in1, void* ou
   if (r == Route::Kiln) return false;
   const bool blocked = r == Route::Blocked;
   const bool with_bias = bias_io != nullptr;
-  auto e = cache().get(key_of(d, pass, with_bias, blocked, nt), d, pass, with_bias, blocked);
+  auto e = cache().get(key_of(d, pass, with_bias, blocked, nt), [&] { return build(d, pass, with_bias, blocked); });
   if (!e->ok) return false;
   try {
     dnnl::engine& eng = engine();

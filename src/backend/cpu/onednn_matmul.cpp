@@ -43,11 +43,16 @@ struct Entry {
 
 dnnl::algorithm algorithm_of(Activation act) {
   switch (act) {
-    case Activation::Relu: return dnnl::algorithm::eltwise_relu;
-    case Activation::Gelu: return dnnl::algorithm::eltwise_gelu_erf;
-    case Activation::GeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
-    case Activation::Silu: return dnnl::algorithm::eltwise_swish;  // x sigmoid(alpha x), alpha 1
-    default: return dnnl::algorithm::undef;
+    case Activation::Relu:
+      return dnnl::algorithm::eltwise_relu;
+    case Activation::Gelu:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case Activation::GeluTanh:
+      return dnnl::algorithm::eltwise_gelu_tanh;
+    case Activation::Silu:
+      return dnnl::algorithm::eltwise_swish;  // x sigmoid(alpha x), alpha 1
+    default:
+      return dnnl::algorithm::undef;
   }
 }
 
@@ -59,7 +64,8 @@ Entry build(const MatmulDesc& d) {
   e.bias = memory::desc({1, d.n}, f32, {d.n, 1});
   e.out = memory::desc({d.m, d.n}, f32, {d.n, 1});
   dnnl::post_ops po;
-  if (d.act != Activation::None) po.append_eltwise(1.f, algorithm_of(d.act), d.act == Activation::Silu ? 1.f : 0.f, 0.f);
+  if (d.act != Activation::None)
+    po.append_eltwise(1.f, algorithm_of(d.act), d.act == Activation::Silu ? 1.f : 0.f, 0.f);
   if (d.residual) {
     e.res = memory::desc({d.m, d.n}, f32, {d.sr0, d.sr1});
     po.append_binary(dnnl::algorithm::binary_add, e.res);
@@ -74,44 +80,9 @@ Entry build(const MatmulDesc& d) {
 
 using Key = std::array<int64_t, 11>;
 
-// A bounded LRU map of built primitives (most recently used at the front).
-class Cache {
- public:
-  static constexpr size_t kCapacity = 256;
-  std::shared_ptr<const Entry> get(const Key& k, const MatmulDesc& d) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = index_.find(k);
-      if (it != index_.end()) {
-        order_.splice(order_.begin(), order_, it->second);
-        return it->second->second;
-      }
-    }
-    auto e = std::make_shared<Entry>();
-    try {
-      *e = build(d);
-    } catch (const dnnl::error&) {
-      e->ok = false;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(k);
-    if (it != index_.end()) return it->second->second;
-    order_.emplace_front(k, e);
-    index_[k] = order_.begin();
-    if (order_.size() > kCapacity) {
-      index_.erase(order_.back().first);
-      order_.pop_back();
-    }
-    return e;
-  }
-
- private:
-  std::mutex mu_;
-  std::list<std::pair<Key, std::shared_ptr<const Entry>>> order_;
-  std::map<Key, std::list<std::pair<Key, std::shared_ptr<const Entry>>>::iterator> index_;
-};
-Cache& cache() {
-  static Cache c;
+// resnet18 training builds 32 convolutions' primitives; a model's GEMMs are as few.
+PrimitiveCache<Key, Entry>& cache() {
+  static PrimitiveCache<Key, Entry> c;
   return c;
 }
 
@@ -123,18 +94,26 @@ bool matmul_epilogue(const MatmulDesc& d, const float* a, const float* b, const 
   const int nt = onednn_threads();
   OmpThreads scope(nt);
   // oneDNN splits the work for the thread count a primitive was built under.
-  const Key key{d.m, d.k, d.n, d.sa0, d.sa1, d.sb0, d.sb1, d.residual ? d.sr0 : -1, d.residual ? d.sr1 : -1,
-                static_cast<int64_t>(d.act), nt};
-  auto e = cache().get(key, d);
+  const Key key{d.m,
+                d.k,
+                d.n,
+                d.sa0,
+                d.sa1,
+                d.sb0,
+                d.sb1,
+                d.residual ? d.sr0 : -1,
+                d.residual ? d.sr1 : -1,
+                static_cast<int64_t>(d.act),
+                nt};
+  auto e = cache().get(key, [&] { return build(d); });
   if (!e->ok) return false;
   try {
     dnnl::engine& eng = engine();
     dnnl::stream s(eng);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, memory(e->a, eng, const_cast<float*>(a))},
-        {DNNL_ARG_WEIGHTS, memory(e->b, eng, const_cast<float*>(b))},
-        {DNNL_ARG_BIAS, memory(e->bias, eng, const_cast<float*>(bias))},
-        {DNNL_ARG_DST, memory(e->out, eng, out)}};
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(e->a, eng, const_cast<float*>(a))},
+                                         {DNNL_ARG_WEIGHTS, memory(e->b, eng, const_cast<float*>(b))},
+                                         {DNNL_ARG_BIAS, memory(e->bias, eng, const_cast<float*>(bias))},
+                                         {DNNL_ARG_DST, memory(e->out, eng, out)}};
     if (d.residual) {
       const int index = d.act != Activation::None ? 1 : 0;  // the binary post-op's position
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,

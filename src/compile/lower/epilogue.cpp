@@ -33,13 +33,15 @@ struct Uses {
   explicit Uses(const Graph& g) : nodes(g.values.size()), output(g.values.size(), false) {
     for (size_t n = 0; n < g.nodes.size(); ++n)
       for (int v : g.nodes[n].inputs)
-        if (v >= 0 && (nodes[v].empty() || nodes[v].back() != static_cast<int>(n))) nodes[v].push_back(static_cast<int>(n));
+        if (v >= 0 && (nodes[v].empty() || nodes[v].back() != static_cast<int>(n)))
+          nodes[v].push_back(static_cast<int>(n));
     for (int v : g.outputs) output[static_cast<size_t>(v)] = true;
   }
   // The one node reading v, where v is no graph output and exactly one node reads it.
   int only(int v) const {
-    return !output[static_cast<size_t>(v)] && nodes[static_cast<size_t>(v)].size() == 1 ? nodes[static_cast<size_t>(v)][0]
-                                                                                         : -1;
+    return !output[static_cast<size_t>(v)] && nodes[static_cast<size_t>(v)].size() == 1
+               ? nodes[static_cast<size_t>(v)][0]
+               : -1;
   }
 };
 
@@ -100,9 +102,12 @@ std::optional<Match> match(const Graph& g, const Uses& uses, const Pattern& p, i
       for (size_t a = 0; a < t.attrs.size() && ok; ++a) ok = attr_equal(t.attrs[a], pn.attrs[a]);
       for (size_t k = 0; k < t.inputs.size() && ok; ++k) {
         const int pv = pn.inputs[k], tv = t.inputs[k];
-        if (pv < 0 || tv < 0) ok = pv == tv;
-        else if (constant[static_cast<size_t>(pv)] >= 0) ok = constant_matches(pv, tv);
-        else ok = map[static_cast<size_t>(pv)] == tv;
+        if (pv < 0 || tv < 0)
+          ok = pv == tv;
+        else if (constant[static_cast<size_t>(pv)] >= 0)
+          ok = constant_matches(pv, tv);
+        else
+          ok = map[static_cast<size_t>(pv)] == tv;
       }
       if (ok) {
         found = tn;
@@ -131,9 +136,9 @@ struct Rewrite {
   std::vector<int> removed;  // mm, view, bias add, activation, residual add (as present)
   int a = -1, b = -1, bias = -1, residual = -1;
   std::string act = "none";
-  int result = -1;    // the value the fused chain produces (N-D where a view was matched)
-  int view = -1;      // the mm's view node, or -1
-  int at = -1;        // the node where the new ones go: the chain's last
+  int result = -1;         // the value the fused chain produces (N-D where a view was matched)
+  int view = -1;           // the mm's view node, or -1
+  int at = -1;             // the node where the new ones go: the chain's last
   bool saved_pre = false;  // an activation follows, but its input is read elsewhere too
 };
 
@@ -192,7 +197,9 @@ std::optional<Rewrite> find_chain(const Graph& g, const Uses& uses, const Node& 
   const int radd = uses.only(r.result);
   if (radd >= 0 && (r.act != "none" || pre_only_chain)) {
     const Node& ra = g.nodes[static_cast<size_t>(radd)];
-    const int other = ra.op == OpId::add && ra.inputs[0] == r.result ? ra.inputs[1] : ra.op == OpId::add ? ra.inputs[0] : -1;
+    const int other = ra.op == OpId::add && ra.inputs[0] == r.result ? ra.inputs[1]
+                      : ra.op == OpId::add                           ? ra.inputs[0]
+                                                                     : -1;
     if (other >= 0 && other != r.result && alpha_one(ra)) {
       const TensorMeta& om = g.values[static_cast<size_t>(other)].meta;
       const Value& ov = g.values[static_cast<size_t>(other)];
@@ -242,8 +249,9 @@ int fuse_gemm_epilogues(Graph& g, std::string* report) {
   Graph out;
   std::vector<int> remap(g.values.size(), -1);
   for (int v : g.inputs)
-    remap[static_cast<size_t>(v)] = out.add_input(g.values[static_cast<size_t>(v)].meta, g.values[static_cast<size_t>(v)].requires_grad,
-                                                  g.values[static_cast<size_t>(v)].wrapped_number);
+    remap[static_cast<size_t>(v)] =
+        out.add_input(g.values[static_cast<size_t>(v)].meta, g.values[static_cast<size_t>(v)].requires_grad,
+                      g.values[static_cast<size_t>(v)].wrapped_number);
   auto emit = [&](OpId op, Attrs attrs, std::vector<int> ins, const TensorMeta& m) {
     return out.nodes[static_cast<size_t>(out.add_node(op, std::move(attrs), std::move(ins), {m}))].outputs[0];
   };
@@ -251,18 +259,20 @@ int fuse_gemm_epilogues(Graph& g, std::string* report) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (anchor[i] >= 0) {
       const Rewrite& r = rewrites[static_cast<size_t>(anchor[i])];
-      const TensorMeta& mm_meta = g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(r.removed.back())].outputs[0])].meta;
+      const TensorMeta& mm_meta =
+          g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(r.removed.back())].outputs[0])].meta;
       const TensorMeta flat{mm_meta.sizes, DType::Float32, mm_meta.device, {}, 0};
       int res = -1;
       if (r.residual >= 0) {
         res = remap[static_cast<size_t>(r.residual)];
         if (r.view >= 0)
           res = emit(OpId::view, Attrs{std::vector<int64_t>(flat.sizes.begin(), flat.sizes.end())}, {res},
-                    TensorMeta{flat.sizes, DType::Float32, flat.device, contiguous_strides(flat.sizes), 0});
+                     TensorMeta{flat.sizes, DType::Float32, flat.device, contiguous_strides(flat.sizes), 0});
       }
-      int y = emit(OpId::_addmm_epilogue, Attrs{r.act},
-                  {remap[static_cast<size_t>(r.bias)], remap[static_cast<size_t>(r.a)], remap[static_cast<size_t>(r.b)], res},
-                  flat);
+      int y = emit(
+          OpId::_addmm_epilogue, Attrs{r.act},
+          {remap[static_cast<size_t>(r.bias)], remap[static_cast<size_t>(r.a)], remap[static_cast<size_t>(r.b)], res},
+          flat);
       if (r.view >= 0) {
         const Node& vn = g.nodes[static_cast<size_t>(r.view)];
         y = emit(OpId::view, vn.attrs, {y}, g.values[static_cast<size_t>(vn.outputs[0])].meta);
@@ -270,7 +280,9 @@ int fuse_gemm_epilogues(Graph& g, std::string* report) {
       remap[static_cast<size_t>(r.result)] = y;
       log << "  epilogue: mm " << shape_str(flat.sizes) << " + bias" << (r.act != "none" ? " + " + r.act : "")
           << (r.residual >= 0 ? " + residual" : "") << " -> _addmm_epilogue (" << r.removed.size() << " nodes)"
-          << (r.saved_pre ? "; the pre-activation value has other readers (saved for the backward?): activation not fused" : "")
+          << (r.saved_pre
+                  ? "; the pre-activation value has other readers (saved for the backward?): activation not fused"
+                  : "")
           << "\n";
     }
     if (removed[i]) continue;
@@ -282,7 +294,8 @@ int fuse_gemm_epilogues(Graph& g, std::string* report) {
     const int id = out.add_node(n.op, n.attrs, std::move(ins), metas);
     out.nodes[static_cast<size_t>(id)].no_grad = n.no_grad;
     out.nodes[static_cast<size_t>(id)].detached = n.detached;
-    for (size_t k = 0; k < n.outputs.size(); ++k) remap[static_cast<size_t>(n.outputs[k])] = out.nodes[static_cast<size_t>(id)].outputs[k];
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      remap[static_cast<size_t>(n.outputs[k])] = out.nodes[static_cast<size_t>(id)].outputs[k];
   }
   for (int v : g.outputs) out.outputs.push_back(remap[static_cast<size_t>(v)]);
   out.random_source = std::move(g.random_source);
