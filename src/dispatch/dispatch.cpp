@@ -93,6 +93,7 @@ RecordLayer* current_record_layer() { return tls_record_layer; }
 RecordLayerGuard::RecordLayerGuard(RecordLayer* layer) : prev_(tls_record_layer) { tls_record_layer = layer; }
 RecordLayerGuard::~RecordLayerGuard() { tls_record_layer = prev_; }
 void set_force_decomposition(int op) { tls_force_decomp = op; }
+int force_decomposition() { return tls_force_decomp; }
 void set_op_call_counts(std::vector<uint32_t>* counts) { tls_op_counts = counts; }
 void set_kernel_timer(KernelTimer* timer) { g_kernel_timer.store(timer); }
 

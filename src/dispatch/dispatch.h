@@ -125,6 +125,7 @@ class RecordLayerGuard {
 // Test hooks (tests/ops): run this op's decomposition even where a kernel
 // exists (-1: none); count every call_op per op into `counts` (null: off).
 void set_force_decomposition(int op);
+int force_decomposition();  // the op set above, -1 for none
 void set_op_call_counts(std::vector<uint32_t>* counts);
 
 // Note [Kernel timer]: a device backend's profiler (kiln::cuda::profiler_start) sees every kernel

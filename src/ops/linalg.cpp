@@ -215,6 +215,55 @@ std::vector<Tensor> decomp_addmm_bias(const OpCall& c) {
 }
 KILN_REGISTER_DECOMP(_addmm_bias, decomp_addmm_bias);
 
+// ---- _addmm_epilogue: act(a [m, k] @ b [k, n] + bias [n]) + residual [m, n] ----
+// Note [GEMM epilogues]
+// A linear layer followed by an activation (and a residual add) is a GEMM that writes its output,
+// then a loop that reads it back to add the bias, apply the activation and add the residual.
+// Inductor's epilogue pass (compile/lower/epilogue.cpp) rewrites that chain of prims into this one
+// extern op, whose CPU kernel runs them in the GEMM's epilogue: oneDNN's matmul post-ops where kiln
+// has oneDNN, else the GEMM by row blocks, each block's epilogue run while the block is in cache.
+// Not PyTorch's _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): that one knows only relu
+// and tanh-gelu, while kiln's nn.GELU defaults to the erf form and transformer blocks end in a
+// residual add. Nothing but the pass records it; its decomposition is the chain it replaces.
+const char* const kEpilogueActivations[] = {"none", "relu", "gelu", "gelu_tanh", "silu"};
+
+std::vector<TensorMeta> meta_addmm_epilogue(const OpCall& c) {
+  const Tensor &bias = c.in(0), &a = c.in(1), &b = c.in(2), &res = c.in(3);
+  const char* op = "_addmm_epilogue";
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2 && bias.dim() == 1 && a.sizes()[1] == b.sizes()[0] &&
+                 bias.sizes()[0] == b.sizes()[1],
+             op, ": expected a [m, k], b [k, n] and bias [n], got shapes ", shape_str(a.sizes()), ", ",
+             shape_str(b.sizes()), " and ", shape_str(bias.sizes()));
+  check_matmul_dtypes(op, a, b);
+  check_matmul_dtypes(op, a, bias);
+  KILN_CHECK(is_floating_point(a.dtype()), op, ": expected floating operands, got ", a.dtype());
+  const Shape out{a.sizes()[0], b.sizes()[1]};
+  if (res.defined()) {
+    KILN_CHECK(res.sizes() == IntArrayRef(out), op, ": expected residual of the output's shape ", shape_str(out),
+               ", got ", shape_str(res.sizes()));
+    check_matmul_dtypes(op, a, res);
+  }
+  const std::string& act = c.attrs.str(0);
+  bool known = false;
+  for (const char* k : kEpilogueActivations) known = known || act == k;
+  KILN_CHECK(known, op, ": expected activation \"none\", \"relu\", \"gelu\", \"gelu_tanh\" or \"silu\", got \"", act,
+             "\"");
+  return one_output(out, a.dtype(), output_device(c.inputs));
+}
+KILN_REGISTER_META(_addmm_epilogue, meta_addmm_epilogue);
+
+std::vector<Tensor> decomp_addmm_epilogue(const OpCall& c) {
+  meta_addmm_epilogue(c);
+  Tensor r = add(mm(c.in(1), c.in(2)), c.in(0));
+  const std::string& act = c.attrs.str(0);
+  if (act == "relu") r = call_op1(OpId::relu, {r});
+  else if (act == "gelu") r = call_op1(OpId::gelu, {r}, {std::string("none")});
+  else if (act == "gelu_tanh") r = call_op1(OpId::gelu, {r}, {std::string("tanh")});
+  else if (act == "silu") r = call_op1(OpId::silu, {r});
+  return {c.in(3).defined() ? add(r, c.in(3)) : r};
+}
+KILN_REGISTER_DECOMP(_addmm_epilogue, decomp_addmm_epilogue);
+
 // linear with a 2-D weight and a bias of out_features, on a device with _addmm_bias's kernel.
 bool bias_epilogue(const OpCall& c) {
   const Tensor &x = c.in(0), &w = c.in(1), &bias = c.in(2);

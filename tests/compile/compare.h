@@ -20,6 +20,16 @@ inline double max_abs(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// The accuracy rule's forward check (BENCHMARKS.md: fp32 1e-4, absolute and relative): no
+// element of `got` is off.
+inline void expect_forward_close(const Tensor& got, const Tensor& want, const std::string& what = "") {
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) bad += !(std::abs(g[i] - w[i]) <= 1e-4 * (1 + std::abs(w[i])));
+  EXPECT_EQ(bad, 0) << what;
+}
+
 // The accuracy rule's gradient check (BENCHMARKS.md: 1e-3 absolute and relative) over two lists
 // of parameters, compiled and eager: both have a gradient or neither, and no element is off.
 inline void expect_grads_close(const std::vector<Tensor>& compiled, const std::vector<Tensor>& eager,

@@ -19,6 +19,7 @@
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
 #include "kiln/parallel.h"
+#include "tests/compile/fresh_jit_cache.h"
 #include "tests/unit/expect_error.h"
 
 namespace kiln {
@@ -27,21 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Each test compiles into a cache of its own (cold), removed afterwards.
-class Inductor : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kiln-inductor-test-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    setenv("KILN_CACHE_DIR", dir_.c_str(), 1);
-    compiler::jit::reset_memory_cache();
-  }
-  void TearDown() override {
-    unsetenv("KILN_CACHE_DIR");
-    fs::remove_all(dir_);
-  }
-  fs::path dir_;
-};
+class Inductor : public testing::FreshJitCache {};
 
 // The first call waits for the kernels (no background compilation): the tests check them.
 CompileOptions inductor() { return {.backend = "inductor", .background = false}; }

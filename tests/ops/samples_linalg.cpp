@@ -3,7 +3,9 @@
 #include <limits>
 #include <map>
 
+#include "backend/cpu/onednn_matmul.h"
 #include "dispatch/dispatch.h"
+#include "kiln/backends.h"
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
@@ -328,6 +330,100 @@ std::vector<ErrorSample> addmm_bias_errors() {
            "expected floating operands"}};
 }
 KILN_OP_SAMPLES(_addmm_bias, addmm_bias_samples, addmm_bias_errors);
+
+// ---- _addmm_epilogue (Note [GEMM epilogues]): act(a @ b + bias) + residual ----
+// The activations in double with std:: math, sharing nothing with the functors or oneDNN.
+double ref_activation(const std::string& act, double x) {
+  if (act == "relu") return x < 0 ? 0 : x;
+  if (act == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  if (act == "gelu_tanh") return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  if (act == "silu") return x / (1 + std::exp(-x));
+  return x;
+}
+
+// Checks that oneDNN ran the GEMM where kiln has it (float16/bfloat16 compute in float32; float64
+// takes kiln's GEMM and its epilogue loop, the path float32 takes with KILN_ONEDNN=0, which
+// tests/unit/test_gemm_epilogue.cpp covers).
+OpFn epilogue_fn(const std::string& act, bool transpose_b = false) {
+  return [act, transpose_b](const TensorList& in) {
+    const int64_t before = cpu::onednn::matmul_executions();
+    Tensor r = call_op1(OpId::_addmm_epilogue, {in[0], in[1], transpose_b ? in[2].t() : in[2], in[3]}, {act});
+    // (Only where the kernel ran: not while the compile tests record, nor on the meta tests' tensors.)
+    if (!in[1].has_storage() || current_record_layer()) return TensorList{r};
+    const bool want = backends::onednn::enabled() && in[1].dtype() != kFloat64 && !in[1].requires_grad() &&
+                      r.numel() > 0 && in[1].sizes()[1] > 0 &&
+                      force_decomposition() != static_cast<int>(OpId::_addmm_epilogue);
+    EXPECT_EQ(cpu::onednn::matmul_executions() - before, want ? 1 : 0) << "oneDNN runs";
+    return TensorList{r};
+  };
+}
+OpFn epilogue_ref(const std::string& act, bool transpose_b = false) {
+  return [act, transpose_b](const TensorList& in) {
+    Ref out = ref_matmul(Ref::of(in[1]), Ref::of(transpose_b ? in[2].t() : in[2])), b = Ref::of(in[0]);
+    const int64_t n = std::max<int64_t>(1, b.numel());
+    Ref res = in[3].defined() ? Ref::of(in[3]) : Ref();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      out.v[i] = ref_activation(act, out.v[i] + b.v[i % n]);
+      if (in[3].defined()) out.v[i] += res.v[i];
+    }
+    return TensorList{out.to(in[1].dtype())};
+  };
+}
+
+std::vector<OpSample> addmm_epilogue_samples() {
+  std::vector<OpSample> v;
+  uint64_t seed = 20;
+  for (const std::string act : {"none", "relu", "gelu", "gelu_tanh", "silu"})
+    for (DType t : {kFloat32, kFloat64})
+      for (bool residual : {false, true}) {
+        const std::string name = act + (residual ? " + residual " : " ") + tname(t);
+        v.push_back(sample(name, {input({5}, t, seed), input({3, 4}, t, seed + 1), input({4, 5}, t, seed + 2),
+                                  residual ? input({3, 5}, t, seed + 3) : Tensor()},
+                           epilogue_fn(act), epilogue_ref(act)));
+        // linear's layout (the weight [n, k] transposed), a strided residual, blocks of rows.
+        v.push_back(sample(name + " weight transposed, strided residual",
+                           {input({300}, t, seed + 4), input({1200, 70}, t, seed + 5), input({300, 70}, t, seed + 6),
+                            residual ? input({1200, 300}, t, seed + 7, true) : Tensor()},
+                           epilogue_fn(act, true), epilogue_ref(act, true), 1e-4));
+        v.back().check_grad = false;  // large; the small samples check the gradient
+        seed += 8;
+      }
+  for (DType t : {kFloat16, kBFloat16})
+    v.push_back(sample("gelu + residual " + tname(t),
+                       {input({5}, t, 1), input({3, 4}, t, 2), input({4, 5}, t, 3), input({3, 5}, t, 4)},
+                       epilogue_fn("gelu"), epilogue_ref("gelu"), t == kFloat16 || t == kBFloat16 ? 3e-2 : 0));
+  v.push_back(sample("strided operands float64", {input({3}, kFloat64, 5, true), input({4, 2}, kFloat64, 6, true),
+                                                  input({2, 3}, kFloat64, 7, true), Tensor()},
+                     epilogue_fn("relu"), epilogue_ref("relu")));
+  auto empty = [&](const char* name, Shape a, Shape b) {
+    OpSample s = sample(name, {input({b[1]}, kFloat32, 13), input(a, kFloat32, 14), input(b, kFloat32, 15), Tensor()},
+                        epilogue_fn("gelu"), epilogue_ref("gelu"));
+    s.check_grad = false;
+    v.push_back(s);
+  };
+  empty("K = 0 gives act(bias)", {3, 0}, {0, 4});
+  empty("M = 0", {0, 3}, {3, 4});
+  empty("N = 0", {2, 3}, {3, 0});
+  return v;
+}
+std::vector<ErrorSample> addmm_epilogue_errors() {
+  auto call = [](const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& res, const std::string& act) {
+    call_op1(OpId::_addmm_epilogue, {bias, a, b, res}, {act});
+  };
+  const Tensor bias = input({5}, kFloat32, 1), a = input({2, 3}, kFloat32, 2), b = input({3, 5}, kFloat32, 3);
+  return {{"bias length", [=] { call(input({4}, kFloat32, 1), a, b, Tensor(), "relu"); },
+           "_addmm_epilogue: expected a [m, k], b [k, n] and bias [n], got shapes [2, 3], [3, 5] and [4]"},
+          {"inner dims", [=] { call(bias, input({2, 4}, kFloat32, 2), b, Tensor(), "relu"); }, "expected a [m, k]"},
+          {"residual shape", [=] { call(bias, a, b, input({5}, kFloat32, 4), "relu"); },
+           "_addmm_epilogue: expected residual of the output's shape [2, 5], got [5]"},
+          {"residual dtype", [=] { call(bias, a, b, input({2, 5}, kFloat64, 4), "relu"); }, "same dtype"},
+          {"dtype mismatch", [=] { call(input({5}, kFloat64, 1), a, b, Tensor(), "relu"); }, "same dtype"},
+          {"integer", [=] { call(input({5}, kInt64, 1), input({2, 3}, kInt64, 2), input({3, 5}, kInt64, 3), Tensor(), "relu"); },
+           "_addmm_epilogue: expected floating operands, got int64"},
+          {"activation", [=] { call(bias, a, b, Tensor(), "tanh"); },
+           "_addmm_epilogue: expected activation \"none\", \"relu\", \"gelu\", \"gelu_tanh\" or \"silu\", got \"tanh\""}};
+}
+KILN_OP_SAMPLES(_addmm_epilogue, addmm_epilogue_samples, addmm_epilogue_errors);
 
 // ---- einsum ----
 // Naive einsum over letter subscripts: every assignment of every label.

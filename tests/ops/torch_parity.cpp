@@ -78,6 +78,7 @@ TEST_P(TorchParity, Samples) {
        "torch 1.13 lacks it: its fused attention op arrived in torch 2.0 (and is internal there)"},
       {"_batch_norm_backward", "internal: kiln's batch_norm VJP kernel"},
       {"_addmm_bias", "internal: kiln's linear with the bias added in the GEMM's epilogue"},
+      {"_addmm_epilogue", "internal: kiln's GEMM with bias, activation and residual add fused by inductor's epilogue pass"},
       {"_fused_adam_",
        "torch 1.13 lacks it: its _fused_adam_ is CUDA-only with another signature (state steps as tensors, grad "
        "scaling); the optimizer tests compare kiln's with its foreach Adam step"},

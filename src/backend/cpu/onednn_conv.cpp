@@ -11,8 +11,6 @@
 #include "kiln/backends.h"
 
 #ifdef KILN_HAVE_ONEDNN
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <list>
@@ -22,8 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/parallel.h"
-#include "oneapi/dnnl/dnnl.hpp"
+#include "backend/cpu/onednn_common.h"
 #endif
 
 namespace kiln::backends::onednn {
@@ -100,11 +97,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 }  // namespace
 
 bool bf16_supported() {
@@ -116,22 +108,6 @@ bool bf16_supported() {
 }
 
 namespace {
-
-// The thread hook: oneDNN (OpenMP runtime) runs on omp_get_max_threads() threads, so this
-// sets it to kiln's budget around each build and call, and to 1 inside a kiln parallel
-// region so threads never multiply. The thread-budget work joins here.
-int onednn_threads() { return in_parallel_region() ? 1 : get_num_threads(); }
-struct OmpThreads {
-  int prev;
-  explicit OmpThreads(int n) : prev(omp_get_max_threads()) {
-    if (n != prev) omp_set_num_threads(n);
-  }
-  ~OmpThreads() {
-    if (omp_get_max_threads() != prev) omp_set_num_threads(prev);
-  }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-};
 
 // Where a pass runs: oneDNN on its blocked layouts ("any": nChw16c and friends, reordered
 // from and to kiln's plain NCHW on each call), oneDNN on the plain layouts, or kiln's kernels.
@@ -278,44 +254,9 @@ Key key_of(const ConvDesc& d, int pass, bool with_bias, bool blocked, int thread
   return k;
 }
 
-// A bounded LRU map of built primitives (most recently used at the front).
-class Cache {
- public:
-  static constexpr size_t kCapacity = 256;  // resnet18 training builds 32
-  std::shared_ptr<const Entry> get(const Key& k, const ConvDesc& d, int pass, bool with_bias, bool blocked) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = index_.find(k);
-      if (it != index_.end()) {
-        order_.splice(order_.begin(), order_, it->second);
-        return it->second->second;
-      }
-    }
-    auto e = std::make_shared<Entry>();
-    try {
-      *e = build(d, pass, with_bias, blocked);
-    } catch (const dnnl::error&) {
-      e->ok = false;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(k);
-    if (it != index_.end()) return it->second->second;
-    order_.emplace_front(k, e);
-    index_[k] = order_.begin();
-    if (order_.size() > kCapacity) {
-      index_.erase(order_.back().first);
-      order_.pop_back();
-    }
-    return e;
-  }
-
- private:
-  std::mutex mu_;
-  std::list<std::pair<Key, std::shared_ptr<const Entry> > > order_;
-  std::map<Key, std::list<std::pair<Key, std::shared_ptr<const Entry> > >::iterator> index_;
-};
-Cache& cache() {
-  static Cache c;
+// resnet18 training builds 32 convolutions' primitives; a model's GEMMs are as few.
+PrimitiveCache<Key, Entry>& cache() {
+  static PrimitiveCache<Key, Entry> c;
   return c;
 }
 
@@ -349,7 +290,7 @@ bool run(const ConvDesc& d, int pass, const void* in0, const void* in1, void* ou
   if (r == Route::Kiln) return false;
   const bool blocked = r == Route::Blocked;
   const bool with_bias = bias_io != nullptr;
-  auto e = cache().get(key_of(d, pass, with_bias, blocked, nt), d, pass, with_bias, blocked);
+  auto e = cache().get(key_of(d, pass, with_bias, blocked, nt), [&] { return build(d, pass, with_bias, blocked); });
   if (!e->ok) return false;
   try {
     dnnl::engine& eng = engine();

@@ -352,6 +352,10 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
       g.write_targets.assign(g.outputs.size(), -1);
       for (size_t w = 0; w < f.writeback.size(); ++w) g.write_targets[n_out + w] = f.writeback[w];
     }
+    // The last inputs are the constants (the runnable below appends them to each call's).
+    g.input_constants.resize(g.inputs.size());
+    for (size_t c = 0; c < constants.size() && c < g.inputs.size(); ++c)
+      g.input_constants[g.inputs.size() - constants.size() + c] = constants[c];
     GraphFn run = lower(g);
     std::vector<int> writeback = f.writeback;
     std::vector<SyntheticBase> bases = f.bases;
@@ -475,6 +479,13 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     log(Log::Aot, os.str());
   }
 
+  // The forward's constants: f's (its last primals) and the joint trace's (after the primals).
+  p.forward.input_constants.resize(p.forward_inputs.size());
+  for (size_t j = 0; j < p.forward_inputs.size(); ++j) {
+    const size_t i = static_cast<size_t>(p.forward_inputs[j]), first = n_primals - f.constants.size();
+    if (i >= n_primals) p.forward.input_constants[j] = joint_constants[i - n_primals];
+    else if (i >= first) p.forward.input_constants[j] = f.constants[i - first];
+  }
   GraphFn run_fwd = shared_graph_fn(lower(p.forward));
   GraphFn run_bwd = shared_graph_fn(lower(p.backward));
   std::vector<Tensor> f_constants = f.constants;

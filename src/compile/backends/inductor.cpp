@@ -24,6 +24,7 @@
 #include "compile/jit/cpp_jit.h"
 #include "compile/jit/cuda_jit.h"
 #include "compile/logs.h"
+#include "compile/lower/epilogue.h"
 #include "compile/lower/schedule.h"
 #include "core/parallel.h"
 #include "dispatch/dispatch.h"
@@ -609,14 +610,25 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
   return aot_compile(g, ctx, /*decompose=*/true,
                      [counts, background, max_autotune, reduce_overhead](const Graph& lowered) -> GraphFn {
     KILN_CHECK(!lowered.is_symbolic(), "internal: inductor received a symbolic graph");
+    // Note [GEMM epilogues]: bias, activation and residual adds into the GEMM's extern call
+    // (KILN_GEMM_EPILOGUES=0 turns the pass off, for measuring).
+    static const bool epilogues_on = [] {
+      const char* e = std::getenv("KILN_GEMM_EPILOGUES");
+      return !(e && std::strcmp(e, "0") == 0);
+    }();
+    Graph fused = lowered;
+    std::string report;
+    if (const int n = epilogues_on ? lower::fuse_gemm_epilogues(fused, &report) : 0) {
+      log(Log::Fusion, "GEMM epilogues: " + std::to_string(n) + " fused\n" + report);
+    }
     if (!background) {
-      auto ig = std::make_shared<InductorGraph>(lowered, max_autotune, reduce_overhead);
+      auto ig = std::make_shared<InductorGraph>(fused, max_autotune, reduce_overhead);
       ig->counts = counts;
       return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
     }
     auto holder = std::make_shared<BuildThread>();
     auto build = holder->build = std::make_shared<BackgroundBuild>();
-    build->g = std::make_shared<const Graph>(lowered);
+    build->g = std::make_shared<const Graph>(std::move(fused));
     holder->thread = std::thread([build, counts, max_autotune, reduce_overhead] {
       const auto t0 = std::chrono::steady_clock::now();
       try {

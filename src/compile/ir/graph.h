@@ -53,6 +53,10 @@ struct Graph {
   // A backend may store such an output into that input directly where nothing reads the
   // input's old value afterwards.
   std::vector<int> write_targets;
+  // Per input, the tensor every call binds it to where that is fixed when compiling (the scalars
+  // a decomposition made constants, Recording::take), undefined where the caller's; empty: none
+  // known. Passes that match values read it (Note [GEMM epilogues]).
+  std::vector<Tensor> input_constants;
   // Note [Dynamic shapes]: the expressions that symbolic attrs (Attrs::symbolic_values) and
   // Value::sym refer to, and where each symbol comes from. Empty for a static graph; node
   // attrs' values() are then the only attrs, else they are this call's values of the expressions.
