@@ -26,6 +26,7 @@ CudaJitStats cuda_jit_stats() { return {}; }
 #else
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <sys/stat.h>
 
@@ -164,8 +165,27 @@ std::string target_for(int major, int minor) {
   return "compute_" + std::to_string(best);
 }
 
+// NVRTC loads libnvrtc-builtins.so.<version> with dlopen by its name, which finds it only on the
+// loader's paths; libkiln found NVRTC through its own RUNPATH, which that dlopen does not read.
+// Loading it first by its full path, beside libnvrtc, makes NVRTC's dlopen find it loaded.
+void preload_builtins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) || !info.dli_fname) return;
+    std::string dir = info.dli_fname;
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    const std::string v = std::to_string(major) + "." + std::to_string(minor);
+    for (const std::string& name : {"libnvrtc-builtins.so." + v, "libnvrtc-builtins.so." + std::to_string(major)})
+      if (exists(dir + name) && dlopen((dir + name).c_str(), RTLD_NOW | RTLD_GLOBAL)) return;
+  });
+}
+
 // One NVRTC run: the cubin (sm_) or the PTX (compute_) of `source`.
 std::string run_nvrtc(const std::string& source, const std::string& target) {
+  preload_builtins();
   std::vector<std::string> names(std::begin(kStdNames), std::end(kStdNames)), texts;
   const std::string include_shim = "#include \"kiln_nvrtc_std.h\"\n";
   texts.assign(names.size(), include_shim);
