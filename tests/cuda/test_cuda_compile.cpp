@@ -3,6 +3,7 @@
 // form and launch shape, backward graphs, dtypes, the zoo's training steps and a whole
 // training step with the optimizer inside.
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -12,6 +13,12 @@
 
 namespace kiln {
 namespace {
+// Generated CUDA is opt-in until verified on a GPU (Note [Kernel devices]): these tests verify it.
+const bool kCudaCodegenOn = [] {
+  setenv("KILN_CUDA_CODEGEN", "1", 0);
+  return true;
+}();
+
 
 using testing::expect_close;
 

@@ -27,6 +27,12 @@
 
 namespace kiln::test {
 namespace {
+// Generated CUDA is opt-in until verified on a GPU (Note [Kernel devices]): these tests verify it.
+const bool kCudaCodegenOn = [] {
+  setenv("KILN_CUDA_CODEGEN", "1", 0);
+  return true;
+}();
+
 
 // Note [CUDA known-missing list]
 // The CUDA errors a sample may raise without failing: `op` names the op whose message it is
