@@ -132,12 +132,13 @@ class CudaEmitter : LoopEmitter {
            "x_ += idx_t(gridDim.x) * blockDim.x) {\n";
     vars_[last] = base;  // the vector's first point
     unflatten(all, "x_ * kiln::jit::kVector", "      ");
-    const std::vector<bool> vec = cuda_vector_buffers(k_);
     load_override_.assign(k_.exprs.size(), "");
     const std::vector<bool> need = closure(pass_roots({}, stores));
     for (size_t e = 0; e < k_.exprs.size(); ++e) {
       const Expr& x = k_.exprs[e];
-      if (!need[e] || x.kind != ExprKind::Load || !vec[static_cast<size_t>(x.buffer)]) continue;
+      // A vector load steps through the innermost dim; another load of the same buffer (a
+      // broadcast along it) is read per lane.
+      if (!need[e] || x.kind != ExprKind::Load || x.index.coeffs[last] != 1) continue;
       const std::string t = cpp_type(x.dtype);
       os_ << "      const kiln::jit::Vec<" << t << "> V" << e << " = *reinterpret_cast<const kiln::jit::Vec<" << t
           << ">*>(&" << bufname_[static_cast<size_t>(x.buffer)] << "[" << index_expr(x.index) << "]);\n";
@@ -285,14 +286,14 @@ bool cuda_vectorizable(const lower::LoopKernel& k) {
 bool cuda_vector_aligned(const lower::LoopKernel& k, const std::vector<uint64_t>& addresses) {
   constexpr int64_t v = 4;  // kiln::jit::kVector
   if (!cuda_vectorizable(k) || k.sizes.back() % v != 0) return false;
-  const std::vector<bool> vec = cuda_vector_buffers(k);
+  const std::vector<bool> vec = cuda_vector_buffers(k);  // their addresses: aligned
   auto aligned = [&](const lower::Index& ix) {
     for (size_t d = 0; d + 1 < ix.coeffs.size(); ++d)
       if (ix.coeffs[d] % v != 0) return false;
     return ix.offset % v == 0;
   };
   for (const Expr& e : k.exprs)
-    if (e.kind == ExprKind::Load && vec[static_cast<size_t>(e.buffer)] && !aligned(e.index)) return false;
+    if (e.kind == ExprKind::Load && e.index.coeffs.back() == 1 && !aligned(e.index)) return false;
   for (const lower::Store& s : k.stores)
     if (!aligned(s.index)) return false;
   for (size_t b = 0; b < k.buffers.size(); ++b)
