@@ -300,7 +300,11 @@ class CudaCompileOpTest : public ::testing::TestWithParam<int> {};
 
 // Known: these ops' decompositions build index and weight tensors (tensor<T>(data, shape,
 // device)) that end up on the CPU when a CUDA graph is lowered to prims, so the lowered graph
-// (aot_eager+decompose and inductor alike) mixes devices. Seen on an H100, 2026-12-07.
+// (aot_eager+decompose and inductor alike) mixes devices. Seen on an H100, 2026-12-07. The cause:
+// Tensor::to(device) is empty(device) + copy_, and the functionalized copy_
+// (Recording::functional_write) converts the dtype but not the device, so the CUDA tracer takes
+// the CPU value. Any cross-device copy inside a compiled function does the same; it needs a pure
+// device-move op in the table.
 const char* const kLoweringOnCpu[] = {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
                                       "interpolate"};
 
