@@ -117,6 +117,35 @@ TEST(CudaCodegen, GoldenBiasGelu) {
   kiln::testing::expect_golden_file("cuda_kernels_bias_gelu.txt", src, "CUDA of gelu(x + b)");
 }
 
+// Note [Vectorized CUDA kernels]: the vector path only where every vector access is aligned.
+TEST(CudaCodegen, VectorPathNeedsAlignment) {
+  auto kernel_of = [](const Fn& fn, const Tensor& x) {
+    auto sgs = testing::schedules_of(fn, x);
+    EXPECT_EQ(sgs.size(), 1u);
+    EXPECT_EQ(sgs[0].schedule.kernels.size(), 1u);
+    return sgs[0].schedule.kernels[0];
+  };
+  Tensor b = randn({8});
+  const compiler::lower::LoopKernel k = kernel_of([&](const Tensor& x) { return x * b + 1; }, randn({4, 8}));
+  ASSERT_TRUE(compiler::codegen::cuda_vectorizable(k));
+  const std::vector<bool> vec = compiler::codegen::cuda_vector_buffers(k);
+  std::vector<uint64_t> addresses(k.buffers.size(), 0);
+  for (size_t i = 0; i < addresses.size(); ++i) addresses[i] = 4096 * (i + 1);  // 16-byte aligned
+  EXPECT_TRUE(compiler::codegen::cuda_vector_aligned(k, addresses));
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (!vec[i]) continue;
+    std::vector<uint64_t> off = addresses;
+    off[i] += 4;  // one float past alignment
+    EXPECT_FALSE(compiler::codegen::cuda_vector_aligned(k, off)) << "buffer " << i;
+  }
+  // An innermost size that is not a multiple of the vector: the scalar loop.
+  const compiler::lower::LoopKernel odd = kernel_of([](const Tensor& x) { return x * 2; }, randn({3, 7}));
+  std::vector<uint64_t> odd_addresses(odd.buffers.size(), 4096);
+  EXPECT_FALSE(compiler::codegen::cuda_vector_aligned(odd, odd_addresses));
+  // A reduction has no vector path.
+  EXPECT_FALSE(compiler::codegen::cuda_vectorizable(kernel_of([](const Tensor& x) { return x.sum(1); }, randn({4, 8}))));
+}
+
 TEST(CudaCodegen, LaunchShapes) {
   // A long row gets a block of threads, a short one a warp slice, a kept innermost dim one
   // thread a row; a pointwise kernel covers every element.
