@@ -7,21 +7,7 @@ import json
 import os
 import sys
 
-
-def rows(path):
-    out = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith("{"):
-                    try:
-                        out.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        pass
-    except FileNotFoundError:
-        pass
-    return out
+from gpu_report import rows  # beside this script: the JSON lines of a log
 
 
 def fmt(v, digits=2):

@@ -101,17 +101,12 @@ TEST_P(CompileTest, Samples) {
   ASSERT_FALSE(samples.empty()) << "op '" << info.name << "' has no samples";
   const bool random = info.has(RANDOM);
   int captured = 0;
-  // "inductor" compiles C++ for every graph: it runs the first two samples of each input dtype
-  // (every dtype, layout kinds the first samples cover) to keep the table's compile count down.
-  std::map<int, int> per_dtype;
-  for (const OpSample& s : samples) {
-    int key = -1;
-    for (const Tensor& t : s.inputs)
-      if (t.defined()) {
-        key = static_cast<int>(t.dtype());
-        break;
-      }
-    const bool run_inductor = per_dtype[key]++ < 2;
+  // "inductor" compiles C++ for every graph: it runs first_two_of_each_dtype's samples, to keep
+  // the table's compile count down.
+  const std::vector<bool> inductor_samples = first_two_of_each_dtype(samples);
+  for (size_t si = 0; si < samples.size(); ++si) {
+    const OpSample& s = samples[si];
+    const bool run_inductor = inductor_samples[si];
     SCOPED_TRACE(std::string(info.name) + ": " + s.name);
     manual_seed(1234);
     TensorList want;

@@ -45,15 +45,11 @@ TEST(CudaCodegenSamples, EveryOpsKernelsCompileWithNvrtc) {
   generated().clear();
   for (int id = 0; id < kNumOps; ++id) {
     const OpId op = static_cast<OpId>(id);
-    std::map<int, int> per_dtype;  // as the compile tests: the first two samples of each dtype
-    for (const OpSample& s : op_samples(op)) {
-      int key = -1;
-      for (const Tensor& t : s.inputs)
-        if (t.defined()) {
-          key = static_cast<int>(t.dtype());
-          break;
-        }
-      if (per_dtype[key]++ >= 2) continue;
+    const std::vector<OpSample> samples = op_samples(op);
+    const std::vector<bool> run = first_two_of_each_dtype(samples);  // as the compile tests
+    for (size_t si = 0; si < samples.size(); ++si) {
+      if (!run[si]) continue;
+      const OpSample& s = samples[si];
       TensorList in;
       for (const Tensor& t : s.inputs) {
         const bool grad = t.defined() && is_floating_point(t.dtype()) && s.check_grad && op_info(op).differentiable();

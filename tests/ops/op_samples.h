@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,23 @@ bool register_samples(OpId op, SampleFn samples, ErrorFn errors = nullptr);
 // Every sample registered for `op`, from all the files that register it
 // (empty when none); the op tests and the meta tests (meta_tests.cpp) run them.
 std::vector<OpSample> op_samples(OpId op);
+
+// The samples the compile tests run (each graph compiles code): the first two of each dtype of
+// the first defined input, which cover every dtype and the layout kinds the first samples do.
+inline std::vector<bool> first_two_of_each_dtype(const std::vector<OpSample>& samples) {
+  std::vector<bool> keep;
+  std::map<int, int> per_dtype;
+  for (const OpSample& s : samples) {
+    int key = -1;
+    for (const Tensor& t : s.inputs)
+      if (t.defined()) {
+        key = static_cast<int>(t.dtype());
+        break;
+      }
+    keep.push_back(per_dtype[key]++ < 2);
+  }
+  return keep;
+}
 std::vector<ErrorSample> op_error_samples(OpId op);
 
 }  // namespace kiln::test

@@ -49,19 +49,14 @@ class KernelEmitter : LoopEmitter {
 
   // Prints the kernel's function; returns its parameters (Note [Kernel parameters]).
   std::vector<int64_t> emit(const std::string& symbol) {
-    int in = 0, out = 0;
+    name_buffers();
     for (size_t b = 0; b < k_.buffers.size(); ++b) {
       const lower::Buffer& buf = k_.buffers[b];
-      const std::string t = cpp_type(buf.dtype);
-      const std::string name = buf.output ? "out" + std::to_string(out++) : "in" + std::to_string(in++);
-      bufname_.push_back(name);
-      os_ << "  " << (buf.output ? "" : "const ") << t << "* __restrict " << name << " = reinterpret_cast<"
-          << (buf.output ? "" : "const ") << t << "*>(bufs[" << b << "]);\n";
+      const std::string t = cpp_type(buf.dtype), c = buf.output ? "" : "const ";
+      os_ << "  " << c << t << "* __restrict " << bufname_[b] << " = reinterpret_cast<" << c << t << "*>(bufs[" << b
+          << "]);\n";
     }
-    // Values that vary along no dim (0-d scalars and what is computed from them): once.
-    const std::vector<bool> top = hoistable();
-    emit_exprs(top, "  ", {});
-    hoisted_ = top;
+    emit_hoisted();
     if (!has_reduce_) {
       emit_pointwise_form();
     } else if (k_.num_reduced() > 0 && !k_.reduced.back() && k_.num_phases() == 1) {

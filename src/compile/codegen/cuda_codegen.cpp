@@ -42,21 +42,16 @@ class CudaEmitter : LoopEmitter {
   CudaEmitter(const LoopKernel& k, const std::vector<bool>& by_value) : LoopEmitter(k), by_value_(by_value) {}
 
   std::string emit(const std::string& symbol, std::vector<int64_t>* params) {
-    int in = 0, out = 0;
+    name_buffers();
     for (size_t b = 0; b < k_.buffers.size(); ++b) {
       const lower::Buffer& buf = k_.buffers[b];
-      const std::string t = cpp_type(buf.dtype);
-      const std::string name = buf.output ? "out" + std::to_string(out++) : "in" + std::to_string(in++);
-      bufname_.push_back(name);
+      const std::string t = cpp_type(buf.dtype), c = buf.output ? "" : "const ", name = bufname_[b];
       if (!buf.output && b < by_value_.size() && by_value_[b])
         os_ << "  const " << t << "* " << name << " = reinterpret_cast<const " << t << "*>(&a.b[" << b << "]);\n";
       else
-        os_ << "  " << (buf.output ? "" : "const ") << t << "* __restrict__ " << name << " = reinterpret_cast<"
-            << (buf.output ? "" : "const ") << t << "*>(a.b[" << b << "]);\n";
+        os_ << "  " << c << t << "* __restrict__ " << name << " = reinterpret_cast<" << c << t << "*>(a.b[" << b << "]);\n";
     }
-    const std::vector<bool> top = hoistable();
-    emit_exprs(top, "  ", {});
-    hoisted_ = top;
+    emit_hoisted();
     if (has_reduce_)
       emit_rows();
     else

@@ -94,7 +94,12 @@ std::string LoopEmitter::name(int e) const {
   return (x.kind == ExprKind::Reduce ? "r" : "v") + std::to_string(e);
 }
 
-std::vector<bool> LoopEmitter::hoistable() const {
+void LoopEmitter::name_buffers() {
+  int in = 0, out = 0;
+  for (const lower::Buffer& b : k_.buffers) bufname_.push_back(b.output ? "out" + std::to_string(out++) : "in" + std::to_string(in++));
+}
+
+void LoopEmitter::emit_hoisted() {
   // One pass in definition order (arguments come first): whether each depends on a reduction.
   std::vector<bool> top(k_.exprs.size(), false), after_reduce(k_.exprs.size(), false);
   for (size_t e = 0; e < k_.exprs.size(); ++e) {
@@ -103,7 +108,8 @@ std::vector<bool> LoopEmitter::hoistable() const {
     for (int a : x.args) after_reduce[e] = after_reduce[e] || after_reduce[static_cast<size_t>(a)];
     top[e] = invariant_[e] && !after_reduce[e];
   }
-  return top;
+  emit_exprs(top, "  ", {});
+  hoisted_ = top;
 }
 
 void LoopEmitter::emit_exprs(const std::vector<bool>& which, const std::string& ind, const std::vector<bool>& skip) {

@@ -44,8 +44,11 @@ class LoopEmitter {
   std::string index_expr(const lower::Index& ix);
   std::string name(int e) const;  // the variable holding expression e's value
 
-  // Values that vary along no dim and do not depend on a reduction: computed once.
-  std::vector<bool> hoistable() const;
+  // Names the buffers in0, in1, ... (inputs) and out0, ... (outputs), in bufname_.
+  void name_buffers();
+  // Declares the values that vary along no dim and depend on no reduction (0-d scalars and what
+  // is computed from them), once before the loops, and marks them hoisted.
+  void emit_hoisted();
   // Declares each expression in `which` (not a Reduce, not in `skip`) in definition order.
   void emit_exprs(const std::vector<bool>& which, const std::string& ind, const std::vector<bool>& skip);
   // The non-Reduce expressions `roots` need (roots included), stopping at Reduce values (read
