@@ -45,6 +45,18 @@ KILN_REGISTER_META(zeros_like, meta_like);
 KILN_REGISTER_META(ones_like, meta_like);
 KILN_REGISTER_META(full_like, meta_like);
 
+// Note [Device moves]
+// Tensor::to(device) is one op, _to_copy, rather than an empty tensor on the new device and a
+// copy_ into it: under capture a copy_ is a write that functionalization turns into a binding of
+// values (Note [Functionalization]), and a value keeps the device it was made on, so the copy would
+// leave the result on the source's device. As an op the move stays in the graph (an extern call
+// in a compiled one) and has a VJP: the gradient goes back to the source's device and dtype.
+std::vector<TensorMeta> meta_to_copy(const OpCall& c) {
+  KILN_CHECK(c.in(0).defined(), "_to_copy: undefined tensor");
+  return one_output(c.in(0).sizes().vec(), c.attrs.dtype(0), c.attrs.device(1));
+}
+KILN_REGISTER_META(_to_copy, meta_to_copy);
+
 std::vector<Tensor> decomp_zeros(const OpCall& c) {
   return {call_op1(OpId::full, {}, {c.attrs[0], Scalar(0), c.attrs[1], c.attrs[2]})};
 }
@@ -332,6 +344,8 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
 Tensor Tensor::to(Device d, std::optional<DType> t, bool non_blocking, bool copy) const {
   DType dt = t.value_or(dtype());
   if (d == device()) return kiln::to(*this, dt, copy);
+  // Note [Device moves]. A non-blocking copy keeps its own path below: the op's copy waits.
+  if (!non_blocking) return call_op1(OpId::_to_copy, {*this}, {dt, d});
   auto move = [d, dt, non_blocking](const Tensor& x) {
     // A non-blocking copy to the host lands in pinned memory, as torch's, so it can be asynchronous.
     Tensor out = non_blocking && d.is_cpu() && !x.is_cpu() && x.has_storage() && pinned_allocator()

@@ -4,6 +4,7 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
+#include "dispatch/dispatch.h"
 #include "ops/grad_util.h"
 
 namespace kiln {
@@ -30,6 +31,13 @@ std::vector<Tensor> vjp_cat(const VjpCall& v) {
   return out;
 }
 KILN_REGISTER_VJP(cat, vjp_cat);
+
+// _to_copy: the gradient goes back to the source's device and dtype (Note [Device moves]).
+std::vector<Tensor> vjp_to_copy(const VjpCall& v) {
+  const TensorMeta& m = v.input_meta[0];
+  return {call_op1(OpId::_to_copy, {v.grads[0]}, {m.dtype, m.device})};
+}
+KILN_REGISTER_VJP(_to_copy, vjp_to_copy);
 
 // stack: input i's gradient is the i-th slice along the new dim.
 std::vector<Tensor> vjp_stack(const VjpCall& v) {

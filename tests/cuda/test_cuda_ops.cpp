@@ -298,24 +298,11 @@ INSTANTIATE_TEST_SUITE_P(Ops, CudaOpTest, ::testing::Range(0, kNumOps), test_nam
 // above (the graph would make them where the sample says: the CPU).
 class CudaCompileOpTest : public ::testing::TestWithParam<int> {};
 
-// Known: these ops' decompositions build index and weight tensors (tensor<T>(data, shape,
-// device)) that end up on the CPU when a CUDA graph is lowered to prims, so the lowered graph
-// (aot_eager+decompose and inductor alike) mixes devices. Seen on an H100, 2026-12-07. The cause:
-// Tensor::to(device) is empty(device) + copy_, and the functionalized copy_
-// (Recording::functional_write) converts the dtype but not the device, so the CUDA tracer takes
-// the CPU value. Any cross-device copy inside a compiled function does the same; it needs a pure
-// device-move op in the table.
-const char* const kLoweringOnCpu[] = {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-                                      "interpolate"};
-
 TEST_P(CudaCompileOpTest, MatchesEager) {
   if (!on_cpu_selftest()) KILN_REQUIRE_CUDA();
   const Device dev = device_under_test();
   OpId op = static_cast<OpId>(GetParam());
   const OpInfo& info = op_info(op);
-  for (const char* name : kLoweringOnCpu)
-    if (!on_cpu_selftest() && info.name == std::string(name))
-      GTEST_SKIP() << name << ": its decomposition makes CPU tensors in a CUDA graph (kLoweringOnCpu)";
   const std::vector<OpSample> samples = op_samples(op);
   const std::vector<bool> run = first_two_of_each_dtype(samples);
   for (size_t si = 0; si < samples.size(); ++si) {

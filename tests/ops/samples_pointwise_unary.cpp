@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "dispatch/dispatch.h"
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
@@ -489,6 +490,50 @@ KILN_OP_SAMPLES(bitwise_not, bitwise_not_samples, bitwise_not_errors);
 KILN_OP_SAMPLES(clamp, clamp_samples, clamp_errors);
 KILN_OP_SAMPLES(minimum, clamp_tensor_bounds_samples, nullptr);
 KILN_OP_SAMPLES(to, to_samples, nullptr);
+
+// _to_copy (Note [Device moves]): the samples stay on the inputs' device (the CUDA op test moves
+// them there, so there it is a device-to-device copy; tests/cuda covers host <-> device), with and
+// without a dtype change, strided and empty inputs. Always a new tensor, contiguous.
+std::vector<OpSample> to_copy_samples() {
+  std::vector<OpSample> v;
+  struct Case { DType from, to; bool nc; };
+  const Case cases[] = {{kFloat32, kFloat32, false}, {kFloat32, kFloat32, true}, {kFloat32, kFloat64, false},
+                        {kFloat64, kFloat32, true},  {kInt64, kFloat32, false},  {kFloat32, kInt32, true},
+                        {DType::Bool, kFloat32, false}, {kFloat32, DType::BFloat16, false}};
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    OpSample o;
+    o.name = std::string(dtype_name(c.from)) + " -> " + std::string(dtype_name(c.to)) + (c.nc ? " noncontig" : "");
+    o.inputs = {make_input({3, 4}, c.from, ++seed, -20, 20, c.nc)};
+    DType to = c.to;
+    o.fn = [to](const TensorList& in) { return TensorList{call_op1(OpId::_to_copy, {in[0]}, {to, in[0].device()})}; };
+    o.reference = [to](const TensorList& in) {
+      auto f = [to](double a) {
+        if (to == DType::Bool) return a != 0 ? 1.0 : 0.0;
+        if (!is_floating_point(to)) return std::trunc(a);
+        return a;
+      };
+      return TensorList{ref_map(Ref::of(in[0]), f).to(to)};
+    };
+    o.check = [x = o.inputs[0]](const TensorList& out) {
+      EXPECT_FALSE(out[0].is_alias_of(x)) << "_to_copy must copy";
+      EXPECT_TRUE(out[0].is_contiguous());
+    };
+    o.check_grad = c.from == kFloat32 && c.to == kFloat64;  // gradcheck runs in float64: only a widening keeps it
+    v.push_back(o);
+  }
+  OpSample e;
+  e.name = "empty and 0-d";
+  e.inputs = {make_input({0, 3}, kFloat32, 1), make_input({}, kFloat64, 2)};
+  e.fn = [](const TensorList& in) {
+    return TensorList{call_op1(OpId::_to_copy, {in[0]}, {kFloat64, in[0].device()}),
+                      call_op1(OpId::_to_copy, {in[1]}, {kFloat64, in[1].device()})};
+  };
+  e.reference = [](const TensorList& in) { return TensorList{Ref::of(in[0]).to(kFloat64), Ref::of(in[1]).to(kFloat64)}; };
+  v.push_back(e);
+  return v;
+}
+KILN_OP_SAMPLES(_to_copy, to_copy_samples, nullptr);
 
 // Gradients where torch defines them specially: logit's outside [0, 1] (NaN) or, with eps,
 // outside [eps, 1 - eps] (0).

@@ -3,6 +3,7 @@
 // to one input coordinate (or to the fill value), so one gather loop driven by
 // per-dim offset tables serves them all (Note [Index tables]).
 #include "backend/cpu/loops.h"
+#include "dispatch/dispatch.h"
 #include "ops/registry.h"
 
 namespace kiln::cpu {
@@ -201,6 +202,11 @@ KILN_REGISTER_KERNEL(repeat, CPU, repeat_kernel);
 KILN_REGISTER_KERNEL(pad, CPU, pad_kernel);
 KILN_REGISTER_KERNEL(tril, CPU, tri_kernel);
 KILN_REGISTER_KERNEL(triu, CPU, tri_kernel);
+
+// _to_copy (Note [Device moves]): the output was made on the target device from the meta function;
+// copy_ moves the elements (host to device, device to host or within a device) and converts the dtype.
+void to_copy_kernel(const OpCall& c, std::vector<Tensor>& outs) { copy_into(outs[0], c.in(0)); }
+KILN_REGISTER_KERNEL(_to_copy, CPU, to_copy_kernel);
 
 }  // namespace
 }  // namespace kiln::cpu

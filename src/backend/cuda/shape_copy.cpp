@@ -1,5 +1,6 @@
 // CUDA kernels for the copying shape prims that are plain strided copies.
 #include "backend/cuda/launch.h"
+#include "dispatch/dispatch.h"
 #include "ops/registry.h"
 
 namespace kiln::cuda {
@@ -23,6 +24,11 @@ void cat_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   }
 }
 KILN_REGISTER_KERNEL(cat, CUDA, cat_kernel);
+
+// _to_copy (Note [Device moves]): the output was made on the target device from the meta function;
+// copy_ moves the elements (host to device, device to host or within a device) and converts the dtype.
+void to_copy_kernel(const OpCall& c, std::vector<Tensor>& outs) { copy_into(outs[0], c.in(0)); }
+KILN_REGISTER_KERNEL(_to_copy, CUDA, to_copy_kernel);
 
 }  // namespace
 }  // namespace kiln::cuda

@@ -590,7 +590,10 @@ void Recording::functional_write(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(d->is_tracer() && d->tracer_recording == id_, "internal: a functionalized write into a real tensor");
   Tensor s = src;
   if (s.sizes() != dst.sizes()) s = backend_call(OpId::expand, std::vector<Tensor>{s}, Attrs{dst.sizes().vec()})[0];
-  if (s.dtype() != dst.dtype()) s = backend_call(OpId::to, std::vector<Tensor>{s}, Attrs{dst.dtype()})[0];
+  if (s.device() != dst.device())  // a copy between devices moves the value (Note [Device moves])
+    s = backend_call(OpId::_to_copy, std::vector<Tensor>{s}, Attrs{dst.dtype(), dst.device()})[0];
+  else if (s.dtype() != dst.dtype())
+    s = backend_call(OpId::to, std::vector<Tensor>{s}, Attrs{dst.dtype()})[0];
   if (d->view_base) {
     Tensor root(d->view_base);
     const TensorImpl* r = root.unsafe_impl();
