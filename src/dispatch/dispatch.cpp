@@ -595,6 +595,27 @@ Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs
   return self;
 }
 
+bool kernel_into(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
+  const OpInfo& info = op_info(op);
+  if (!info.meta || info.has(DATA_DEPENDENT) || info.has(VIEW)) return false;
+  bool found = false;
+  const Device dev = common_device(op, inputs, found);
+  KernelFn kernel = info.kernels[static_cast<int>(dev.type)];
+  if (!kernel) return false;
+  OpCall call{op, inputs, attrs};
+  const std::vector<TensorMeta> metas = info.meta(call);
+  if (metas.size() != outs.size()) return false;
+  for (size_t k = 0; k < metas.size(); ++k) {
+    const Tensor& o = outs[k];
+    if (!o.defined() || !o.has_storage() || o.dtype() != metas[k].dtype || o.device() != metas[k].device ||
+        !(o.sizes() == IntArrayRef(metas[k].sizes)) || !o.is_contiguous())
+      return false;
+  }
+  const Tensor* first = !inputs.empty() && inputs[0].defined() ? &inputs[0] : nullptr;
+  timed(op, dev, first ? first->dtype() : outs[0].dtype(), first, [&] { kernel(call, outs); });
+  return true;
+}
+
 void copy_into(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
   Tensor args[2] = {dst, src};

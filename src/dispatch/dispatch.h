@@ -30,6 +30,12 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
 // place and self takes over its history.
 Tensor& call_op_inplace(Tensor& self, OpId op, std::vector<Tensor> inputs, Attrs attrs = {});
 
+// Runs op's kernel for its inputs' device into `outs`, which the caller made: one per output, each of
+// the meta function's sizes, dtype and device, and contiguous. False, with nothing run, where the
+// device has no kernel for op or `outs` does not fit. No record layer, no modes, no autograd: for
+// compiled graphs that give an op a dead buffer to write (Note [Externs into dead inputs]).
+bool kernel_into(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs);
+
 // Copies src into dst (broadcasting src, converting dtype, across devices),
 // without autograd and without bumping dst's version (callers do). It is the
 // op `copy_` (Note [Writes are ops]).

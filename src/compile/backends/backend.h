@@ -79,6 +79,19 @@ std::vector<Tensor> run_node(const Graph& g, const Node& n, std::span<const Tens
                              const std::vector<int64_t>* random_state, size_t& random_index,
                              const std::vector<int64_t>& sym_values);
 
+// Note [Externs into dead inputs]
+// index_add, index_put, scatter, scatter_add and scatter_reduce make their output a copy of input 0
+// and then change some of its elements. In a training graph input 0 is often a buffer made only for
+// them and read by nothing after (the zeros an embedding's gradient is accumulated into): the kernel
+// may then write into it, which saves an allocation and a full copy per call (dlrm: eight 25.6 MB
+// tables per step). The caller drops its own reference to input 0 when this node is its last use;
+// the kernel writes into it only where nothing else holds its TensorImpl or its storage (a view,
+// the user, another graph value), so no one can see the difference. Otherwise, or where the node
+// cannot (symbolic attrs, no kernel), `outs` stays empty and false says run the node as usual.
+// CPU only: the CUDA kernels' first copy is not yet checked for a source that is the destination.
+bool writes_into_input0(const Node& n);
+bool run_into_dead_input(const Graph& g, const Node& n, std::span<const Tensor> ins, std::vector<Tensor>& outs);
+
 // Inputs handed over: run_interpreted on this very vector (one its caller discards) may move
 // from it, so that each input is freed after its last use in the graph.
 class DonateInputsScope {

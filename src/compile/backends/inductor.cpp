@@ -559,7 +559,11 @@ struct InductorGraph {
         const Node& n = g.nodes[static_cast<size_t>(st.index)];
         ins.clear();
         for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[static_cast<size_t>(v)]);
-        std::vector<Tensor> outs = run_node(g, n, ins, random_state, random_index, {});
+        std::vector<Tensor> outs;
+        if (writes_into_input0(n) && !in_arena(arena, ins[0]) &&
+            std::find(frees[s].begin(), frees[s].end(), n.inputs[0]) != frees[s].end())
+          vals[static_cast<size_t>(n.inputs[0])] = Tensor();  // Note [Externs into dead inputs]
+        if (!run_into_dead_input(g, n, ins, outs)) outs = run_node(g, n, ins, random_state, random_index, {});
         KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", op_info(n.op).name, " returned ", outs.size(),
                    " outputs, the graph has ", n.outputs.size());
         // A VIEW op's outputs alias the arena by plan (their roots live as long as they do);

@@ -2,6 +2,8 @@
 #include <unordered_map>
 
 #include "compile/backends/backend.h"
+#include "core/tensor_impl.h"
+#include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
 
 namespace kiln::compiler {
@@ -40,6 +42,36 @@ std::vector<Tensor> run_node(const Graph& g, const Node& n, std::span<const Tens
   return outs;
 }
 
+bool writes_into_input0(const Node& n) {
+  switch (n.op) {
+    case OpId::index_add:
+    case OpId::index_put:
+    case OpId::scatter:
+    case OpId::scatter_add:
+    case OpId::scatter_reduce:
+      break;
+    default:
+      return false;
+  }
+  if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return false;
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (n.inputs[k] == n.inputs[0]) return false;
+  return true;
+}
+
+bool run_into_dead_input(const Graph& g, const Node& n, std::span<const Tensor> ins, std::vector<Tensor>& outs) {
+  outs.clear();
+  if (!writes_into_input0(n) || (g.is_symbolic() && n.attrs.has_symbolic())) return false;
+  const Tensor& x = ins[0];
+  if (!x.defined() || !x.has_storage() || !x.is_cpu() || x.impl_ptr().use_count() != 1 ||
+      x.unsafe_impl()->storage.use_count() != 1)
+    return false;
+  outs.push_back(x);
+  if (kernel_into(n.op, ins, n.attrs, outs)) return true;
+  outs.clear();
+  return false;
+}
+
 std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& inputs,
                                     const std::vector<int64_t>* random_state) {
   KILN_CHECK(inputs.size() == g.inputs.size(), "internal: graph takes ", g.inputs.size(), " inputs, got ",
@@ -68,7 +100,10 @@ std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& i
     ins.clear();
     for (int v : n.inputs) ins.push_back(v < 0 ? Tensor() : vals[v]);
     const OpInfo& info = op_info(n.op);
-    std::vector<Tensor> outs = run_node(g, n, ins, random_state, random_index, sym_values);
+    std::vector<Tensor> outs;
+    if (writes_into_input0(n) && last_use[static_cast<size_t>(n.inputs[0])] == node_index)
+      vals[static_cast<size_t>(n.inputs[0])] = Tensor();  // Note [Externs into dead inputs]
+    if (!run_into_dead_input(g, n, ins, outs)) outs = run_node(g, n, ins, random_state, random_index, sym_values);
     KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", info.name, " returned ", outs.size(),
                " outputs, the graph has ", n.outputs.size());
     for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
