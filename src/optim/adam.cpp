@@ -150,12 +150,15 @@ void adam_fused(const Lists& s, const Hyper& h) {
                h.beta2, h.eps, h.weight_decay, h.amsgrad, h.maximize, h.decoupled);
 }
 
-// What fused = unset picks: the CUDA kernel takes dense (contiguous) floating tensors in its
-// multi-tensor launches; anything else keeps the foreach path.
+// What fused = unset picks: dense (contiguous) floating tensors, all on one device, which the
+// CUDA kernel takes in its multi-tensor launches and the CPU one in a vectorized loop (Note
+// [Fused Adam on the CPU]: a float step in ~1/5 of the foreach step's time, the same bits);
+// anything else keeps the foreach path.
 bool fused_by_default(const Lists& s) {
+  const Device dev = s.params.front().device();
   for (const auto* list : {&s.params, &s.grads, &s.exp_avgs, &s.exp_avg_sqs, &s.max_exp_avg_sqs})
     for (const Tensor& t : *list)
-      if (!t.is_cuda() || !is_floating_point(t.dtype()) || !t.is_contiguous()) return false;
+      if (t.device() != dev || !is_floating_point(t.dtype()) || !t.is_contiguous()) return false;
   return true;
 }
 

@@ -358,10 +358,61 @@ TEST(Optim, FusedAdamMatchesForeach) {
   expect_fused_matches_foreach<o::AdamW>(o::AdamWOptions{.lr = 0.02, .maximize = true}, "AdamW maximize");
 }
 
-// fused unset: CPU parameters keep the foreach step; the option survives a state dict, and one
-// saved without it (an older kiln's) takes the loading optimizer's (here unset).
+// The CPU's vectorized float loop (Note [Fused Adam on the CPU]) rounds as the foreach step, bit
+// for bit, with every option and both forms of the lerp (1 - beta1 below and above 1/2); 1003
+// elements leave a tail after the vectors.
+namespace {
+template <class Opt, class Options>
+void expect_fused_bitwise(Options x, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto run = [&](bool fused) {
+    manual_seed(5);
+    std::vector<Tensor> ps{randn({1003}).requires_grad_(), randn({8, 9}).requires_grad_()};
+    x.fused = fused;
+    Opt opt(ps, x);
+    for (int t = 0; t < 4; ++t) {
+      Generator gen(300 + static_cast<uint64_t>(t));
+      for (Tensor& p : ps) p.set_grad(randn(p.sizes(), {}, &gen));
+      opt.step();
+    }
+    return std::make_pair(ps, opt.state_dict());
+  };
+  // Float values are exact as doubles, so equal vectors are equal bits (no NaN here).
+  auto same = [](const Tensor& a, const Tensor& b) { return a.to_vector<double>() == b.to_vector<double>(); };
+  const auto [ref, ref_sd] = run(false);
+  const auto [got, got_sd] = run(true);
+  for (size_t k = 0; k < ref.size(); ++k) EXPECT_TRUE(same(got[k], ref[k])) << "parameter " << k;
+  for (const auto& [key, v] : ref_sd.state) EXPECT_TRUE(same(got_sd.state.at(key), v)) << key;
+}
+}  // namespace
+
+TEST(Optim, FusedAdamCpuFloatIsBitwiseForeach) {
+  expect_fused_bitwise<o::Adam>(o::AdamOptions{.lr = 0.01}, "Adam");
+  expect_fused_bitwise<o::Adam>(o::AdamOptions{.lr = 0.01, .weight_decay = 0.1}, "Adam coupled weight decay");
+  expect_fused_bitwise<o::AdamW>(o::AdamWOptions{.lr = 0.01, .weight_decay = 0.1}, "AdamW");
+  expect_fused_bitwise<o::AdamW>(o::AdamWOptions{.lr = 0.01, .beta1 = 0.3, .amsgrad = true, .maximize = true},
+                                 "AdamW beta1 0.3 amsgrad maximize");
+}
+
+// fused unset: dense floating parameters, gradients and states on one device take the fused step,
+// anything else (here a strided gradient) the foreach one; the option survives a state dict, and
+// one saved without it (an older kiln's) takes the loading optimizer's (here unset).
 TEST(Optim, FusedAdamDefaultAndStateDict) {
   EXPECT_EQ(adam_run<o::AdamW>(o::AdamWOptions{}).fused_calls, 0u);
+  {
+    Tensor a = randn({300}).requires_grad_(), b = randn({4, 5}, TensorOptions(kFloat64)).requires_grad_();
+    o::AdamW dense({a, b}, o::AdamWOptions{});
+    std::vector<uint32_t> counts(kNumOps, 0);
+    set_op_call_counts(&counts);
+    for (int t = 0; t < 2; ++t) {
+      a.set_grad(randn({300}));
+      b.set_grad(randn({4, 5}, TensorOptions(kFloat64)));
+      dense.step();
+    }
+    set_op_call_counts(nullptr);
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::_fused_adam_)], 2u);
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::_foreach_lerp_)], 0u);
+  }
   Tensor p = randn({4}).requires_grad_();
   o::AdamW opt({p}, o::AdamWOptions{.fused = true});
   EXPECT_EQ(opt.param_groups()[0].get("fused"), 1.0);

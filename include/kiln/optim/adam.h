@@ -17,8 +17,9 @@ struct AdamOptions {
   bool maximize = false;
   bool foreach = true;  // multi-tensor ops over each group (bit-identical to the per-tensor loop)
   // One _fused_adam_ call per group (Note [Fused Adam]), torch's fused=True; it takes precedence
-  // over foreach. Unset: fused where every parameter of the group is a dense CUDA floating tensor
-  // (and not while compiling, which keeps the capturable step). true also runs on the CPU.
+  // over foreach. Unset: fused where the group's parameters, gradients and states are dense
+  // floating tensors on one device, CPU or CUDA (not while compiling, which keeps the
+  // capturable step); torch leaves CPU parameters on the per-tensor loop unless asked.
   std::optional<bool> fused = std::nullopt;
   // AdamW's weight decay: p *= 1 - lr * weight_decay instead of adding weight_decay * p to the
   // gradient (torch's Adam(decoupled_weight_decay=True)).
