@@ -17,6 +17,16 @@ struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// Note [Gradients of CPU scalars]: a 0-d CPU tensor may be an input of a CUDA op (dispatch's
+// common_device), so its VJP's gradient comes out on the GPU; as torch's engine, the gradient
+// moves to the device of the value it belongs to before it flows on (a mul's VJP would
+// otherwise meet a CUDA gradient and a CPU operand). Only such mixed graphs pay the check's move.
+Tensor on_device_of(const Edge& e, Tensor g) {
+  if (!g.defined() || e.input_nr >= e.fn->output_meta.size()) return g;
+  const Device want = e.fn->output_meta[e.input_nr].device;
+  return g.device() == want ? g : g.to(want);
+}
+
 void accumulate(std::vector<Tensor>& buf, size_t k, const Tensor& g) {
   if (buf.size() <= k) buf.resize(k + 1);
   if (!g.defined()) return;
@@ -137,7 +147,7 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots, const std::vect
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const Edge& e = n->next_edges[i];
       if (!e.valid()) continue;
-      if (i < outs.size()) accumulate(buffers[e.fn.get()], e.input_nr, outs[i]);
+      if (i < outs.size()) accumulate(buffers[e.fn.get()], e.input_nr, on_device_of(e, std::move(outs[i])));
       if (--deps[e.fn.get()] == 0 && pushed.insert(e.fn.get()).second) ready.push(e.fn.get());
     }
   }

@@ -317,8 +317,7 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
     KILN_CHECK(!(is_leaf() && requires_grad()),
                "copy_: a leaf tensor that requires grad is being used in an "
                "in-place operation; wrap it in kiln::NoGradGuard or clone() it first");
-  if (src.device() != device() || !grad) {
-    KILN_CHECK(!grad, "copy_: not supported yet: copies across devices of tensors that require grad");
+  if (!grad) {
     // Through call_op like every op, so modes and the op-call counts see it (copy_into below autograd doesn't).
     NonBlockingCopyGuard nb(non_blocking);
     (void)call_op(OpId::copy_, {*this, src});
@@ -331,14 +330,19 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
                shape_str(sizes()));
     s = kiln::expand(s, sizes().vec());
   }
-  if (grad && !src.requires_grad()) {
+  // Across devices the value moves with _to_copy (Note [Device moves]), whose gradient goes back
+  // to src's device, as torch's copy_ between devices.
+  const bool move = src.device() != device();
+  const OpId op = move ? OpId::_to_copy : OpId::to;
+  const Attrs attrs = move ? Attrs{dtype(), device()} : Attrs{dtype()};
+  if (!src.requires_grad()) {
     // self's old value is overwritten by a constant: its history ends here.
     NoGradGuard no_grad;
-    call_op_inplace(*this, OpId::to, {s}, {dtype()});
+    call_op_inplace(*this, op, {s}, attrs);
     detach_();
     return *this;
   }
-  return call_op_inplace(*this, OpId::to, {s}, {dtype()});
+  return call_op_inplace(*this, op, {s}, attrs);
 }
 
 Tensor Tensor::to(Device d, std::optional<DType> t, bool non_blocking, bool copy) const {

@@ -10,6 +10,7 @@
 #include "models/mlp.h"
 #include "models/zoo.h"
 #include "tests/cuda/cuda_test.h"
+#include "tests/cuda/zoo_test.h"
 
 namespace kiln {
 namespace {
@@ -210,12 +211,17 @@ TEST(CudaCompile, ZooModelsTrainLikeEager) {
     SCOPED_TRACE(name);
     models::Workload we = models::make_workload(name, cuda, /*cpu_sizes=*/true);
     models::Workload wc = models::make_workload(name, cuda, /*cpu_sizes=*/true);
+    const bool f64 = testing::compare_in_float64(name);
+    if (f64) {
+      testing::to_float64(we);
+      testing::to_float64(wc);
+    }
     auto fwd = compile([&] { return wc.step_loss(); }, {.backend = "inductor", .background = false});
     manual_seed(1);
     Tensor lc = fwd();
     manual_seed(1);
     Tensor le = we.step_loss();
-    expect_close_scaled(lc, le, 1e-4, "loss");
+    expect_close_scaled(lc, le, f64 ? 1e-9 : 1e-4, "loss");
     lc.backward();
     le.backward();
     auto pc = wc.module->named_parameters(), pe = we.module->named_parameters();
@@ -223,7 +229,7 @@ TEST(CudaCompile, ZooModelsTrainLikeEager) {
     for (size_t i = 0; i < pc.size(); ++i) {
       ASSERT_EQ(pc[i].second.grad().defined(), pe[i].second.grad().defined()) << pc[i].first;
       if (pe[i].second.grad().defined())
-        expect_close_scaled(pc[i].second.grad(), pe[i].second.grad(), 1e-3, "grad of " + pc[i].first);
+        expect_close_scaled(pc[i].second.grad(), pe[i].second.grad(), f64 ? 1e-6 : 1e-3, "grad of " + pc[i].first);
     }
     EXPECT_GT(fwd.stats().generated_kernel_runs, 0);
     EXPECT_EQ(fwd.stats().kernel_fallbacks, 0);
