@@ -262,7 +262,10 @@ std::string compiler_command() {
 
 std::string compiler_flags() {
   // No -ffast-math and no FMA contraction: each functor rounds as eager's kernel does.
-  return "-O3 -march=native -fopenmp -fPIC -shared -std=c++20 -ffp-contract=off -fno-math-errno -w";
+  // -fno-trapping-math: nothing reads the floating-point exception flags, and without it GCC may
+  // not compute both arms of a functor's select (lerp's two forms, where's, clamp's) speculatively,
+  // so such a loop stayed scalar: a compiled AdamW step was 7x slower than the eager fused one.
+  return "-O3 -march=native -fopenmp -fPIC -shared -std=c++20 -ffp-contract=off -fno-math-errno -fno-trapping-math -w";
 }
 
 namespace {
