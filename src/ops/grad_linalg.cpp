@@ -17,10 +17,15 @@ namespace {
 // that is a transposed view, which AccumulateGrad must copy to the parameter's layout, pass after
 // pass. Computed as (g^T a)^T instead, as PyTorch's mm_mat2_backward does, the gradient has b's
 // layout, and the weight's is contiguous: no copy, and AccumulateGrad can take the buffer. b's
-// layout is known where it is saved (when a needs a gradient, every layer but the first).
-bool column_major(const Tensor& t) {
-  return t.defined() && t.dim() == 2 && t.sizes()[0] > 1 && t.sizes()[1] > 1 && t.strides()[0] == 1 &&
-         t.strides()[1] == t.sizes()[0];
+// layout is the saved b's where it is saved (when a needs a gradient), else the strides its
+// node recorded for a non-contiguous input (the first layer, whose input needs no gradient).
+bool column_major(const VjpCall& v, size_t i) {
+  const bool saved = v.inputs[i].defined();
+  const TensorMeta& m = v.input_meta[i];
+  const IntArrayRef sizes = saved ? v.inputs[i].sizes() : IntArrayRef(m.sizes);
+  const IntArrayRef strides = saved ? v.inputs[i].strides() : IntArrayRef(m.strides);
+  return sizes.size() == 2 && strides.size() == 2 && sizes[0] > 1 && sizes[1] > 1 && strides[0] == 1 &&
+         strides[1] == sizes[0];
 }
 
 std::vector<Tensor> vjp_mm(const VjpCall& v) {
@@ -29,7 +34,7 @@ std::vector<Tensor> vjp_mm(const VjpCall& v) {
   if (v.needs(0)) r[0] = reduce_grad(v, 0, mm(g, transpose(v.inputs[1], 0, 1)));
   if (v.needs(1)) {
     const Tensor& a = v.inputs[0];
-    r[1] = column_major(v.inputs[1]) ? transpose(mm(transpose(g, 0, 1), a), 0, 1) : mm(transpose(a, 0, 1), g);
+    r[1] = column_major(v, 1) ? transpose(mm(transpose(g, 0, 1), a), 0, 1) : mm(transpose(a, 0, 1), g);
     r[1] = reduce_grad(v, 1, r[1]);
   }
   return r;
@@ -50,7 +55,7 @@ std::vector<Tensor> vjp_addmm_bias(const VjpCall& v) {
   if (v.needs(1)) r[1] = mm(g, transpose(v.inputs[2], 0, 1));
   if (v.needs(2)) {  // Note [Gradient in the operand's layout]
     const Tensor& a = v.inputs[1];
-    r[2] = column_major(v.inputs[2]) ? transpose(mm(transpose(g, 0, 1), a), 0, 1) : mm(transpose(a, 0, 1), g);
+    r[2] = column_major(v, 2) ? transpose(mm(transpose(g, 0, 1), a), 0, 1) : mm(transpose(a, 0, 1), g);
   }
   return r;
 }

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "dispatch/dispatch.h"
 #include "kiln/kiln.h"
 #include "tests/unit/expect_error.h"
 
@@ -78,6 +79,29 @@ TEST(StridedGrads, DivDoesNotSaveItsOutput) {
     q.sum().backward();
     const float s = k == 0 ? 5.0f : 0.5f;
     EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>({s, 0, s, s})) << k;
+  }
+}
+
+// Note [Gradient in the operand's layout]: a linear layer's weight gradient comes out in the
+// weight's own (contiguous) layout, so AccumulateGrad keeps the buffer without a copy, also for
+// the first layer, whose input needs no gradient and whose mm saves only that input.
+TEST(StridedGrads, LinearWeightGradientsNeedNoCopy) {
+  manual_seed(2);
+  for (const bool input_grad : {false, true}) {
+    SCOPED_TRACE(input_grad);
+    Tensor w = randn({5, 3}).requires_grad_(true), b = randn({5}).requires_grad_(true);
+    Tensor x = randn({4, 3}).requires_grad_(input_grad);
+    Tensor y = linear(x, w, b);
+    std::vector<uint32_t> counts(kNumOps, 0);
+    set_op_call_counts(&counts);
+    (y * y).sum().backward();
+    set_op_call_counts(nullptr);
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::clone)], 0u);
+    EXPECT_EQ(counts[static_cast<size_t>(OpId::copy_)], 0u);
+    ASSERT_TRUE(w.grad().is_contiguous());
+    // 2 y^T x, against a reference from the same ops without the layout question.
+    Tensor want = matmul((y * 2).detach().t().contiguous(), x.detach());
+    EXPECT_TRUE(allclose(w.grad(), want, 1e-5, 1e-6));
   }
 }
 
