@@ -94,7 +94,15 @@ bool recomputable(OpId op) {
 }
 }  // namespace
 
-Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<int>& outputs) {
+// Note [Recompute where used]
+// The backward graph recomputes cheap forward values (batch norm's normalized input, an
+// activation's input) from what the forward saved. In the joint's order those nodes come first,
+// so run in that order every recomputed tensor of every layer would be live at once, from the
+// backward's start to the layer that reads it (mobilenet_v2: 40 MB above the saved tensors, the
+// compiled step's peak 30% above eager's). Placed just before their first consumer instead, as
+// AOTAutograd reorders its backward to mimic the autograd engine, each lives only across its
+// own layer's gradient. The graph is functional, so any topological order computes the same.
+Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<int>& outputs, size_t sink_before) {
   std::vector<int> input_pos(g.values.size(), -1);
   for (size_t i = 0; i < inputs.size(); ++i) input_pos[inputs[i]] = static_cast<int>(i);
   std::vector<bool> need_node(g.nodes.size(), false);
@@ -112,6 +120,45 @@ Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<
     need_node[n] = true;
     for (int in : g.nodes[n].inputs) stack.push_back(in);
   }
+  // The order: g's, except that a node below sink_before is emitted when a later one (or an
+  // output) first needs it, its own producers first (an explicit stack: chains can be long).
+  std::vector<size_t> order;
+  order.reserve(g.nodes.size());
+  {
+    std::vector<bool> emitted(g.nodes.size(), false);
+    auto producer = [&](int v) -> int {
+      if (v < 0 || input_pos[v] >= 0) return -1;
+      const int n = g.values[v].node;
+      return n >= 0 && need_node[static_cast<size_t>(n)] ? n : -1;
+    };
+    auto emit = [&](size_t root) {  // root is marked emitted by the caller
+      std::vector<std::pair<size_t, size_t>> stack{{root, 0}};  // node, next input to look at
+      while (!stack.empty()) {
+        auto& [i, k] = stack.back();
+        const Node& n = g.nodes[i];
+        if (k < n.inputs.size()) {
+          const int p = producer(n.inputs[k++]);
+          if (p >= 0 && !emitted[static_cast<size_t>(p)]) {
+            emitted[static_cast<size_t>(p)] = true;
+            stack.push_back({static_cast<size_t>(p), 0});
+          }
+          continue;
+        }
+        order.push_back(i);
+        stack.pop_back();
+      }
+    };
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (need_node[i] && i >= sink_before && !emitted[i]) {
+        emitted[i] = true;
+        emit(i);
+      }
+    for (size_t i = 0; i < g.nodes.size(); ++i)  // what only the outputs read
+      if (need_node[i] && !emitted[i]) {
+        emitted[i] = true;
+        emit(i);
+      }
+  }
   Graph out;
   std::vector<int> remap(g.values.size(), -1);
   for (int v : inputs)
@@ -120,11 +167,14 @@ Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<
   if (source.empty())
     for (const Node& n : g.nodes)
       if (op_info(n.op).has(RANDOM)) source.push_back(static_cast<int>(source.size()));
-  size_t r = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  // Each random node keeps its own draw (its index among g's random nodes), whatever the order.
+  std::vector<int> random_rank(g.nodes.size(), -1);
+  for (size_t i = 0, r = 0; i < g.nodes.size(); ++i)
+    if (op_info(g.nodes[i].op).has(RANDOM)) random_rank[i] = static_cast<int>(r++);
+  for (size_t i : order) {
     const Node& n = g.nodes[i];
-    bool random = op_info(n.op).has(RANDOM);
-    if (need_node[i]) {
+    bool random = random_rank[i] >= 0;
+    {
       std::vector<int> ins;
       for (int in : n.inputs) {
         KILN_CHECK(in < 0 || remap[in] >= 0, "internal: partition: %", in, " used before it is available");
@@ -134,9 +184,8 @@ Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<
       for (int o : n.outputs) metas.push_back(g.values[o].meta);
       int id = out.add_node(n.op, n.attrs, std::move(ins), metas);
       for (size_t k = 0; k < n.outputs.size(); ++k) remap[n.outputs[k]] = out.nodes[id].outputs[k];
-      if (random) out.random_source.push_back(source[r]);
+      if (random) out.random_source.push_back(source[static_cast<size_t>(random_rank[i])]);
     }
-    if (random) ++r;
   }
   for (int v : outputs) out.outputs.push_back(remap[v]);
   return out;
@@ -239,7 +288,7 @@ Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tange
       bwd_inputs.push_back(joint.inputs[i]);
       p.backward_constants.push_back(non_tangent_index(i));
     }
-  p.backward = extract(joint, bwd_inputs, grad_values);
+  p.backward = extract(joint, bwd_inputs, grad_values, n_forward_nodes);  // Note [Recompute where used]
   for (size_t j = 0; j < grad_values.size(); ++j) p.backward_outputs.push_back(static_cast<int>(n_forward_outputs + j));
 
   // Forward: the joint's forward outputs, then the saved intermediates.

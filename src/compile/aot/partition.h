@@ -37,7 +37,10 @@ Partition min_cut_partition(const Graph& joint, size_t n_primals, size_t n_tange
                             size_t n_forward_outputs, bool recompute = true,
                             const std::vector<bool>& pinned_primals = {});
 
-// The subgraph computing `outputs` from `inputs` (value ids of g), in g's node order.
-Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<int>& outputs);
+// The subgraph computing `outputs` from `inputs` (value ids of g), in g's node order; nodes
+// [0, sink_before) are placed instead just before their first consumer (Note [Recompute where
+// used]), the others keep g's order.
+Graph extract(const Graph& g, const std::vector<int>& inputs, const std::vector<int>& outputs,
+              size_t sink_before = 0);
 
 }  // namespace kiln::compiler

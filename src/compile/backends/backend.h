@@ -92,8 +92,9 @@ std::vector<Tensor> run_node(const Graph& g, const Node& n, std::span<const Tens
 bool writes_into_input0(const Node& n);
 bool run_into_dead_input(const Graph& g, const Node& n, std::span<const Tensor> ins, std::vector<Tensor>& outs);
 
-// Inputs handed over: run_interpreted on this very vector (one its caller discards) may move
-// from it, so that each input is freed after its last use in the graph.
+// Inputs handed over: a graph runner (run_interpreted, inductor's) called on this very vector
+// (one its caller discards) may move from it, so that each input is freed after its last use in
+// the graph: the saved tensors of a compiled backward, as eager's nodes free theirs one by one.
 class DonateInputsScope {
  public:
   explicit DonateInputsScope(const std::vector<Tensor>* inputs);
@@ -101,6 +102,9 @@ class DonateInputsScope {
   DonateInputsScope(const DonateInputsScope&) = delete;
   DonateInputsScope& operator=(const DonateInputsScope&) = delete;
 };
+// True once, for the runner called on the donated vector: it then owns (may move from) its
+// elements. A runner that only passes `inputs` on to another does not call it.
+bool take_donated_inputs(const std::vector<Tensor>& inputs);
 
 // The random state of the call whose graphs are running: set by the AOT
 // runtime around each lowered graph it calls (forward, and backward later).

@@ -547,7 +547,10 @@ struct InductorGraph {
     const std::vector<int64_t>* random_state = current_random_state();
     Arena arena;  // declared before vals: released after every tensor in it
     std::vector<Tensor> vals(g.values.size());
-    for (size_t i = 0; i < inputs.size(); ++i) vals[static_cast<size_t>(g.inputs[i])] = inputs[i];
+    // Donated inputs (a backward's saved tensors) are freed after their last use, as `frees` says.
+    const bool donated = take_donated_inputs(inputs);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      vals[static_cast<size_t>(g.inputs[i])] = donated ? std::move(const_cast<Tensor&>(inputs[i])) : inputs[i];
     size_t random_index = 0;
     std::vector<Tensor> ins;
     for (size_t s = 0; s < schedule.steps.size(); ++s) {

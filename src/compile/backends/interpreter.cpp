@@ -14,6 +14,11 @@ thread_local const std::vector<Tensor>* tls_donated = nullptr;
 }
 DonateInputsScope::DonateInputsScope(const std::vector<Tensor>* inputs) { tls_donated = inputs; }
 DonateInputsScope::~DonateInputsScope() { tls_donated = nullptr; }
+bool take_donated_inputs(const std::vector<Tensor>& inputs) {
+  if (tls_donated != &inputs) return false;
+  tls_donated = nullptr;  // one graph takes them
+  return true;
+}
 const std::vector<int64_t>* current_random_state() { return tls_random_state; }
 RandomStateScope::RandomStateScope(const std::vector<int64_t>* state) : prev_(tls_random_state) {
   tls_random_state = state;
@@ -79,8 +84,7 @@ std::vector<Tensor> run_interpreted(const Graph& g, const std::vector<Tensor>& i
   PauseRecording pause;
   NoGradGuard no_grad;  // nodes run below autograd; a composite's decomposition must not record either
   std::vector<Tensor> vals(g.values.size());
-  const bool donated = tls_donated == &inputs;
-  if (donated) tls_donated = nullptr;  // one graph takes them
+  const bool donated = take_donated_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i)
     vals[g.inputs[i]] = donated ? std::move(const_cast<Tensor&>(inputs[i])) : inputs[i];
   // Each value is let go after its last use, as eager frees an intermediate when its last
