@@ -234,8 +234,7 @@ size_t step_peak(F&& step) {
 
 // A small model's compiled forward and loss (inference, under no_grad) needs no more memory
 // than eager's: fused kernels store fewer intermediates, and the plan puts the stored ones in
-// one arena sized by liveness. (Training steps are not compared: there the AOT partition's saved
-// tensors and the arena held over the planned span can exceed eager's peak, docs/compile.md.)
+// one arena sized by liveness. (Training steps: CompiledTrainingPeakIsNoMoreThanEager below.)
 TEST(MemoryPlan, CompiledPeakIsNoMoreThanEager) {
   models::Workload we = models::make_workload("mlp", kCPU, /*cpu_sizes=*/true);
   models::Workload wc = models::make_workload("mlp", kCPU, /*cpu_sizes=*/true);
