@@ -232,6 +232,19 @@ size_t step_peak(F&& step) {
   return max_memory_allocated(kCPU) - before;
 }
 
+// Runs each twice (compiled, and caches warm), then expects the compiled call's peak to be no
+// more than the eager one's.
+template <class E, class C>
+void expect_peak_no_more_than_eager(E&& eager, C&& compiled) {
+  for (int i = 0; i < 2; ++i) {
+    eager();
+    compiled();
+  }
+  const size_t pe = step_peak(eager), pc = step_peak(compiled);
+  EXPECT_GT(pe, 0u);
+  EXPECT_LE(pc, pe) << "compiled peak " << pc << " bytes, eager " << pe;
+}
+
 // A small model's compiled forward and loss (inference, under no_grad) needs no more memory
 // than eager's: fused kernels store fewer intermediates, and the plan puts the stored ones in
 // one arena sized by liveness. (Training steps: CompiledTrainingPeakIsNoMoreThanEager below.)
@@ -247,13 +260,7 @@ TEST(MemoryPlan, CompiledPeakIsNoMoreThanEager) {
     NoGradGuard no_grad;
     return fwd();
   };
-  for (int i = 0; i < 2; ++i) {  // compiled, and caches warm
-    eager();
-    compiled();
-  }
-  const size_t pe = step_peak(eager), pc = step_peak(compiled);
-  EXPECT_GT(pe, 0u);
-  EXPECT_LE(pc, pe) << "compiled peak " << pc << " bytes, eager " << pe;
+  expect_peak_no_more_than_eager(eager, compiled);
 }
 
 // A compiled training step's forward and backward peak no higher than eager's on the zoo's conv
@@ -278,13 +285,7 @@ TEST(MemoryPlan, CompiledTrainingPeakIsNoMoreThanEager) {
       wc.module->zero_grad(true);
       return 0;
     };
-    for (int i = 0; i < 2; ++i) {  // compiled, and caches warm
-      eager();
-      compiled();
-    }
-    const size_t pe = step_peak(eager), pc = step_peak(compiled);
-    EXPECT_GT(pe, 0u);
-    EXPECT_LE(pc, pe) << "compiled peak " << pc << " bytes, eager " << pe;
+    expect_peak_no_more_than_eager(eager, compiled);
   }
 }
 
