@@ -15,6 +15,8 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "compile/backends/autotune.h"
 #include "compile/backends/backend.h"
@@ -650,6 +652,11 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
     auto build = holder->build = std::make_shared<BackgroundBuild>();
     build->g = std::make_shared<const Graph>(std::move(fused));
     holder->thread = std::thread([build, counts, max_autotune, reduce_overhead] {
+      // Note [Background compilation]: the build runs at a lower priority (nice +10 for this
+      // thread, inherited by the compiler processes it starts), so on a machine with few cores
+      // the steps running beside it keep their cores (OpenMP regions wait for their slowest
+      // thread). Failure to lower it changes nothing but the timing.
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
       const auto t0 = std::chrono::steady_clock::now();
       try {
         auto ig = std::make_shared<InductorGraph>(*build->g, max_autotune, reduce_overhead);
