@@ -267,7 +267,8 @@ std::shared_ptr<OpNode> make_op_node(OpId op, const std::vector<Tensor>& inputs,
     node->input_meta.push_back(t.defined() ? meta_of(t) : TensorMeta{});
     // Note [Gradient in the operand's layout]: a VJP that gives a gradient in its input's layout
     // reads the strides here when the input itself was not saved; contiguous ones stay implied.
-    if (t.defined() && !t.unsafe_impl()->is_contiguous) node->input_meta.back().strides.assign(t.strides().begin(), t.strides().end());
+    if (t.defined() && !t.unsafe_impl()->is_contiguous)
+      node->input_meta.back().strides.assign(t.strides().begin(), t.strides().end());
   }
   node->output_meta.reserve(outputs.size());  // each list allocated once (Note [Cheap dispatch])
   for (const Tensor& t : outputs) node->output_meta.push_back(meta_of(t));

@@ -135,13 +135,12 @@ void maximum_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 KILN_REGISTER_KERNEL(_foreach_maximum_, CPU, maximum_kernel);
 
 // Note [Fused Adam on the CPU]
-// A dense float run of _fused_adam_ is one loop the compiler vectorizes: AdamStep's arithmetic
-// written out op for op (maximize as g * -1 and no decoupled decay as p * 1, both exact; the
-// lerp's branch on its loop-invariant weight becomes a select), so it rounds as the scalar
-// functor and the foreach step, bit for bit: the file is built with -fno-math-errno (sqrt
-// vectorizes) and without FMA contraction. Built twice, for the baseline ISA and for AVX2 (the
-// widest float vectors of a Zen or a Xeon without AVX-512's clock penalty), picked at run time.
-// About 4x the scalar loop, which was compute-bound (a division and a square root per element).
+// A dense float run of _fused_adam_ is one loop over AdamStep, the scalar functor itself, that the
+// compiler vectorizes: the file is built with -fno-math-errno (sqrt vectorizes) and
+// -fno-trapping-math (the lerp's select), and without FMA contraction, so it rounds as the foreach
+// step, bit for bit. Built twice, for the baseline ISA and for AVX2 (the widest float vectors of
+// a Zen or a Xeon without AVX-512's clock penalty), picked at run time. About 8x the strided
+// loop, which stayed scalar and compute-bound (a division and a square root per element).
 struct DenseAdamRun {
   const math::AdamStep<float>& f;
   float* p;
@@ -152,38 +151,21 @@ struct DenseAdamRun {
   int64_t n;
 };
 
+// Each combination of the flags that change the arithmetic's shape gets a loop of its own, in
+// which AdamStep's branches are constant and its lerp's select is computed both ways
+// (-fno-trapping-math allows that): the loop vectorizes.
 template <bool Coupled, bool Amsgrad>
 [[gnu::always_inline]] inline void dense_adam(const DenseAdamRun& r) {
-  const math::AdamStep<float>& f = r.f;
-  const float sign = f.maximize ? -1.0f : 1.0f;
-  const float decay = f.weight_decay && !Coupled ? f.decay : 1.0f, coupled_decay = f.decay;
-  const float w = f.one_minus_beta1, one_minus_w = 1.0f - w;
-  const bool small_w = std::fabs(w) < 0.5f;
-  const float beta2 = f.beta2, one_minus_beta2 = f.one_minus_beta2, eps = f.eps;
-  const float bc2_sqrt = f.bc2_sqrt, neg_step_size = f.neg_step_size;
+  math::AdamStep<float> f = r.f;
+  f.weight_decay = Coupled || (r.f.weight_decay && r.f.decoupled);
+  f.decoupled = !Coupled;
+  f.amsgrad = Amsgrad;
   float* __restrict p = r.p;
   const float* __restrict g = r.g;
   float* __restrict m = r.m;
   float* __restrict v = r.v;
   float* __restrict vmax = r.vmax;
-  for (int64_t i = 0; i < r.n; ++i) {
-    float pi = p[i] * decay, gi = g[i] * sign;
-    if constexpr (Coupled) gi = gi + coupled_decay * pi;
-    const float mi0 = m[i];
-    const float mi = small_w ? mi0 + w * (gi - mi0) : gi - (gi - mi0) * one_minus_w;
-    float vi = v[i] * beta2;
-    vi = vi + one_minus_beta2 * (gi * gi);
-    float d = vi;
-    if constexpr (Amsgrad) {
-      d = math::Maximum{}(vmax[i], vi);
-      vmax[i] = d;
-    }
-    d = std::sqrt(d) / bc2_sqrt;
-    d = d + eps;
-    p[i] = pi + neg_step_size * (mi / d);
-    m[i] = mi;
-    v[i] = vi;
-  }
+  for (int64_t i = 0; i < r.n; ++i) f(p[i], g[i], m[i], v[i], vmax + i);
 }
 
 [[gnu::always_inline]] inline void dense_adam_any(const DenseAdamRun& r) {
