@@ -18,13 +18,13 @@ struct ReadyOrder {
 };
 
 // Note [Gradients of CPU scalars]: a 0-d CPU tensor may be an input of a CUDA op (dispatch's
-// common_device), so its VJP's gradient comes out on the GPU; as torch's engine, the gradient
-// moves to the device of the value it belongs to before it flows on (a mul's VJP would
-// otherwise meet a CUDA gradient and a CPU operand). Only such mixed graphs pay the check's move.
+// common_device), so its VJP's gradient comes out on the GPU; as torch's engine, that gradient
+// moves to the CPU before it flows on (a mul's VJP would otherwise meet a CUDA gradient and a CPU
+// operand). Only that case: any other device mismatch is a VJP's bug, left for the op to report.
 Tensor on_device_of(const Edge& e, Tensor g) {
   if (!g.defined() || e.input_nr >= e.fn->output_meta.size()) return g;
-  const Device want = e.fn->output_meta[e.input_nr].device;
-  return g.device() == want ? g : g.to(want);
+  const TensorMeta& m = e.fn->output_meta[e.input_nr];
+  return m.device.is_cpu() && m.sizes.empty() && !g.is_cpu() ? g.to(m.device) : g;
 }
 
 void accumulate(std::vector<Tensor>& buf, size_t k, const Tensor& g) {
