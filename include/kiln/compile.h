@@ -113,6 +113,9 @@ struct CompileStats {
   // the compiler's time spent that way (not in compile_ms).
   int64_t background_runs = 0;
   double background_compile_ms = 0;
+  // Mode "reduce-overhead" on a GPU: graph runs that were one CUDA graph's replay (Note [CUDA
+  // graphs in reduce-overhead]).
+  int64_t cuda_graph_replays = 0;
   std::string str() const;
 };
 

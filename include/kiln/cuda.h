@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kiln/device.h"
@@ -103,6 +104,37 @@ void reset_peak_memory_stats(int device = -1);
 void empty_cache();  // returns unused cached segments to the driver
 // Marks `t`'s memory as used by `s`: it is not reused until the work enqueued on `s` so far is done.
 void record_stream(const Tensor& t, const Stream& s);
+
+// A CUDA graph (torch.cuda.CUDAGraph): the work this thread issues between capture_begin() and
+// capture_end() is recorded, not run, and replay() runs it again, with one launch, on the current
+// stream, at the same addresses. Capture runs on a capture stream (a private one, or the one
+// given), which is made current until capture_end() and first waits for the current stream's
+// work. Memory allocated while capturing comes from that stream's blocks, its private pool: it is
+// reused only by later captures on the same stream (graphs sharing a pool, as torch's `pool`
+// argument) and stays cached while a graph captured on it lives, since replays write there.
+// A call that cannot be captured (a host synchronization, an item(), a copy to the CPU) fails
+// with kiln::Error and invalidates the capture: capture_end() then throws, reset() discards it.
+class CUDAGraph {
+ public:
+  CUDAGraph();
+  ~CUDAGraph();
+  CUDAGraph(const CUDAGraph&) = delete;
+  CUDAGraph& operator=(const CUDAGraph&) = delete;
+
+  void capture_begin();
+  void capture_begin(const Stream& capture_stream);
+  void capture_end();
+  void replay();
+  void reset();  // drops the graph, or an unfinished capture
+  bool captured() const;
+  Stream capture_stream() const;  // the stream capture runs on (set by capture_begin)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// Whether the current stream of the current device is capturing a CUDA graph.
+bool is_current_stream_capturing();
 
 // The GPU time of every kernel and copy kiln runs on CUDA, per op (a coarse torch.profiler):
 // profiler_start(), run the work, then profiler_stop() returns a table of the ops by total time.

@@ -46,7 +46,8 @@ std::map<std::string, double> adam_defaults(const std::string& name, const AdamO
           {"maximize", o.maximize},
           {"foreach", o.foreach},
           {"fused", o.fused ? double(*o.fused) : kFusedAuto},
-          {"decoupled_weight_decay", o.decoupled_weight_decay}};
+          {"decoupled_weight_decay", o.decoupled_weight_decay},
+          {"capturable", o.capturable}};
 }
 
 // The bias corrections of step t: lr / (1 - beta1^t) and sqrt(1 - beta2^t).
@@ -93,6 +94,11 @@ void adam_single(const Lists& s, const Hyper& h) {
 // on the host: the bias corrections are 0-d float64 tensors computed from
 // the step tensors, so a captured training step is the same graph at every
 // step (as torch.optim's capturable=True), and no item() breaks the graph.
+// The step tensors of CUDA parameters are made on the GPU while compiling (and
+// with the option capturable), so that the compiled step has no host work and
+// mode "reduce-overhead" replays it as one CUDA graph; a group with such steps
+// takes this path in eager mode too (the fused and foreach paths read the
+// count on the host).
 void adam_capturable(const Lists& s, const Hyper& h) {
   for (size_t i = 0; i < s.params.size(); ++i) {
     Tensor denom = adam_moments(s, i, h);
@@ -188,21 +194,25 @@ void Adam::step() {
     Lists s;
     s.params = gg.params;
     s.grads = gg.grads;
+    const bool capturable = group.get("capturable") != 0;
+    bool device_steps = false;
     for (const Tensor& p : gg.params) {
       StateDict& st = state(p);
       if (!st.contains("step")) {
-        st.insert("step", scalar_tensor(0.0, TensorOptions(kFloat32)));
+        const bool on_device = capturable || (compiler::is_compiling() && p.is_cuda());
+        st.insert("step", scalar_tensor(0.0, TensorOptions(kFloat32).device(on_device ? p.device() : Device(kCPU))));
         st.insert("exp_avg", zeros_like(p));
         st.insert("exp_avg_sq", zeros_like(p));
       }
       if (h.amsgrad && !st.contains("max_exp_avg_sq")) st.insert("max_exp_avg_sq", zeros_like(p));
       s.steps.push_back(st.at("step"));
+      device_steps = device_steps || !s.steps.back().is_cpu();
       s.exp_avgs.push_back(st.at("exp_avg"));
       s.exp_avg_sqs.push_back(st.at("exp_avg_sq"));
       if (h.amsgrad) s.max_exp_avg_sqs.push_back(st.at("max_exp_avg_sq"));
     }
     const double fused = group.get("fused");
-    if (compiler::is_compiling())
+    if (compiler::is_compiling() || capturable || device_steps)
       adam_capturable(s, h);
     else if (fused == 1 || (fused == kFusedAuto && fused_by_default(s)))
       adam_fused(s, h);

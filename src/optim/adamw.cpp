@@ -13,7 +13,8 @@ AdamOptions as_adam(const AdamWOptions& o) {
           .maximize = o.maximize,
           .foreach = o.foreach,
           .fused = o.fused,
-          .decoupled_weight_decay = true};
+          .decoupled_weight_decay = true,
+          .capturable = o.capturable};
 }
 }  // namespace
 

@@ -102,6 +102,34 @@ TEST(CudaCachingAllocator, SplitsAndCoalescesFreeNeighbours) {
   EXPECT_TRUE(raw.segments.empty());
 }
 
+// A CUDA graph's private pool (Note [CUDA graphs]): while its capture stream is retained, that
+// stream's free segments stay cached (its replays write there) and are not handed to another
+// stream; once the last graph lets go, empty_cache returns them.
+TEST(CudaCachingAllocator, RetainedStreamsKeepTheirSegments) {
+  FakeRaw raw;
+  BlockAllocator a(&raw, 0);
+  const StreamId capture = 7, other = 8;
+  a.retain_stream(capture);
+  a.retain_stream(capture);  // two graphs share the pool
+  void* p = a.allocate(4 * MiB, capture);
+  void* q = a.allocate(4 * MiB, other);
+  a.free(p);
+  a.free(q);
+  a.empty_cache();
+  EXPECT_EQ(raw.frees, 1);  // only the other stream's segment
+  EXPECT_EQ(a.stats().reserved, 20 * MiB);
+  void* r = a.allocate(4 * MiB, other);  // not from the graph's pool
+  EXPECT_NE(r, p);
+  a.free(r);
+  a.release_stream(capture);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved, 20 * MiB);  // the second graph still holds it
+  a.release_stream(capture);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved, 0u);
+  EXPECT_TRUE(raw.segments.empty());
+}
+
 TEST(CudaCachingAllocator, BigRequestsGetTheirOwnSegment) {
   FakeRaw raw;
   BlockAllocator a(&raw, 0);

@@ -24,6 +24,11 @@ struct AdamOptions {
   // AdamW's weight decay: p *= 1 - lr * weight_decay instead of adding weight_decay * p to the
   // gradient (torch's Adam(decoupled_weight_decay=True)).
   bool decoupled_weight_decay = false;
+  // torch's capturable=True: the step count lives on the parameter's device and the update is
+  // computed from it there, never read on the host, so a CUDA graph can capture the step (Note
+  // [Capturable optimizer steps]). While compiling, a CUDA parameter's new state is made so
+  // whatever this says, as torch.compile does.
+  bool capturable = false;
 };
 
 class Adam : public Optimizer {

@@ -14,6 +14,7 @@ struct AdamWOptions {
   bool maximize = false;
   bool foreach = true;
   std::optional<bool> fused = std::nullopt;  // as AdamOptions::fused
+  bool capturable = false;                    // as AdamOptions::capturable
 };
 
 class AdamW : public Adam {

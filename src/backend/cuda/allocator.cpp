@@ -18,7 +18,12 @@ class CudaRawMemory : public RawMemory {
   void* allocate(size_t bytes) override {
     DeviceGuard g(device_);
     void* p = nullptr;
+    // While this thread captures a CUDA graph, cudaMalloc is allowed in relaxed mode only; it
+    // gives the graph's pool new memory and is not part of the graph (Note [CUDA graphs]).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t err = cudaMalloc(&p, bytes);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // not sticky: the caller frees the cache and retries
       return nullptr;
@@ -105,6 +110,9 @@ void reset_peak_memory_stats(int device) { blocks_for(resolve(device)).reset_pea
 void empty_cache() {
   for (int d = 0; d < device_count(); ++d) blocks_for(d).empty_cache();
 }
+
+void retain_pool(int device, StreamId stream) { blocks_for(device).retain_stream(stream); }
+void release_pool(int device, StreamId stream) { blocks_for(device).release_stream(stream); }
 
 void record_stream(const Tensor& t, const Stream& s) {
   KILN_CHECK(t.is_cuda(), "record_stream: expected a CUDA tensor, got one on ", t.device());

@@ -90,7 +90,7 @@ bool BlockAllocator::release_free_segments() {
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
-      if (b->prev || b->next) {  // part of a segment still in use
+      if (b->prev || b->next || retained_.count(b->stream)) {  // in use, or a graph's pool
         ++it;
         continue;
       }
@@ -205,6 +205,17 @@ void BlockAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   process_events();
   release_free_segments();
+}
+
+void BlockAllocator::retain_stream(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++retained_[stream];
+}
+
+void BlockAllocator::release_stream(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = retained_.find(stream);
+  if (it != retained_.end() && --it->second == 0) retained_.erase(it);
 }
 
 MemoryStats BlockAllocator::stats() const {

@@ -74,6 +74,11 @@ class BlockAllocator {
   // Returns every unused whole segment to RawMemory (waiting for no events: blocks with
   // pending events stay).
   void empty_cache();
+  // While retained (a count: graphs captured on one stream each hold it), the free segments of
+  // `stream`'s blocks are not returned to RawMemory: a CUDA graph captured on that stream
+  // replays at the addresses of its private pool (Note [CUDA graphs] in backend/cuda/graph.cpp).
+  void retain_stream(StreamId stream);
+  void release_stream(StreamId stream);
   MemoryStats stats() const;
   void reset_peak_stats();
 
@@ -119,7 +124,12 @@ class BlockAllocator {
     Block* block;
   };
   std::vector<PendingEvent> events_;
+  std::unordered_map<StreamId, int> retained_;
   MemoryStats stats_;
 };
+
+// The device's BlockAllocator's retain_stream/release_stream (backend/cuda/allocator.cpp).
+void retain_pool(int device, StreamId stream);
+void release_pool(int device, StreamId stream);
 
 }  // namespace kiln::cuda

@@ -59,6 +59,17 @@ size_t memory_reserved(int) { fail(); }
 void reset_peak_memory_stats(int) { fail(); }
 void empty_cache() {}  // nothing cached
 void record_stream(const Tensor&, const Stream&) { fail(); }
+struct CUDAGraph::Impl {};
+CUDAGraph::CUDAGraph() = default;
+CUDAGraph::~CUDAGraph() = default;
+void CUDAGraph::capture_begin() { fail(); }
+void CUDAGraph::capture_begin(const Stream&) { fail(); }
+void CUDAGraph::capture_end() { fail(); }
+void CUDAGraph::replay() { fail(); }
+void CUDAGraph::reset() {}
+bool CUDAGraph::captured() const { return false; }
+Stream CUDAGraph::capture_stream() const { return {}; }
+bool is_current_stream_capturing() { return false; }
 void profiler_start() { fail(); }
 std::string profiler_stop() { fail(); }
 

@@ -36,6 +36,7 @@ struct KernelCounts {
   std::atomic<int64_t> fallbacks{0};
   std::atomic<int64_t> background_runs{0};
   std::atomic<int64_t> background_us{0};
+  std::atomic<int64_t> cuda_graph_replays{0};
 };
 
 struct CompileContext {

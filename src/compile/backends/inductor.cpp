@@ -20,6 +20,7 @@
 
 #include "compile/backends/autotune.h"
 #include "compile/backends/backend.h"
+#include "compile/backends/cuda_graphs.h"
 #include "compile/backends/memory_plan.h"
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/codegen/cuda_codegen.h"
@@ -609,7 +610,7 @@ struct InductorGraph {
 // joined when the last holder of the graph function goes (a pending build never outlives it).
 struct BackgroundBuild {
   std::shared_ptr<const Graph> g;
-  std::shared_ptr<InductorGraph> ig;  // set by the builder before `done`
+  GraphFn run;  // the built graph's runner, set by the builder before `done`
   std::exception_ptr error;
   std::atomic<bool> done{false};
 };
@@ -643,15 +644,21 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
     if (const int n = epilogues_on ? lower::fuse_gemm_epilogues(fused, &report) : 0) {
       log(Log::Fusion, "GEMM epilogues: " + std::to_string(n) + " fused\n" + report);
     }
+    // Mode "reduce-overhead" on a GPU: the compiled graph's runs are replayed as a CUDA graph
+    // (Note [CUDA graphs in reduce-overhead]).
+    auto runner = [reduce_overhead, counts](const Graph& graph, std::shared_ptr<InductorGraph> ig) {
+      GraphFn f = [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
+      return reduce_overhead ? with_cuda_graphs(graph, std::move(f), counts) : f;
+    };
     if (!background) {
       auto ig = std::make_shared<InductorGraph>(fused, max_autotune, reduce_overhead);
       ig->counts = counts;
-      return [ig](const std::vector<Tensor>& inputs) { return (*ig)(inputs); };
+      return runner(fused, std::move(ig));
     }
     auto holder = std::make_shared<BuildThread>();
     auto build = holder->build = std::make_shared<BackgroundBuild>();
     build->g = std::make_shared<const Graph>(std::move(fused));
-    holder->thread = std::thread([build, counts, max_autotune, reduce_overhead] {
+    holder->thread = std::thread([build, counts, max_autotune, reduce_overhead, runner] {
       // Note [Background compilation]: the build runs at a lower priority (nice +10 for this
       // thread, inherited by the compiler processes it starts), so on a machine with few cores
       // the steps running beside it keep their cores (OpenMP regions wait for their slowest
@@ -661,7 +668,7 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
       try {
         auto ig = std::make_shared<InductorGraph>(*build->g, max_autotune, reduce_overhead);
         ig->counts = counts;
-        build->ig = std::move(ig);
+        build->run = runner(*build->g, std::move(ig));
       } catch (...) {
         build->error = std::current_exception();
       }
@@ -675,7 +682,7 @@ Runnable compile_inductor(const Graph& g, CompileContext& ctx) {
       const BackgroundBuild& b = *holder->build;
       if (b.done.load(std::memory_order_acquire)) {
         if (b.error) std::rethrow_exception(b.error);
-        return (*b.ig)(inputs);
+        return b.run(inputs);
       }
       if (counts) counts->background_runs.fetch_add(1, std::memory_order_relaxed);
       return run_interpreted(*b.g, inputs, current_random_state());

@@ -730,6 +730,7 @@ const CompileStats& CompiledFunction::stats() {
   stats_.generated_kernel_runs = kernel_counts_->generated.load(std::memory_order_relaxed);
   stats_.kernel_fallbacks = kernel_counts_->fallbacks.load(std::memory_order_relaxed);
   stats_.background_runs = kernel_counts_->background_runs.load(std::memory_order_relaxed);
+  stats_.cuda_graph_replays = kernel_counts_->cuda_graph_replays.load(std::memory_order_relaxed);
   stats_.background_compile_ms = kernel_counts_->background_us.load(std::memory_order_relaxed) / 1000.0;
   return stats_;
 }
