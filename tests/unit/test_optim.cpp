@@ -185,6 +185,9 @@ TEST(Optim, AdamMatchesReference) {
       {.lr = 0.01, .amsgrad = true},
       {.lr = 0.01, .weight_decay = 0.05, .amsgrad = true, .maximize = true},
       {.lr = 0.01, .weight_decay = 0.2, .decoupled_weight_decay = true},
+      // The step count as a tensor on the parameter's device, never read on the host.
+      {.lr = 0.01, .capturable = true},
+      {.lr = 0.02, .weight_decay = 0.1, .amsgrad = true, .maximize = true, .capturable = true},
   };
   for (size_t c = 0; c < cases.size(); ++c)
     expect_reference(maker<o::Adam>(cases[c]), adam_rule(cases[c]), "Adam case " + std::to_string(c), 4);
@@ -195,6 +198,7 @@ TEST(Optim, AdamWMatchesReference) {
       {},  // weight_decay 1e-2 by default
       {.lr = 0.05, .beta1 = 0.5, .weight_decay = 0.3, .amsgrad = true},
       {.lr = 0.01, .weight_decay = 0.1, .maximize = true},
+      {.lr = 0.01, .weight_decay = 0.1, .capturable = true},
   };
   for (size_t c = 0; c < cases.size(); ++c)
     expect_reference(maker<o::AdamW>(cases[c]), adamw_rule(cases[c]), "AdamW case " + std::to_string(c), 4);

@@ -42,6 +42,13 @@ struct BadTarget {
   }
   int64_t* data() const { return static_cast<int64_t*>(ptr(bad)); }
   void check(int64_t c, int64_t ignore) const {
+    if (stream_capturing(s)) {  // Note [Checks while capturing]
+      launch_assert_flag(data(), 0,
+                         "cross_entropy: a target is out of bounds: expected class indices in [0, " + std::to_string(c) +
+                             ") or ignore_index " + std::to_string(ignore),
+                         s);
+      return;
+    }
     int64_t host[2] = {0, 0};
     KILN_CUDA_CHECK(cudaMemcpyAsync(host, ptr(bad), sizeof host, cudaMemcpyDeviceToHost, s),
                     "cudaMemcpyAsync (device to host)");

@@ -525,4 +525,28 @@ void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool v
   });
 }
 
+namespace {
+struct AssertMessage {
+  char text[200];
+};
+__global__ void assert_flag_kernel(const int64_t* flag, int64_t ok, AssertMessage m) {
+  if (flag[0] != ok) {
+    printf("kiln device assertion: %s (flag %lld, value %lld)\n", m.text, static_cast<long long>(flag[0]),
+           static_cast<long long>(flag[1]));
+    __trap();
+  }
+}
+}  // namespace
+
+void launch_assert_flag(const int64_t* flag, int64_t ok, const std::string& message, cudaStream_t stream) {
+  AssertMessage m{};
+  std::strncpy(m.text, message.c_str(), sizeof m.text - 1);
+  assert_flag_kernel<<<1, 1, 0, stream>>>(flag, ok, m);
+}
+
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace kiln::cuda

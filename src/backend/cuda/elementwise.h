@@ -2,6 +2,7 @@
 // by the host code that builds it from tensors and the kernels in elementwise.cu, which see no
 // Tensor (keeping nvcc's translation units small and free of kiln's heavier headers).
 #pragma once
+#include <string>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -40,6 +41,16 @@ struct ElementwiseArgs {
 void launch_copy(const ElementwiseArgs& a, cudaStream_t stream);
 // out = value (stored as double or int64 bits as out's dtype needs).
 void launch_fill(const ElementwiseArgs& a, double fvalue, int64_t ivalue, bool value_is_int, cudaStream_t stream);
+
+// Note [Checks while capturing]
+// Kernels that validate their inputs (class targets, gather and scatter indices) set a flag that
+// the host reads back and turns into the CPU's kiln::Error. While the stream captures a CUDA
+// graph the host cannot read it (a synchronization fails the capture), so a kernel reads it
+// instead: when flag[0] != ok it prints `message` with flag[0] and flag[1] and traps, a device
+// assertion as PyTorch's CUDA_KERNEL_ASSERT (the CUDA context is lost, as after any device fault).
+void launch_assert_flag(const int64_t* flag, int64_t ok, const std::string& message, cudaStream_t stream);
+// Whether `stream` is capturing a CUDA graph now.
+bool stream_capturing(cudaStream_t stream);
 
 // gather / scatter_add along one dim (Note [CUDA gather]): operand 0 is written, operand 1 is
 // the int64 index, operand 2 the other tensor, all viewed with the index's sizes. The operand

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/fused.h"
 #include "backend/cuda/launch.h"
 #include "ops/registry.h"
@@ -236,11 +237,16 @@ void one_hot_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   cudaStream_t s = stream_of(out);
   Tensor idx = dense_as(c.in(0), DType::Int64);
   const int64_t count = idx.numel();
-  Tensor bad = make_tensor({1}, DType::Int64, out.device());
+  Tensor bad = make_tensor({2}, DType::Int64, out.device());
   launch_fill(make_elementwise_args({&bad}), 0.0, count, true, s);
   launch_one_hot(static_cast<const int64_t*>(ptr(idx)), count, nc, static_cast<int64_t*>(ptr(out)),
                  static_cast<int64_t*>(ptr(bad)), s);
   if (count == 0) return;
+  if (stream_capturing(s)) {  // Note [Checks while capturing]: flag[0] is the first bad position
+    launch_assert_flag(static_cast<const int64_t*>(ptr(bad)), count,
+                       "one_hot: a class value is out of range for num_classes " + std::to_string(nc), s);
+    return;
+  }
   int64_t pos = count, v = 0;
   KILN_CUDA_CHECK(cudaMemcpyAsync(&pos, ptr(bad), sizeof pos, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
   KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/sort.h"
 #include "core/dtype_dispatch.h"
@@ -51,6 +52,13 @@ void with_bad_index_check(const char* op, int64_t dim, int64_t size, const Devic
   Tensor bad = make_tensor({2}, DType::Int64, dev);
   launch_fill(make_elementwise_args({&bad}), 0.0, 0, true, s);
   launch(reinterpret_cast<int64_t*>(bad.unsafe_impl()->data()), s);
+  if (stream_capturing(s)) {  // Note [Checks while capturing]
+    launch_assert_flag(reinterpret_cast<const int64_t*>(bad.unsafe_impl()->data()), 0,
+                       std::string(op) + ": an index is out of bounds for dimension " + std::to_string(dim) +
+                           " with size " + std::to_string(size),
+                       s);
+    return;
+  }
   int64_t host[2] = {0, 0};
   KILN_CUDA_CHECK(cudaMemcpyAsync(host, bad.unsafe_impl()->data(), sizeof host, cudaMemcpyDeviceToHost, s),
                   "cudaMemcpyAsync (device to host)");

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nn_kernels.h"
 #include "dispatch/dispatch.h"
@@ -176,6 +177,13 @@ void searchsorted_kernel(const OpCall& c, std::vector<Tensor>& outs) {
                       mptr(outs[0]), outs[0].dtype() == DType::Int32, c.attrs.b(1), len, nv, vrow, seq.dim() <= 1,
                       static_cast<int64_t*>(mptr(bad)), s);
   if (!so.defined()) return;
+  if (stream_capturing(s)) {  // Note [Checks while capturing]
+    launch_assert_flag(static_cast<const int64_t*>(cptr(bad)), 0,
+                       std::string(c.name()) + ": a sorter index is out of range for boundaries whose last dim has size " +
+                           std::to_string(len),
+                       s);
+    return;
+  }
   int64_t host[2] = {0, 0};
   KILN_CUDA_CHECK(cudaMemcpyAsync(host, cptr(bad), sizeof host, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
   KILN_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");

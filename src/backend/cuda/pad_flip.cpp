@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/launch.h"
 #include "dispatch/dispatch.h"
 #include "ops/registry.h"
@@ -149,6 +150,13 @@ void scatter_into(const char* op, const Tensor& out, const Tensor& idx, const Te
   const int64_t size = out.size(dim);
   launch_scatter_add(a, out.stride(dim) * static_cast<int64_t>(itemsize(out.dtype())), size,
                      reinterpret_cast<int64_t*>(data(bad)), s, accumulate);
+  if (stream_capturing(s)) {  // Note [Checks while capturing]
+    launch_assert_flag(reinterpret_cast<const int64_t*>(data(bad)), 0,
+                       std::string(op) + ": an index is out of bounds for dimension " + std::to_string(dim) +
+                           " with size " + std::to_string(size),
+                       s);
+    return;
+  }
   int64_t host[2] = {0, 0};
   KILN_CUDA_CHECK(cudaMemcpyAsync(host, data(bad), sizeof host, cudaMemcpyDeviceToHost, s),
                   "cudaMemcpyAsync (device to host)");
