@@ -96,6 +96,7 @@ void set_force_decomposition(int op) { tls_force_decomp = op; }
 int force_decomposition() { return tls_force_decomp; }
 void set_op_call_counts(std::vector<uint32_t>* counts) { tls_op_counts = counts; }
 void set_kernel_timer(KernelTimer* timer) { g_kernel_timer.store(timer); }
+KernelTimer* kernel_timer() { return g_kernel_timer.load(std::memory_order_relaxed); }
 
 namespace {
 thread_local bool tls_non_blocking = false;

@@ -143,8 +143,11 @@ struct KernelTimer {
   // `dtype`: the first input's (the output's for factories), so the profile tells casts apart;
   // `first`: the first input (null for factories), for profiles that also tell shapes apart.
   virtual void end(OpId op, DType dtype, const Tensor* first) = 0;
+  // A kernel that is no op of the table (a compiled graph's generated kernel), under `label`.
+  virtual void end_labelled(const std::string& label) { (void)label; }
 };
 void set_kernel_timer(KernelTimer* timer);
+KernelTimer* kernel_timer();  // the one watching, or null
 
 // Note [Non-blocking copies]: Tensor::copy_(src, non_blocking) and to(..., non_blocking) tell the
 // device backend's copy, below the op call, that the caller does not need the values on return.

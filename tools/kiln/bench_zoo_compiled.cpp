@@ -40,7 +40,7 @@ double round_to(double x, int digits) {
 // whole training step, forward, backward and AdamW, into one graph (Note [Writes are ops]);
 // "infer" compiles a forward under no_grad.
 nlohmann::json run_phase(const std::string& name, const std::string& phase, int iters, const std::string& backend,
-                         Device dev) {
+                         Device dev, bool profile) {
   const bool train = phase != "infer", whole = phase == "step";
   // Two copies with the same initial parameters: eager and compiled each train their own, at
   // BENCHMARKS.md's sizes for the device.
@@ -131,6 +131,16 @@ nlohmann::json run_phase(const std::string& name, const std::string& phase, int 
   };
   const double peak_eager = step_peak_mb(eager_step);
   const double peak_compiled = step_peak_mb(compiled_step);
+  // --profile: each kernel's GPU time over 3 steps of each, eager's ops and the compiled
+  // graph's (its generated kernels by their ops, "gen ...", and its extern calls by op).
+  if (profile && dev.is_cuda()) {
+    for (int which = 0; which < 2; ++which) {
+      cuda::profiler_start();
+      for (int i = 0; i < 3; ++i) (void)(which ? compiled_step() : eager_step());
+      std::fprintf(stderr, "kiln bench zoo --compiled --profile: %s %s, 3 %s steps\n%s", name.c_str(), phase.c_str(),
+                   which ? "compiled" : "eager", cuda::profiler_stop().c_str());
+    }
+  }
   // The same compiled step in mode "reduce-overhead" (an inductor graph keeps its memory
   // plan's arena across calls, Note [Memory planning]); it trains the compiled copy further.
   auto fro = compile(body, {.mode = "reduce-overhead", .backend = backend, .background = false});
@@ -251,7 +261,7 @@ int cmd_bench_zoo_compiled(const ZooOptions& o, const std::vector<std::string>& 
       rows, o.json,
       [&](const std::string& key) {
         const size_t c = key.find(':');
-        return run_phase(key.substr(0, c), key.substr(c + 1), o.iters, o.backend, dev);
+        return run_phase(key.substr(0, c), key.substr(c + 1), o.iters, o.backend, dev, o.profile);
       },
       [](const std::string& key, const std::string& err) {
         const size_t c = key.find(':');

@@ -539,7 +539,26 @@ struct InductorGraph {
       grid = std::max<int64_t>(1, (grid + 3) / 4);
     }
     const std::vector<uint64_t> args = codegen::cuda_args(slots, params[ki], group);
+    // Under kiln::cuda::profiler_start, each generated kernel is a row named by its ops.
+    KernelTimer* timer = kernel_timer();
+    if (timer && timer->device() != DeviceType::CUDA) timer = nullptr;
+    if (timer) timer->begin(OpId{});
     jit::launch_cuda(cuda_fns[ki], grid, l.block, args.data(), cuda::current_stream(cuda_device).handle());
+    if (timer) timer->end_labelled(profile_label(ki));
+  }
+
+  // "gen " and the kernel's ops (the first few, in order, each once) and its points.
+  std::string profile_label(size_t ki) const {
+    const lower::LoopKernel& k = schedule.kernels[ki];
+    std::vector<std::string> names;
+    for (int n : k.nodes) {
+      std::string name(op_info(g.nodes[static_cast<size_t>(n)].op).name);
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(std::move(name));
+    }
+    std::string label = "gen";
+    for (size_t i = 0; i < names.size() && i < 4; ++i) label += (i ? "," : " ") + names[i];
+    if (names.size() > 4) label += ",+" + std::to_string(names.size() - 4);
+    return label + " n=" + std::to_string(k.numel());
   }
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const {
