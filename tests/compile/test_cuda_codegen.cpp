@@ -7,6 +7,7 @@
 
 #include "compile/codegen/cuda_codegen.h"
 #include "compile/jit/cuda_jit.h"
+#include "compile/lower/split_reduction.h"
 #include "tests/compile/golden_file.h"
 #include "tests/compile/schedules.h"
 
@@ -72,6 +73,28 @@ TEST(CudaCodegen, Reductions) {
       {"integer sum", [](const Tensor& x) { return (x > 0).to(DType::Int64).sum(1); }, randn({4, 10})},
       {"any", [](const Tensor& x) { return (x > 2).any(); }, randn({4, 10})},
   });
+}
+
+// Note [Split reductions]: both kernels of a split reduction (partials, then their combination
+// with the per-row work) compile.
+TEST(CudaCodegen, SplitReductions) {
+  if (!compiler::jit::cuda_jit_built()) GTEST_SKIP() << "kiln built without CUDA: no NVRTC";
+  std::string src = compiler::codegen::cuda_source_prelude();
+  int split = 0, n = 0;
+  auto fn = [](const Tensor& x) { return sum(x * x, {0, 2, 3}) + mean(x, {0, 2, 3}) + amax(relu(x), {0, 2, 3}); };
+  Tensor x = randn({16, 3, 32, 32}).requires_grad_();
+  for (testing::ScheduledGraph& sg : testing::schedules_of(fn, x)) {
+    split += compiler::lower::split_reductions(sg.graph, sg.schedule, [](const compiler::lower::LoopKernel&) { return true; });
+    for (const compiler::lower::LoopKernel& k : sg.schedule.kernels) {
+      std::vector<int64_t> params;
+      src += compiler::codegen::generate_cuda_kernel(k, "kiln_kernel_" + std::to_string(n++),
+                                                     std::vector<bool>(k.buffers.size(), false), &params);
+    }
+  }
+  EXPECT_GE(split, 2);
+  std::string cubin;
+  EXPECT_NO_THROW(cubin = compiler::jit::nvrtc_compile(src, "sm_90"));
+  EXPECT_GT(cubin.size(), 0u);
 }
 
 TEST(CudaCodegen, MultiPassKernels) {

@@ -14,6 +14,7 @@
 #include "compile/ir/graph.h"
 #include "compile/jit/cpp_jit.h"
 #include "compile/lower/schedule.h"
+#include "compile/lower/split_reduction.h"
 #include "dispatch/dispatch.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
@@ -127,6 +128,35 @@ TEST_F(Inductor, ReductionsMatchEager) {
   Tensor ints = randint(0, 1000, {4, 9}).to(kInt32);
   auto h = compile([](const Tensor& x) { return sum(x * 7, {1}); }, inductor());
   expect_identical(h(ints), sum(ints * 7, {1}), "int sum");
+}
+
+// Note [Split reductions]: kernels with few, long rows split into partial and final kernels
+// (on every device with KILN_SPLIT_REDUCTIONS=1; by default only generated CUDA) give eager's
+// answers: batch norm's per-channel sums and their backward's, a mean, max and min with NaN,
+// a full sum, and a pointwise output stored beside the reduction it feeds.
+TEST_F(Inductor, SplitReductionsMatchEager) {
+  setenv("KILN_SPLIT_REDUCTIONS", "1", 1);
+  manual_seed(9);
+  auto fn = [](const Tensor& x, const Tensor& mu) {
+    Tensor y = relu(x);
+    return std::vector<Tensor>{sum(x * x + 1, {0, 2, 3}), mean(x, {0, 2, 3}, true), amax(x, {0, 2, 3}),
+                               amin(x, {0, 2, 3}), sum(x), y, sum(y, {0, 2, 3}), sum(x * (x - mu), {0, 2, 3})};
+  };
+  const int64_t before = compiler::lower::reductions_split();
+  auto f = compile(fn, inductor());
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = randn({16, 3, 32, 32}).to(dt), mu = randn({1, 3, 1, 1}).to(dt);
+    x.select(0, 5).select(0, 1).select(0, 7).select(0, 9).fill_(std::numeric_limits<double>::quiet_NaN());
+    auto got = f(x, mu), want = fn(x, mu);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], dt == kFloat32 ? 1e-5 : 1e-12, "split");
+    Tensor clean = randn({16, 3, 32, 32}).to(dt);
+    got = f(clean, mu);
+    want = fn(clean, mu);
+    for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], dt == kFloat32 ? 1e-5 : 1e-12, "split");
+  }
+  unsetenv("KILN_SPLIT_REDUCTIONS");
+  EXPECT_GE(compiler::lower::reductions_split() - before, 4);
 }
 
 TEST_F(Inductor, TrainingStepMatchesEager) {

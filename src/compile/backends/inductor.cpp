@@ -29,6 +29,7 @@
 #include "compile/logs.h"
 #include "compile/lower/epilogue.h"
 #include "compile/lower/schedule.h"
+#include "compile/lower/split_reduction.h"
 #include "core/parallel.h"
 #include "dispatch/dispatch.h"
 #include "core/tensor_impl.h"
@@ -84,6 +85,7 @@ struct InductorGraph {
   InductorGraph(const Graph& lowered, bool max_autotune, bool reduce_overhead)
       : g(lowered), autotune(max_autotune), keep_arena(reduce_overhead) {
     schedule = lower::schedule(g);
+    split_few_long_rows();
     log(Log::Fusion, schedule.str(g));
     place_kernels();
     build_cpu_kernels();
@@ -132,6 +134,31 @@ struct InductorGraph {
     }
     log(Log::Fusion, plan.str(g));
     plan_writes_into_inputs();
+  }
+
+  // Note [Split reductions]: generated CUDA reductions with few, long rows become two kernels.
+  // KILN_SPLIT_REDUCTIONS=0 turns it off (for measuring); =1 splits such kernels on every
+  // device (the CPU's kernels too, with a row count of its threads: what tests use to run the
+  // transform without a GPU).
+  void split_few_long_rows() {
+    const char* e = std::getenv("KILN_SPLIT_REDUCTIONS");
+    const std::string mode = e ? e : "";
+    if (mode == "0") return;
+    const bool everywhere = mode == "1";
+    auto device_of = [&](const lower::LoopKernel& k) {
+      for (const lower::Buffer& b : k.buffers)
+        if (b.output) return g.values[static_cast<size_t>(b.value)].meta.device;
+      return Device(kCPU);
+    };
+    lower::split_reductions(g, schedule, [&](const lower::LoopKernel& k) {
+      const Device d = device_of(k);
+      return d.is_cuda() ? cuda_codegen_enabled() : everywhere;
+    });
+    if (everywhere) {
+      // The CPU's policy: fewer rows than threads.
+      lower::SplitPolicy cpu{.max_rows = std::max(2, get_num_threads()), .min_extent = 4096, .min_share = 64};
+      lower::split_reductions(g, schedule, [&](const lower::LoopKernel& k) { return device_of(k).is_cpu(); }, cpu);
+    }
   }
 
   // Note [Kernel devices]
