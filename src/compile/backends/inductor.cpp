@@ -582,7 +582,7 @@ struct InductorGraph {
       std::string name(op_info(g.nodes[static_cast<size_t>(n)].op).name);
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(std::move(name));
     }
-    std::string label = "gen";
+    std::string label = k.nodes.empty() ? "gen partials (Note [Split reductions])" : "gen";
     for (size_t i = 0; i < names.size() && i < 4; ++i) label += (i ? "," : " ") + names[i];
     if (names.size() > 4) label += ",+" + std::to_string(names.size() - 4);
     return label + " n=" + std::to_string(k.numel());

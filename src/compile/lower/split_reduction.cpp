@@ -34,16 +34,45 @@ int64_t points(const LoopKernel& k, bool reduced) {
   return n;
 }
 
-// The split dim (the outermost reduced dim of size > 1), or -1 when k should stay whole.
-int split_dim(const LoopKernel& k, const SplitPolicy& p) {
-  if (k.num_reduced() == 0) return -1;
+// Where to split: the outermost reduced dim of size > 1 (parts 0), or that dim cut into
+// `parts` pieces first (see cut()); dim -1 when k should stay whole.
+struct Where {
+  int dim = -1;
+  int64_t parts = 0;
+};
+Where split_dim(const LoopKernel& k, const SplitPolicy& p) {
+  if (k.num_reduced() == 0) return {};
   const int64_t rows = points(k, false), extent = points(k, true);
-  if (rows >= p.max_rows || extent < p.min_extent) return -1;
+  if (rows >= p.max_rows || extent < p.min_extent) return {};
   for (size_t d = 0; d < k.sizes.size(); ++d) {
     if (!k.reduced[d] || k.sizes[d] < 2) continue;
-    return extent / k.sizes[d] >= p.min_share ? static_cast<int>(d) : -1;
+    if (extent / k.sizes[d] >= p.min_share) return {static_cast<int>(d), 0};
+    // Too many pieces with too little each (a bias gradient's sum over 8192 rows, the only
+    // reduced dim): cut it into the fewest power-of-two parts giving target_rows rows that
+    // each keep min_share points.
+    int64_t parts = 2;
+    while (rows * parts < p.target_rows && extent / (parts * 2) >= p.min_share && k.sizes[d] % (parts * 2) == 0)
+      parts *= 2;
+    if (k.sizes[d] % parts != 0 || extent / parts < p.min_share) return {};
+    return {static_cast<int>(d), parts};
   }
-  return -1;
+  return {};
+}
+
+// k with dim d of size n cut into dims [parts, n / parts]: a coefficient c along it becomes
+// c * n / parts along the first and c along the second.
+LoopKernel cut(const LoopKernel& k, int d, int64_t parts) {
+  LoopKernel r = k;
+  const size_t du = static_cast<size_t>(d);
+  const int64_t inner = k.sizes[du] / parts;
+  r.sizes[du] = inner;
+  r.sizes.insert(r.sizes.begin() + d, parts);
+  r.reduced.insert(r.reduced.begin() + d, static_cast<bool>(k.reduced[du]));
+  auto fix = [&](Index& ix) { ix.coeffs.insert(ix.coeffs.begin() + d, ix.coeffs[du] * inner); };
+  for (Expr& e : r.exprs)
+    if (e.kind == ExprKind::Load) fix(e.index);
+  for (Store& st : r.stores) fix(st.index);
+  return r;
 }
 
 // Per expression: whether it is a reduction's value or depends on one (per-row work).
@@ -219,10 +248,10 @@ int split_reductions(Graph& g, Schedule& s, const std::function<bool(const LoopK
   int count = 0;
   const size_t nk = s.kernels.size();
   for (size_t i = 0; i < nk; ++i) {
-    const LoopKernel& k = s.kernels[i];
-    const int d = split_dim(k, policy);
-    if (d < 0 || !want(k) || !splittable(k, after_reductions(k))) continue;
-    Split parts = split(g, k, d);
+    const Where w = split_dim(s.kernels[i], policy);
+    if (w.dim < 0 || !want(s.kernels[i]) || !splittable(s.kernels[i], after_reductions(s.kernels[i]))) continue;
+    const LoopKernel k = w.parts ? cut(s.kernels[i], w.dim, w.parts) : s.kernels[i];
+    Split parts = split(g, k, w.dim);
     s.kernels[i] = std::move(parts.second);
     s.kernels.push_back(std::move(parts.first));
     s.closed_by.push_back("split from kernel " + std::to_string(i) + " (Note [Split reductions])");

@@ -15,6 +15,8 @@ struct SplitPolicy {
   int64_t max_rows = 1024;
   int64_t min_extent = 8192;
   int64_t min_share = 256;
+  // Where a reduced dim is itself split in two: the rows the first kernel should have.
+  int64_t target_rows = 4096;
 };
 
 // Splits every kernel of s for which `want(kernel)` holds and the policy and the kernel's form
