@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,108 @@ LoopKernel cut(const LoopKernel& k, int d, int64_t parts) {
   return r;
 }
 
-// Per expression: whether it is a reduction's value or depends on one (per-row work).
+// Kernel assembly for a split: k's expressions copied on demand into a kernel over k's dims
+// (some of size 1), with some of k's reductions replaced by loads of materialized values.
+class Assembler {
+ public:
+  struct Source {
+    int value = -1;  // graph value holding the reduction's values
+    Index index;
+    DType dtype = DType::Float32;
+  };
+
+  Assembler(const Graph& g, const LoopKernel& k, std::vector<int64_t> sizes, std::vector<bool> reduced)
+      : from(k.exprs.size()), combine(k.exprs.size()), partial(k.exprs.size(), false), g_(g), k_(k),
+        memo_(k.exprs.size(), -1) {
+    out_.sizes = std::move(sizes);
+    out_.reduced = std::move(reduced);
+  }
+
+  // Per k expression: a reduction read from its materialized values; a reduction recomputed
+  // from partials (a Reduce over a load of them); a reduction that stores its accumulator.
+  std::vector<std::optional<Source>> from, combine;
+  std::vector<bool> partial;
+
+  int expr(int e) {
+    const size_t eu = static_cast<size_t>(e);
+    if (memo_[eu] >= 0) return memo_[eu];
+    const Expr& x0 = k_.exprs[eu];
+    int id;
+    if (from[eu]) {
+      id = load(*from[eu]);
+    } else if (combine[eu]) {
+      Expr red = x0;
+      red.args = {load(*combine[eu])};
+      red.phase = 0;
+      id = add(std::move(red));
+    } else {
+      Expr x = x0;
+      for (int& a : x.args) a = expr(a);
+      if (x.kind == ExprKind::Load) x.buffer = input(k_.buffers[static_cast<size_t>(x.buffer)].value, x.buffer);
+      if (x.kind == ExprKind::Reduce && partial[eu]) x.dtype = x.acc;  // keeps its precision
+      // Passes renumbered for this kernel (Note [Reduction phases]): after its own reductions only.
+      int ph = 0;
+      for (int a : x.args) {
+        const Expr& y = out_.exprs[static_cast<size_t>(a)];
+        ph = std::max(ph, y.phase + (y.kind == ExprKind::Reduce ? 1 : 0));
+      }
+      x.phase = ph;
+      id = add(std::move(x));
+    }
+    return memo_[eu] = id;
+  }
+
+  void store(int value, DType dtype, const Index& index, int e) {
+    const int id = expr(e);
+    auto it = std::find_if(outs_.begin(), outs_.end(), [&](const Buffer& b) { return b.value == value; });
+    const int ob = static_cast<int>(it - outs_.begin());
+    if (it == outs_.end()) outs_.push_back({value, dtype, true});
+    out_.stores.push_back({ob, index, id});
+  }
+
+  LoopKernel finish(std::vector<int> nodes) {
+    const int ni = static_cast<int>(ins_.size());
+    out_.buffers = ins_;
+    for (const Buffer& b : outs_) out_.buffers.push_back(b);
+    for (Store& st : out_.stores) st.buffer += ni;
+    out_.input_metas = metas_;
+    out_.nodes = std::move(nodes);
+    return std::move(out_);
+  }
+
+ private:
+  int add(Expr x) {
+    out_.exprs.push_back(std::move(x));
+    return static_cast<int>(out_.exprs.size()) - 1;
+  }
+  // The input buffer of graph value v: k's buffer kb, or a materialized value (kb -1).
+  int input(int v, int kb) {
+    for (size_t i = 0; i < ins_.size(); ++i)
+      if (ins_[i].value == v) return static_cast<int>(i);
+    const bool compiled = kb >= 0 && static_cast<size_t>(kb) < k_.input_metas.size();
+    const TensorMeta& m = compiled ? k_.input_metas[static_cast<size_t>(kb)] : g_.values[static_cast<size_t>(v)].meta;
+    ins_.push_back({v, kb >= 0 ? k_.buffers[static_cast<size_t>(kb)].dtype : m.dtype, false});
+    metas_.push_back(m);
+    return static_cast<int>(ins_.size()) - 1;
+  }
+  int load(const Source& src) {
+    Expr l;
+    l.kind = ExprKind::Load;
+    l.dtype = src.dtype;
+    l.buffer = input(src.value, -1);
+    l.index = src.index;
+    return add(std::move(l));
+  }
+
+  const Graph& g_;
+  const LoopKernel& k_;
+  LoopKernel out_;
+  std::vector<int> memo_;
+  std::vector<Buffer> ins_, outs_;
+  std::vector<TensorMeta> metas_;
+};
+
+// Per expression: whether it is a reduction's value or depends on one.
 std::vector<bool> after_reductions(const LoopKernel& k) {
   std::vector<bool> post(k.exprs.size(), false);
   for (size_t e = 0; e < k.exprs.size(); ++e) {
@@ -85,159 +187,125 @@ std::vector<bool> after_reductions(const LoopKernel& k) {
   return post;
 }
 
-// Whether k has the form a split keeps correct: every reduction accumulates in pass 0 over
-// values computed before any reduction, and nothing after a reduction varies along a reduced
-// dim (it is per-row work).
-bool splittable(const LoopKernel& k, const std::vector<bool>& post) {
-  const std::vector<std::vector<bool>> v = k.varies();
+// Whether a split keeps k correct: each reduction reads only values of earlier passes' reductions.
+bool splittable(const LoopKernel& k) {
+  std::vector<int> level(k.exprs.size(), 0);  // 1 + the latest pass of a reduction it depends on
   for (size_t e = 0; e < k.exprs.size(); ++e) {
     const Expr& x = k.exprs[e];
-    if (x.kind == ExprKind::Reduce) {
-      if (x.phase != 0) return false;
-      for (int a : x.args)
-        if (post[static_cast<size_t>(a)]) return false;  // a reduction of a reduction's value
+    for (int a : x.args) {
+      const Expr& y = k.exprs[static_cast<size_t>(a)];
+      level[e] = std::max(level[e], y.kind == ExprKind::Reduce ? y.phase + 1 : level[static_cast<size_t>(a)]);
     }
-    if (post[e])
-      for (size_t d = 0; d < k.sizes.size(); ++d)
-        if (k.reduced[d] && v[e][d]) return false;
+    if (x.kind == ExprKind::Reduce && level[e] > x.phase) return false;
   }
   return true;
 }
 
-struct Split {
-  LoopKernel first, second;
-};
-
-Split split(Graph& g, const LoopKernel& k, int s) {
+// The kernels replacing k, split along its reduced dim s, in order: per pass p of k's
+// reductions, one kernel of partial accumulators (k's dims with s kept) and one combining them
+// (over k's kept dims and s) into the reductions' values, which later kernels load; the last
+// combining kernel also stores k's per-row values, and a final pointwise kernel over all of k's
+// points stores the per-point values computed after a reduction (batch norm's output in the
+// kernel of its statistics). The new values (partials, reductions' values) are appended to g.
+std::vector<LoopKernel> split(Graph& g, const LoopKernel& k, int s) {
   const size_t nd = k.sizes.size();
   const std::vector<bool> post = after_reductions(k);
-  std::vector<int> reductions;
-  for (size_t e = 0; e < k.exprs.size(); ++e)
-    if (k.exprs[e].kind == ExprKind::Reduce) reductions.push_back(static_cast<int>(e));
-  // The partials' layout: contiguous over the first kernel's row dims (k's kept dims and s).
-  Shape psizes;
-  std::vector<int64_t> coeff(nd, 0);
-  int64_t stride = 1;
-  for (size_t d = nd; d-- > 0;) {
-    if (k.reduced[d] && static_cast<int>(d) != s) continue;
-    coeff[d] = stride;
-    stride *= k.sizes[d];
-  }
-  for (size_t d = 0; d < nd; ++d)
-    if (!k.reduced[d] || static_cast<int>(d) == s) psizes.push_back(k.sizes[d]);
-  const Index pindex{coeff, 0};
+  const std::vector<std::vector<bool>> varies = k.varies();
   Device device;
   for (const Buffer& b : k.buffers)
     if (b.output) device = g.values[static_cast<size_t>(b.value)].meta.device;
   const int producer = k.nodes.empty() ? -1 : k.nodes.front();
-  std::vector<int> partial_values;
-  for (int r : reductions) {
+  // A new value of dtype t laid out contiguously over the dims where `keep` holds.
+  auto new_value = [&](const std::vector<bool>& keep, DType t, Index* index) {
+    Shape sizes;
+    index->coeffs.assign(nd, 0);
+    index->offset = 0;
+    int64_t stride = 1;
+    for (size_t d = nd; d-- > 0;)
+      if (keep[d]) {
+        index->coeffs[d] = stride;
+        stride *= k.sizes[d];
+      }
+    for (size_t d = 0; d < nd; ++d)
+      if (keep[d]) sizes.push_back(k.sizes[d]);
     Value v;
-    v.meta = TensorMeta{psizes, k.exprs[static_cast<size_t>(r)].acc, device, contiguous_strides(psizes), 0};
+    v.meta = TensorMeta{sizes, t, device, contiguous_strides(sizes), 0};
     v.node = producer;
     g.values.push_back(v);
-    partial_values.push_back(static_cast<int>(g.values.size()) - 1);
+    return static_cast<int>(g.values.size()) - 1;
+  };
+  std::vector<bool> rows(nd), rows_and_s(nd), none(nd, false), first_reduced = k.reduced, combine_reduced(nd, false);
+  std::vector<int64_t> combine_sizes = k.sizes;
+  for (size_t d = 0; d < nd; ++d) {
+    rows[d] = !k.reduced[d];
+    rows_and_s[d] = rows[d] || static_cast<int>(d) == s;
+    if (k.reduced[d] && static_cast<int>(d) != s) combine_sizes[d] = 1;
   }
-  const int ni = k.num_inputs();
+  first_reduced[static_cast<size_t>(s)] = false;
+  combine_reduced[static_cast<size_t>(s)] = true;
 
-  Split out;
-  // First: k's inputs and the outputs its pre-reduction stores write, then the partials.
-  LoopKernel& a = out.first;
-  a.sizes = k.sizes;
-  a.reduced = k.reduced;
-  a.reduced[static_cast<size_t>(s)] = false;
-  a.input_metas = k.input_metas;
-  std::vector<int> abuf(k.buffers.size(), -1);
-  for (int b = 0; b < ni; ++b) {
-    abuf[static_cast<size_t>(b)] = b;
-    a.buffers.push_back(k.buffers[static_cast<size_t>(b)]);
-  }
+  int passes = 0;
+  for (const Expr& x : k.exprs)
+    if (x.kind == ExprKind::Reduce) passes = std::max(passes, x.phase + 1);
+  // k's stores: before any reduction (with pass 0's partials), per row (with the last
+  // combination), per point after a reduction (the final kernel).
+  std::vector<const Store*> pre, per_row, per_point;
   for (const Store& st : k.stores) {
-    if (post[static_cast<size_t>(st.expr)] || abuf[static_cast<size_t>(st.buffer)] >= 0) continue;
-    abuf[static_cast<size_t>(st.buffer)] = static_cast<int>(a.buffers.size());
-    a.buffers.push_back(k.buffers[static_cast<size_t>(st.buffer)]);
+    const size_t e = static_cast<size_t>(st.expr);
+    bool row = true;
+    for (size_t d = 0; d < nd; ++d) row = row && !(k.reduced[d] && varies[e][d]);
+    (!post[e] ? pre : row ? per_row : per_point).push_back(&st);
   }
-  std::vector<int> aexpr(k.exprs.size(), -1);
-  for (size_t e = 0; e < k.exprs.size(); ++e) {
-    if (post[e] && k.exprs[e].kind != ExprKind::Reduce) continue;
-    Expr x = k.exprs[e];
-    for (int& arg : x.args) arg = aexpr[static_cast<size_t>(arg)];
-    if (x.kind == ExprKind::Load) x.buffer = abuf[static_cast<size_t>(x.buffer)];
-    if (x.kind == ExprKind::Reduce) x.dtype = x.acc;  // the partial keeps the accumulator's precision
-    aexpr[e] = static_cast<int>(a.exprs.size());
-    a.exprs.push_back(std::move(x));
-  }
-  for (const Store& st : k.stores)
-    if (!post[static_cast<size_t>(st.expr)])
-      a.stores.push_back({abuf[static_cast<size_t>(st.buffer)], st.index, aexpr[static_cast<size_t>(st.expr)]});
-  for (size_t r = 0; r < reductions.size(); ++r) {
-    const int pb = static_cast<int>(a.buffers.size());
-    a.buffers.push_back({partial_values[r], k.exprs[static_cast<size_t>(reductions[r])].acc, true});
-    a.stores.push_back({pb, pindex, aexpr[static_cast<size_t>(reductions[r])]});
-  }
-
-  // Second: k's inputs and the partials, then the outputs its per-row stores write; the reduced
-  // dims but s have size 1.
-  LoopKernel& b = out.second;
-  b.sizes = k.sizes;
-  b.reduced.assign(nd, false);
-  for (size_t d = 0; d < nd; ++d)
-    if (k.reduced[d] && static_cast<int>(d) != s) b.sizes[d] = 1;
-  b.reduced[static_cast<size_t>(s)] = true;
-  b.nodes = k.nodes;
-  b.input_metas = k.input_metas;
-  std::vector<int> bbuf(k.buffers.size(), -1);
-  for (int i = 0; i < ni; ++i) {
-    bbuf[static_cast<size_t>(i)] = i;
-    b.buffers.push_back(k.buffers[static_cast<size_t>(i)]);
-  }
-  std::vector<int> pbuf;
-  for (size_t r = 0; r < reductions.size(); ++r) {
-    pbuf.push_back(static_cast<int>(b.buffers.size()));
-    b.buffers.push_back({partial_values[r], k.exprs[static_cast<size_t>(reductions[r])].acc, false});
-    b.input_metas.push_back(g.values[static_cast<size_t>(partial_values[r])].meta);
-  }
-  for (const Store& st : k.stores) {
-    if (!post[static_cast<size_t>(st.expr)] || bbuf[static_cast<size_t>(st.buffer)] >= 0) continue;
-    bbuf[static_cast<size_t>(st.buffer)] = static_cast<int>(b.buffers.size());
-    b.buffers.push_back(k.buffers[static_cast<size_t>(st.buffer)]);
-  }
-  // The per-row work needs the reductions and the pre-reduction values it reads (which, being
-  // per-row, vary along no reduced dim).
-  std::vector<bool> needed(k.exprs.size(), false);
-  for (const Store& st : k.stores)
-    if (post[static_cast<size_t>(st.expr)]) needed[static_cast<size_t>(st.expr)] = true;
-  for (size_t e = k.exprs.size(); e-- > 0;)
-    if (needed[e] && k.exprs[e].kind != ExprKind::Reduce)
-      for (int arg : k.exprs[e].args) needed[static_cast<size_t>(arg)] = true;
-  std::vector<int> bexpr(k.exprs.size(), -1);
-  for (size_t e = 0; e < k.exprs.size(); ++e) {
-    if (!needed[e]) continue;
-    const Expr& x0 = k.exprs[e];
-    if (x0.kind == ExprKind::Reduce) {
-      const size_t r = static_cast<size_t>(std::find(reductions.begin(), reductions.end(), static_cast<int>(e)) -
-                                           reductions.begin());
-      Expr load;
-      load.kind = ExprKind::Load;
-      load.dtype = x0.acc;
-      load.buffer = pbuf[r];
-      load.index = pindex;
-      b.exprs.push_back(load);
-      Expr red = x0;
-      red.args = {static_cast<int>(b.exprs.size()) - 1};
-      bexpr[e] = static_cast<int>(b.exprs.size());
-      b.exprs.push_back(std::move(red));
-      continue;
+  auto store_of_k = [&](Assembler& a, const Store* st) {
+    const Buffer& b = k.buffers[static_cast<size_t>(st->buffer)];
+    a.store(b.value, b.dtype, st->index, st->expr);
+  };
+  std::vector<std::optional<Assembler::Source>> materialized(k.exprs.size());
+  std::vector<LoopKernel> out;
+  for (int p = 0; p < passes; ++p) {
+    std::vector<int> reds;
+    for (size_t e = 0; e < k.exprs.size(); ++e)
+      if (k.exprs[e].kind == ExprKind::Reduce && k.exprs[e].phase == p) reds.push_back(static_cast<int>(e));
+    if (reds.empty()) continue;
+    Assembler first(g, k, k.sizes, first_reduced);
+    first.from = materialized;
+    std::vector<Assembler::Source> partials;
+    for (int r : reds) {
+      const Expr& x = k.exprs[static_cast<size_t>(r)];
+      first.partial[static_cast<size_t>(r)] = true;
+      Assembler::Source src;
+      src.dtype = x.acc;
+      src.value = new_value(rows_and_s, x.acc, &src.index);
+      first.store(src.value, x.acc, src.index, r);
+      partials.push_back(src);
     }
-    Expr x = x0;
-    for (int& arg : x.args) arg = bexpr[static_cast<size_t>(arg)];
-    if (x.kind == ExprKind::Load) x.buffer = bbuf[static_cast<size_t>(x.buffer)];
-    bexpr[e] = static_cast<int>(b.exprs.size());
-    b.exprs.push_back(std::move(x));
+    if (p == 0)
+      for (const Store* st : pre) store_of_k(first, st);
+    out.push_back(first.finish({}));
+
+    const bool last = p == passes - 1;
+    Assembler comb(g, k, combine_sizes, combine_reduced);
+    comb.from = materialized;
+    for (size_t i = 0; i < reds.size(); ++i) comb.combine[static_cast<size_t>(reds[i])] = partials[i];
+    for (int r : reds) {
+      if (last && per_point.empty()) break;  // no later kernel reads them
+      const Expr& x = k.exprs[static_cast<size_t>(r)];
+      Assembler::Source src;
+      src.dtype = x.dtype;
+      src.value = new_value(rows, x.dtype, &src.index);
+      comb.store(src.value, x.dtype, src.index, r);
+      materialized[static_cast<size_t>(r)] = src;
+    }
+    if (last)
+      for (const Store* st : per_row) store_of_k(comb, st);
+    out.push_back(comb.finish(last && per_point.empty() ? k.nodes : std::vector<int>{}));
   }
-  for (const Store& st : k.stores)
-    if (post[static_cast<size_t>(st.expr)])
-      b.stores.push_back({bbuf[static_cast<size_t>(st.buffer)], st.index, bexpr[static_cast<size_t>(st.expr)]});
+  if (!per_point.empty()) {
+    Assembler fin(g, k, k.sizes, none);
+    fin.from = materialized;
+    for (const Store* st : per_point) store_of_k(fin, st);
+    out.push_back(fin.finish(k.nodes));
+  }
   return out;
 }
 
@@ -249,16 +317,21 @@ int split_reductions(Graph& g, Schedule& s, const std::function<bool(const LoopK
   const size_t nk = s.kernels.size();
   for (size_t i = 0; i < nk; ++i) {
     const Where w = split_dim(s.kernels[i], policy);
-    if (w.dim < 0 || !want(s.kernels[i]) || !splittable(s.kernels[i], after_reductions(s.kernels[i]))) continue;
+    if (w.dim < 0 || !want(s.kernels[i]) || !splittable(s.kernels[i])) continue;
     const LoopKernel k = w.parts ? cut(s.kernels[i], w.dim, w.parts) : s.kernels[i];
-    Split parts = split(g, k, w.dim);
-    s.kernels[i] = std::move(parts.second);
-    s.kernels.push_back(std::move(parts.first));
-    s.closed_by.push_back("split from kernel " + std::to_string(i) + " (Note [Split reductions])");
-    const int first = static_cast<int>(s.kernels.size()) - 1;
+    std::vector<LoopKernel> parts = split(g, k, w.dim);
+    // The last part takes k's place (and its graph nodes); the others run just before it.
+    s.kernels[i] = std::move(parts.back());
+    parts.pop_back();
+    std::vector<Step> before;
+    for (LoopKernel& part : parts) {
+      s.kernels.push_back(std::move(part));
+      s.closed_by.push_back("split from kernel " + std::to_string(i) + " (Note [Split reductions])");
+      before.push_back(Step{true, static_cast<int>(s.kernels.size()) - 1});
+    }
     for (size_t st = 0; st < s.steps.size(); ++st)
       if (s.steps[st].is_kernel && s.steps[st].index == static_cast<int>(i)) {
-        s.steps.insert(s.steps.begin() + static_cast<std::ptrdiff_t>(st), Step{true, first});
+        s.steps.insert(s.steps.begin() + static_cast<std::ptrdiff_t>(st), before.begin(), before.end());
         break;
       }
     ++count;
