@@ -3,6 +3,8 @@
 // reduce-overhead]): replays give eager's answers after parameter updates, with inputs at new
 // addresses, with earlier outputs still held, and graphs that cannot be captured run as usual.
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,18 @@ namespace kiln {
 namespace {
 
 using testing::expect_close;
+
+// Two MLPs with the same initial parameters on the GPU: one compiled, one eager.
+std::pair<std::shared_ptr<models::MLP>, std::shared_ptr<models::MLP>> twin_mlps(int64_t in, int64_t hidden, int64_t out,
+                                                                                 uint64_t seed) {
+  std::shared_ptr<models::MLP> m[2];
+  for (auto& p : m) {
+    manual_seed(seed);
+    p = std::make_shared<models::MLP>(in, hidden, 2, out);
+    p->to(Device(DeviceType::CUDA));
+  }
+  return {m[0], m[1]};
+}
 
 TEST(CudaGraphs, ReplayReadsTheStaticInputsNewValues) {
   KILN_REQUIRE_CUDA();
@@ -59,13 +73,8 @@ TEST(CudaGraphs, AHostSynchronizationFailsTheCaptureCleanly) {
 // (the next replay moves a held output out of the graph's pool), and the graph did replay.
 TEST(CudaGraphs, ReduceOverheadWholeStepTrainsLikeEager) {
   KILN_REQUIRE_CUDA();
-  const Device cuda(DeviceType::CUDA);
-  manual_seed(5);
-  auto m = std::make_shared<models::MLP>(32, 64, 2, 10);
-  manual_seed(5);
-  auto ref = std::make_shared<models::MLP>(32, 64, 2, 10);
-  m->to(cuda);
-  ref->to(cuda);
+  const auto twins = twin_mlps(32, 64, 10, 5);
+  const auto m = twins.first, ref = twins.second;
   optim::AdamW opt(m->parameters(), {.lr = 1e-2}), opt_ref(ref->parameters(), {.lr = 1e-2});
   Tensor x = randn({64, 32}).cuda(), y = randint(0, 10, {64}).cuda();
   auto step = [&](nn::Module& model, optim::AdamW& o) {
@@ -92,13 +101,8 @@ TEST(CudaGraphs, ReduceOverheadWholeStepTrainsLikeEager) {
 // the optimizer eager: both graphs replay, fed with a new batch at a new address every step.
 TEST(CudaGraphs, ReduceOverheadForwardAndBackwardWithNewBatches) {
   KILN_REQUIRE_CUDA();
-  const Device cuda(DeviceType::CUDA);
-  manual_seed(7);
-  auto m = std::make_shared<models::MLP>(16, 32, 2, 4);
-  manual_seed(7);
-  auto ref = std::make_shared<models::MLP>(16, 32, 2, 4);
-  m->to(cuda);
-  ref->to(cuda);
+  const auto twins = twin_mlps(16, 32, 4, 7);
+  const auto m = twins.first, ref = twins.second;
   optim::SGD opt(m->parameters(), {.lr = 0.1}), opt_ref(ref->parameters(), {.lr = 0.1});
   auto loss_of = [](nn::Module& model, const Tensor& x, const Tensor& y) {
     return nn::functional::cross_entropy(model.forward(x), y);
