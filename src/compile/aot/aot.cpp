@@ -486,6 +486,16 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     if (i >= n_primals) p.forward.input_constants[j] = joint_constants[i - n_primals];
     else if (i >= first) p.forward.input_constants[j] = f.constants[i - first];
   }
+  // Note [Writing into inputs]: the forward's write-back outputs (batch norm's running stats,
+  // after the captured outputs) go to the forward inputs they update, so the backend may store
+  // them there directly instead of the write-back copying each after the graph.
+  if (!f.writeback.empty()) {
+    p.forward.write_targets.assign(p.forward.outputs.size(), -1);
+    for (size_t w = 0; w < f.writeback.size() && n_out + w < p.forward.outputs.size(); ++w) {
+      auto it = std::find(p.forward_inputs.begin(), p.forward_inputs.end(), f.writeback[w]);
+      if (it != p.forward_inputs.end()) p.forward.write_targets[n_out + w] = static_cast<int>(it - p.forward_inputs.begin());
+    }
+  }
   GraphFn run_fwd = shared_graph_fn(lower(p.forward));
   GraphFn run_bwd = shared_graph_fn(lower(p.backward));
   std::vector<Tensor> f_constants = f.constants;

@@ -392,6 +392,13 @@ struct InductorGraph {
         break;
       }
     }
+    int targets = 0, in_place = 0;
+    for (size_t o = 0; o < g.write_targets.size(); ++o) {
+      targets += g.write_targets[o] >= 0;
+      in_place += o < g.outputs.size() && inplace_input[static_cast<size_t>(g.outputs[o])] >= 0;
+    }
+    log(Log::Fusion, "writes into inputs: " + std::to_string(in_place) + " of " + std::to_string(targets) +
+                         " write-backs stored in place (Note [Writing into inputs])\n");
   }
 
   // Whether input tensor `dst` can receive value v in place: v's dtype and sizes, contiguous, and
