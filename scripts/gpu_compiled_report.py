@@ -16,7 +16,9 @@ def fmt(v, digits=2):
 
 def main():
     kiln_path, torch_path, out_path = sys.argv[1:4]
-    kiln = {(r["model"], r.get("phase")): r for r in rows(kiln_path)}
+    # Each phase's "default" row carries reduce_overhead_ms too; its "reduce-overhead" row is for
+    # other readers (mode and mfu per row).
+    kiln = {(r["model"], r.get("phase")): r for r in rows(kiln_path) if r.get("mode", "default") == "default"}
     torch = {(r["model"], r.get("mode")): r for r in rows(torch_path) if r.get("prec", "fp32") == "fp32"}
     models = sorted({m for m, _ in kiln} | {m for m, _ in torch})
     table = []

@@ -13,6 +13,7 @@
 #include "kiln/parallel.h"
 #include "models/zoo.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/gpu_peaks.h"
 #include "tools/kiln/model_table.h"
 
 namespace kiln::cli {
@@ -35,10 +36,6 @@ double median(std::vector<double> v) {
 }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// BENCHMARKS.md's measured H200 peaks: dense bf16 matrix rate, and float32 without TF32.
-constexpr double kPeakBf16Flops = 790e12;
-constexpr double kPeakFp32Flops = 60e12;
 
 void sync(Device d) {
   if (d.is_cuda()) cuda::synchronize();
@@ -101,7 +98,7 @@ nlohmann::json run_one(const std::string& name, Device dev, const std::string& p
     // backward; attention's T^2 term left out), against the measured peak of the precision.
     if (name.rfind("gpt", 0) == 0) {
       const double tokens = static_cast<double>(w.inputs[0].numel());
-      const double flops = 6.0 * static_cast<double>(params) * tokens;
+      const double flops = transformer_step_flops(static_cast<double>(params), tokens);
       r["mfu"] = round_to(flops / (ms / 1000) / (bf16 ? kPeakBf16Flops : kPeakFp32Flops), 4);
     }
   }

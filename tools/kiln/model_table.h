@@ -28,12 +28,16 @@ inline int run_model_table(const std::vector<std::string>& names, bool json,
       r = error_row(name, e.what());
       failed = true;
     }
-    if (json)
-      std::printf("%s\n", r.dump().c_str());
-    else
-      row(r);
+    // A run may give several rows (an array): one JSON line each.
+    const std::vector<nlohmann::json> got = r.is_array() ? r.get<std::vector<nlohmann::json>>() : std::vector{r};
+    for (const nlohmann::json& x : got) {
+      if (json)
+        std::printf("%s\n", x.dump().c_str());
+      else
+        row(x);
+      rows.push_back(x);
+    }
     std::fflush(stdout);
-    rows.push_back(std::move(r));
   }
   if (json) {
     header();
