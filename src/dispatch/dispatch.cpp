@@ -203,8 +203,20 @@ bool kernel_writes_inputs(const OpCall& call) {
   return call.op == OpId::batch_norm && call.attrs.b(0) && call.in(1).defined();
 }
 
+// Note [Kernels worth keeping]
+// A composite whose kernel does in one pass what its decomposition splits in two: _addmm_bias,
+// where cuBLASLt adds the bias in the GEMM's epilogue (Note [Bias epilogue]). Lowered to prims
+// for inductor it would become a GEMM and a loop re-reading its output, so where the call's
+// device has the kernel it stays one node, an extern call of the compiled graph (its VJP
+// still gives the backward). Without the kernel (the CPU) it decomposes as before.
+bool kernel_worth_keeping(const OpInfo& info, const OpCall& call) {
+  if (call.op != OpId::_addmm_bias || call.inputs.size() < 2 || !call.in(1).defined()) return false;
+  return info.kernels[static_cast<int>(call.in(1).device().type)] != nullptr;
+}
+
 bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::vector<Tensor>& outs) {
-  if (info.kind == OpKind::Composite && info.decomp && (rec->decompose(call.op) || kernel_writes_inputs(call))) {
+  if (info.kind == OpKind::Composite && info.decomp &&
+      ((rec->decompose(call.op) && !kernel_worth_keeping(info, call)) || kernel_writes_inputs(call))) {
     std::vector<TensorMeta> metas;
     if (info.meta && !info.has(DATA_DEPENDENT)) metas = info.meta(call);  // the composite's own errors first
     outs = info.decomp(call);
