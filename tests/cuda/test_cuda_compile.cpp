@@ -2,13 +2,17 @@
 // fused kernels as generated CUDA (Note [Generated CUDA]) with eager's results: every kernel
 // form and launch shape, backward graphs, dtypes, the zoo's training steps and a whole
 // training step with the optimizer inside.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <string>
 
 #include "models/mlp.h"
 #include "models/zoo.h"
+#include "compile/jit/cuda_jit.h"
 #include "tests/cuda/cuda_test.h"
 #include "tests/cuda/zoo_test.h"
 
@@ -265,6 +269,56 @@ TEST(CudaCompile, WholeTrainingStepWithAdamW) {
     for (size_t p = 0; p < pc.size(); ++p) expect_close_scaled(pc[p], pe[p], 1e-4, "parameter " + std::to_string(p));
   }
   EXPECT_GT(fast.stats().generated_kernel_runs, 0);
+}
+
+// The generated CUDA's disk cache (<KILN_CACHE_DIR>/cuda, Note [CUDA JIT]) serves a second
+// process: this test compiles into a fresh cache, then runs itself (the next test) as a child
+// process on the same cache, which must load every module from disk and run NVRTC never.
+const char* const kCacheChild = "KILN_TEST_CUDA_CACHE_CHILD";
+Tensor cache_probe(const Tensor& x) { return (tanh(x) * 3 + 0.25).sum(1); }
+
+TEST(CudaCompile, CubinCacheServesASecondProcess) {
+  KILN_REQUIRE_CUDA();
+  char dir[] = "/tmp/kiln-cuda-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const char* old = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  setenv("KILN_CACHE_DIR", dir, 1);
+  compiler::reset();  // nothing from earlier tests in memory: the modules are built into `dir`
+  Tensor x = randn({64, 300}).cuda();
+  const int runs = compiler::jit::cuda_jit_stats().nvrtc_runs;
+  auto f = compile(cache_probe, {.backend = "inductor", .background = false});
+  expect_close(f(x), cache_probe(x).cpu(), 1e-5, 1e-5);
+  EXPECT_GT(compiler::jit::cuda_jit_stats().nvrtc_runs, runs) << "the first process compiles with NVRTC";
+  const std::string cmd = std::string(kCacheChild) + "=1 KILN_CUDA_CODEGEN=1 KILN_CACHE_DIR=" + dir +
+                          " /proc/self/exe --gtest_filter=CudaCompile.CubinCacheChild > " + dir + "/child.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::string log;
+  {
+    FILE* in = std::fopen((std::string(dir) + "/child.log").c_str(), "r");
+    char buf[4096];
+    for (size_t n; in && (n = std::fread(buf, 1, sizeof buf, in)) > 0;) log.append(buf, n);
+    if (in) std::fclose(in);
+  }
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("[       OK ] CudaCompile.CubinCacheChild"), std::string::npos) << log;
+  if (old)
+    setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  else
+    unsetenv("KILN_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+// The child of the test above (skipped unless it started it).
+TEST(CudaCompile, CubinCacheChild) {
+  if (!std::getenv(kCacheChild)) GTEST_SKIP() << "run by CudaCompile.CubinCacheServesASecondProcess";
+  KILN_REQUIRE_CUDA();
+  Tensor x = randn({64, 300}).cuda();
+  auto f = compile(cache_probe, {.backend = "inductor", .background = false});
+  expect_close(f(x), cache_probe(x).cpu(), 1e-5, 1e-5);
+  EXPECT_EQ(compiler::jit::cuda_jit_stats().nvrtc_runs, 0) << "NVRTC ran in the second process";
+  EXPECT_GT(compiler::jit::cuda_jit_stats().disk_hits, 0);
+  EXPECT_GT(f.stats().generated_kernel_runs, 0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "compile/capture/compiled_function.h"
 #include "compile/jit/cpp_jit.h"
+#include "compile/jit/cuda_jit.h"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -742,6 +743,7 @@ void reset() {
   std::lock_guard<std::mutex> lock(all_mutex());
   for (CompiledFunction* f : all_functions()) f->clear_cache();
   jit::reset_memory_cache();  // the next compile loads generated code from disk, as a new process would
+  jit::reset_cuda_memory_cache();
 }
 
 std::string CompileStats::str() const {

@@ -20,6 +20,7 @@ std::string nvrtc_compile(const std::string&, const std::string&) { unavailable(
 CudaDeviceInfo cuda_device_info(int) { unavailable(); }
 void launch_cuda(void*, int64_t, int, const void*, void*) { unavailable(); }
 CudaJitStats cuda_jit_stats() { return {}; }
+void reset_cuda_memory_cache() {}
 
 }  // namespace kiln::compiler::jit
 
@@ -335,6 +336,11 @@ void launch_cuda(void* kernel, int64_t grid, int block, const void* args, void* 
 CudaJitStats cuda_jit_stats() {
   std::lock_guard<std::mutex> lock(cache_mutex());
   return stats();
+}
+
+void reset_cuda_memory_cache() {
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  memory_cache().clear();  // the modules stay loaded (CudaModule): kernels may still be queued
 }
 
 }  // namespace kiln::compiler::jit

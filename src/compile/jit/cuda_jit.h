@@ -45,5 +45,6 @@ struct CudaJitStats {
   double compile_seconds = 0;
 };
 CudaJitStats cuda_jit_stats();
+void reset_cuda_memory_cache();  // kiln::compiler::reset(); the disk cache stays
 
 }  // namespace kiln::compiler::jit
