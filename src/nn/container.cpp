@@ -2,6 +2,14 @@
 #include "kiln/nn/container.h"
 
 namespace kiln::nn {
+namespace {
+// Index i of a container of n items, a negative i counting from the end (Python's rule).
+size_t position(int64_t i, size_t n, const char* what, const char* items) {
+  const int64_t size = static_cast<int64_t>(n), j = i < 0 ? i + size : i;
+  KILN_CHECK(j >= 0 && j < size, what, ": index ", i, " out of range for ", n, " ", items);
+  return static_cast<size_t>(j);
+}
+}  // namespace
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) : Module("Sequential") {
   for (auto& m : modules) push_back(m);
@@ -18,9 +26,8 @@ Tensor Sequential::forward(const Tensor& x) {
   for (auto& m : modules_) y = m->forward(y);
   return y;
 }
-const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
-  KILN_CHECK(i < modules_.size(), "Sequential: index ", i, " out of range for ", modules_.size(), " modules");
-  return modules_[i];
+const std::shared_ptr<Module>& Sequential::operator[](int64_t i) const {
+  return modules_[position(i, modules_.size(), "Sequential", "modules")];
 }
 
 ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) : Module("ModuleList") {
@@ -33,9 +40,8 @@ void ModuleList::push_back(std::shared_ptr<Module> m) {
   register_module(std::to_string(modules_.size()), m);
   modules_.push_back(std::move(m));
 }
-const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
-  KILN_CHECK(i < modules_.size(), "ModuleList: index ", i, " out of range for ", modules_.size(), " modules");
-  return modules_[i];
+const std::shared_ptr<Module>& ModuleList::operator[](int64_t i) const {
+  return modules_[position(i, modules_.size(), "ModuleList", "modules")];
 }
 
 ModuleDict::ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
@@ -76,9 +82,8 @@ ParameterList::ParameterList(const std::vector<Tensor>& params) : Module("Parame
 void ParameterList::push_back(Tensor p) {
   list_.push_back(register_parameter(std::to_string(list_.size()), std::move(p)));
 }
-const Tensor& ParameterList::operator[](size_t i) const {
-  KILN_CHECK(i < list_.size(), "ParameterList: index ", i, " out of range for ", list_.size(), " parameters");
-  return list_[i];
+const Tensor& ParameterList::operator[](int64_t i) const {
+  return list_[position(i, list_.size(), "ParameterList", "parameters")];
 }
 
 ParameterDict::ParameterDict(const std::vector<std::pair<std::string, Tensor>>& params) : Module("ParameterDict") {

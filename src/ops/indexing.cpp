@@ -414,6 +414,24 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
   if (defined()) check_scalar_fits(value, dtype(), "masked_fill_");
   return call_op_inplace(*this, OpId::masked_fill, {*this, mask, wrap_scalar(value)});
 }
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
+  return call_op_inplace(*this, OpId::scatter, {*this, index, src}, {dim});
+}
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Scalar& value) {
+  if (defined()) check_scalar_fits(value, dtype(), "scatter_");
+  return call_op_inplace(*this, OpId::scatter, {*this, index, full(index.sizes(), value, TensorOptions(dtype()).device(device()))},
+                         {dim});
+}
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  return call_op_inplace(*this, OpId::scatter_add, {*this, index, src}, {dim});
+}
+Tensor& Tensor::scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                                bool include_self) {
+  return call_op_inplace(*this, OpId::scatter_reduce, {*this, index, src}, {dim, reduce, include_self});
+}
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  return call_op_inplace(*this, OpId::index_add, {*this, index, source}, {dim, alpha});
+}
 Tensor Tensor::masked_select(const Tensor& mask) const { return kiln::masked_select(*this, mask); }
 Tensor Tensor::nonzero() const { return kiln::nonzero(*this); }
 

@@ -6,6 +6,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pointwise.h"
+#include "kiln/ops/shape.h"
 #include "ops/meta_util.h"
 
 namespace kiln {
@@ -390,6 +391,24 @@ Tensor& Tensor::fill_(const Scalar& v) {
   if (is_grad_enabled() && requires_grad()) {
     // Through the autograd path (which refuses leaves): the value no longer depends on the history.
     return call_op_inplace(*this, OpId::full_like, {*this}, {v, dtype(), device()});
+  }
+  // Every element receives the same value, so an expanded tensor (a stride-0 dim of size > 1,
+  // whose elements share memory) is filled through the view without its repeats, as PyTorch
+  // allows fill_ and zero_ there (Note [Overlapping writes]: ops whose value depends on the
+  // element, add_, still refuse it).
+  if (has_storage()) {
+    Shape one(sizes().begin(), sizes().end());
+    bool expanded = false;
+    for (size_t d = 0; d < one.size(); ++d)
+      if (strides()[d] == 0 && one[d] > 1) {
+        one[d] = 1;
+        expanded = true;
+      }
+    if (expanded) {
+      Tensor cover = kiln::as_strided(*this, SymIntArrayRef(one), strides().vec(), storage_offset());
+      cover.fill_(v);
+      return *this;
+    }
   }
   return call_op_inplace(*this, OpId::full, {}, {sizes().vec(), v, dtype(), device()});
 }

@@ -566,6 +566,17 @@ Tensor Tensor::index_fill(int64_t dim, const Tensor& index, const Tensor& value)
 Tensor Tensor::index_copy(int64_t dim, const Tensor& index, const Tensor& source) const {
   return kiln::index_copy(*this, dim, index, source);
 }
+// index_fill and index_copy are compositions (no op of their own): self takes their result
+// through copy_, whose autograd carries the gradient (a leaf that requires grad is refused).
+Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, const Scalar& value) {
+  return copy_(kiln::index_fill(*this, dim, index, value));
+}
+Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, const Tensor& value) {
+  return copy_(kiln::index_fill(*this, dim, index, value));
+}
+Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source) {
+  return copy_(kiln::index_copy(*this, dim, index, source));
+}
 Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> dim) const {
   return kiln::take_along_dim(*this, indices, dim);
 }

@@ -224,11 +224,17 @@ TEST(NnModule, Containers) {
   EXPECT_EQ(seq.forward(x).to_vector<double>(), l2->forward(tanh(l1->forward(x))).to_vector<double>());
   EXPECT_EQ(seq.size(), 3u);
   expect_error([&] { seq[3]; }, {"Sequential", "index 3 out of range"});
+  // Negative indices count from the end, as torch's layers[-1].
+  EXPECT_TRUE(seq[-1] == l2);
+  EXPECT_TRUE(seq.at<nn::Linear>(-3) == l1);
+  expect_error([&] { seq[-4]; }, {"Sequential", "index -4 out of range for 3 modules"});
 
   nn::ModuleList list;
   list.push_back(l1);
   list.push_back(std::make_shared<nn::ReLU>());
   EXPECT_TRUE(list.at<nn::Linear>(0) == l1);
+  EXPECT_TRUE(list.at<nn::Linear>(-2) == l1);
+  expect_error([&] { list[-3]; }, {"ModuleList", "index -3 out of range for 2 modules"});
   expect_error([&] { list.at<nn::Linear>(1); }, {"module 1 is a ReLU"});
   EXPECT_EQ(names_of(list.named_parameters()), (std::vector<std::string>{"0.weight", "0.bias"}));
   expect_error([&] { list.forward(x); }, {"ModuleList", "no single-tensor forward"});

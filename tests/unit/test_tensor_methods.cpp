@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "tests/unit/expect_error.h"
 
 namespace kiln {
 namespace {
@@ -267,6 +268,38 @@ TEST(TensorMethods, Binary) { check_binary(); }
 TEST(TensorMethods, Reductions) { check_reductions(); }
 TEST(TensorMethods, ShapeAndIndexing) { check_shape_and_indexing(); }
 TEST(TensorMethods, LinearAlgebra) { check_linear_algebra(); }
+
+// The in-place indexing methods a port reaches for (message passing, sparse MoE): self gets the
+// out-of-place op's answer, gradients flow through a non-leaf, and a leaf that requires grad is
+// refused as for any in-place op.
+TEST(TensorMethods, InPlaceIndexing) {
+  manual_seed(4);
+  Tensor a = randn({3, 5}), src = randn({3, 5}), idx = tensor<int64_t>({0, 2, 4, 1, 3, 0, 1, 2, 3, 4, 4, 3, 2, 1, 0}, {3, 5});
+  Tensor rows = tensor<int64_t>({2, 0}, {2}), two = randn({3, 2});
+  auto same = [](const Tensor& got, const Tensor& want, const char* what) { expect_same(got, want, what); };
+  Tensor t = a.clone();
+  same(t.scatter_(1, idx, src), a.scatter(1, idx, src), "scatter_");
+  t = a.clone();
+  same(t.scatter_(1, idx, Scalar(2.5)), a.scatter(1, idx, Scalar(2.5)), "scatter_ value");
+  t = a.clone();
+  same(t.scatter_add_(1, idx, src), a.scatter_add(1, idx, src), "scatter_add_");
+  t = a.clone();
+  same(t.scatter_reduce_(1, idx, src, "amax", false), scatter_reduce(a, 1, idx, src, "amax", false), "scatter_reduce_");
+  t = a.clone();
+  same(t.index_add_(1, rows, two, 0.5), a.index_add(1, rows, two, 0.5), "index_add_");
+  t = a.clone();
+  same(t.index_fill_(1, rows, Scalar(-1.0)), a.index_fill(1, rows, Scalar(-1.0)), "index_fill_");
+  t = a.clone();
+  same(t.index_copy_(1, rows, two), a.index_copy(1, rows, two), "index_copy_");
+  // Through autograd: d/d(w) of sum(index_add_(w * 1, ...) * c) is c.
+  Tensor w = randn({3, 5}).requires_grad_(), c = randn({3, 5});
+  Tensor h = w * 1;
+  h.index_add_(1, rows, two);
+  (h * c).sum().backward();
+  same(w.grad(), c, "index_add_ gradient");
+  testing::expect_error([&] { w.index_add_(1, rows, two); }, {"index_add", "leaf"});
+  testing::expect_error([&] { w.index_copy_(1, rows, two); }, {"leaf"});
+}
 
 // Every method the table generates is called by one of the checks (ctest runs each test in its
 // own process, so this one runs them all itself).

@@ -507,6 +507,8 @@ TEST(Containers, ParameterListAndDict) {
   }
   EXPECT_EQ(list.state_dict().at("1").to_vector<double>(), (std::vector<double>{5, 5, 5}));
   expect_error([&] { (void)list[3]; }, {"ParameterList", "out of range"});
+  EXPECT_EQ(list[-1].sizes().vec(), (std::vector<int64_t>{4}));  // from the end, as torch
+  expect_error([&] { (void)list[-4]; }, {"ParameterList", "index -4 out of range"});
   // Registered parameters take gradients and optimizer steps.
   optim::SGD opt(list.parameters(), {.lr = 0.5});
   (list[0].sum() + list[2].sum()).backward();

@@ -20,10 +20,11 @@ class Sequential : public Module {
   void push_back(std::shared_ptr<Module> m);
   Tensor forward(const Tensor& x) override;  // each child's forward in order
   size_t size() const { return modules_.size(); }
-  const std::shared_ptr<Module>& operator[](size_t i) const;
+  // The i-th module; a negative i counts from the end (layers[-1], as torch).
+  const std::shared_ptr<Module>& operator[](int64_t i) const;
   // The i-th module as its concrete type; throws when it is another type.
   template <class M>
-  std::shared_ptr<M> at(size_t i) const {
+  std::shared_ptr<M> at(int64_t i) const {
     auto p = std::dynamic_pointer_cast<M>((*this)[i]);
     KILN_CHECK(p, "Sequential::at: module ", i, " is a ", (*this)[i]->type_name(), ", not the type asked for");
     return p;
@@ -42,10 +43,11 @@ class ModuleList : public Module {
   explicit ModuleList(const std::vector<std::shared_ptr<Module>>& modules);
   void push_back(std::shared_ptr<Module> m);
   size_t size() const { return modules_.size(); }
-  const std::shared_ptr<Module>& operator[](size_t i) const;
+  // The i-th module; a negative i counts from the end (layers[-1], as torch).
+  const std::shared_ptr<Module>& operator[](int64_t i) const;
   // The i-th module as its concrete type; throws when it is another type.
   template <class M>
-  std::shared_ptr<M> at(size_t i) const {
+  std::shared_ptr<M> at(int64_t i) const {
     auto p = std::dynamic_pointer_cast<M>((*this)[i]);
     KILN_CHECK(p, "ModuleList::at: module ", i, " is a ", (*this)[i]->type_name(), ", not the type asked for");
     return p;
@@ -87,7 +89,7 @@ class ParameterList : public Module {
   explicit ParameterList(const std::vector<Tensor>& params);
   void push_back(Tensor p);  // torch's append
   size_t size() const { return list_.size(); }
-  const Tensor& operator[](size_t i) const;
+  const Tensor& operator[](int64_t i) const;  // a negative i counts from the end
   auto begin() const { return list_.begin(); }
   auto end() const { return list_.end(); }
 
