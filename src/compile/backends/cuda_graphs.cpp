@@ -25,6 +25,7 @@
 //    CPU) fails the capture; the graph then runs without CUDA graphs (KILN_LOGS=perf says why).
 #include "compile/backends/cuda_graphs.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -322,11 +323,10 @@ class Runner {
 }  // namespace
 
 GraphFn with_cuda_graphs(const Graph& g, GraphFn run, std::shared_ptr<KernelCounts> counts) {
+  const bool any_cuda = std::any_of(g.values.begin(), g.values.end(), [](const Value& v) { return v.meta.device.is_cuda(); });
+  if (!any_cuda) return run;  // a CPU graph: nothing to say
   int device = -1;
   const std::string why = ineligible(g, &device);
-  bool any_cuda = false;
-  for (const Value& v : g.values) any_cuda = any_cuda || v.meta.device.is_cuda();
-  if (!any_cuda) return run;  // a CPU graph: nothing to say
   if (!why.empty()) {
     log(Log::Perf, "reduce-overhead: a graph runs without CUDA graphs: " + why + "\n");
     return run;
