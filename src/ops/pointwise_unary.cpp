@@ -396,7 +396,7 @@ Tensor& Tensor::fill_(const Scalar& v) {
   // whose elements share memory) is filled through the view without its repeats, as PyTorch
   // allows fill_ and zero_ there (Note [Overlapping writes]: ops whose value depends on the
   // element, add_, still refuse it).
-  if (has_storage()) {
+  {
     Shape one(sizes().begin(), sizes().end());
     bool expanded = false;
     for (size_t d = 0; d < one.size(); ++d)

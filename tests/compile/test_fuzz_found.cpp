@@ -1596,5 +1596,28 @@ TEST(FuzzFound, ZeroOfAnAliasedInputAfterABreak) {
   }
 }
 
+// Seed 1259 (CI): an expanded input (a [1, 3, 1] tensor of one value, squeezed to strides
+// [3, 0]) zeroed in the graph. Eager fills an expanded tensor through its view without the
+// repeats (as PyTorch allows fill_ and zero_ there); the traced fill_ took the overlap check.
+TEST(FuzzFound, ZeroOfAnExpandedInput) {
+  auto fn = [](const Tensors& in) {
+    Tensor v0 = in[0].squeeze(-1);
+    v0.zero_();
+    return Tensors{v0, v0 + 1};
+  };
+  for (const char* b : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(b);
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      Tensor x = full({1, 1, 1}, 1.8470, kFloat64).expand({1, 3, 1});
+      Tensor base = x;  // its three elements are one
+      Tensors got = f(Tensors{x});
+      EXPECT_EQ(got[0].to_vector<double>(), std::vector<double>({0, 0, 0}));
+      EXPECT_EQ(got[1].to_vector<double>(), std::vector<double>({1, 1, 1}));
+      EXPECT_EQ(base.to_vector<double>(), std::vector<double>({0, 0, 0})) << "written through to the input";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
