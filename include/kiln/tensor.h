@@ -308,6 +308,8 @@ class Tensor {
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   Tensor min() const;
   std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor max(const Tensor& other) const;  // torch's overloads: maximum / minimum
+  Tensor min(const Tensor& other) const;
   Tensor amax(IntArrayRef dim = {}, bool keepdim = false) const;
   Tensor amin(IntArrayRef dim = {}, bool keepdim = false) const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;

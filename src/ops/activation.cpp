@@ -18,8 +18,8 @@ std::vector<TensorMeta> meta_hardtanh(const OpCall& c) {
   KILN_CHECK(x.dtype() != DType::UInt8 || (lo.to_long() >= 0 && hi.to_long() >= 0),
              "hardtanh: cannot do hardtanh on an unsigned type with negative limits (min_val ", lo.to_long(),
              ", max_val ", hi.to_long(), ")");
-  check_scalar_fits(lo, x.dtype(), "hardtanh");
-  check_scalar_fits(hi, x.dtype(), "hardtanh");
+  check_scalar_bound(lo, x.dtype(), "hardtanh");  // Note [Scalars out of range]
+  check_scalar_bound(hi, x.dtype(), "hardtanh");
   return one_output(x.sizes().vec(), x.dtype(), x.device());
 }
 KILN_REGISTER_META(hardtanh, meta_hardtanh);

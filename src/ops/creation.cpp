@@ -191,7 +191,15 @@ Tensor scalar_tensor(const Scalar& value, const TensorOptions& o) {
   if (!d.dtype_) d.dtype_ = default_dtype();
   return full({}, value, d);
 }
-Tensor tensor(const Scalar& value, const TensorOptions& o) { return full({}, value, o); }
+// torch.tensor(value, dtype): a number out of a float dtype's range converts (1e10 in float16 is
+// inf, 65519 rounds to 65504) where full and scalar_tensor raise (Note [Scalars out of range]).
+Tensor tensor(const Scalar& value, const TensorOptions& o) {
+  if (o.dtype_ && is_floating_point(*o.dtype_) && !value.is_bool() && !scalar_fits(value, *o.dtype_)) {
+    Tensor wide = full({}, value, TensorOptions(kFloat64).device(o.device_or_default())).to(*o.dtype_);
+    return o.requires_grad_ ? wide.requires_grad_(true) : wide;
+  }
+  return full({}, value, o);
+}
 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) {
   return finish(call_op1(OpId::empty_like, {t}, like_attrs(t, o)), o.value_or(TensorOptions()));

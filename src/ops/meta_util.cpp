@@ -144,5 +144,10 @@ bool scalar_fits(const Scalar& s, DType t) {
 void check_scalar_fits(const Scalar& s, DType t, const char* op) {
   KILN_CHECK(scalar_fits(s, t), op, ": value ", s, " cannot be converted to type ", t, " without overflow");
 }
+void check_scalar_bound(const Scalar& s, DType t, const char* op) {
+  const DType bound_type = t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;
+  KILN_CHECK(scalar_fits(s, bound_type), op, ": value ", s, " cannot be converted to type ", bound_type,
+             " without overflow");
+}
 
 }  // namespace kiln

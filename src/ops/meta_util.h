@@ -38,11 +38,21 @@ inline std::vector<TensorMeta> one_output(Shape sizes, DType dtype, Device devic
   return {m};
 }
 
-// Whether `s` converts to dtype `t` without overflow, by PyTorch's rule
-// (c10::checked_convert); check_scalar_fits throws "<op>: value V cannot be
-// converted to type T without overflow" when it does not.
+// Note [Scalars out of range]: PyTorch's rule for a C++ number that does not fit a dtype, kept here.
+// - A value stored into a tensor of dtype t (full, fill_, masked_fill, scatter's value, pow's
+//   integer exponent) must fit t (c10::checked_convert): check_scalar_fits throws "<op>: value V
+//   cannot be converted to type T without overflow".
+// - A bound compared in the kernel's opmath type (clamp, hardtanh) must fit that type:
+//   check_scalar_bound. clamp(float16, -1e10, 1e10) works, as torch 2's clamp (1.13 has no
+//   float16 clamp on the CPU); clamp(uint8, -1, 300) raises.
+// - A scalar operand of a binary op takes part in type promotion and is converted unchecked: it
+//   wraps into an integer dtype (uint8 + 300, fmod(uint8, 300) by 44, as torch) and becomes inf in
+//   a float one. No check, so none of these ops calls the functions here for it.
+// - torch.tensor(value, dtype) of a float dtype converts (1e10 in float16 is inf); full and
+//   scalar_tensor check.
 bool scalar_fits(const Scalar& s, DType t);
 void check_scalar_fits(const Scalar& s, DType t, const char* op);
+void check_scalar_bound(const Scalar& s, DType t, const char* op);
 
 // The usual check that an input is defined and what its dtype category is.
 void check_floating(const Tensor& t, const char* op, const char* arg);

@@ -1,5 +1,6 @@
 // scaled_dot_product_attention, embedding_bag and interpolate: public
 // functions, meta functions and decompositions.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -317,23 +318,45 @@ Shape interp_out_sizes(const OpCall& c) {
   return out;
 }
 
+// The modes and the input ranks each takes (torch's F.interpolate): nearest, nearest-exact and area
+// any of 3-D to 5-D; linear 3-D, bilinear and bicubic 4-D, trilinear 5-D.
+bool interp_mode_known(const std::string& mode) {
+  return mode == "nearest" || mode == "nearest-exact" || mode == "area" || mode == "linear" || mode == "bilinear" ||
+         mode == "bicubic" || mode == "trilinear";
+}
+int64_t interp_mode_rank(const std::string& mode) {  // 0: any of 3-D to 5-D
+  if (mode == "linear") return 3;
+  if (mode == "bilinear" || mode == "bicubic") return 4;
+  if (mode == "trilinear") return 5;
+  return 0;
+}
+bool interp_mode_interpolates(const std::string& mode) {  // takes align_corners
+  return mode == "linear" || mode == "bilinear" || mode == "bicubic" || mode == "trilinear";
+}
+
 std::vector<TensorMeta> meta_interpolate(const OpCall& c) {
   const Tensor& x = c.in(0);
   const char* op = c.name();
   const std::string& mode = c.attrs.str(1);
-  KILN_CHECK(mode == "nearest" || mode == "bilinear", op, ": mode must be 'nearest' or 'bilinear', got '", mode, "'");
-  if (mode == "nearest") {
-    KILN_CHECK(x.dim() == 3 || x.dim() == 4, op, ": nearest mode expects a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape ",
+  KILN_CHECK(interp_mode_known(mode), op,
+             ": mode must be one of nearest, nearest-exact, linear, bilinear, bicubic, trilinear or area, got '", mode,
+             "'");
+  const int64_t rank = interp_mode_rank(mode);
+  if (rank == 0)
+    KILN_CHECK(x.dim() >= 3 && x.dim() <= 5, op, ": ", mode,
+               " mode expects a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) input, got shape ",
                shape_str(x.sizes()));
-    KILN_CHECK(x.dtype() == kUInt8 || is_floating_point(x.dtype()), op,
-               ": nearest mode expects a floating or uint8 input, got dtype ", x.dtype());
-    KILN_CHECK(c.attrs.none(2), op,
-               ": align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | "
-               "trilinear");
-  } else {
-    KILN_CHECK(x.dim() == 4, op, ": got ", x.dim(), "-D input, but bilinear mode needs a 4-D (N, C, H, W) input");
-    KILN_CHECK(is_floating_point(x.dtype()), op, ": bilinear mode expects a floating input, got dtype ", x.dtype());
-  }
+  else
+    KILN_CHECK(x.dim() == rank, op, ": got ", x.dim(), "-D input, but ", mode, " mode needs a ", rank, "-D ",
+               rank == 3 ? "(N, C, L)" : rank == 4 ? "(N, C, H, W)" : "(N, C, D, H, W)", " input");
+  if (mode == "nearest" || mode == "nearest-exact")
+    KILN_CHECK(x.dtype() == kUInt8 || is_floating_point(x.dtype()), op, ": ", mode,
+               " mode expects a floating or uint8 input, got dtype ", x.dtype());
+  else
+    KILN_CHECK(is_floating_point(x.dtype()), op, ": ", mode, " mode expects a floating input, got dtype ", x.dtype());
+  KILN_CHECK(interp_mode_interpolates(mode) || c.attrs.none(2), op,
+             ": align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | "
+             "trilinear");
   int64_t sd = x.dim() - 2;
   bool has_size = !c.attrs.ints(0).empty(), has_sf = !c.attrs.none(3);
   KILN_CHECK(has_size != has_sf, op, ": either size or scale_factor should be defined, and only one of them");
@@ -366,64 +389,109 @@ A interp_scale(int64_t in, int64_t out, bool align_corners, std::optional<double
   return static_cast<A>(in) / static_cast<A>(out);
 }
 
-Tensor nearest_indices(int64_t in, int64_t out, std::optional<double> sf, Device dev) {
+// nearest: floor(o * scale) (torch's nearest_idx, in float, with its exact cases); nearest-exact:
+// floor((o + 0.5) * scale), the pixel centre's (nearest_neighbor_exact_compute_source_index).
+Tensor nearest_indices(int64_t in, int64_t out, std::optional<double> sf, bool exact, Device dev) {
   std::vector<int64_t> idx(static_cast<size_t>(out));
   float scale = interp_scale<float>(in, out, false, sf);
   for (int64_t o = 0; o < out; ++o) {
-    if (out == in) idx[o] = o;
+    if (exact) idx[o] = std::min(static_cast<int64_t>(std::floor((static_cast<float>(o) + 0.5f) * scale)), in - 1);
+    else if (out == in) idx[o] = o;
     else if (out == 2 * in) idx[o] = o >> 1;
     else idx[o] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
   }
   return tensor<int64_t>(idx, {out}, TensorOptions(kInt64).device(dev));
 }
 
-// Interpolates x along `dim` between the two neighbouring source rows, with torch's weights.
+// Each output row along `dim` is sum_k w[k][o] * x[idx[k][o]]: the taps of a separable filter.
 template <class A>
-Tensor linear_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners, std::optional<double> sf) {
-  int64_t in = x.sizes()[dim];
-  std::vector<int64_t> i0(out), i1(out);
-  std::vector<A> l0(out), l1(out);
-  A scale = interp_scale<A>(in, out, align_corners, sf);
-  for (int64_t o = 0; o < out; ++o) {
-    if (in == out) {
-      i0[o] = i1[o] = o;
-      l0[o] = 1;
-      l1[o] = 0;
-      continue;
-    }
-    A src = align_corners ? scale * static_cast<A>(o) : std::max(scale * (static_cast<A>(o) + A(0.5)) - A(0.5), A(0));
-    i0[o] = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
-    l1[o] = std::min(std::max(src - static_cast<A>(i0[o]), A(0)), A(1));
-    i1[o] = i0[o] + (i0[o] < in - 1 ? 1 : 0);
-    l0[o] = A(1) - l1[o];
-  }
+Tensor taps_along(const Tensor& x, int64_t dim, const std::vector<std::vector<int64_t>>& idx,
+                  const std::vector<std::vector<A>>& w) {
+  const int64_t out = static_cast<int64_t>(idx[0].size());
   Device dev = x.device();
   TensorOptions io = TensorOptions(kInt64).device(dev), fo = TensorOptions(x.dtype()).device(dev);
   Shape ws(static_cast<size_t>(x.dim() - dim), 1);
   ws[0] = out;
-  Tensor w0 = tensor<A>(l0, ws, fo), w1 = tensor<A>(l1, ws, fo);
-  return index_select(x, dim, tensor<int64_t>(i0, {out}, io)) * w0 +
-         index_select(x, dim, tensor<int64_t>(i1, {out}, io)) * w1;
+  Tensor r;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    Tensor term = index_select(x, dim, tensor<int64_t>(idx[k], {out}, io)) * tensor<A>(w[k], ws, fo);
+    r = r.defined() ? r + term : term;
+  }
+  return r;
+}
+
+// Interpolates x along `dim` between the two neighbouring source rows, with torch's weights.
+template <class A>
+Tensor linear_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners, std::optional<double> sf) {
+  int64_t in = x.sizes()[dim];
+  if (in == out) return x;  // torch copies
+  std::vector<std::vector<int64_t>> i(2, std::vector<int64_t>(out));
+  std::vector<std::vector<A>> l(2, std::vector<A>(out));
+  A scale = interp_scale<A>(in, out, align_corners, sf);
+  for (int64_t o = 0; o < out; ++o) {
+    A src = align_corners ? scale * static_cast<A>(o) : std::max(scale * (static_cast<A>(o) + A(0.5)) - A(0.5), A(0));
+    i[0][o] = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+    l[1][o] = std::min(std::max(src - static_cast<A>(i[0][o]), A(0)), A(1));
+    i[1][o] = i[0][o] + (i[0][o] < in - 1 ? 1 : 0);
+    l[0][o] = A(1) - l[1][o];
+  }
+  return taps_along<A>(x, dim, i, l);
+}
+
+// Bicubic along `dim` (torch's upsample_bicubic2d: cubic convolution with A = -0.75 over four
+// taps, the source index unclamped below, taps clamped to the edge, index and weight guarded as
+// torch 2's guard_index_and_lambda). bicubic is separable: rows then columns give torch's sum.
+template <class A>
+Tensor cubic_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners, std::optional<double> sf) {
+  const int64_t in = x.sizes()[dim];
+  if (in == out) return x;  // torch copies: no weights, so a non-finite neighbour stays out
+  constexpr A kA = A(-0.75);
+  auto conv1 = [](A t) { return ((kA + 2) * t - (kA + 3)) * t * t + 1; };
+  auto conv2 = [](A t) { return ((kA * t - 5 * kA) * t + 8 * kA) * t - 4 * kA; };
+  std::vector<std::vector<int64_t>> i(4, std::vector<int64_t>(out));
+  std::vector<std::vector<A>> w(4, std::vector<A>(out));
+  const A scale = interp_scale<A>(in, out, align_corners, sf);
+  for (int64_t o = 0; o < out; ++o) {
+    const A real = align_corners ? scale * static_cast<A>(o) : scale * (static_cast<A>(o) + A(0.5)) - A(0.5);
+    const int64_t base = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+    const A t = std::min(std::max(real - static_cast<A>(base), A(0)), A(1));
+    const A coeff[4] = {conv2(t + 1), conv1(t), conv1(1 - t), conv2(2 - t)};
+    for (int k = 0; k < 4; ++k) {
+      i[k][o] = std::clamp<int64_t>(base - 1 + k, 0, in - 1);
+      w[k][o] = coeff[k];
+    }
+  }
+  return taps_along<A>(x, dim, i, w);
 }
 
 std::vector<Tensor> decomp_interpolate(const OpCall& c) {
   std::vector<TensorMeta> m = meta_interpolate(c);
   const Tensor& x = c.in(0);
+  const std::string& mode = c.attrs.str(1);
   Shape out = interp_out_sizes(c);
   std::vector<double> sf = c.attrs.none(3) ? std::vector<double>() : c.attrs.doubles(3);
   auto sf_at = [&](size_t i) { return sf.empty() ? std::nullopt : std::optional<double>(sf[i]); };
-  if (c.attrs.str(1) == "nearest") {
+  if (mode == "nearest" || mode == "nearest-exact") {
     Tensor r = x;
     for (size_t i = 0; i < out.size(); ++i)
-      r = index_select(r, static_cast<int64_t>(i) + 2, nearest_indices(x.sizes()[i + 2], out[i], sf_at(i), x.device()));
+      r = index_select(r, static_cast<int64_t>(i) + 2,
+                       nearest_indices(x.sizes()[i + 2], out[i], sf_at(i), mode == "nearest-exact", x.device()));
     return {r};
   }
-  bool ac = c.attrs.opt_b(2).value_or(false);
+  if (mode == "area") {  // torch: adaptive average pooling to the output size
+    if (x.dim() == 3) return {adaptive_avg_pool1d(x, out)};
+    if (x.dim() == 4) return {adaptive_avg_pool2d(x, out)};
+    return {adaptive_avg_pool3d(x, out)};
+  }
+  const bool ac = c.attrs.opt_b(2).value_or(false), cubic = mode == "bicubic";
   DType ct = opmath(x.dtype());
   Tensor r = x.to(ct);
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t d = static_cast<int64_t>(i) + 2;
-    r = ct == kFloat64 ? linear_along<double>(r, d, out[i], ac, sf_at(i)) : linear_along<float>(r, d, out[i], ac, sf_at(i));
+    if (ct == kFloat64)
+      r = cubic ? cubic_along<double>(r, d, out[i], ac, sf_at(i)) : linear_along<double>(r, d, out[i], ac, sf_at(i));
+    else
+      r = cubic ? cubic_along<float>(r, d, out[i], ac, sf_at(i)) : linear_along<float>(r, d, out[i], ac, sf_at(i));
   }
   return {r.to(x.dtype())};
 }
@@ -454,8 +522,10 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
 Tensor interpolate(const Tensor& x, std::optional<std::vector<int64_t>> size,
                    std::optional<std::vector<double>> scale_factor, const std::string& mode,
                    std::optional<bool> align_corners) {
+  KILN_CHECK(x.dim() >= 3 && x.dim() <= 5, "interpolate: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, "
+             "H, W) input, got shape ", shape_str(x.sizes()));
   // A single size / scale factor applies to every spatial dim, as torch.
-  int64_t sd = std::max<int64_t>(0, x.dim() - 2);
+  int64_t sd = x.dim() - 2;
   if (size && size->size() == 1) size = std::vector<int64_t>(static_cast<size_t>(sd), (*size)[0]);
   if (scale_factor && scale_factor->size() == 1)
     scale_factor = std::vector<double>(static_cast<size_t>(sd), (*scale_factor)[0]);

@@ -225,8 +225,9 @@ Tensor div(const Scalar& a, const Tensor& b, std::optional<std::string> m) {
   return call_op1(OpId::div, {wrap(a), b}, mode_attr(m));
 }
 Tensor fmod(const Tensor& a, const Tensor& b) { return bin(OpId::fmod, a, b); }
-// An integer tensor's fmod/remainder/pow by a Scalar converts the Scalar to the
-// tensor's dtype, as torch does: one that does not fit raises (2^40 for int32).
+// fmod/remainder by a Scalar are binary ops with a wrapped operand: an integer one that does not
+// fit the tensor's dtype wraps, as torch (fmod(uint8, 300) is fmod by 44; Note [Scalars out of
+// range]). pow converts its exponent checked, as torch: pow(int32, 2^40) raises.
 namespace {
 void check_exponent_fits(const Tensor& a, const Scalar& b, const char* op, bool floating_too) {
   if (!a.defined()) return;
@@ -234,15 +235,9 @@ void check_exponent_fits(const Tensor& a, const Scalar& b, const char* op, bool 
   if (same_category) check_scalar_fits(b, a.dtype(), op);
 }
 }  // namespace
-Tensor fmod(const Tensor& a, const Scalar& b) {
-  check_exponent_fits(a, b, "fmod", false);
-  return bin(OpId::fmod, a, wrap(b));
-}
+Tensor fmod(const Tensor& a, const Scalar& b) { return bin(OpId::fmod, a, wrap(b)); }
 Tensor remainder(const Tensor& a, const Tensor& b) { return bin(OpId::remainder, a, b); }
-Tensor remainder(const Tensor& a, const Scalar& b) {
-  check_exponent_fits(a, b, "remainder", false);
-  return bin(OpId::remainder, a, wrap(b));
-}
+Tensor remainder(const Tensor& a, const Scalar& b) { return bin(OpId::remainder, a, wrap(b)); }
 Tensor pow(const Tensor& a, const Tensor& b) { return bin(OpId::pow, a, b); }
 Tensor pow(const Tensor& a, const Scalar& b) {
   KILN_CHECK(!(b.is_integral() && !b.is_bool() && b.to_long() < 0 && !is_floating_point(a.dtype())),

@@ -409,6 +409,8 @@ Tensor min(const Tensor& x) {
              "Specify the reduction dim with the 'dim' argument (got shape ", shape_str(x.sizes()), ")");
   return amin(x);
 }
+Tensor max(const Tensor& x, const Tensor& other) { return maximum(x, other); }
+Tensor min(const Tensor& x, const Tensor& other) { return minimum(x, other); }
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   auto r = call_op(OpId::max, {x}, {dim, keepdim});
   return {r[0], r[1]};
@@ -497,6 +499,8 @@ Tensor Tensor::prod(std::optional<DType> dtype) const { return kiln::prod(*this,
 Tensor Tensor::max() const { return kiln::max(*this); }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const { return kiln::max(*this, dim, keepdim); }
 Tensor Tensor::min() const { return kiln::min(*this); }
+Tensor Tensor::max(const Tensor& other) const { return kiln::maximum(*this, other); }
+Tensor Tensor::min(const Tensor& other) const { return kiln::minimum(*this, other); }
 std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const { return kiln::min(*this, dim, keepdim); }
 Tensor Tensor::amax(IntArrayRef dim, bool keepdim) const { return kiln::amax(*this, dim, keepdim); }
 Tensor Tensor::amin(IntArrayRef dim, bool keepdim) const { return kiln::amin(*this, dim, keepdim); }

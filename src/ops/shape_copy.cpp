@@ -1,6 +1,7 @@
 // Shape copies: repeat, cat, stack, flip, roll, tril, triu, pad (public
 // functions, meta functions, decompositions). VJP rules are in
 // grad_shape_copy.cpp, CPU kernels in backend/cpu/shape_copy.cpp.
+#include <algorithm>
 #include <set>
 
 #include "dispatch/dispatch.h"
@@ -258,6 +259,44 @@ Tensor pad_circular(const Tensor& x, IntArrayRef pad) {
   return y;
 }
 
+// Negative reflect/replicate padding crops that side, as torch's reflection and replication pads:
+// each output index takes torch's source index (ReflectionPad.cpp / ReplicationPad.cpp: mirrored or
+// edge positions counted in the padded frame, then shifted past the cropped entries), so a
+// reflection may reach into the cropped part exactly as torch's does. One index_select per dim,
+// which autograd and every backend have.
+Tensor pad_cropping(const Tensor& x, IntArrayRef pad, const std::string& mode) {
+  KILN_CHECK(pad.size() % 2 == 0, "pad: padding length must be divisible by 2, got ", pad.size());
+  const int64_t np = static_cast<int64_t>(pad.size()) / 2;
+  KILN_CHECK(np >= 1 && np <= 3 && (x.dim() == np + 1 || x.dim() == np + 2), "pad: ", mode, " padding of ", np,
+             " dimension(s) needs a ", np + 1, "-D (unbatched) or ", np + 2,
+             "-D input (1 to 3 padded dimensions), got shape ", shape_str(x.sizes()));
+  Tensor y = x;
+  for (int64_t k = 0; k < np; ++k) {
+    const int64_t d = x.dim() - 1 - k, l = pad[2 * k], r = pad[2 * k + 1], in = x.sizes()[d];
+    const int64_t out = in + l + r;
+    KILN_CHECK(out >= 1, "pad: the input size ", in, " at dimension ", d, " plus padding (", l, ", ", r,
+               ") leaves no entries (input shape ", shape_str(x.sizes()), ")");
+    if (mode == "reflect")
+      KILN_CHECK(l < in && r < in, "pad: padding size should be less than the corresponding input dimension, but "
+                 "got padding (", l, ", ", r, ") at dimension ", d, " of input ", shape_str(x.sizes()));
+    if (l == 0 && r == 0) continue;
+    const int64_t i_start = std::max<int64_t>(0, -l), o_start = std::max<int64_t>(0, l);
+    std::vector<int64_t> src(static_cast<size_t>(out));
+    for (int64_t j = 0; j < out; ++j) {
+      int64_t p = 0;
+      if (mode == "reflect")
+        p = j < l ? 2 * l - j : j < in + l ? j : 2 * (in + l - 1) - j;
+      else
+        p = j < l ? l : j < in + l ? j : in + l - 1;
+      src[static_cast<size_t>(j)] = p - o_start + i_start;
+      KILN_CHECK(src[static_cast<size_t>(j)] >= 0 && src[static_cast<size_t>(j)] < in, "pad: ", mode, " padding (", l,
+                 ", ", r, ") at dimension ", d, " of input ", shape_str(x.sizes()), " reads outside the input");
+    }
+    y = index_select(y, d, tensor<int64_t>(src, {out}, TensorOptions(kInt64).device(x.device())));
+  }
+  return y;
+}
+
 }  // namespace
 
 // ---- public functions ----
@@ -274,6 +313,8 @@ Tensor pad(const Tensor& x, IntArrayRef pad, const std::string& mode, std::optio
   KILN_CHECK(!value || mode == "constant" || *value == 0.0, "pad: padding mode \"", mode,
              "\" doesn't take in value argument");
   if (mode == "circular") return pad_circular(x, pad);
+  if ((mode == "reflect" || mode == "replicate") && std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p < 0; }))
+    return pad_cropping(x, pad, mode);
   return call_op1(OpId::pad, {x}, {pad.vec(), mode, value.value_or(0.0)});
 }
 

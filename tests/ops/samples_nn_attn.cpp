@@ -429,25 +429,44 @@ std::vector<ErrorSample> embedding_bag_errors() {
 KILN_OP_SAMPLES(embedding_bag, embedding_bag_samples, embedding_bag_errors);
 
 // ---- interpolate ----
-// torch's source indices (UpSample.h): nearest in float; linear in the opmath type.
-int64_t ref_nearest(int64_t o, int64_t in, int64_t out, std::optional<double> sf) {
-  if (out == in) return o;
-  if (out == 2 * in) return o >> 1;
-  float scale = sf ? static_cast<float>(1.0 / *sf) : static_cast<float>(in) / static_cast<float>(out);
-  return std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
-}
-void ref_linear(int64_t o, int64_t in, int64_t out, bool ac, std::optional<double> sf, int64_t& i0, int64_t& i1,
-                double& l1) {
-  if (in == out) {
-    i0 = i1 = o;
-    l1 = 0;
-    return;
+// torch's source indices and weights (UpSample.h, UpSampleBicubic2d.cpp, AdaptiveAveragePooling.cpp),
+// as (source index, weight) taps of one output index along one dim; the reference multiplies
+// them over the dims. nearest modes compute in float, as torch.
+using Taps = std::vector<std::pair<int64_t, double>>;
+Taps ref_taps(const std::string& mode, int64_t o, int64_t in, int64_t out, bool ac, std::optional<double> sf) {
+  if (mode == "nearest") {
+    if (out == in) return {{o, 1.0}};
+    if (out == 2 * in) return {{o >> 1, 1.0}};
+    float scale = sf ? static_cast<float>(1.0 / *sf) : static_cast<float>(in) / static_cast<float>(out);
+    return {{std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1), 1.0}};
   }
+  if (mode == "nearest-exact") {
+    float scale = sf ? static_cast<float>(1.0 / *sf) : static_cast<float>(in) / static_cast<float>(out);
+    return {{std::min(static_cast<int64_t>(std::floor((static_cast<float>(o) + 0.5f) * scale)), in - 1), 1.0}};
+  }
+  if (mode == "area") {
+    const int64_t start = (o * in) / out, end = ((o + 1) * in + out - 1) / out;
+    Taps t;
+    for (int64_t i = start; i < end; ++i) t.push_back({i, 1.0 / static_cast<double>(end - start)});
+    return t;
+  }
+  if (in == out) return {{o, 1.0}};
   double scale = ac ? (out > 1 ? double(in - 1) / double(out - 1) : 0.0) : (sf ? 1.0 / *sf : double(in) / double(out));
+  if (mode == "bicubic") {
+    const double real = ac ? scale * o : scale * (o + 0.5) - 0.5, A = -0.75;
+    const int64_t base = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+    const double t = std::min(std::max(real - static_cast<double>(base), 0.0), 1.0);
+    auto c1 = [&](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+    auto c2 = [&](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+    const double w[4] = {c2(t + 1), c1(t), c1(1 - t), c2(2 - t)};
+    Taps taps;
+    for (int k = 0; k < 4; ++k) taps.push_back({std::clamp<int64_t>(base - 1 + k, 0, in - 1), w[k]});
+    return taps;
+  }
   double src = ac ? scale * o : std::max(scale * (o + 0.5) - 0.5, 0.0);
-  i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
-  l1 = std::min(std::max(src - i0, 0.0), 1.0);
-  i1 = i0 + (i0 < in - 1 ? 1 : 0);
+  int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+  double l1 = std::min(std::max(src - i0, 0.0), 1.0);
+  return {{i0, 1 - l1}, {i0 + (i0 < in - 1 ? 1 : 0), l1}};
 }
 
 std::vector<OpSample> interpolate_samples() {
@@ -473,18 +492,25 @@ std::vector<OpSample> interpolate_samples() {
       Ref o(os);
       for (int64_t f = 0; f < o.numel(); ++f) {
         Shape idx = unravel(f, os);
-        if (mode == "nearest") {
+        std::vector<Taps> taps;
+        for (int64_t i = 0; i < sd; ++i)
+          taps.push_back(ref_taps(mode, idx[i + 2], a.shape[i + 2], os[i + 2], ac.value_or(false), sfi(i)));
+        // Sum over every combination of one tap per dim.
+        std::vector<size_t> pick(static_cast<size_t>(sd), 0);
+        double acc = 0;
+        for (;;) {
           Shape src = idx;
-          for (int64_t i = 0; i < sd; ++i) src[i + 2] = ref_nearest(idx[i + 2], a.shape[i + 2], os[i + 2], sfi(i));
-          o.v[f] = a.at(src);
-        } else {
-          int64_t h0, h1, w0, w1;
-          double lh, lw;
-          ref_linear(idx[2], a.shape[2], os[2], ac.value_or(false), sfi(0), h0, h1, lh);
-          ref_linear(idx[3], a.shape[3], os[3], ac.value_or(false), sfi(1), w0, w1, lw);
-          auto at = [&](int64_t h, int64_t w) { return a.at({idx[0], idx[1], h, w}); };
-          o.v[f] = (1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) + lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1));
+          double w = 1;
+          for (int64_t i = 0; i < sd; ++i) {
+            src[i + 2] = taps[i][pick[i]].first;
+            w *= taps[i][pick[i]].second;
+          }
+          acc += w * a.at(src);
+          int64_t i = sd - 1;
+          while (i >= 0 && ++pick[i] == taps[i].size()) pick[i--] = 0;
+          if (i < 0) break;
         }
+        o.v[f] = acc;
       }
       return TensorList{o.to(in[0].dtype())};
     };
@@ -496,11 +522,14 @@ std::vector<OpSample> interpolate_samples() {
   for (DType t : kFloatTypes) {
     add("nearest 4-D size [5,3] " + dname(t), make_input({1, 2, 3, 4}, t, 1), IV{5, 3}, std::nullopt, "nearest", std::nullopt);
     add("bilinear size [5,7] " + dname(t), make_input({1, 2, 3, 4}, t, 2), IV{5, 7}, std::nullopt, "bilinear", std::nullopt);
+    add("bicubic size [5,7] " + dname(t), make_input({1, 2, 3, 4}, t, 12), IV{5, 7}, std::nullopt, "bicubic", std::nullopt);
   }
   add("nearest uint8 x2", make_input({1, 1, 2, 3}, kUInt8, 3, 0, 200), std::nullopt, DV{2.0}, "nearest", std::nullopt);
   add("nearest scale 1.7", make_input({2, 1, 3, 4}, kFloat64, 4), std::nullopt, DV{1.7, 0.6}, "nearest", std::nullopt);
   add("nearest 3-D size 7", make_input({2, 2, 5}, kFloat64, 5, -2, 2, true), IV{7}, std::nullopt, "nearest", std::nullopt);
   add("nearest 3-D scale 0.5", make_input({1, 2, 6}, kFloat32, 6), std::nullopt, DV{0.5}, "nearest", std::nullopt);
+  add("nearest 5-D size [3,2,5]", make_input({1, 2, 2, 3, 4}, kFloat64, 13), IV{3, 2, 5}, std::nullopt, "nearest",
+      std::nullopt);
   add("bilinear align_corners", make_input({1, 2, 3, 4}, kFloat64, 7), IV{5, 7}, std::nullopt, "bilinear", true);
   add("bilinear scale 1.5 (scale used as given)", make_input({1, 1, 4, 4}, kFloat64, 8), std::nullopt, DV{1.5}, "bilinear",
       false);
@@ -508,6 +537,26 @@ std::vector<OpSample> interpolate_samples() {
       "bilinear", std::nullopt);
   add("bilinear align_corners to 1x1", make_input({1, 1, 3, 3}, kFloat64, 10), IV{1, 1}, std::nullopt, "bilinear", true);
   add("bilinear same size", make_input({1, 1, 3, 3}, kFloat64, 11), IV{3, 3}, std::nullopt, "bilinear", std::nullopt);
+  // PyTorch 2's modes and ranks beyond nearest/bilinear (issue #30).
+  add("nearest-exact 4-D size [5,3]", make_input({1, 2, 3, 4}, kFloat64, 14), IV{5, 3}, std::nullopt, "nearest-exact",
+      std::nullopt);
+  add("nearest-exact 3-D scale 0.6", make_input({2, 1, 7}, kFloat32, 15), std::nullopt, DV{0.6}, "nearest-exact",
+      std::nullopt);
+  add("nearest-exact uint8 5-D", make_input({1, 1, 2, 2, 3}, kUInt8, 16, 0, 200), IV{3, 3, 4}, std::nullopt,
+      "nearest-exact", std::nullopt);
+  add("linear 3-D size 9", make_input({2, 3, 4}, kFloat64, 17, -2, 2, true), IV{9}, std::nullopt, "linear", std::nullopt);
+  add("linear 3-D align_corners scale 0.5", make_input({1, 2, 8}, kFloat64, 18), std::nullopt, DV{0.5}, "linear", true);
+  add("trilinear size [3,4,5]", make_input({1, 2, 2, 3, 4}, kFloat64, 19), IV{3, 4, 5}, std::nullopt, "trilinear",
+      std::nullopt);
+  add("trilinear align_corners", make_input({1, 1, 3, 2, 3}, kFloat32, 20), IV{4, 4, 2}, std::nullopt, "trilinear", true);
+  add("bicubic align_corners", make_input({1, 1, 4, 3}, kFloat64, 21), IV{6, 5}, std::nullopt, "bicubic", true);
+  add("bicubic downsample scale 0.5", make_input({1, 2, 6, 8}, kFloat64, 22, -2, 2, true), std::nullopt, DV{0.5},
+      "bicubic", std::nullopt);
+  add("bicubic one dim kept", make_input({1, 1, 3, 4}, kFloat64, 23), IV{3, 7}, std::nullopt, "bicubic", std::nullopt);
+  add("area 4-D size [2,3]", make_input({1, 2, 5, 7}, kFloat64, 24, -2, 2, true), IV{2, 3}, std::nullopt, "area",
+      std::nullopt);
+  add("area 3-D scale 0.5", make_input({2, 2, 7}, kFloat32, 25), std::nullopt, DV{0.5}, "area", std::nullopt);
+  add("area 5-D upsample", make_input({1, 1, 2, 2, 3}, kFloat64, 26), IV{3, 4, 3}, std::nullopt, "area", std::nullopt);
   return out;
 }
 std::vector<ErrorSample> interpolate_errors() {
@@ -517,9 +566,23 @@ std::vector<ErrorSample> interpolate_errors() {
       {"neither", [=] { interpolate(x(), std::nullopt); }, "either size or scale_factor"},
       {"align_corners with nearest", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::nullopt, "nearest", true); },
        "align_corners"},
+      {"align_corners with area", [=] { interpolate(x(), std::vector<int64_t>{2, 2}, std::nullopt, "area", false); },
+       "align_corners"},
       {"bilinear on 3-D", [] { interpolate(make_input({1, 1, 3}, kFloat32, 1), std::vector<int64_t>{4}, std::nullopt, "bilinear"); },
        "bilinear mode needs a 4-D"},
-      {"bad mode", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::nullopt, "bicubic"); }, "mode"},
+      {"linear on 4-D", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::nullopt, "linear"); },
+       "linear mode needs a 3-D"},
+      {"trilinear on 4-D", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::nullopt, "trilinear"); },
+       "trilinear mode needs a 5-D"},
+      {"bicubic on 5-D",
+       [] { interpolate(make_input({1, 1, 2, 2, 2}, kFloat32, 1), std::vector<int64_t>{3, 3, 3}, std::nullopt, "bicubic"); },
+       "bicubic mode needs a 4-D"},
+      {"area of an integer tensor",
+       [] { interpolate(make_input({1, 1, 4, 4}, kInt64, 1), std::vector<int64_t>{2, 2}, std::nullopt, "area"); },
+       "area mode expects a floating input"},
+      {"nearest on 2-D", [] { interpolate(make_input({3, 3}, kFloat32, 1), std::vector<int64_t>{4}, std::nullopt); },
+       "3-D (N, C, L), 4-D"},
+      {"bad mode", [=] { interpolate(x(), std::vector<int64_t>{4, 4}, std::nullopt, "cubic"); }, "mode must be one of"},
   };
 }
 KILN_OP_SAMPLES(interpolate, interpolate_samples, interpolate_errors);

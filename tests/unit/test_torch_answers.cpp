@@ -354,8 +354,28 @@ TEST(TorchAnswers, ScalarsThatOverflowTheDtypeRaise) {
   Tensor i32 = tensor<int32_t>({1, 2}, {2});
   const int64_t big = int64_t(1) << 40;
   expect_error([&] { pow(i32, big); }, {"pow", ov});
-  expect_error([&] { fmod(i32, big); }, {"fmod", ov});
-  expect_error([&] { remainder(i32, big); }, {"remainder", ov});
+  // Note [Scalars out of range] (issue #30): a binary op's scalar operand wraps, as torch 1.13 and 2:
+  // fmod(uint8, 300) is fmod by 44; 2^40 in int32 is 0, a division by zero.
+  Tensor u8b = tensor<uint8_t>({1, 2, 250}, {3});
+  EXPECT_EQ(ivals(fmod(u8b, 300)), (std::vector<int64_t>{1, 2, 30}));
+  EXPECT_EQ(ivals(remainder(u8b, 300)), (std::vector<int64_t>{1, 2, 30}));
+  EXPECT_EQ(ivals(u8b + 300), (std::vector<int64_t>{45, 46, 38}));
+  EXPECT_EQ(ivals(u8b * 300), (std::vector<int64_t>{44, 88, 248}));
+  expect_error([&] { fmod(i32, big); }, {"fmod", "ZeroDivisionError"});
+  expect_error([&] { remainder(i32, big); }, {"remainder", "ZeroDivisionError"});
+  // clamp and hardtanh compare in the opmath type: float16 takes 1e10 (torch 2; 1.13 has no
+  // float16 clamp on the CPU), uint8 still refuses 300 (above).
+  EXPECT_EQ(clamp(h, Scalar(-1e10), Scalar(1e10)).to_vector<double>(), (std::vector<double>{1, 2}));
+  EXPECT_EQ(hardtanh(h, -1e10, 1e10).to_vector<double>(), (std::vector<double>{1, 2}));
+  expect_error([&] { clamp(tensor<float>({1, 2}, {2}), Scalar(1e40)); }, {"clamp", ov});
+  // torch.tensor(1e10, dtype=float16) converts to inf; full and scalar_tensor raise (above).
+  EXPECT_TRUE(std::isinf(tensor(Scalar(1e10), TensorOptions(kFloat16)).item<float>()));
+  EXPECT_EQ(tensor(Scalar(1e10), TensorOptions(kFloat16)).dtype(), kFloat16);
+  EXPECT_EQ(tensor(Scalar(65519.0), TensorOptions(kFloat16)).item<float>(), 65504.0f);
+  EXPECT_TRUE(std::isinf(tensor(Scalar(-1e40), TensorOptions(kFloat32)).item<float>()));
+  expect_error([] { scalar_tensor(Scalar(1e10), TensorOptions(kFloat16)); }, ov);
+  expect_error([] { tensor(Scalar(300), TensorOptions(kUInt8)); }, ov);
+  EXPECT_EQ(tensor(Scalar(-1), TensorOptions(kUInt8)).item<int64_t>(), 255);
   // What fits (or wraps, as torch) still works.
   EXPECT_EQ(ivals(full({2}, -1, TensorOptions(kUInt8))), (std::vector<int64_t>{255, 255}));
   EXPECT_EQ(ivals(full({2}, 2.7, TensorOptions(kInt8))), (std::vector<int64_t>{2, 2}));
@@ -471,4 +491,57 @@ TEST(TorchAnswers, IntegerToNegativeIntegerPower) {
   EXPECT_EQ(f.dtype(), kFloat32);
   EXPECT_EQ(vals(f), (std::vector<double>{0.5, 1.0, -1.0}));
   EXPECT_EQ(ivals(kiln::pow(x, tensor<int64_t>({-1, -2, -3}, kInt64))), (std::vector<int64_t>{0, 1, -1}));
+}
+
+// ---- Issue #30's differing answers (values from PyTorch 1.13) ----
+// Negative reflect/replicate padding crops that side; a reflection may reach into the cropped part.
+TEST(TorchAnswers, NegativeReflectAndReplicatePadding) {
+  Tensor x = arange(12.0, TensorOptions(kFloat64)).reshape({1, 2, 6});
+  EXPECT_EQ(vals(pad(x, {-1, 2}, "reflect")), (std::vector<double>{1, 2, 3, 4, 5, 4, 3, 7, 8, 9, 10, 11, 10, 9}));
+  EXPECT_EQ(vals(pad(x, {2, -3}, "replicate")), (std::vector<double>{0, 0, 0, 1, 2, 6, 6, 6, 7, 8}));
+  Tensor y = arange(20.0, TensorOptions(kFloat64)).reshape({1, 1, 4, 5});
+  Tensor r = pad(y, {-1, 1, 2, -1}, "reflect");
+  EXPECT_EQ(r.sizes().vec(), (std::vector<int64_t>{1, 1, 5, 5}));
+  EXPECT_EQ(vals(r), (std::vector<double>{11, 12, 13, 14, 13, 6, 7, 8, 9, 8, 1, 2, 3, 4, 3, 6, 7, 8, 9, 8, 11, 12, 13,
+                                          14, 13}));
+  EXPECT_EQ(vals(pad(y, {-2, -1, -1, 2}, "replicate")),
+            (std::vector<double>{7, 8, 12, 13, 17, 18, 17, 18, 17, 18}));
+  EXPECT_EQ(vals(pad(arange(4.0, TensorOptions(kFloat64)).reshape({1, 4}), {-2, 3}, "reflect")),
+            (std::vector<double>{2, 3, 2, 1, 0}));
+  // The gradient sums the repeats into the kept entries.
+  Tensor z = arange(6.0, TensorOptions(kFloat64)).reshape({1, 6}).requires_grad_();
+  Tensor o = pad(z, {-2, 3}, "replicate");
+  EXPECT_EQ(vals(o), (std::vector<double>{2, 3, 4, 5, 5, 5, 5}));
+  o.backward(arange(7.0, TensorOptions(kFloat64)).reshape({1, 7}));
+  EXPECT_EQ(vals(z.grad()), (std::vector<double>{0, 0, 0, 1, 2, 18}));
+  expect_error([&] { (void)pad(x, {-7, 0}, "replicate"); }, {"pad", "leaves no entries"});
+  expect_error([&] { (void)pad(x, {-1, 6}, "reflect"); }, {"pad", "padding size should be less than"});
+}
+
+// index_add into a 0-d tensor with a one-element index (torch: tensor(3.)).
+TEST(TorchAnswers, IndexAddIntoA0dTensor) {
+  Tensor self = scalar_tensor(1.0, TensorOptions(kFloat64));
+  EXPECT_EQ(self.index_add(0, tensor<int64_t>({0}, {1}, kInt64), scalar_tensor(2.0, TensorOptions(kFloat64))).item<double>(),
+            3.0);
+  EXPECT_EQ(self.index_add(0, scalar_tensor(0, TensorOptions(kInt64)), scalar_tensor(2.0, TensorOptions(kFloat64)))
+                .item<double>(),
+            3.0);
+  Tensor acc = scalar_tensor(1.0, TensorOptions(kFloat64));
+  acc.index_add_(0, tensor<int64_t>({0}, {1}, kInt64), scalar_tensor(2.5, TensorOptions(kFloat64)));
+  EXPECT_EQ(acc.item<double>(), 3.5);
+}
+
+// torch.max(a, b) / torch.min(a, b): the elementwise maximum / minimum, broadcasting and promoting.
+TEST(TorchAnswers, MaxAndMinOfTwoTensors) {
+  Tensor a = tensor<double>({1, 5, -2}, {3}), b = tensor<double>({3, 4, kNaN}, {3});
+  EXPECT_EQ(vals(kiln::max(a, b)).size(), 3u);
+  expect_near(vals(kiln::max(a, b)), {3, 5, kNaN});
+  expect_near(vals(kiln::min(a, b)), {1, 4, kNaN});
+  expect_near(vals(a.max(b)), {3, 5, kNaN});
+  expect_near(vals(a.min(b)), {1, 4, kNaN});
+  Tensor i = tensor<int32_t>({1, 7}, {2});
+  Tensor m = kiln::max(i, tensor<float>({2.5f}, {1}));
+  EXPECT_EQ(m.dtype(), kFloat32);
+  EXPECT_EQ(vals(m), (std::vector<double>{2.5, 7}));
+  expect_error([&] { (void)kiln::max(a, ones({2})); }, "maximum");
 }

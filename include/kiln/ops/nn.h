@@ -169,7 +169,9 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
 // [*, C*r*r, H, W] <-> [*, C, H*r, W*r] (torch.nn.functional.pixel_shuffle / pixel_unshuffle).
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
-// mode: "nearest" or "bilinear"; give size or scale_factor.
+// F.interpolate: give size or scale_factor. mode "nearest", "nearest-exact" or "area" (3-D to 5-D
+// input), "linear" (3-D), "bilinear" or "bicubic" (4-D), "trilinear" (5-D); align_corners only with
+// the last four.
 Tensor interpolate(const Tensor& x, std::optional<std::vector<int64_t>> size,
                    std::optional<std::vector<double>> scale_factor = std::nullopt,
                    const std::string& mode = "nearest", std::optional<bool> align_corners = std::nullopt);

@@ -19,6 +19,9 @@ Tensor max(const Tensor& x);
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
 Tensor min(const Tensor& x);
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+// torch.max(input, other) / torch.min(input, other): the elementwise maximum / minimum.
+Tensor max(const Tensor& x, const Tensor& other);
+Tensor min(const Tensor& x, const Tensor& other);
 Tensor amax(const Tensor& x, IntArrayRef dim = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, IntArrayRef dim = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
