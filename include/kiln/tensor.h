@@ -155,6 +155,9 @@ class Tensor {
   Tensor unflatten(int64_t dim, SymIntArrayRef sizes) const;
   Tensor permute(IntArrayRef dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor true_divide(const Tensor& o) const;
+  Tensor true_divide(const Scalar& o) const;
+  bool equal(const Tensor& o) const;
   Tensor t() const;
   Tensor mT() const;
   Tensor expand(SymIntArrayRef size) const;
@@ -276,6 +279,11 @@ class Tensor {
   Tensor& mul_(const Scalar& o);
   Tensor& div_(const Tensor& o);
   Tensor& div_(const Scalar& o);
+  Tensor& true_divide_(const Tensor& o) { return div_(o); }
+  Tensor& true_divide_(const Scalar& o) { return div_(o); }
+  // self must be float64, the dtype float_power computes in (as torch).
+  Tensor& float_power_(const Tensor& o);
+  Tensor& float_power_(const Scalar& o);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
   Tensor& lerp_(const Tensor& end, const Scalar& weight);
   Tensor& addcmul_(const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
