@@ -155,6 +155,8 @@ class Tensor {
   Tensor unflatten(int64_t dim, SymIntArrayRef sizes) const;
   Tensor permute(IntArrayRef dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor swapaxes(int64_t axis0, int64_t axis1) const;  // aliases of transpose
+  Tensor swapdims(int64_t dim0, int64_t dim1) const;
   Tensor true_divide(const Tensor& o) const;
   Tensor true_divide(const Scalar& o) const;
   bool equal(const Tensor& o) const;
