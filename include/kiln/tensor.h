@@ -231,6 +231,7 @@ class Tensor {
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
   Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
+  Tensor& masked_scatter_(const Tensor& mask, const Tensor& source);
   // In-place forms (torch's names): self receives the out-of-place op's result.
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value);

@@ -92,6 +92,11 @@ Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& 
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+// x (broadcast with mask) where mask is false; where it is true, source's elements in row-major
+// order (source needs at least as many elements as mask has true values).
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source);
+// x read as 1-D at int64 indices (negative count from the end); the result has index's shape.
+Tensor take(const Tensor& x, const Tensor& index);
 Tensor masked_select(const Tensor& x, const Tensor& mask);  // data-dependent size
 Tensor nonzero(const Tensor& x);                             // [n, dim] int64, data-dependent
 std::vector<Tensor> where(const Tensor& cond);               // nonzero as a tuple of 1-D indices
