@@ -157,8 +157,11 @@ class Tensor {
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor swapaxes(int64_t axis0, int64_t axis1) const;  // aliases of transpose
   Tensor swapdims(int64_t dim0, int64_t dim1) const;
+  // Aliases with no op of their own: div, linalg::inv, kiln::matrix_power, kiln::equal.
   Tensor true_divide(const Tensor& o) const;
   Tensor true_divide(const Scalar& o) const;
+  Tensor inverse() const;
+  Tensor matrix_power(int64_t n) const;
   bool equal(const Tensor& o) const;
   Tensor t() const;
   Tensor mT() const;
