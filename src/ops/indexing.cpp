@@ -466,6 +466,7 @@ std::vector<Tensor> decomp_take(const OpCall& c) {
 std::vector<TensorMeta> meta_masked_scatter(const OpCall& c) {
   const Tensor &x = c.in(0), &mask = c.in(1), &source = c.in(2);
   KILN_CHECK(x.defined() && mask.defined() && source.defined(), "masked_scatter: expected defined tensors");
+  // PyTorch 2.x takes bool masks only (1.13 also took uint8 ones, deprecated).
   KILN_CHECK(mask.dtype() == kBool, "masked_scatter: expected a bool mask, got ", mask.dtype(), " (mask shape ",
              shape_str(mask.sizes()), ")");
   KILN_CHECK(source.dtype() == x.dtype(), "masked_scatter: expected self and source to have same dtypes but got ",

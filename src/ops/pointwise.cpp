@@ -459,8 +459,8 @@ Tensor& Tensor::float_power_(const Scalar& o) {
   return call_op_inplace(*this, OpId::float_power, {*this, wrap(o)});
 }
 
-// A value read (item), as allclose. PyTorch 2.x compares in the promoted dtype (torch 1.13 raised
-// on differing dtypes); both refuse tensors on different devices.
+// A value read (item), as allclose. Compared in the promoted dtype, as torch (equal(int64 [1, 2],
+// float32 [1., 2.]) is true); tensors on different devices are refused.
 bool equal(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.defined() && b.defined(), "equal: expected defined tensors");
   KILN_CHECK(a.device() == b.device(), "equal: cannot compare two tensors on different devices, got ", a.device(),

@@ -39,7 +39,7 @@ TEST(ParityNamesA, Equal) {
   EXPECT_FALSE(equal(t64({NAN}, {1}), t64({NAN}, {1})));
   EXPECT_TRUE(equal(zeros({0, 3}), zeros({0, 3})));
   EXPECT_FALSE(equal(zeros({0, 3}), zeros({3, 0})));
-  // PyTorch 2.x compares in the promoted dtype (1.13 raised on differing dtypes).
+  // Compared in the promoted dtype, as torch.
   EXPECT_TRUE(equal(a, a.to(kInt64)));
   EXPECT_TRUE(equal(a.t(), a.t().contiguous()));  // non-contiguous
   expect_error([] { equal(Tensor(), zeros({1})); }, {"equal: expected defined tensors"});
