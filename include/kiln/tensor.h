@@ -155,6 +155,14 @@ class Tensor {
   Tensor unflatten(int64_t dim, SymIntArrayRef sizes) const;
   Tensor permute(IntArrayRef dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor swapaxes(int64_t axis0, int64_t axis1) const;  // aliases of transpose
+  Tensor swapdims(int64_t dim0, int64_t dim1) const;
+  // Aliases with no op of their own: div, linalg::inv, kiln::matrix_power, kiln::equal.
+  Tensor true_divide(const Tensor& o) const;
+  Tensor true_divide(const Scalar& o) const;
+  Tensor inverse() const;
+  Tensor matrix_power(int64_t n) const;
+  bool equal(const Tensor& o) const;
   Tensor t() const;
   Tensor mT() const;
   Tensor expand(SymIntArrayRef size) const;
@@ -226,6 +234,7 @@ class Tensor {
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
   Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
+  Tensor& masked_scatter_(const Tensor& mask, const Tensor& source);
   // In-place forms (torch's names): self receives the out-of-place op's result.
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value);
@@ -276,6 +285,11 @@ class Tensor {
   Tensor& mul_(const Scalar& o);
   Tensor& div_(const Tensor& o);
   Tensor& div_(const Scalar& o);
+  Tensor& true_divide_(const Tensor& o) { return div_(o); }
+  Tensor& true_divide_(const Scalar& o) { return div_(o); }
+  // self must be float64, the dtype float_power computes in (as torch).
+  Tensor& float_power_(const Tensor& o);
+  Tensor& float_power_(const Scalar& o);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
   Tensor& lerp_(const Tensor& end, const Scalar& weight);
   Tensor& addcmul_(const Tensor& t1, const Tensor& t2, const Scalar& value = 1);

@@ -94,6 +94,7 @@ KILN_MATH_FN2(pow)
 KILN_MATH_FN2(atan2)
 KILN_MATH_FN2(hypot)
 KILN_MATH_FN2(copysign)
+KILN_MATH_FN2(nextafter)
 
 #undef KILN_MATH_FN1
 #undef KILN_MATH_FN2
@@ -1187,6 +1188,26 @@ struct CopySign {
     KILN_REQUIRE_FLOAT(T, "CopySign");
     using C = opmath_t<T>;
     return T(fn::copysign(C(a), C(b)));
+  }
+};
+
+// nextafter(a, b): the representable value after a towards b, in T itself (not opmath: Half and
+// BFloat16 step their own 16-bit patterns, as c10's). NaN if either is NaN; b if a == b.
+struct NextAfter {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    KILN_REQUIRE_FLOAT(T, "NextAfter");
+    if constexpr (is_reduced_float_v<T>) {
+      const float fa = float(a), fb = float(b);
+      if (fa != fa || fb != fb) return T(fa + fb);
+      if (fa == fb) return b;
+      // From +-0, the smallest subnormal with b's sign; else one ulp up or down the magnitude.
+      if (fa == 0.0f) return T::from_bits(static_cast<uint16_t>((fb < 0.0f ? 0x8000u : 0u) | 1u));
+      const bool away = (fa < fb) == (fa > 0.0f);
+      return T::from_bits(static_cast<uint16_t>(away ? a.x + 1 : a.x - 1));
+    } else {
+      return fn::nextafter(a, b);
+    }
   }
 };
 

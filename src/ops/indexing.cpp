@@ -436,3 +436,74 @@ Tensor Tensor::masked_select(const Tensor& mask) const { return kiln::masked_sel
 Tensor Tensor::nonzero() const { return kiln::nonzero(*this); }
 
 }  // namespace kiln
+
+// ---- parity (#30, names A): take, masked_scatter ----
+namespace kiln {
+namespace {
+std::vector<TensorMeta> meta_take(const OpCall& c) {
+  const Tensor &x = c.in(0), &index = c.in(1);
+  KILN_CHECK(x.defined() && index.defined(), "take: expected defined input and index tensors");
+  KILN_CHECK(index.dtype() == kInt64, "take: Expected a long tensor for index, but got ", index.dtype(),
+             " (index shape ", shape_str(index.sizes()), ")");
+  KILN_CHECK(x.numel() > 0 || index.numel() == 0, "take: tried to take from an empty tensor ",
+             shape_str(x.sizes()), " with a non-empty index ", shape_str(index.sizes()));
+  return one_output(index.sizes().vec(), x.dtype(), x.device());
+}
+// index_select of the flattened input at the indices wrapped into [0, numel); eagerly each index is
+// checked against [-numel, numel) first, with take's name.
+std::vector<Tensor> decomp_take(const OpCall& c) {
+  meta_take(c);
+  const Tensor &x = c.in(0), &index = c.in(1);
+  const int64_t n = x.numel();
+  for (int64_t v : index_values(index))
+    KILN_CHECK(v >= -n && v < n, "take: out of range: tried to access index ", v, " on a tensor of ", n,
+               " elements (shape ", shape_str(x.sizes()), ")");
+  Tensor flat_index = reshape(index, {-1});
+  flat_index = where(lt(flat_index, Scalar(int64_t{0})), flat_index + Scalar(n), flat_index);
+  return {index_select(reshape(x, {-1}), 0, flat_index).reshape(index.sizes().vec())};
+}
+
+std::vector<TensorMeta> meta_masked_scatter(const OpCall& c) {
+  const Tensor &x = c.in(0), &mask = c.in(1), &source = c.in(2);
+  KILN_CHECK(x.defined() && mask.defined() && source.defined(), "masked_scatter: expected defined tensors");
+  // PyTorch 2.x takes bool masks only (1.13 also took uint8 ones, deprecated).
+  KILN_CHECK(mask.dtype() == kBool, "masked_scatter: expected a bool mask, got ", mask.dtype(), " (mask shape ",
+             shape_str(mask.sizes()), ")");
+  KILN_CHECK(source.dtype() == x.dtype(), "masked_scatter: expected self and source to have same dtypes but got ",
+             x.dtype(), " and ", source.dtype());
+  return one_output(broadcast_shapes(x.sizes(), mask.sizes(), "masked_scatter"), x.dtype(), x.device());
+}
+// Position k of the flattened mask takes source[cumsum(mask)[k] - 1] where it is true: a gather,
+// so autograd sends source's gradient back to the elements used. Eagerly the number of true
+// values is checked against source's size first.
+std::vector<Tensor> decomp_masked_scatter(const OpCall& c) {
+  const Shape shape = meta_masked_scatter(c)[0].sizes;
+  const Tensor &x = c.in(0), &mask = c.in(1), &source = c.in(2);
+  Tensor xb = x.sizes().vec() == shape ? x : x.expand(shape);
+  Tensor mb = mask.sizes().vec() == shape ? mask : mask.expand(shape);
+  if (mask.has_storage() && mask.is_cpu() && !current_record_layer() && mask.numel() > 0) {
+    const int64_t ones = sum(mask).item<int64_t>();
+    KILN_CHECK(ones <= source.numel(), "masked_scatter: expected source to have at least as many elements as ones in "
+               "mask, got source ", shape_str(source.sizes()), " with ", source.numel(), " elements and ", ones,
+               " ones in mask ", shape_str(mask.sizes()));
+  }
+  if (source.numel() == 0) return {where(mb, xb, xb)};  // then no element of mask may be true
+  Tensor m = reshape(mb, {-1});
+  Tensor pos = cumsum(m, 0, kInt64) - Scalar(int64_t{1});
+  Tensor taken = index_select(reshape(source, {-1}), 0, where(m, pos, Scalar(int64_t{0})));
+  return {where(mb, taken.reshape(shape), xb)};
+}
+KILN_REGISTER_META(take, meta_take);
+KILN_REGISTER_META(masked_scatter, meta_masked_scatter);
+KILN_REGISTER_DECOMP(take, decomp_take);
+KILN_REGISTER_DECOMP(masked_scatter, decomp_masked_scatter);
+}  // namespace
+
+Tensor take(const Tensor& x, const Tensor& index) { return call_op1(OpId::take, {x, index}); }
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {
+  return call_op1(OpId::masked_scatter, {x, mask, source});
+}
+Tensor& Tensor::masked_scatter_(const Tensor& mask, const Tensor& source) {
+  return call_op_inplace(*this, OpId::masked_scatter, {*this, mask, source});
+}
+}  // namespace kiln

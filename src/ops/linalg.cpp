@@ -1,7 +1,11 @@
 // Linear algebra ops: mm/bmm (prims with GEMM kernels in backend/cpu/linalg.cpp),
 // matmul/addmm/baddbmm/linear as decompositions onto them, outer and dot.
 // einsum is in einsum.cpp; VJP rules in grad_linalg.cpp.
+#include <functional>
+#include <limits>
+
 #include "dispatch/dispatch.h"
+#include "kiln/linalg.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
@@ -363,5 +367,116 @@ Tensor vdot(const Tensor& a, const Tensor& b) {
 
 Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
 Tensor Tensor::mm(const Tensor& o) const { return kiln::mm(*this, o); }
+
+
+// ---- parity (#30, names A): addbmm, chain_matmul, matrix_power, inverse ----
+namespace {
+std::vector<TensorMeta> meta_addbmm(const OpCall& c) {
+  const Tensor &self = c.in(0), &b1 = c.in(1), &b2 = c.in(2);
+  KILN_CHECK(self.defined() && b1.defined() && b2.defined(), "addbmm: expected defined tensors");
+  KILN_CHECK(b1.dim() == 3, "addbmm: batch1 must be a 3D tensor, got shape ", shape_str(b1.sizes()));
+  KILN_CHECK(b2.dim() == 3, "addbmm: batch2 must be a 3D tensor, got shape ", shape_str(b2.sizes()));
+  KILN_CHECK(b1.sizes()[0] == b2.sizes()[0], "addbmm: batch1 and batch2 must have same number of batches, got ",
+             shape_str(b1.sizes()), " and ", shape_str(b2.sizes()));
+  KILN_CHECK(b1.sizes()[2] == b2.sizes()[1], "addbmm: Incompatible matrix sizes for bmm (", b1.sizes()[1], "x",
+             b1.sizes()[2], " and ", b2.sizes()[1], "x", b2.sizes()[2], ")");
+  KILN_CHECK(self.dtype() == b1.dtype() && b1.dtype() == b2.dtype(),
+             "addbmm: expected self and the batches to have the same dtype, but got ", self.dtype(), ", ", b1.dtype(),
+             " and ", b2.dtype());
+  const Shape prod{b1.sizes()[1], b2.sizes()[2]};
+  KILN_CHECK(broadcast_shapes(self.sizes(), prod, "addbmm") == prod, "addbmm: self of shape ", shape_str(self.sizes()),
+             " cannot be broadcast to the product shape ", shape_str(prod));
+  for (size_t k = 0; k < 2; ++k)
+    KILN_CHECK(!(c.attrs.s(k).is_floating_point() && !is_floating_point(self.dtype())),
+               "addbmm: for integral input tensors, argument ", k == 0 ? "beta" : "alpha",
+               " must not be a floating point number");
+  return one_output(prod, self.dtype(), output_device(c.inputs));
+}
+// The batch folds into the contraction: [n, B*k] @ [B*k, p] is the sum of the B products, as one
+// addmm (which also gives torch's beta = 0 rule: self is then ignored, NaNs included).
+std::vector<Tensor> decomp_addbmm(const OpCall& c) {
+  meta_addbmm(c);
+  const Tensor &b1 = c.in(1), &b2 = c.in(2);
+  const int64_t B = b1.sizes()[0], n = b1.sizes()[1], k = b1.sizes()[2], p = b2.sizes()[2];
+  Tensor a = reshape(permute(b1, {1, 0, 2}), std::vector<int64_t>{n, B * k});
+  Tensor b = reshape(b2, std::vector<int64_t>{B * k, p});
+  return {call_op1(OpId::addmm, {c.in(0), a, b}, {c.attrs.s(0), c.attrs.s(1)})};
+}
+
+std::vector<TensorMeta> meta_chain_matmul(const OpCall& c) {
+  KILN_CHECK(!c.inputs.empty(), "chain_matmul: Expected one or more matrices");
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Tensor& m = c.in(i);
+    KILN_CHECK(m.defined() && m.dim() == 2, "chain_matmul: expected 2-D matrices, but matrix ", i, " has shape ",
+               m.defined() ? shape_str(m.sizes()) : std::string("(undefined)"));
+    KILN_CHECK(m.dtype() == c.in(0).dtype(), "chain_matmul: all matrices must have the same dtype, but matrix 0 is ",
+               c.in(0).dtype(), " and matrix ", i, " is ", m.dtype());
+    if (i > 0)
+      KILN_CHECK(c.in(i - 1).sizes()[1] == m.sizes()[0], "chain_matmul: matrices ", i - 1, " and ", i,
+                 " with shapes ", shape_str(c.in(i - 1).sizes()), " and ", shape_str(m.sizes()),
+                 " cannot be multiplied");
+  }
+  return one_output({c.in(0).sizes()[0], c.inputs.back().sizes()[1]}, c.in(0).dtype(), output_device(c.inputs));
+}
+// The matrix-chain order of least multiply-adds (torch's multi_dot), by dynamic programming.
+std::vector<Tensor> decomp_chain_matmul(const OpCall& c) {
+  meta_chain_matmul(c);
+  const size_t n = c.inputs.size();
+  if (n == 1) return {call_op1(OpId::clone, {c.in(0)})};
+  std::vector<int64_t> dims{c.in(0).sizes()[0]};
+  for (size_t i = 0; i < n; ++i) dims.push_back(c.in(i).sizes()[1]);
+  std::vector<std::vector<int64_t>> cost(n, std::vector<int64_t>(n, 0));
+  std::vector<std::vector<size_t>> split(n, std::vector<size_t>(n, 0));
+  for (size_t len = 1; len < n; ++len)
+    for (size_t i = 0; i + len < n; ++i) {
+      const size_t j = i + len;
+      cost[i][j] = std::numeric_limits<int64_t>::max();
+      for (size_t k = i; k < j; ++k) {
+        const int64_t q = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1];
+        if (q < cost[i][j]) {
+          cost[i][j] = q;
+          split[i][j] = k;
+        }
+      }
+    }
+  std::function<Tensor(size_t, size_t)> product = [&](size_t i, size_t j) -> Tensor {
+    if (i == j) return c.in(i);
+    return mm(product(i, split[i][j]), product(split[i][j] + 1, j));
+  };
+  return {product(0, n - 1)};
+}
+KILN_REGISTER_META(addbmm, meta_addbmm);
+KILN_REGISTER_META(chain_matmul, meta_chain_matmul);
+KILN_REGISTER_DECOMP(addbmm, decomp_addbmm);
+KILN_REGISTER_DECOMP(chain_matmul, decomp_chain_matmul);
+}  // namespace
+
+Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
+              const Scalar& alpha) {
+  return call_op1(OpId::addbmm, {self, batch1, batch2}, {beta, alpha});
+}
+Tensor chain_matmul(const std::vector<Tensor>& matrices) { return call_op1(OpId::chain_matmul, matrices); }
+Tensor inverse(const Tensor& A) { return linalg::inv(A); }
+// torch.linalg.matrix_power (torch.matrix_power is its alias): not in the op table, since n < 0
+// runs linalg::inv, which is LAPACK outside the op table; n >= 0 is matmuls by repeated squaring.
+Tensor matrix_power(const Tensor& A, int64_t n) {
+  KILN_CHECK(A.defined() && A.dim() >= 2, "linalg.matrix_power: The input tensor A must have at least 2 dimensions",
+             A.defined() ? ", got shape " + shape_str(A.sizes()) : std::string());
+  const int64_t m = A.sizes()[A.dim() - 2];
+  KILN_CHECK(m == A.sizes()[A.dim() - 1], "linalg.matrix_power: A must be batches of square matrices, but they are ",
+             m, " by ", A.sizes()[A.dim() - 1], " matrices");
+  if (n == 0) return eye(m, m, TensorOptions(A.dtype()).device(A.device())).expand(A.sizes().vec()).contiguous();
+  Tensor a = n < 0 ? linalg::inv(A) : A;
+  uint64_t k = n < 0 ? static_cast<uint64_t>(-(n + 1)) + 1 : static_cast<uint64_t>(n);
+  if (k == 1) return n < 0 ? a : a.clone();
+  Tensor z, result;
+  for (; k > 0; k /= 2) {
+    z = z.defined() ? matmul(z, z) : a;
+    if (k % 2 == 1) result = result.defined() ? matmul(result, z) : z;
+  }
+  return result;
+}
+Tensor Tensor::inverse() const { return linalg::inv(*this); }
+Tensor Tensor::matrix_power(int64_t n) const { return kiln::matrix_power(*this, n); }
 
 }  // namespace kiln

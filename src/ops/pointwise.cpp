@@ -386,3 +386,84 @@ Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, const Scalar& value
 }
 
 }  // namespace kiln
+
+// ---- parity (#30, names A): logaddexp2, nextafter, heaviside, float_power, true_divide, equal ----
+namespace kiln {
+namespace {
+std::vector<TensorMeta> meta_heaviside(const OpCall& c) {
+  check_defined(c);
+  KILN_CHECK(c.in(0).dtype() == c.in(1).dtype(),
+             "heaviside: is not yet implemented for tensors with different dtypes (input ", c.in(0).dtype(),
+             ", values ", c.in(1).dtype(), ")");
+  return meta_same(c);
+}
+std::vector<TensorMeta> meta_float_power(const OpCall& c) {
+  check_defined(c);
+  return one_output(broadcast_all(c.inputs, c.name()), kFloat64, output_device(c.inputs));
+}
+
+// torch's logaddexp2: max(a, b) + log1p(2^-|a - b|) / ln 2, and a itself where a == b is infinite.
+std::vector<Tensor> decomp_logaddexp2(const OpCall& c) {
+  DType out = meta_float_only(c)[0].dtype, t = opmath(out);
+  auto cast = [&](const Tensor& x) { return x.dtype() == t ? x : call_op1(OpId::to, {x}, {t}); };
+  Tensor a = cast(c.in(0)), b = cast(c.in(1));
+  Tensor m = call_op1(OpId::maximum, {a, b});
+  Tensor r = m + log1p(exp2(-abs(a - b))) * Scalar(1.0 / 0.69314718055994530942);
+  r = where(logical_and(isinf(a), eq(a, b)), a, r);
+  return {r.dtype() == out ? r : call_op1(OpId::to, {r}, {out})};
+}
+// torch's kernel: a == 0 ? values : (a > 0), so a NaN input gives 0.
+std::vector<Tensor> decomp_heaviside(const OpCall& c) {
+  const DType out = meta_heaviside(c)[0].dtype;
+  const Tensor &x = c.in(0), &values = c.in(1);
+  return {where(eq(x, Scalar(int64_t(0))), values, gt(x, Scalar(int64_t(0))).to(out))};
+}
+std::vector<Tensor> decomp_float_power(const OpCall& c) {
+  meta_float_power(c);
+  auto f64 = [](const Tensor& x) { return x.dtype() == kFloat64 ? x : call_op1(OpId::to, {x}, {kFloat64}); };
+  return {call_op1(OpId::pow, {f64(c.in(0)), f64(c.in(1))})};
+}
+KILN_REGISTER_META(logaddexp2, meta_float_only);
+KILN_REGISTER_META(nextafter, meta_float_only);
+KILN_REGISTER_META(heaviside, meta_heaviside);
+KILN_REGISTER_META(float_power, meta_float_power);
+KILN_REGISTER_DECOMP(logaddexp2, decomp_logaddexp2);
+KILN_REGISTER_DECOMP(heaviside, decomp_heaviside);
+KILN_REGISTER_DECOMP(float_power, decomp_float_power);
+
+void check_float_power_self(const Tensor& self) {
+  KILN_CHECK(self.dtype() == kFloat64, "float_power_: the base given to float_power_ has dtype ", self.dtype(),
+             " but the operation's result requires dtype float64");
+}
+}  // namespace
+
+Tensor logaddexp2(const Tensor& a, const Tensor& b) { return bin(OpId::logaddexp2, a, b); }
+Tensor true_divide(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor true_divide(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor nextafter(const Tensor& a, const Tensor& b) { return bin(OpId::nextafter, a, b); }
+Tensor heaviside(const Tensor& x, const Tensor& values) { return bin(OpId::heaviside, x, values); }
+Tensor float_power(const Tensor& a, const Tensor& b) { return bin(OpId::float_power, a, b); }
+Tensor float_power(const Tensor& a, const Scalar& b) { return bin(OpId::float_power, a, wrap(b)); }
+Tensor float_power(const Scalar& a, const Tensor& b) { return bin(OpId::float_power, wrap(a), b); }
+Tensor& Tensor::float_power_(const Tensor& o) {
+  check_float_power_self(*this);
+  return call_op_inplace(*this, OpId::float_power, {*this, o});
+}
+Tensor& Tensor::float_power_(const Scalar& o) {
+  check_float_power_self(*this);
+  return call_op_inplace(*this, OpId::float_power, {*this, wrap(o)});
+}
+
+// A value read (item), as allclose. Compared in the promoted dtype, as torch (equal(int64 [1, 2],
+// float32 [1., 2.]) is true); tensors on different devices are refused.
+bool equal(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.defined() && b.defined(), "equal: expected defined tensors");
+  KILN_CHECK(a.device() == b.device(), "equal: cannot compare two tensors on different devices, got ", a.device(),
+             " and ", b.device());
+  if (a.sizes().vec() != b.sizes().vec()) return false;
+  return all(eq(a, b)).item<bool>();
+}
+Tensor Tensor::true_divide(const Tensor& o) const { return kiln::div(*this, o); }
+Tensor Tensor::true_divide(const Scalar& o) const { return kiln::div(*this, o); }
+bool Tensor::equal(const Tensor& o) const { return kiln::equal(*this, o); }
+}  // namespace kiln

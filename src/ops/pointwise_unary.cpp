@@ -1,6 +1,7 @@
 // Unary pointwise ops: public functions, meta functions and decompositions.
 // VJP rules are in grad_pointwise.cpp, CPU kernels in backend/cpu/pointwise_unary.cpp.
 #include <cmath>
+#include <limits>
 
 #include "dispatch/dispatch.h"
 #include "kiln/autograd.h"
@@ -415,4 +416,60 @@ Tensor& Tensor::fill_(const Scalar& v) {
 }
 Tensor& Tensor::zero_() { return fill_(Scalar(int64_t(0))); }
 
+}  // namespace kiln
+
+// ---- parity (#30, names A): sinc, isneginf, isposinf, signbit ----
+namespace kiln {
+namespace {
+std::vector<TensorMeta> meta_sinc(const OpCall& c) {
+  const Tensor& x = unary_input(c);
+  return out_like(x, to_floating(x.dtype()));
+}
+std::vector<TensorMeta> meta_bool_out(const OpCall& c) { return out_like(unary_input(c), DType::Bool); }
+
+// torch's kernel: 1 where x == 0, else sin(pi x) / (pi x). The product is taken where x != 0 only
+// (1 elsewhere) so that the unused branch's gradient at 0 is finite: sinc'(0) = 0 as in torch.
+std::vector<Tensor> decomp_sinc(const OpCall& c) {
+  const DType out = meta_sinc(c)[0].dtype, t = opmath(out);  // float16/bfloat16 compute in float32
+  Tensor x = c.in(0).dtype() == t ? c.in(0) : c.in(0).to(t);
+  Tensor zero = eq(x, Scalar(0.0));
+  Tensor px = where(zero, Scalar(1.0), x) * Scalar(3.14159265358979323846);
+  Tensor r = where(zero, Scalar(1.0), sin(px) / px);
+  return {r.dtype() == out ? r : r.to(out)};
+}
+// Integers and bools are never infinite.
+std::vector<Tensor> decomp_isneginf(const OpCall& c) {
+  meta_bool_out(c);  // errors first, with the op's name
+  const Tensor& x = c.in(0);
+  if (!is_floating_point(x.dtype())) return {zeros_like(x, TensorOptions(DType::Bool).device(x.device()))};
+  return {eq(x, Scalar(-std::numeric_limits<double>::infinity()))};
+}
+std::vector<Tensor> decomp_isposinf(const OpCall& c) {
+  meta_bool_out(c);  // errors first, with the op's name
+  const Tensor& x = c.in(0);
+  if (!is_floating_point(x.dtype())) return {zeros_like(x, TensorOptions(DType::Bool).device(x.device()))};
+  return {eq(x, Scalar(std::numeric_limits<double>::infinity()))};
+}
+// The sign bit itself for floats (-0.0 and a negative NaN have it): copysign carries it to 1.
+std::vector<Tensor> decomp_signbit(const OpCall& c) {
+  meta_bool_out(c);  // errors first, with the op's name
+  const Tensor& x = c.in(0);
+  if (x.dtype() == DType::Bool) return {zeros_like(x, TensorOptions(DType::Bool).device(x.device()))};
+  if (!is_floating_point(x.dtype())) return {lt(x, Scalar(int64_t(0)))};
+  return {lt(copysign(ones_like(x), x), Scalar(0.0))};
+}
+KILN_REGISTER_META(sinc, meta_sinc);
+KILN_REGISTER_META(isneginf, meta_bool_out);
+KILN_REGISTER_META(isposinf, meta_bool_out);
+KILN_REGISTER_META(signbit, meta_bool_out);
+KILN_REGISTER_DECOMP(sinc, decomp_sinc);
+KILN_REGISTER_DECOMP(isneginf, decomp_isneginf);
+KILN_REGISTER_DECOMP(isposinf, decomp_isposinf);
+KILN_REGISTER_DECOMP(signbit, decomp_signbit);
+}  // namespace
+
+Tensor sinc(const Tensor& x) { return call_op1(OpId::sinc, {x}); }
+Tensor isneginf(const Tensor& x) { return call_op1(OpId::isneginf, {x}); }
+Tensor isposinf(const Tensor& x) { return call_op1(OpId::isposinf, {x}); }
+Tensor signbit(const Tensor& x) { return call_op1(OpId::signbit, {x}); }
 }  // namespace kiln

@@ -325,3 +325,94 @@ Tensor Tensor::tril(int64_t diagonal) const { return kiln::tril(*this, diagonal)
 Tensor Tensor::triu(int64_t diagonal) const { return kiln::triu(*this, diagonal); }
 
 }  // namespace kiln
+
+// ---- parity (#30, names A): fliplr, flipud, hstack, vstack, column_stack, dstack ----
+namespace kiln {
+namespace {
+std::vector<TensorMeta> meta_flip_lr_ud(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const int64_t need = c.op == OpId::fliplr ? 2 : 1;
+  KILN_CHECK(x.defined(), c.name(), ": expected a defined input tensor");
+  KILN_CHECK(x.dim() >= need, c.name(), ": Input must be >= ", need, "-d, got shape ", shape_str(x.sizes()));
+  return one_output(x.sizes().vec(), x.dtype(), x.device());
+}
+std::vector<Tensor> decomp_flip_lr_ud(const OpCall& c) {
+  meta_flip_lr_ud(c);
+  return {flip(c.in(0), {c.op == OpId::fliplr ? 1 : 0})};
+}
+
+// Each input's shape as the stacking op reshapes it (atleast_1d/2d/3d, or a column), and the dim
+// the reshaped inputs are concatenated along.
+Shape stacked_shape(OpId op, IntArrayRef s) {
+  Shape v = s.vec();
+  if (op == OpId::column_stack) return v.size() <= 1 ? Shape{v.empty() ? 1 : v[0], 1} : v;
+  if (op == OpId::dstack && v.size() == 1) return {1, v[0], 1};
+  if (op == OpId::dstack && v.size() == 2) return {v[0], v[1], 1};
+  const size_t n = op == OpId::hstack ? 1 : 2;
+  while (v.size() < n) v.insert(v.begin(), 1);
+  return v;
+}
+int64_t stack_dim(const OpCall& c) {
+  if (c.op == OpId::vstack) return 0;
+  if (c.op == OpId::dstack) return 2;
+  if (c.op == OpId::column_stack) return 1;
+  for (const Tensor& t : c.inputs)  // hstack: along 0 only when every input is (at most) 1-D
+    if (t.dim() > 1) return 1;
+  return 0;
+}
+std::vector<TensorMeta> meta_stack_like(const OpCall& c) {
+  KILN_CHECK(!c.inputs.empty(), c.name(), ": expects a non-empty TensorList");
+  const int64_t dim = stack_dim(c);
+  DType dt = c.in(0).dtype();
+  Shape out;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Tensor& t = c.in(i);
+    KILN_CHECK(t.defined(), c.name(), ": tensor at position ", i, " is undefined");
+    KILN_CHECK(t.device() == c.in(0).device(), c.name(), ": expected all tensors to be on the same device, but found ",
+               c.in(0).device(), " and ", t.device(), " (at position ", i, ")");
+    dt = promote_types(dt, t.dtype());
+    Shape s = stacked_shape(c.op, t.sizes());
+    if (i == 0) {
+      out = s;
+      continue;
+    }
+    bool ok = s.size() == out.size();
+    for (size_t d = 0; ok && d < s.size(); ++d) ok = static_cast<int64_t>(d) == dim || s[d] == out[d];
+    KILN_CHECK(ok, c.name(), ": sizes of tensors must match except in dimension ", dim, ": tensor 0 is ",
+               shape_str(c.in(0).sizes()), " (as ", shape_str(out), "), tensor ", i, " is ", shape_str(t.sizes()),
+               " (as ", shape_str(s), ")");
+    out[static_cast<size_t>(dim)] += s[static_cast<size_t>(dim)];
+  }
+  return one_output(out, dt, c.in(0).device());
+}
+std::vector<Tensor> decomp_stack_like(const OpCall& c) {
+  meta_stack_like(c);  // errors first, with the op's name
+  std::vector<Tensor> parts;
+  for (const Tensor& t : c.inputs) {
+    Shape s = stacked_shape(c.op, t.sizes());
+    parts.push_back(s == t.sizes().vec() ? t : reshape(t, s));
+  }
+  return {call_op1(OpId::cat, parts, {stack_dim(c)})};
+}
+KILN_REGISTER_META(fliplr, meta_flip_lr_ud);
+KILN_REGISTER_META(flipud, meta_flip_lr_ud);
+KILN_REGISTER_META(hstack, meta_stack_like);
+KILN_REGISTER_META(vstack, meta_stack_like);
+KILN_REGISTER_META(column_stack, meta_stack_like);
+KILN_REGISTER_META(dstack, meta_stack_like);
+KILN_REGISTER_DECOMP(fliplr, decomp_flip_lr_ud);
+KILN_REGISTER_DECOMP(flipud, decomp_flip_lr_ud);
+KILN_REGISTER_DECOMP(hstack, decomp_stack_like);
+KILN_REGISTER_DECOMP(vstack, decomp_stack_like);
+KILN_REGISTER_DECOMP(column_stack, decomp_stack_like);
+KILN_REGISTER_DECOMP(dstack, decomp_stack_like);
+}  // namespace
+
+Tensor fliplr(const Tensor& x) { return call_op1(OpId::fliplr, {x}); }
+Tensor flipud(const Tensor& x) { return call_op1(OpId::flipud, {x}); }
+Tensor hstack(const std::vector<Tensor>& xs) { return call_op1(OpId::hstack, xs); }
+Tensor vstack(const std::vector<Tensor>& xs) { return call_op1(OpId::vstack, xs); }
+Tensor row_stack(const std::vector<Tensor>& xs) { return vstack(xs); }
+Tensor dstack(const std::vector<Tensor>& xs) { return call_op1(OpId::dstack, xs); }
+Tensor column_stack(const std::vector<Tensor>& xs) { return call_op1(OpId::column_stack, xs); }
+}  // namespace kiln

@@ -369,6 +369,21 @@ KILN_COMPOSITE_VIEW(expand_as);
 KILN_COMPOSITE_VIEW(split);
 KILN_COMPOSITE_VIEW(chunk);
 KILN_COMPOSITE_VIEW(unbind);
+// parity (#30, names A): torch.atleast_{1,2,3}d, a view of x with leading (and, for 3-D, trailing) 1s.
+ViewSteps atleast_steps(const OpCall& c, int64_t n) {
+  KILN_CHECK(c.in(0).defined(), c.name(), ": expected a defined input tensor");
+  std::vector<int64_t> s = c.in(0).sizes().vec();
+  if (n == 3 && s.size() == 1) s = {1, s[0], 1};  // torch: [N] -> [1, N, 1]
+  if (n == 3 && s.size() == 2) s.push_back(1);     // [M, N] -> [M, N, 1]
+  while (static_cast<int64_t>(s.size()) < n) s.insert(s.begin(), 1);
+  return {{OpId::view, {s}}};
+}
+ViewSteps atleast_1d_steps(const OpCall& c) { return atleast_steps(c, 1); }
+ViewSteps atleast_2d_steps(const OpCall& c) { return atleast_steps(c, 2); }
+ViewSteps atleast_3d_steps(const OpCall& c) { return atleast_steps(c, 3); }
+KILN_COMPOSITE_VIEW(atleast_1d);
+KILN_COMPOSITE_VIEW(atleast_2d);
+KILN_COMPOSITE_VIEW(atleast_3d);
 #undef KILN_COMPOSITE_VIEW
 
 // ---- reshape-like composites ----
@@ -470,6 +485,22 @@ Tensor unflatten(const Tensor& x, int64_t d, SymIntArrayRef sizes) {
 Tensor permute(const Tensor& x, IntArrayRef dims) { return call_op1(OpId::permute, {x}, {dims.vec()}); }
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return call_op1(OpId::transpose, {x}, {d0, d1}); }
 Tensor t(const Tensor& x) { return call_op1(OpId::t, {x}); }
+Tensor swapaxes(const Tensor& x, int64_t axis0, int64_t axis1) { return transpose(x, axis0, axis1); }
+Tensor swapdims(const Tensor& x, int64_t dim0, int64_t dim1) { return transpose(x, dim0, dim1); }
+Tensor atleast_1d(const Tensor& x) { return call_op1(OpId::atleast_1d, {x}); }
+Tensor atleast_2d(const Tensor& x) { return call_op1(OpId::atleast_2d, {x}); }
+Tensor atleast_3d(const Tensor& x) { return call_op1(OpId::atleast_3d, {x}); }
+namespace {
+std::vector<Tensor> each(const std::vector<Tensor>& xs, Tensor (*f)(const Tensor&)) {
+  std::vector<Tensor> out;
+  out.reserve(xs.size());
+  for (const Tensor& x : xs) out.push_back(f(x));
+  return out;
+}
+}  // namespace
+std::vector<Tensor> atleast_1d(const std::vector<Tensor>& xs) { return each(xs, atleast_1d); }
+std::vector<Tensor> atleast_2d(const std::vector<Tensor>& xs) { return each(xs, atleast_2d); }
+std::vector<Tensor> atleast_3d(const std::vector<Tensor>& xs) { return each(xs, atleast_3d); }
 Tensor expand(const Tensor& x, SymIntArrayRef size) { return call_op1(OpId::expand, {x}, {size.raw()}); }
 Tensor expand_as(const Tensor& x, const Tensor& other) { return call_op1(OpId::expand_as, {x, other}); }
 Tensor squeeze(const Tensor& x) { return call_op1(OpId::squeeze, {x}, {std::vector<int64_t>{}}); }
@@ -520,6 +551,8 @@ Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this,
 Tensor Tensor::unflatten(int64_t d, SymIntArrayRef sizes) const { return kiln::unflatten(*this, d, sizes); }
 Tensor Tensor::permute(IntArrayRef dims) const { return kiln::permute(*this, dims); }
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return kiln::transpose(*this, d0, d1); }
+Tensor Tensor::swapaxes(int64_t a0, int64_t a1) const { return kiln::transpose(*this, a0, a1); }
+Tensor Tensor::swapdims(int64_t d0, int64_t d1) const { return kiln::transpose(*this, d0, d1); }
 Tensor Tensor::t() const { return kiln::t(*this); }
 Tensor Tensor::mT() const {
   KILN_CHECK(dim() >= 2, "mT: tensor.mT is only supported on matrices or batches of matrices, got shape ",

@@ -910,5 +910,109 @@ std::vector<ErrorSample> embedding_errors() {
 }
 KILN_OP_SAMPLES(embedding, embedding_samples, embedding_errors);
 
+// ---- parity (#30, names A): take, masked_scatter ----
+// x read row-major at each index (negative from the end), in index's shape.
+TensorList take_ref(const TensorList& in) {
+  Ref x = Ref::of(in[0]), i = Ref::of(in[1]);
+  Ref out(i.shape);
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    auto j = static_cast<int64_t>(i.v[k]);
+    out.v[k] = x.v[j < 0 ? j + x.numel() : j];
+  }
+  return {out.to(in[0].dtype())};
+}
+std::vector<OpSample> take_samples() {
+  std::vector<OpSample> v;
+  auto add = [&](std::string name, Tensor x, Tensor index) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x, index};
+    s.fn = [](const TensorList& in) { return TensorList{kiln::take(in[0], in[1])}; };
+    s.reference = take_ref;
+    v.push_back(s);
+  };
+  for (DType t : {kFloat32, kFloat64, kInt64, kBool})
+    add("[3,4] at [2,3] " + dn(t), val({3, 4}, t, 1), rand_idx({2, 3}, 0, 11, 2));
+  add("negative indices, method", val({2, 3}, kFloat64, 3), idx({-1, -6, 0, 5}, {4}));
+  add("noncontig input and index", val({4, 3}, kFloat32, 4, true), rand_idx({3, 2}, -12, 11, 5, true));
+  add("0-d input", val({}, kFloat64, 6), idx({0, -1, 0}, {3}));
+  add("0-d index", val({3, 4}, kFloat32, 7), idx({7}, {}));
+  add("empty index", val({3, 4}, kFloat32, 8), idx({}, {0, 2}));
+  add("empty input and index", val({0, 3}, kFloat32, 9), idx({}, {0}));
+  v[4].fn = [](const TensorList& in) { return TensorList{in[0].take(in[1])}; };
+  return v;
+}
+std::vector<ErrorSample> take_errors() {
+  return {{"int32 index", [] { kiln::take(val({2, 3}, kFloat32, 1), idx({0}, {1}, kInt32)); },
+           "take: Expected a long tensor for index, but got int32"},
+          {"index past the end", [] { kiln::take(val({2, 3}, kFloat32, 1), idx({0, 6}, {2})); },
+           "take: out of range: tried to access index 6 on a tensor of 6 elements"},
+          {"index before the start", [] { kiln::take(val({2, 3}, kFloat32, 1), idx({-7}, {1})); },
+           "take: out of range: tried to access index -7 on a tensor of 6 elements"},
+          {"from an empty tensor", [] { kiln::take(val({0}, kFloat32, 1), idx({0}, {1})); },
+           "take: tried to take from an empty tensor [0] with a non-empty index [1]"}};
+}
+
+// x broadcast with mask; the k-th true position (row-major) takes source's k-th element.
+TensorList masked_scatter_ref(const TensorList& in) {
+  Ref x = Ref::of(in[0]), m = Ref::of(in[1]), src = Ref::of(in[2]);
+  Shape shape = ref_broadcast(x.shape, m.shape);
+  Ref out(shape);
+  int64_t k = 0;
+  for (int64_t f = 0; f < out.numel(); ++f) {
+    Shape i = unravel(f, shape);
+    out.v[f] = m.v[broadcast_index(i, m.shape)] != 0 ? src.v[k++] : x.v[broadcast_index(i, x.shape)];
+  }
+  return {out.to(in[0].dtype())};
+}
+std::vector<OpSample> masked_scatter_samples() {
+  std::vector<OpSample> v;
+  auto add = [&](std::string name, Tensor x, Tensor mask, Tensor source) {
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x, mask, source};
+    s.fn = [](const TensorList& in) { return TensorList{kiln::masked_scatter(in[0], in[1], in[2])}; };
+    s.reference = masked_scatter_ref;
+    v.push_back(s);
+  };
+  for (DType t : {kFloat32, kFloat64, kInt64, kFloat16})
+    add("[3,4] " + dn(t), val({3, 4}, t, 1), val({3, 4}, kBool, 2), val({12}, t, 3));
+  add("mask broadcast [4] over [3,4], larger source", val({3, 4}, kFloat64, 4), vals({1, 0, 1, 1}, kBool, {4}),
+      val({4, 5}, kFloat64, 5));
+  add("self broadcast [4] by mask [2,4]", val({4}, kFloat64, 6), val({2, 4}, kBool, 7), val({8}, kFloat64, 8));
+  add("noncontig", val({4, 3}, kFloat32, 9, true), val({4, 3}, kBool, 10, true), val({3, 4}, kFloat32, 11, true));
+  add("all false, empty source", val({2, 3}, kFloat32, 12), vals({0, 0, 0, 0, 0, 0}, kBool, {2, 3}), val({0}, kFloat32, 13));
+  add("0-d self, [1] mask", val({}, kFloat64, 14), vals({1}, kBool), val({2}, kFloat64, 15));
+  add("empty", val({0, 3}, kFloat32, 16), val({0, 3}, kBool, 17), val({2}, kFloat32, 18));
+  OpSample in_place;
+  in_place.name = "masked_scatter_ and method";
+  in_place.inputs = {val({3, 4}, kFloat32, 19), val({4}, kBool, 20), val({12}, kFloat32, 21)};
+  in_place.fn = [](const TensorList& in) {
+    Tensor y = in[0].clone();
+    y.masked_scatter_(in[1], in[2]);
+    return TensorList{y, in[0].masked_scatter(in[1], in[2])};
+  };
+  in_place.reference = [](const TensorList& in) {
+    Tensor r = masked_scatter_ref(in)[0];
+    return TensorList{r, r};
+  };
+  in_place.check_grad = false;
+  v.push_back(in_place);
+  return v;
+}
+std::vector<ErrorSample> masked_scatter_errors() {
+  return {{"uint8 mask", [] { kiln::masked_scatter(val({3}, kFloat32, 1), val({3}, kUInt8, 2), val({3}, kFloat32, 3)); },
+           "masked_scatter: expected a bool mask, got uint8"},
+          {"source dtype", [] { kiln::masked_scatter(val({3}, kFloat32, 1), val({3}, kBool, 2), val({3}, kFloat64, 3)); },
+           "masked_scatter: expected self and source to have same dtypes but got float32 and float64"},
+          {"shapes", [] { kiln::masked_scatter(val({3}, kFloat32, 1), val({4}, kBool, 2), val({4}, kFloat32, 3)); },
+           "masked_scatter"},
+          {"source too small", [] { kiln::masked_scatter(val({3}, kFloat32, 1), vals({1, 1, 1}, kBool, {3}), val({2}, kFloat32, 3)); },
+           "masked_scatter: expected source to have at least as many elements as ones in mask, got source [2] with 2 "
+           "elements and 3 ones in mask [3]"}};
+}
+KILN_OP_SAMPLES(take, take_samples, take_errors);
+KILN_OP_SAMPLES(masked_scatter, masked_scatter_samples, masked_scatter_errors);
+
 }  // namespace
 }  // namespace kiln::test

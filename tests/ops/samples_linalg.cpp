@@ -511,5 +511,92 @@ std::vector<ErrorSample> einsum_errors() {
 }
 KILN_OP_SAMPLES(einsum, einsum_samples, einsum_errors);
 
+// ---- parity (#30, names A): addbmm, chain_matmul ----
+// beta * self + alpha * sum_b batch1[b] @ batch2[b]; self ignored where beta == 0.
+OpFn addbmm_ref(double beta, double alpha) {
+  return [beta, alpha](const TensorList& in) {
+    Ref b1 = Ref::of(in[1]), b2 = Ref::of(in[2]), self = Ref::of(in[0]);
+    const int64_t B = b1.shape[0], n = b1.shape[1], k = b1.shape[2], m = b2.shape[2];
+    Ref out({n, m});
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double acc = 0;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t q = 0; q < k; ++q) acc += b1.at({b, i, q}) * b2.at({b, q, j});
+        const double sv = beta == 0 ? 0.0 : beta * self.v[broadcast_index({i, j}, self.shape)];
+        out.at({i, j}) = sv + alpha * acc;
+      }
+    return TensorList{out.to(in[1].dtype())};
+  };
+}
+std::vector<OpSample> addbmm_samples() {
+  std::vector<OpSample> v;
+  for (DType t : kFloatTypes)
+    v.push_back(sample("beta 0.5 alpha -1, self row " + tname(t), {input({5}, t, 1), input({2, 3, 4}, t, 2), input({2, 4, 5}, t, 3)},
+                       [](const TensorList& in) { return TensorList{addbmm(in[0], in[1], in[2], 0.5, -1.0)}; },
+                       addbmm_ref(0.5, -1.0)));
+  v.push_back(sample("defaults full self, method", {input({3, 5}, kFloat64, 4), input({3, 3, 4}, kFloat64, 5), input({3, 4, 5}, kFloat64, 6)},
+                     [](const TensorList& in) { return TensorList{in[0].addbmm(in[1], in[2])}; }, addbmm_ref(1, 1)));
+  v.push_back(sample("int64 integer scalars", {input({3, 1}, kInt64, 7), input({2, 3, 4}, kInt64, 8), input({2, 4, 5}, kInt64, 9)},
+                     [](const TensorList& in) { return TensorList{addbmm(in[0], in[1], in[2], 2, 3)}; }, addbmm_ref(2, 3)));
+  v.push_back(sample("no batches", {input({3, 5}, kFloat32, 10), input({0, 3, 4}, kFloat32, 11), input({0, 4, 5}, kFloat32, 12)},
+                     [](const TensorList& in) { return TensorList{addbmm(in[0], in[1], in[2], 2, 1)}; }, addbmm_ref(2, 1)));
+  OpSample nan = sample("beta 0 ignores NaN self", {full(Shape{3, 5}, std::numeric_limits<double>::quiet_NaN(), kFloat32),
+                                                    input({2, 3, 4}, kFloat32, 13), input({2, 4, 5}, kFloat32, 14)},
+                        [](const TensorList& in) { return TensorList{addbmm(in[0], in[1], in[2], 0, 1)}; }, addbmm_ref(0, 1));
+  nan.check_grad = false;
+  v.push_back(nan);
+  v.push_back(sample("strided", {input({3, 5}, kFloat32, 15, true), input({2, 3, 4}, kFloat32, 16, true),
+                                 input({2, 4, 5}, kFloat32, 17, true)},
+                     [](const TensorList& in) { return TensorList{addbmm(in[0], in[1], in[2])}; }, addbmm_ref(1, 1)));
+  return v;
+}
+std::vector<ErrorSample> addbmm_errors() {
+  auto f = [](const Shape& s, const Shape& a, const Shape& b) { addbmm(input(s, kFloat32, 1), input(a, kFloat32, 2), input(b, kFloat32, 3)); };
+  return {{"2-D batch1", [f] { f({5}, {3, 4}, {2, 4, 5}); }, "addbmm: batch1 must be a 3D tensor, got shape [3, 4]"},
+          {"2-D batch2", [f] { f({5}, {2, 3, 4}, {4, 5}); }, "addbmm: batch2 must be a 3D tensor"},
+          {"batch mismatch", [f] { f({5}, {2, 3, 4}, {3, 4, 5}); }, "addbmm: batch1 and batch2 must have same number of batches"},
+          {"inner mismatch", [f] { f({5}, {2, 3, 4}, {2, 3, 5}); }, "addbmm: Incompatible matrix sizes for bmm (3x4 and 3x5)"},
+          {"self not broadcastable", [f] { f({2, 5}, {2, 3, 4}, {2, 4, 5}); }, "addbmm"},
+          {"dtype mismatch", [] { addbmm(input({5}, kFloat64, 1), input({2, 3, 4}, kFloat32, 2), input({2, 4, 5}, kFloat32, 3)); },
+           "addbmm: expected self and the batches to have the same dtype, but got float64, float32 and float32"},
+          {"float alpha with ints", [] { addbmm(input({5}, kInt64, 1), input({2, 3, 4}, kInt64, 2), input({2, 4, 5}, kInt64, 3), 1, 0.5); },
+           "addbmm: for integral input tensors, argument alpha must not be a floating point number"}};
+}
+
+OpFn chain_ref() {
+  return [](const TensorList& in) {
+    Ref r = Ref::of(in[0]);
+    for (size_t i = 1; i < in.size(); ++i) r = ref_matmul(r, Ref::of(in[i]));
+    return TensorList{r.to(in[0].dtype())};
+  };
+}
+std::vector<OpSample> chain_matmul_samples() {
+  std::vector<OpSample> v;
+  auto fn = [](const TensorList& in) { return TensorList{chain_matmul(in)}; };
+  v.push_back(sample("three float64", {input({2, 3}, kFloat64, 1), input({3, 4}, kFloat64, 2), input({4, 2}, kFloat64, 3)}, fn, chain_ref()));
+  // The cheapest order is not left to right here: (A (B C)) D costs less than ((A B) C) D.
+  v.push_back(sample("four float32, reordered", {input({10, 2}, kFloat32, 4), input({2, 10}, kFloat32, 5),
+                                                 input({10, 2}, kFloat32, 6), input({2, 10}, kFloat32, 7)}, fn, chain_ref()));
+  v.push_back(sample("one matrix is copied", {input({3, 4}, kFloat32, 8)}, fn, chain_ref()));
+  v.push_back(sample("two int64", {input({2, 3}, kInt64, 9), input({3, 2}, kInt64, 10)}, fn, chain_ref()));
+  v.push_back(sample("strided", {input({3, 4}, kFloat32, 11, true), input({4, 3}, kFloat32, 12, true)}, fn, chain_ref()));
+  v.push_back(sample("empty inner dim", {input({2, 0}, kFloat32, 13), input({0, 3}, kFloat32, 14), input({3, 2}, kFloat32, 15)}, fn, chain_ref()));
+  for (DType t : {kFloat16, kBFloat16})
+    v.push_back(sample("three " + tname(t), {input({2, 3}, t, 16), input({3, 4}, t, 17), input({4, 2}, t, 18)}, fn, chain_ref(), 5e-2));
+  return v;
+}
+std::vector<ErrorSample> chain_matmul_errors() {
+  return {{"no matrices", [] { chain_matmul({}); }, "chain_matmul: Expected one or more matrices"},
+          {"3-D", [] { chain_matmul({input({2, 3}, kFloat32, 1), input({2, 3, 4}, kFloat32, 2)}); },
+           "chain_matmul: expected 2-D matrices, but matrix 1 has shape [2, 3, 4]"},
+          {"shapes", [] { chain_matmul({input({2, 3}, kFloat32, 1), input({4, 2}, kFloat32, 2)}); },
+           "chain_matmul: matrices 0 and 1 with shapes [2, 3] and [4, 2] cannot be multiplied"},
+          {"dtypes", [] { chain_matmul({input({2, 3}, kFloat32, 1), input({3, 2}, kFloat64, 2)}); },
+           "chain_matmul: all matrices must have the same dtype, but matrix 0 is float32 and matrix 1 is float64"}};
+}
+KILN_OP_SAMPLES(addbmm, addbmm_samples, addbmm_errors);
+KILN_OP_SAMPLES(chain_matmul, chain_matmul_samples, chain_matmul_errors);
+
 }  // namespace
 }  // namespace kiln::test

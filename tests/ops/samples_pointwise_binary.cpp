@@ -1,10 +1,12 @@
 // Samples for the binary and ternary pointwise ops: broadcasting, type
 // promotion, every dtype, non-contiguous, empty, 0-d and Scalar operands,
 // against float64 references.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 
+#include "core/half.h"
 #include "tests/ops/op_samples.h"
 
 namespace kiln::test {
@@ -44,6 +46,10 @@ double logaddexp_ref(double a, double b) {
   if (std::isinf(a) && a == b) return a;
   return max_ref(a, b) + std::log1p(std::exp(-std::abs(a - b)));
 }
+double logaddexp2_ref(double a, double b) {
+  if (std::isinf(a) && a == b) return a;
+  return max_ref(a, b) + std::log1p(std::exp2(-std::abs(a - b))) / std::log(2.0);
+}
 double bits(double a, double b, int op) {
   auto x = static_cast<int64_t>(a), y = static_cast<int64_t>(b);
   return static_cast<double>(op == 0 ? (x & y) : op == 1 ? (x | y) : (x ^ y));
@@ -80,6 +86,9 @@ const std::map<OpId, BinarySpec>& specs() {
                         [](const Tensor& a, const Scalar& b) { return kiln::copysign(a, b); }}},
       {OpId::logaddexp, {[](const Tensor& a, const Tensor& b) { return kiln::logaddexp(a, b); }, logaddexp_ref,
                          -5, 5, -5, 5, Kind::FloatOnly}},
+      // parity (#30, names A)
+      {OpId::logaddexp2, {[](const Tensor& a, const Tensor& b) { return kiln::logaddexp2(a, b); }, logaddexp2_ref,
+                          -5, 5, -5, 5, Kind::FloatOnly}},
       {OpId::eq, {[](const Tensor& a, const Tensor& b) { return kiln::eq(a, b); }, [](double a, double b) { return double(a == b); },
                   -2, 2, -2, 2, Kind::BoolOut, true, true, [](const Tensor& a, const Scalar& b) { return kiln::eq(a, b); }}},
       {OpId::ne, {[](const Tensor& a, const Tensor& b) { return a != b; }, [](double a, double b) { return double(a != b); },
@@ -241,6 +250,8 @@ std::vector<ErrorSample> binary_errors(OpId op) {
     e.push_back({"int negative scalar exponent", [] { kiln::pow(filled(2, 1, kInt64), Scalar(int64_t(-1))); }, "negative integer powers"});
   if (op == OpId::logaddexp)
     e.push_back({"int64", [fn] { fn(filled(2, 1, kInt64), filled(2, 1, kInt64)); }, "logaddexp: expected floating point inputs"});
+  if (op == OpId::logaddexp2)
+    e.push_back({"int64", [fn] { fn(filled(2, 1, kInt64), filled(2, 1, kInt64)); }, "logaddexp2: expected floating point inputs"});
   if (op == OpId::add)
     e.push_back({"float alpha for int", [] { kiln::add(filled(2, 1, kInt64), filled(2, 1, kInt64), 0.5); }, "alpha"});
   return e;
@@ -662,6 +673,7 @@ KILN_BINARY_SAMPLES(fmax)
 KILN_BINARY_SAMPLES(fmin)
 KILN_BINARY_SAMPLES(copysign)
 KILN_BINARY_SAMPLES(logaddexp)
+KILN_BINARY_SAMPLES(logaddexp2)
 KILN_BINARY_SAMPLES(eq)
 KILN_BINARY_SAMPLES(ne)
 KILN_BINARY_SAMPLES(lt)
@@ -681,6 +693,148 @@ KILN_OP_SAMPLES(isclose, isclose_samples, isclose_errors);
 KILN_OP_SAMPLES(lerp, lerp_samples, lerp_errors);
 KILN_OP_SAMPLES(addcmul, addc_samples<false>, addcmul_errors);
 KILN_OP_SAMPLES(addcdiv, addc_samples<true>, addcdiv_errors);
+
+// ---- parity (#30, names A): nextafter, heaviside, float_power ----
+// The neighbours of a float16/bfloat16 value, from the sorted list of every value the format holds
+// (decoded from all 2^16 bit patterns), independent of the kernel's bit stepping.
+double reduced_next(double a, double b, DType t) {
+  static const auto table = [](DType d) {
+    std::vector<double> v;
+    for (uint32_t bits = 0; bits < 65536; ++bits) {
+      double x = d == DType::Float16 ? double(float(Half::from_bits(static_cast<uint16_t>(bits))))
+                                     : double(float(BFloat16::from_bits(static_cast<uint16_t>(bits))));
+      if (!std::isnan(x)) v.push_back(x);
+    }
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
+  static const std::vector<double> half = table(DType::Float16), bf16 = table(DType::BFloat16);
+  const std::vector<double>& v = t == DType::Float16 ? half : bf16;
+  if (std::isnan(a) || std::isnan(b)) return kNan;
+  if (a == b) return b;
+  auto it = std::lower_bound(v.begin(), v.end(), a);  // *it == a
+  return b > a ? *(it + 1) : *(it - 1);
+}
+double nextafter_ref(double a, double b, DType t) {
+  if (t == kFloat64) return std::nextafter(a, b);
+  if (t == kFloat32) return std::nextafter(static_cast<float>(a), static_cast<float>(b));
+  return reduced_next(a, b, t);
+}
+std::vector<OpSample> nextafter_samples() {
+  std::vector<OpSample> v;
+  auto add = [&](std::string name, Tensor a, Tensor b, DType out) {
+    OpSample o;
+    o.name = std::move(name);
+    o.inputs = {a, b};
+    // A one-ulp step is within the value tolerance: whether it moved, and which way, are compared exactly.
+    o.fn = [](const TensorList& in) {
+      Tensor y = kiln::nextafter(in[0], in[1]);
+      return TensorList{y, kiln::eq(y, in[0]), kiln::lt(y, in[0])};
+    };
+    o.reference = [out](const TensorList& in) {
+      Ref a = Ref::of(in[0]), r = ref_map2(a, Ref::of(in[1]), [out](double x, double y) { return nextafter_ref(x, y, out); });
+      return TensorList{r.to(out), ref_map2(r, a, [](double x, double y) { return double(x == y); }).to(DType::Bool),
+                        ref_map2(r, a, [](double x, double y) { return double(x < y); }).to(DType::Bool)};
+    };
+    o.check_grad = false;
+    v.push_back(o);
+  };
+  for (DType t : {kFloat32, kFloat64, DType::Float16, DType::BFloat16})
+    add(std::string(dtype_name(t)) + " [3,4]x[3,4]", make_input({3, 4}, t, 1, -3, 3), make_input({3, 4}, t, 2, -3, 3), t);
+  add("broadcast float32 [3,1]x[4]", make_input({3, 1}, kFloat32, 3, -3, 3), make_input({4}, kFloat32, 4, -3, 3), kFloat32);
+  add("noncontig float64 [4,3]", make_input({4, 3}, kFloat64, 5, -3, 3, true), make_input({4, 3}, kFloat64, 6, -3, 3, true), kFloat64);
+  add("empty [0,4]x[4]", make_input({0, 4}, kFloat32, 7), make_input({4}, kFloat32, 8), kFloat32);
+  add("0-d float64", make_input({}, kFloat64, 9), make_input({}, kFloat64, 10), kFloat64);
+  add("float16 x float32 promotes", make_input({5}, DType::Float16, 11), make_input({5}, kFloat32, 12), kFloat32);
+  Tensor sa = kiln::tensor<double>({kNan, 1, 0.0, -0.0, 0.0, 2, kInf, 1, 65504}, {9}, kFloat64);
+  Tensor sb = kiln::tensor<double>({1, kNan, 1, -1, 0.0, 2, 0, kInf, kInf}, {9}, kFloat64);
+  for (DType t : {kFloat64, kFloat32, DType::Float16, DType::BFloat16})
+    add("special values " + std::string(dtype_name(t)), sa.to(t), sb.to(t), t);
+  return v;
+}
+std::vector<ErrorSample> nextafter_errors() {
+  return {{"int64", [] { kiln::nextafter(filled(2, 1, kInt64), filled(2, 1, kInt64)); }, "nextafter: expected floating point inputs"},
+          {"shape mismatch", [] { kiln::nextafter(filled(2, 1, kFloat32), filled(3, 1, kFloat32)); }, "must match the size"}};
+}
+
+double heaviside_ref(double x, double v) { return x == 0 ? v : double(x > 0); }
+std::vector<OpSample> heaviside_samples() {
+  std::vector<OpSample> v;
+  auto add = [&](std::string name, Tensor x, Tensor vals, DType out) {
+    OpSample o;
+    o.name = std::move(name);
+    o.inputs = {x, vals};
+    o.fn = [](const TensorList& in) { return TensorList{kiln::heaviside(in[0], in[1])}; };
+    o.reference = [out](const TensorList& in) { return TensorList{ref_map2(Ref::of(in[0]), Ref::of(in[1]), heaviside_ref).to(out)}; };
+    o.check_grad = false;
+    v.push_back(o);
+  };
+  // Rounded inputs, so that some are exactly 0.
+  for (DType t : {kFloat32, kFloat64, DType::Float16, DType::BFloat16, kInt64, kInt32, DType::Int8})
+    add(std::string(dtype_name(t)) + " [3,4]x[4]", make_input({3, 4}, kFloat64, 1, -2, 2).round().to(t),
+        make_input({4}, kFloat64, 2, -3, 3).round().to(t), t);
+  add("noncontig float32 [4,3]", make_input({4, 3}, kFloat64, 3, -2, 2, true).round().to(kFloat32),
+      make_input({4, 3}, kFloat32, 4, -3, 3, true), kFloat32);
+  add("bool", make_input({6}, DType::Bool, 5), make_input({6}, DType::Bool, 6), DType::Bool);
+  add("empty [0,3]x[3]", make_input({0, 3}, kFloat32, 7), make_input({3}, kFloat32, 8), kFloat32);
+  add("0-d values", make_input({5}, kFloat64, 9, -1, 1).round(), kiln::tensor<double>({0.5}, {}, kFloat64), kFloat64);
+  add("special values float64", kiln::tensor<double>({kNan, kInf, -kInf, 0.0, -0.0, 2}, {6}, kFloat64),
+      kiln::tensor<double>({0.5, 0.5, 0.5, kNan, 0.25, 0.5}, {6}, kFloat64), kFloat64);
+  return v;
+}
+std::vector<ErrorSample> heaviside_errors() {
+  return {{"dtype mismatch", [] { kiln::heaviside(filled(2, 1, kFloat32), filled(2, 1, kFloat64)); },
+           "heaviside: is not yet implemented for tensors with different dtypes (input float32, values float64)"},
+          {"shape mismatch", [] { kiln::heaviside(filled(2, 1, kFloat32), filled(3, 1, kFloat32)); }, "must match the size"}};
+}
+
+std::vector<OpSample> float_power_samples() {
+  std::vector<OpSample> v;
+  auto pw = [](double a, double b) { return std::pow(a, b); };
+  auto add = [&](std::string name, Tensor a, Tensor b, bool grad) {
+    OpSample o;
+    o.name = std::move(name);
+    o.inputs = {a, b};
+    o.fn = [](const TensorList& in) { return TensorList{kiln::float_power(in[0], in[1])}; };
+    o.reference = [pw](const TensorList& in) { return TensorList{ref_map2(Ref::of(in[0]), Ref::of(in[1]), pw).to(kFloat64)}; };
+    o.check_grad = grad;
+    v.push_back(o);
+  };
+  add("float32 [3,4]x[3,4] gives float64", make_input({3, 4}, kFloat32, 1, 0.5, 3), make_input({3, 4}, kFloat32, 2, -2, 2), true);
+  add("float64 broadcast [3,1]x[4]", make_input({3, 1}, kFloat64, 3, 0.5, 3), make_input({4}, kFloat64, 4, -2, 2), true);
+  add("int64 x int64 gives float64", make_input({5}, kInt64, 5, 1, 5), make_input({5}, kInt64, 6, -2, 3), false);
+  add("float16 x int32", make_input({5}, DType::Float16, 7, 0.5, 3), make_input({5}, kInt32, 8, -2, 3), false);
+  add("noncontig float32 [4,3]", make_input({4, 3}, kFloat32, 9, 0.5, 3, true), make_input({4, 3}, kFloat32, 10, -2, 2, true), true);
+  add("empty [0,3]x[3]", make_input({0, 3}, kFloat32, 11), make_input({3}, kFloat32, 12), true);
+  add("0-d x 0-d float32", make_input({}, kFloat32, 13, 0.5, 3), make_input({}, kFloat32, 14), true);
+  add("negative base, integral exponents", kiln::tensor<double>({-2, -1.5, -3, 0}, {4}, kFloat64),
+      kiln::tensor<double>({2, 3, -1, 2}, {4}, kFloat64), true);
+  OpSample o;
+  o.name = "Scalar exponent, Scalar base, float_power_";
+  o.inputs = {make_input({3, 4}, kFloat32, 15, 0.5, 3)};
+  o.fn = [](const TensorList& in) {
+    Tensor y = in[0].to(kFloat64);
+    y.float_power_(2.5);
+    return TensorList{kiln::float_power(in[0], Scalar(2.5)), kiln::float_power(Scalar(2), in[0]), y};
+  };
+  o.reference = [](const TensorList& in) {
+    Ref a = Ref::of(in[0]);
+    Ref p = ref_map(a, [](double x) { return std::pow(x, 2.5); });
+    return TensorList{p.to(kFloat64), ref_map(a, [](double x) { return std::pow(2.0, x); }).to(kFloat64), p.to(kFloat64)};
+  };
+  o.check_grad = false;
+  v.push_back(o);
+  return v;
+}
+std::vector<ErrorSample> float_power_errors() {
+  return {{"shape mismatch", [] { kiln::float_power(filled(2, 1, kFloat32), filled(3, 1, kFloat32)); }, "must match the size"},
+          {"float32 self in place", [] { filled(2, 1, kFloat32).float_power_(2); },
+           "float_power_: the base given to float_power_ has dtype float32 but the operation's result requires dtype float64"}};
+}
+KILN_OP_SAMPLES(nextafter, nextafter_samples, nextafter_errors);
+KILN_OP_SAMPLES(heaviside, heaviside_samples, heaviside_errors);
+KILN_OP_SAMPLES(float_power, float_power_samples, float_power_errors);
 
 }  // namespace
 }  // namespace kiln::test

@@ -26,6 +26,7 @@ struct UnarySpec {
   bool unsigned_ok = true;  // uint8 input stays in range
 };
 
+double sinc_ref(double x) { return x == 0 ? 1.0 : std::sin(M_PI * x) / (M_PI * x); }
 double sign_ref(double x) { return std::isnan(x) ? 0.0 : double((0 < x) - (x < 0)); }
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
@@ -92,6 +93,11 @@ const std::map<OpId, UnarySpec>& specs() {
       {OpId::logical_not, {[](const Tensor& x) { return kiln::logical_not(x); }, [](double x) { return double(x == 0); }, -2, 2, Kind::BoolOut}},
       {OpId::nan_to_num, {[](const Tensor& x) { return kiln::nan_to_num(x); }, [](double x) { return x; }, -3, 3, Kind::Same}},
       {OpId::clone, {[](const Tensor& x) { return kiln::clone(x); }, [](double x) { return x; }, -3, 3, Kind::Same}},
+      // parity (#30, names A)
+      {OpId::sinc, {[](const Tensor& x) { return kiln::sinc(x); }, sinc_ref, -3, 3, Kind::Float}},
+      {OpId::isneginf, {[](const Tensor& x) { return kiln::isneginf(x); }, [](double x) { return double(x == -kInf); }, -3, 3, Kind::BoolOut}},
+      {OpId::isposinf, {[](const Tensor& x) { return kiln::isposinf(x); }, [](double x) { return double(x == kInf); }, -3, 3, Kind::BoolOut}},
+      {OpId::signbit, {[](const Tensor& x) { return kiln::signbit(x); }, [](double x) { return double(std::signbit(x)); }, -3, 3, Kind::BoolOut}},
   };
   return m;
 }
@@ -257,6 +263,16 @@ std::vector<OpSample> unary_samples(OpId op) {
       extra("eps=0.25 int64 gives float32", {make_input({5}, kInt64, 11, -2, 3)}, fn, ref(0.25, kFloat32));
       break;
     }
+    case OpId::sinc:  // exactly 0: 1, with gradient 0 (torch's)
+      extra("zeros and integers float64", {kiln::tensor<double>({0.0, -0.0, 1.0, -2.0, 0.5}, {5}, kFloat64)},
+            [](const TensorList& in) { return TensorList{kiln::sinc(in[0])}; },
+            [](const TensorList& in) { return TensorList{ref_map(Ref::of(in[0]), sinc_ref).to(kFloat64)}; });
+      break;
+    case OpId::signbit:  // a negative NaN has the sign bit too
+      extra("negative NaN and -0.0 float32", {kiln::tensor<double>({-kNan, kNan, -0.0, 0.0}, {4}, kFloat32)},
+            [](const TensorList& in) { return TensorList{kiln::signbit(in[0])}; },
+            [](const TensorList&) { return TensorList{kiln::tensor<double>({1, 0, 1, 0}, {4}, DType::Bool)}; }, false);
+      break;
     case OpId::neg:
       extra("operator-", {x}, [](const TensorList& in) { return TensorList{-in[0]}; },
             [](const TensorList& in) { return TensorList{ref_map(Ref::of(in[0]), [](double a) { return -a; }).to(kFloat32)}; });
@@ -482,6 +498,11 @@ KILN_UNARY_SAMPLES(round)
 KILN_UNARY_SAMPLES(trunc)
 KILN_UNARY_SAMPLES(isnan)
 KILN_UNARY_SAMPLES(isinf)
+// parity (#30, names A)
+KILN_UNARY_SAMPLES(sinc)
+KILN_UNARY_SAMPLES(isneginf)
+KILN_UNARY_SAMPLES(isposinf)
+KILN_UNARY_SAMPLES(signbit)
 KILN_UNARY_SAMPLES(isfinite)
 KILN_UNARY_SAMPLES(logical_not)
 KILN_UNARY_SAMPLES(nan_to_num)

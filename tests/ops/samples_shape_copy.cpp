@@ -580,4 +580,112 @@ KILN_OP_SAMPLES(tril, samples_tri<true>, errors_tri<true>);
 KILN_OP_SAMPLES(triu, samples_tri<false>, errors_tri<false>);
 KILN_OP_SAMPLES(pad, samples_pad, errors_pad);
 
+// ---- parity (#30, names A): fliplr, flipud, hstack, vstack, column_stack, dstack ----
+namespace {
+Ref ref_flip_dim(const Ref& x, int64_t dim) {
+  Ref out(x.shape);
+  for (int64_t f = 0; f < out.numel(); ++f) {
+    Shape i = unravel(f, x.shape);
+    i[dim] = x.shape[dim] - 1 - i[dim];
+    out.v[f] = x.at(i);
+  }
+  return out;
+}
+std::vector<OpSample> samples_flip_lr_ud(bool lr) {
+  std::vector<OpSample> out;
+  auto fn = [lr](const TensorList& in) { return TensorList{lr ? fliplr(in[0]) : in[0].flipud()}; };
+  auto ref = [lr](DType t) {
+    return [lr, t](const TensorList& in) { return TensorList{ref_flip_dim(Ref::of(in[0]), lr ? 1 : 0).to(t)}; };
+  };
+  out.push_back(sample("float32 [3,4]", {make_input({3, 4}, kFloat32, 1)}, fn, ref(kFloat32)));
+  out.push_back(sample("noncontig float64 [4,5]", {make_input({4, 5}, kFloat64, 2, -2, 2, true)}, fn, ref(kFloat64)));
+  out.push_back(sample("int64 [2,3,4]", {make_input({2, 3, 4}, kInt64, 3, -9, 9)}, fn, ref(kInt64)));
+  out.push_back(sample("bool [2,3]", {make_input({2, 3}, kBool, 4)}, fn, ref(kBool)));
+  out.push_back(sample("empty [0,3]", {make_input({0, 3}, kFloat32, 5)}, fn, ref(kFloat32)));
+  if (!lr) out.push_back(sample("1-D float16 [5]", {make_input({5}, kFloat16, 6)}, fn, ref(kFloat16)));
+  return out;
+}
+std::vector<ErrorSample> errors_flip_lr_ud(bool lr) {
+  if (lr) return {err("1-D", [] { fliplr(zeros({3})); }, "fliplr: Input must be >= 2-d, got shape [3]")};
+  return {err("0-d", [] { flipud(zeros({})); }, "flipud: Input must be >= 1-d, got shape []")};
+}
+std::vector<OpSample> samples_fliplr() { return samples_flip_lr_ud(true); }
+std::vector<OpSample> samples_flipud() { return samples_flip_lr_ud(false); }
+std::vector<ErrorSample> errors_fliplr() { return errors_flip_lr_ud(true); }
+std::vector<ErrorSample> errors_flipud() { return errors_flip_lr_ud(false); }
+
+// Each input reshaped as the stacking op does (row-major data unchanged), then cat.
+enum class Stack { H, V, Column, D };
+Ref ref_stacked(Ref r, Stack k) {
+  Shape& s = r.shape;
+  if (k == Stack::Column) {
+    if (s.size() <= 1) s = {r.numel(), 1};
+  } else if (k == Stack::D && s.size() == 1) {
+    s = {1, s[0], 1};
+  } else if (k == Stack::D && s.size() == 2) {
+    s.push_back(1);
+  } else {
+    const size_t n = k == Stack::H ? 1 : k == Stack::V ? 2 : 3;
+    while (s.size() < n) s.insert(s.begin(), 1);
+  }
+  return r;
+}
+Ref ref_stack_like(const TensorList& in, Stack k) {
+  std::vector<Ref> rs;
+  bool all_1d = true;
+  for (const Tensor& t : in) {
+    rs.push_back(ref_stacked(Ref::of(t), k));
+    all_1d = all_1d && t.dim() <= 1;
+  }
+  const int64_t dim = k == Stack::V ? 0 : k == Stack::D ? 2 : k == Stack::Column ? 1 : all_1d ? 0 : 1;
+  return ref_cat(rs, dim);
+}
+Tensor call_stack(Stack k, const TensorList& in) {
+  switch (k) {
+    case Stack::H: return hstack(in);
+    case Stack::V: return vstack(in);
+    case Stack::Column: return column_stack(in);
+    default: return dstack(in);
+  }
+}
+template <Stack K>
+std::vector<OpSample> samples_stack_like() {
+  std::vector<OpSample> out;
+  auto fn = [](const TensorList& in) { return TensorList{call_stack(K, in)}; };
+  auto ref = [](DType t) { return [t](const TensorList& in) { return TensorList{ref_stack_like(in, K).to(t)}; }; };
+  auto add = [&](std::string name, TensorList in, DType t) { out.push_back(sample(std::move(name), std::move(in), fn, ref(t))); };
+  add("1-D pair", {make_input({3}, kFloat32, 1), make_input(K == Stack::H ? Shape{2} : Shape{3}, kFloat32, 2)}, kFloat32);
+  add("2-D [2,3],[2,3]", {make_input({2, 3}, kFloat32, 3), make_input({2, 3}, kFloat64, 4)}, kFloat64);
+  add("noncontig 2-D [3,4],[3,4]", {make_input({3, 4}, kFloat32, 5, -2, 2, true), make_input({3, 4}, kFloat32, 6)}, kFloat32);
+  add("0-d, 0-d", {make_input({}, kFloat32, 7), make_input({}, kFloat32, 8)}, kFloat32);
+  add("int32 and int64 promote", {make_input({2, 2}, kInt32, 9, -9, 9), make_input({2, 2}, kInt64, 10, -9, 9)}, kInt64);
+  add("one tensor [2,3,4]", {make_input({2, 3, 4}, kFloat64, 11)}, kFloat64);
+  add("empty [0],[0]", {make_input({0}, kFloat32, 12), make_input({0}, kFloat32, 13)}, kFloat32);
+  if (K == Stack::H) add("2-D widths differ [2,3],[2,1]", {make_input({2, 3}, kFloat32, 14), make_input({2, 1}, kFloat32, 15)}, kFloat32);
+  if (K == Stack::V) {
+    add("2-D and 1-D [2,3],[3]", {make_input({2, 3}, kFloat32, 16), make_input({3}, kFloat32, 17)}, kFloat32);
+    out.push_back(sample("row_stack", {make_input({2, 3}, kFloat32, 18), make_input({3}, kFloat32, 19)},
+                         [](const TensorList& in) { return TensorList{row_stack(in)}; }, ref(kFloat32)));
+  }
+  if (K == Stack::Column) add("1-D and 2-D [3],[3,2]", {make_input({3}, kFloat32, 20), make_input({3, 2}, kFloat32, 21)}, kFloat32);
+  if (K == Stack::D) add("3-D depths differ [2,3,4],[2,3,1]", {make_input({2, 3, 4}, kFloat32, 22), make_input({2, 3, 1}, kFloat32, 23)}, kFloat32);
+  return out;
+}
+template <Stack K>
+std::vector<ErrorSample> errors_stack_like() {
+  const std::string name = K == Stack::H ? "hstack" : K == Stack::V ? "vstack" : K == Stack::Column ? "column_stack" : "dstack";
+  std::vector<ErrorSample> e{err("empty list", [] { call_stack(K, {}); }, name + ": expects a non-empty TensorList")};
+  e.push_back(err("sizes differ", [] { call_stack(K, {zeros({2, 3}), zeros({4, 5})}); },
+                  name + ": sizes of tensors must match except in dimension"));
+  return e;
+}
+
+KILN_OP_SAMPLES(fliplr, samples_fliplr, errors_fliplr);
+KILN_OP_SAMPLES(flipud, samples_flipud, errors_flipud);
+KILN_OP_SAMPLES(hstack, samples_stack_like<Stack::H>, errors_stack_like<Stack::H>);
+KILN_OP_SAMPLES(vstack, samples_stack_like<Stack::V>, errors_stack_like<Stack::V>);
+KILN_OP_SAMPLES(column_stack, samples_stack_like<Stack::Column>, errors_stack_like<Stack::Column>);
+KILN_OP_SAMPLES(dstack, samples_stack_like<Stack::D>, errors_stack_like<Stack::D>);
+}  // namespace
+
 }  // namespace kiln::test

@@ -414,5 +414,65 @@ std::vector<ErrorSample> sum_errors() {
 }
 KILN_OP_SAMPLES(sum, sum_samples, sum_errors);
 
+// ---- parity (#30, names A): atleast_1d / atleast_2d / atleast_3d ----
+Shape atleast_shape(Shape s, size_t n) {
+  if (n == 3 && s.size() == 1) return {1, s[0], 1};
+  if (n == 3 && s.size() == 2) return {s[0], s[1], 1};
+  while (s.size() < n) s.insert(s.begin(), 1);
+  return s;
+}
+template <size_t N>
+std::vector<OpSample> atleast_samples() {
+  std::vector<OpSample> v;
+  auto add = [&](std::string name, Tensor x) {
+    OpSample o;
+    o.name = std::move(name);
+    o.inputs = {x};
+    o.fn = [](const TensorList& in) {
+      return TensorList{N == 1 ? atleast_1d(in[0]) : N == 2 ? atleast_2d(in[0]) : atleast_3d(in[0])};
+    };
+    o.reference = [](const TensorList& in) {
+      Ref r = Ref::of(in[0]);
+      r.shape = atleast_shape(r.shape, N);
+      return TensorList{r.to(in[0].dtype())};
+    };
+    v.push_back(o);
+  };
+  add("0-d float32", make_input({}, kFloat32, 1));
+  add("1-D float64 [3]", make_input({3}, kFloat64, 2));
+  add("2-D float32 [2,3]", make_input({2, 3}, kFloat32, 3));
+  add("3-D int64 [2,3,4]", make_input({2, 3, 4}, kInt64, 4, -9, 9));
+  add("4-D float32 [1,2,1,3]", make_input({1, 2, 1, 3}, kFloat32, 5));
+  add("noncontig float32 [4,3]", make_input({4, 3}, kFloat32, 6, -2, 2, true));
+  add("empty [0]", make_input({0}, kFloat32, 7));
+  add("bool [2]", make_input({2}, kBool, 8));
+  OpSample list;  // the list form applies it to each tensor
+  list.name = "list form";
+  list.inputs = {make_input({}, kFloat32, 9), make_input({2}, kFloat32, 10)};
+  list.fn = [](const TensorList& in) {
+    return N == 1 ? atleast_1d(std::vector<Tensor>(in)) : N == 2 ? atleast_2d(std::vector<Tensor>(in)) : atleast_3d(std::vector<Tensor>(in));
+  };
+  list.reference = [](const TensorList& in) {
+    TensorList out;
+    for (const Tensor& t : in) {
+      Ref r = Ref::of(t);
+      r.shape = atleast_shape(r.shape, N);
+      out.push_back(r.to(kFloat32));
+    }
+    return out;
+  };
+  v.push_back(list);
+  return v;
+}
+template <size_t N>
+std::vector<ErrorSample> atleast_errors() {
+  const std::string name = "atleast_" + std::to_string(N) + "d";
+  return {{"undefined input", [] { N == 1 ? atleast_1d(Tensor()) : N == 2 ? atleast_2d(Tensor()) : atleast_3d(Tensor()); },
+           name + ": expected a defined input tensor"}};
+}
+KILN_OP_SAMPLES(atleast_1d, atleast_samples<1>, atleast_errors<1>);
+KILN_OP_SAMPLES(atleast_2d, atleast_samples<2>, atleast_errors<2>);
+KILN_OP_SAMPLES(atleast_3d, atleast_samples<3>, atleast_errors<3>);
+
 }  // namespace
 }  // namespace kiln::test

@@ -21,6 +21,16 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
              const Scalar& alpha = 1);
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
                const Scalar& alpha = 1);
+// parity (#30, names A). addbmm: beta * self + alpha * sum_i batch1[i] @ batch2[i] ([n, p]).
+Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
+              const Scalar& alpha = 1);
+// The product of 2-D matrices, multiplied in the cheapest order (torch.chain_matmul, deprecated there
+// for linalg.multi_dot); one matrix is returned as a copy.
+Tensor chain_matmul(const std::vector<Tensor>& matrices);
+// A^n for square (batches of) matrices: the identity for n = 0, inverse(A)^-n for n < 0 (floating A).
+Tensor matrix_power(const Tensor& A, int64_t n);
+// torch.inverse: an alias of linalg::inv (torch 2.x's, whose errors say "linalg.inv").
+Tensor inverse(const Tensor& A);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 // einsum("ij,ij->i", a, b): the operands as arguments, as torch.einsum.

@@ -58,6 +58,10 @@ Tensor round(const Tensor& x, int64_t decimals = 0);
 Tensor trunc(const Tensor& x);
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
+Tensor isneginf(const Tensor& x);  // x == -inf (false for integers)
+Tensor isposinf(const Tensor& x);  // x == +inf
+Tensor signbit(const Tensor& x);   // the sign bit: true for -0.0 and negative NaNs
+Tensor sinc(const Tensor& x);      // sin(pi x) / (pi x), 1 at 0
 Tensor isfinite(const Tensor& x);
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
                   std::optional<double> neginf = std::nullopt);
@@ -99,6 +103,19 @@ Tensor fmin(const Tensor& a, const Tensor& b);
 Tensor copysign(const Tensor& a, const Tensor& b);
 Tensor copysign(const Tensor& a, const Scalar& b);
 Tensor logaddexp(const Tensor& a, const Tensor& b);     // log(exp(a) + exp(b)) without overflow
+Tensor logaddexp2(const Tensor& a, const Tensor& b);    // log2(2^a + 2^b) without overflow
+// torch.true_divide: an alias of div without a rounding mode.
+Tensor true_divide(const Tensor& a, const Tensor& b);
+Tensor true_divide(const Tensor& a, const Scalar& b);
+Tensor nextafter(const Tensor& a, const Tensor& b);  // the next representable value after a towards b
+// values where x == 0, else 0 (x < 0, NaN) or 1 (x > 0); x and values of one dtype.
+Tensor heaviside(const Tensor& x, const Tensor& values);
+// pow computed in float64 (both operands converted first); the result is float64.
+Tensor float_power(const Tensor& a, const Tensor& b);
+Tensor float_power(const Tensor& a, const Scalar& b);
+Tensor float_power(const Scalar& a, const Tensor& b);
+// torch.equal: same sizes and every element equal (NaN != NaN), compared in the promoted dtype.
+bool equal(const Tensor& a, const Tensor& b);
 Tensor floor_divide(const Tensor& a, const Tensor& b);  // div(a, b, "floor")
 Tensor floor_divide(const Tensor& a, const Scalar& b);
 // |a - b| <= atol + rtol * |b| elementwise (bool); a and b of one dtype. allclose: all of it.

@@ -18,6 +18,17 @@ Tensor unflatten(const Tensor& x, int64_t dim, SymIntArrayRef sizes);
 Tensor permute(const Tensor& x, IntArrayRef dims);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 Tensor t(const Tensor& x);  // 0-D and 1-D unchanged, 2-D transposed
+// Aliases of transpose, as torch (numpy's names).
+Tensor swapaxes(const Tensor& x, int64_t axis0, int64_t axis1);
+Tensor swapdims(const Tensor& x, int64_t dim0, int64_t dim1);
+// Views with at least 1 / 2 / 3 dims: 0-d -> [1] / [1, 1] / [1, 1, 1], [N] -> [1, N] / [1, N, 1],
+// [M, N] -> [M, N, 1]; others unchanged. The list forms apply it to each tensor.
+Tensor atleast_1d(const Tensor& x);
+Tensor atleast_2d(const Tensor& x);
+Tensor atleast_3d(const Tensor& x);
+std::vector<Tensor> atleast_1d(const std::vector<Tensor>& xs);
+std::vector<Tensor> atleast_2d(const std::vector<Tensor>& xs);
+std::vector<Tensor> atleast_3d(const std::vector<Tensor>& xs);
 Tensor expand(const Tensor& x, SymIntArrayRef size);  // -1 keeps a size
 Tensor expand_as(const Tensor& x, const Tensor& other);
 Tensor squeeze(const Tensor& x);
@@ -43,6 +54,15 @@ Tensor repeat(const Tensor& x, SymIntArrayRef repeats);
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor flip(const Tensor& x, IntArrayRef dims);
+Tensor fliplr(const Tensor& x);  // flip along dim 1 (x at least 2-D)
+Tensor flipud(const Tensor& x);  // flip along dim 0 (x at least 1-D)
+// cat of atleast_1d(xs) along dim 0 if they are all 1-D, else along dim 1.
+Tensor hstack(const std::vector<Tensor>& xs);
+Tensor vstack(const std::vector<Tensor>& xs);  // cat of atleast_2d(xs) along dim 0
+Tensor row_stack(const std::vector<Tensor>& xs);  // alias of vstack
+Tensor dstack(const std::vector<Tensor>& xs);  // cat of atleast_3d(xs) along dim 2
+// cat along dim 1 of xs as columns: 0-D and 1-D tensors become [numel, 1], others stay.
+Tensor column_stack(const std::vector<Tensor>& xs);
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims = {});
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
@@ -72,6 +92,11 @@ Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& 
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+// x (broadcast with mask) where mask is false; where it is true, source's elements in row-major
+// order (source needs at least as many elements as mask has true values).
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source);
+// x read as 1-D at int64 indices (negative count from the end); the result has index's shape.
+Tensor take(const Tensor& x, const Tensor& index);
 Tensor masked_select(const Tensor& x, const Tensor& mask);  // data-dependent size
 Tensor nonzero(const Tensor& x);                             // [n, dim] int64, data-dependent
 std::vector<Tensor> where(const Tensor& cond);               // nonzero as a tuple of 1-D indices

@@ -117,6 +117,7 @@ KILN_REGISTER_KERNEL(atan2, CPU, float_binary_kernel<math::Atan2>);
 KILN_REGISTER_KERNEL(hypot, CPU, float_binary_kernel<math::Hypot>);
 KILN_REGISTER_KERNEL(xlogy, CPU, float_binary_kernel<math::Xlogy>);
 KILN_REGISTER_KERNEL(copysign, CPU, float_binary_kernel<math::CopySign>);
+KILN_REGISTER_KERNEL(nextafter, CPU, float_binary_kernel<math::NextAfter>);
 
 void where_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& out = outs[0];

@@ -368,6 +368,7 @@ KILN_REGISTER_KERNEL(atan2, CUDA, float_binary_kernel<P::atan2>);
 KILN_REGISTER_KERNEL(hypot, CUDA, float_binary_kernel<P::hypot>);
 KILN_REGISTER_KERNEL(xlogy, CUDA, float_binary_kernel<P::xlogy>);
 KILN_REGISTER_KERNEL(copysign, CUDA, float_binary_kernel<P::copysign>);
+KILN_REGISTER_KERNEL(nextafter, CUDA, float_binary_kernel<P::nextafter>);
 
 // ----- ternary
 

@@ -94,6 +94,7 @@
   X(hypot, math::Hypot{}, Floating, 2)                                      \
   X(xlogy, math::Xlogy{}, Floating, 2)                                      \
   X(copysign, math::CopySign{}, Floating, 2)                                \
+  X(nextafter, math::NextAfter{}, Floating, 2)                              \
   X(gelu_backward, math::GeluBackward{}, Floating, 2)                       \
   X(gelu_tanh_backward, math::GeluTanhBackward{}, Floating, 2)              \
   X(threshold_backward, (math::ThresholdBackward<C>{C(p.f0)}), Floating, 2) \

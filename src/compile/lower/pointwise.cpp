@@ -84,6 +84,7 @@ const std::unordered_map<std::string_view, Entry>& table() {
       {"hypot", {"Hypot", Compute::Output, Types::Floating}},
       {"xlogy", {"Xlogy", Compute::Output, Types::Floating}},
       {"copysign", {"CopySign", Compute::Output, Types::Floating}},
+      {"nextafter", {"NextAfter", Compute::Output, Types::Floating}},
       {"lerp", {"Lerp", Compute::Output, Types::Floating}},
       // Ops with attrs or conversions, emitted by hand below (functor unused).
       {"add", {"", Compute::Promoted, Types::All}},
