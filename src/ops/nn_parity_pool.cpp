@@ -150,8 +150,9 @@ Tensor interval_starts(const Tensor& s, int64_t in, int64_t out, int64_t pool) {
 }
 
 // Each window's flat plane positions (h * W + w for its pool_h x pool_w elements, row by row) are
-// gathered from x's plane; the window's max and the position of its first maximum (a NaN counts
-// as the maximum) give out and indices. gather and max carry the gradient to that position.
+// gathered from x's plane; the window's max and the position of its first maximum give out and
+// indices, as torch's (a NaN is the maximum in both; with several NaNs in a window torch's index is
+// the last one's, kiln's the first's). gather and max carry the gradient to that position.
 std::vector<Tensor> decomp_fractional_max_pool2d(const OpCall& c) {
   meta_fractional_max_pool2d(c);
   const Tensor& x0 = c.in(0);
