@@ -112,4 +112,58 @@ Tensor Dropout::forward(const Tensor& x) {
 
 std::string Dropout::extra_repr() const { return "p=" + py_float(p) + ", inplace=" + py_bool(inplace); }
 
+// ---- parity (#30, names B) ----
+namespace {
+// inplace=True: the result written into the caller's tensor (torch's in-place forms).
+Tensor write_back(const Tensor& x, const Tensor& r) {
+  Tensor out = x;
+  out.copy_(r);
+  return out;
+}
+}  // namespace
+
+RReLU::RReLU(double lower, double upper, bool inplace)
+    : Module("RReLU"), lower(lower), upper(upper), inplace(inplace) {
+  KILN_CHECK(lower <= upper, "RReLU: Lower bound should be less than or equal to the upper bound, got lower ", lower,
+             " and upper ", upper);
+}
+Tensor RReLU::forward(const Tensor& x) {
+  Tensor r = rrelu(x, lower, upper, is_training());
+  return inplace ? write_back(x, r) : r;
+}
+std::string RReLU::extra_repr() const {
+  return "lower=" + py_float(lower) + ", upper=" + py_float(upper) + (inplace ? ", inplace=True" : "");
+}
+
+Tensor Tanhshrink::forward(const Tensor& x) { return tanhshrink(x); }
+
+Softshrink::Softshrink(double lambd) : Module("Softshrink"), lambd(lambd) {
+  KILN_CHECK(lambd >= 0, "Softshrink: lambda must be greater or equal to 0, but found to be ", lambd);
+}
+Tensor Softshrink::forward(const Tensor& x) { return softshrink(x, lambd); }
+std::string Softshrink::extra_repr() const { return py_float(lambd); }
+
+Tensor Hardshrink::forward(const Tensor& x) { return hardshrink(x, lambd); }
+std::string Hardshrink::extra_repr() const { return py_float(lambd); }
+
+Tensor Softmin::forward(const Tensor& x) { return softmin(x, dim); }
+std::string Softmin::extra_repr() const { return "dim=" + std::to_string(dim); }
+
+DropoutNd::DropoutNd(const char* name, double p, bool inplace) : Module(name), p(p), inplace(inplace) {
+  KILN_CHECK(p >= 0 && p <= 1, name, ": dropout probability has to be between 0 and 1, but got ", p);
+}
+std::string DropoutNd::extra_repr() const { return "p=" + py_float(p) + ", inplace=" + py_bool(inplace); }
+Tensor AlphaDropout::forward(const Tensor& x) {
+  Tensor r = alpha_dropout(x, p, is_training());
+  return inplace && !r.is_same(x) ? write_back(x, r) : r;
+}
+Tensor FeatureAlphaDropout::forward(const Tensor& x) {
+  Tensor r = feature_alpha_dropout(x, p, is_training());
+  return inplace && !r.is_same(x) ? write_back(x, r) : r;
+}
+Tensor Dropout2d::forward(const Tensor& x) {
+  Tensor r = dropout2d(x, p, is_training());
+  return inplace && !r.is_same(x) ? write_back(x, r) : r;
+}
+
 }  // namespace kiln::nn

@@ -48,4 +48,52 @@ std::string PixelShuffle::extra_repr() const { return "upscale_factor=" + std::t
 Tensor PixelUnshuffle::forward(const Tensor& x) { return pixel_unshuffle(x, downscale_factor); }
 std::string PixelUnshuffle::extra_repr() const { return "downscale_factor=" + std::to_string(downscale_factor); }
 
+// ---- parity (#30, names B) ----
+Tensor ChannelShuffle::forward(const Tensor& x) { return channel_shuffle(x, groups); }
+std::string ChannelShuffle::extra_repr() const { return "groups=" + std::to_string(groups); }
+
+namespace {
+std::vector<int64_t> as_pair(IntArrayRef v, const char* what) {
+  KILN_CHECK(v.size() == 1 || v.size() == 2, "MaxUnpool2d: ", what, " must be one int or a pair, got ", v.size(),
+             " values");
+  return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v.vec();
+}
+}  // namespace
+
+MaxUnpool2d::MaxUnpool2d(IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding)
+    : Module("MaxUnpool2d"),
+      kernel_size(as_pair(kernel_size, "kernel_size")),
+      stride(stride.empty() ? this->kernel_size : as_pair(stride, "stride")),
+      padding(as_pair(padding, "padding")) {}
+Tensor MaxUnpool2d::forward(const Tensor& x, const Tensor& indices, std::optional<std::vector<int64_t>> output_size) {
+  return max_unpool2d(x, indices, kernel_size, stride, padding, std::move(output_size));
+}
+// As torch's: "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0)".
+std::string MaxUnpool2d::extra_repr() const {
+  return "kernel_size=" + detail::py_tuple(kernel_size) + ", stride=" + detail::py_tuple(stride) +
+         ", padding=" + detail::py_tuple(padding);
+}
+
+FractionalMaxPool2d::FractionalMaxPool2d(IntArrayRef kernel_size, std::optional<std::vector<int64_t>> output_size,
+                                         std::optional<std::vector<double>> output_ratio, bool return_indices,
+                                         Tensor _random_samples)
+    : Module("FractionalMaxPool2d"),
+      kernel_size(kernel_size.vec()),
+      output_size(std::move(output_size)),
+      output_ratio(std::move(output_ratio)),
+      return_indices(return_indices),
+      _random_samples(std::move(_random_samples)) {
+  KILN_CHECK(this->output_size || this->output_ratio,
+             "FractionalMaxPool2d requires specifying either an output size, or a pooling ratio");
+  KILN_CHECK(!(this->output_size && this->output_ratio),
+             "FractionalMaxPool2d: only one of output_size and output_ratio may be specified");
+  if (this->output_ratio)
+    for (double r : *this->output_ratio)
+      KILN_CHECK(r > 0 && r < 1, "FractionalMaxPool2d: output_ratio must be between 0 and 1 (got ", r, ")");
+}
+Tensor FractionalMaxPool2d::forward(const Tensor& x) { return std::get<0>(forward_with_indices(x)); }
+std::tuple<Tensor, Tensor> FractionalMaxPool2d::forward_with_indices(const Tensor& x) {
+  return fractional_max_pool2d_with_indices(x, kernel_size, output_size, output_ratio, _random_samples);
+}
+
 }  // namespace kiln::nn

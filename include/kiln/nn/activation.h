@@ -178,4 +178,75 @@ class Dropout : public Module {
   bool inplace;
 };
 
+// parity (#30, names B): the layers over src/ops/nn_parity_act.cpp, as torch.nn's.
+// x >= 0 ? x : x * r: r uniform in [lower, upper] per element in training, (lower + upper) / 2 in eval.
+class RReLU : public Module {
+ public:
+  explicit RReLU(double lower = 1.0 / 8, double upper = 1.0 / 3, bool inplace = false);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double lower, upper;
+  bool inplace;
+};
+
+class Tanhshrink : public Module {
+ public:
+  Tanhshrink() : Module("Tanhshrink") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+class Softshrink : public Module {
+ public:
+  explicit Softshrink(double lambd = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double lambd;
+};
+
+class Hardshrink : public Module {
+ public:
+  explicit Hardshrink(double lambd = 0.5) : Module("Hardshrink"), lambd(lambd) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double lambd;
+};
+
+// softmax(-x, dim); dim is required (torch's implicit-dim default is deprecated).
+class Softmin : public Module {
+ public:
+  explicit Softmin(int64_t dim) : Module("Softmin"), dim(dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t dim;
+};
+
+// The dropout variants' shared state (torch's _DropoutNd): identity in eval mode; they draw from the
+// default generator of the input's device; inplace writes the result into the caller's tensor.
+class DropoutNd : public Module {
+ public:
+  std::string extra_repr() const override;
+  double p;
+  bool inplace;
+
+ protected:
+  DropoutNd(const char* name, double p, bool inplace);
+};
+class AlphaDropout : public DropoutNd {
+ public:
+  explicit AlphaDropout(double p = 0.5, bool inplace = false) : DropoutNd("AlphaDropout", p, inplace) {}
+  Tensor forward(const Tensor& x) override;
+};
+// One draw per (N, C) channel.
+class FeatureAlphaDropout : public DropoutNd {
+ public:
+  explicit FeatureAlphaDropout(double p = 0.5, bool inplace = false) : DropoutNd("FeatureAlphaDropout", p, inplace) {}
+  Tensor forward(const Tensor& x) override;
+};
+// Whole channels of an (N, C, H, W) or (N, C, L) input (kiln::dropout2d).
+class Dropout2d : public DropoutNd {
+ public:
+  explicit Dropout2d(double p = 0.5, bool inplace = false) : DropoutNd("Dropout2d", p, inplace) {}
+  Tensor forward(const Tensor& x) override;
+};
+
 }  // namespace kiln::nn

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kiln/nn/module.h"
@@ -51,6 +52,43 @@ class PixelUnshuffle : public Module {
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   int64_t downscale_factor;
+};
+
+// parity (#30, names B): the layers over src/ops/nn_parity_pool.cpp, as torch.nn's.
+class ChannelShuffle : public Module {
+ public:
+  explicit ChannelShuffle(int64_t groups) : Module("ChannelShuffle"), groups(groups) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  int64_t groups;
+};
+
+// The inverse of MaxPool2d(return_indices): forward(x, indices, output_size) (kiln::max_unpool2d).
+class MaxUnpool2d : public Module {
+ public:
+  explicit MaxUnpool2d(IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = 0);
+  Tensor forward(const Tensor& x, const Tensor& indices,
+                 std::optional<std::vector<int64_t>> output_size = std::nullopt);
+  std::string extra_repr() const override;
+  std::vector<int64_t> kernel_size, stride, padding;  // pairs; stride defaults to kernel_size
+};
+
+// Exactly one of output_size and output_ratio (each value in (0, 1)); _random_samples, when given,
+// fixes the windows of every call (kiln::fractional_max_pool2d). forward returns the output alone;
+// forward_with_indices also the indices, as return_indices=True.
+class FractionalMaxPool2d : public Module {
+ public:
+  explicit FractionalMaxPool2d(IntArrayRef kernel_size,
+                               std::optional<std::vector<int64_t>> output_size = std::nullopt,
+                               std::optional<std::vector<double>> output_ratio = std::nullopt,
+                               bool return_indices = false, Tensor _random_samples = {});
+  Tensor forward(const Tensor& x) override;
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x);
+  std::vector<int64_t> kernel_size;
+  std::optional<std::vector<int64_t>> output_size;
+  std::optional<std::vector<double>> output_ratio;
+  bool return_indices;  // kept for the state; forward returns the output alone
+  Tensor _random_samples;
 };
 
 }  // namespace kiln::nn

@@ -1,6 +1,7 @@
 // Pointwise activations (torch.nn.functional's, with its default arguments). The `inplace`
 // forms are in kiln/nn/functional.h; the `_` functions write their input.
 #pragma once
+#include "kiln/generator.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -41,5 +42,18 @@ Tensor logsigmoid(const Tensor& x);
 Tensor glu(const Tensor& x, int64_t dim = -1);
 // x > 0 ? x : weight * x; weight holds one value or one per channel (dim 1 of x).
 Tensor prelu(const Tensor& x, const Tensor& weight);
+
+// parity (#30, names B): the shrink activations and rrelu (src/ops/nn_parity_act.cpp).
+// x - tanh(x), as torch's Python definition (integer inputs give the default float dtype).
+Tensor tanhshrink(const Tensor& x);
+// x > lambd ? x - lambd : x < -lambd ? x + lambd : 0 (lambd >= 0; a NaN stays NaN, as PyTorch 2.x).
+Tensor softshrink(const Tensor& x, const Scalar& lambd = 0.5);
+// |x| <= lambd ? 0 : x.
+Tensor hardshrink(const Tensor& x, const Scalar& lambd = 0.5);
+// Training: x >= 0 ? x : x * r, r uniform in [lower, upper] per element (drawn from gen, else the
+// device's default generator); evaluation: slope (lower + upper) / 2. training defaults to false,
+// as torch.nn.functional.rrelu's.
+Tensor rrelu(const Tensor& x, const Scalar& lower = 1.0 / 8, const Scalar& upper = 1.0 / 3, bool training = false,
+             Generator* gen = nullptr);
 
 }  // namespace kiln

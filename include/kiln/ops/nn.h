@@ -132,6 +132,26 @@ Tensor adaptive_max_pool3d(const Tensor& x, IntArrayRef output_size);
 std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, IntArrayRef output_size);
 std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, IntArrayRef output_size);
 std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, IntArrayRef output_size);
+// parity (#30, names B) (src/ops/nn_parity_pool.cpp).
+// (N, C, *) with C = g * k: channel c = i * k + j moves to j * g + i (ShuffleNet's shuffle).
+Tensor channel_shuffle(const Tensor& x, int64_t groups);
+// The inverse of max_pool2d_with_indices: x [N, C, H, W] or [C, H, W] written at its indices (flat
+// positions in each output plane) of zeros [.., oH, oW]; output_size absent: (H - 1) * stride -
+// 2 * padding + kernel_size per dim (stride absent: kernel_size), as torch.nn.functional's.
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, IntArrayRef kernel_size, IntArrayRef stride = {},
+                    IntArrayRef padding = 0, std::optional<std::vector<int64_t>> output_size = std::nullopt);
+// Max pooling over pseudo-random windows of kernel_size (Graham, 2014): exactly one of output_size and
+// output_ratio (output = int(input * ratio)); random_samples [N, C, 2] in [0, 1) (N = 1 for a 3-D
+// input) fix the windows as torch's _random_samples does (the same samples give torch's output);
+// absent, they are drawn from gen (else the device's default generator).
+Tensor fractional_max_pool2d(const Tensor& x, IntArrayRef kernel_size,
+                             std::optional<std::vector<int64_t>> output_size = std::nullopt,
+                             std::optional<std::vector<double>> output_ratio = std::nullopt,
+                             const Tensor& random_samples = {}, Generator* gen = nullptr);
+std::tuple<Tensor, Tensor> fractional_max_pool2d_with_indices(
+    const Tensor& x, IntArrayRef kernel_size, std::optional<std::vector<int64_t>> output_size = std::nullopt,
+    std::optional<std::vector<double>> output_ratio = std::nullopt, const Tensor& random_samples = {},
+    Generator* gen = nullptr);
 
 // ---- normalisation ----
 // training=true normalises with batch statistics and updates running stats in place.
@@ -149,6 +169,23 @@ Tensor rms_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& wei
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr);
+// parity (#30, names B) (src/ops/nn_parity_act.cpp).
+// softmax(-x, dim, dtype).
+Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// softmax((logits + g) / tau, dim) with g Gumbel(0, 1) noise; hard: the one-hot of its argmax in the
+// forward, the soft sample's gradient in the backward (straight-through). torch's deprecated eps is left out.
+Tensor gumbel_softmax(const Tensor& logits, double tau = 1, bool hard = false, int64_t dim = -1,
+                      Generator* gen = nullptr);
+// SELU-preserving dropout: dropped elements are set to SELU's negative saturation, then an affine map
+// keeps mean and variance. training defaults to false, as torch.nn.functional's.
+Tensor alpha_dropout(const Tensor& x, double p = 0.5, bool training = false, Generator* gen = nullptr);
+// alpha_dropout with one draw per (N, C) channel (at least 2-D input).
+Tensor feature_alpha_dropout(const Tensor& x, double p = 0.5, bool training = false, Generator* gen = nullptr);
+// Zeroes whole channels with probability p and scales the rest by 1 / (1 - p). Input (N, C, H, W), or
+// (N, C, L): a 3-D input is taken as batched 1-D channels, as PyTorch 2.x does (it warns that this
+// will change; its documented shapes are these two). Other ranks, which PyTorch 2.x warns will be an
+// error, are one here.
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr);
 
 // ---- losses; reduction: "mean", "sum" or "none" ----
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
