@@ -122,8 +122,7 @@ Tensor write_back(const Tensor& x, const Tensor& r) {
 }
 }  // namespace
 
-RReLU::RReLU(double lower, double upper, bool inplace)
-    : Module("RReLU"), lower(lower), upper(upper), inplace(inplace) {
+RReLU::RReLU(double lower, double upper, bool inplace) : Module("RReLU"), lower(lower), upper(upper), inplace(inplace) {
   KILN_CHECK(lower <= upper, "RReLU: Lower bound should be less than or equal to the upper bound, got lower ", lower,
              " and upper ", upper);
 }

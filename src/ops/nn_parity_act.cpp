@@ -73,8 +73,8 @@ KILN_REGISTER_DECOMP(hardshrink, decomp_hardshrink);
 std::vector<TensorMeta> meta_rrelu(const OpCall& c) {
   const Tensor& x = c.in(0);
   KILN_CHECK(x.defined(), "rrelu: expected a defined input tensor");
-  KILN_CHECK(is_floating_point(x.dtype()), "rrelu: expected a floating point tensor, got dtype ", x.dtype(),
-             " (shape ", shape_str(x.sizes()), ")");
+  KILN_CHECK(is_floating_point(x.dtype()), "rrelu: expected a floating point tensor, got dtype ", x.dtype(), " (shape ",
+             shape_str(x.sizes()), ")");
   double lo = c.attrs.s(0).to_double(), hi = c.attrs.s(1).to_double();
   KILN_CHECK(lo <= hi, "rrelu: Lower bound should be less than or equal to the upper bound, got lower ", lo,
              " and upper ", hi);
@@ -164,8 +164,9 @@ std::vector<TensorMeta> meta_dropout_variant(const OpCall& c) {
              x.dtype());
   if (c.op == OpId::dropout2d)
     // PyTorch 2.x warns for other ranks that they will be an error; kiln makes them one (see dropout2d).
-    KILN_CHECK(x.dim() == 3 || x.dim() == 4, "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape ",
-               shape_str(x.sizes()), " (use dropout for element-wise dropout)");
+    KILN_CHECK(x.dim() == 3 || x.dim() == 4,
+               "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape ", shape_str(x.sizes()),
+               " (use dropout for element-wise dropout)");
   else if (is_feature(c.op) && active)
     KILN_CHECK(x.dim() >= 2, op, ": Feature dropout requires at least 2 dimensions in the input, got shape ",
                shape_str(x.sizes()));
@@ -212,8 +213,9 @@ Tensor call_dropout_variant(OpId op, const Tensor& x, double p, bool training, G
   KILN_CHECK(p >= 0 && p <= 1, name, ": dropout probability has to be between 0 and 1, but got ", p);
   KILN_CHECK(x.defined(), name, ": expected a defined input tensor");
   if (op == OpId::dropout2d)  // checked in evaluation too, where the op is not run
-    KILN_CHECK(x.dim() == 3 || x.dim() == 4, "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape ",
-               shape_str(x.sizes()), " (use dropout for element-wise dropout)");
+    KILN_CHECK(x.dim() == 3 || x.dim() == 4,
+               "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape ", shape_str(x.sizes()),
+               " (use dropout for element-wise dropout)");
   // As torch: no randomness is consumed (and the input is returned) when nothing is dropped.
   if (!training || p == 0 || x.numel() == 0) return x;
   uint64_t seed = 0, offset = 0;

@@ -44,17 +44,20 @@ std::vector<TensorMeta> meta_max_unpool2d(const OpCall& c) {
   const Tensor &x = c.in(0), &idx = c.in(1);
   auto os = c.attrs.ints(0);
   KILN_CHECK(x.defined() && idx.defined(), "max_unpool2d: expected defined input and indices tensors");
-  KILN_CHECK(idx.dtype() == DType::Int64, "max_unpool2d: elements in indices should be type int64 but got: ",
-             idx.dtype());
-  KILN_CHECK(os.size() == 2, "max_unpool2d: There should be exactly two elements (height, width) in output_size, but got ",
-             os.size(), " elements");
+  KILN_CHECK(idx.dtype() == DType::Int64,
+             "max_unpool2d: elements in indices should be type int64 but got: ", idx.dtype());
+  KILN_CHECK(os.size() == 2,
+             "max_unpool2d: There should be exactly two elements (height, width) in output_size, but got ", os.size(),
+             " elements");
   KILN_CHECK(x.dim() == 3 || x.dim() == 4,
              "max_unpool2d: Input to max_unpooling2d should be a 3d or 4d Tensor, but got a tensor of shape ",
              shape_str(x.sizes()));
-  KILN_CHECK(x.sizes() == idx.sizes(), "max_unpool2d: Expected shape of indices to be same as that of the input tensor (",
-             shape_str(x.sizes()), ") but got indices tensor with shape: ", shape_str(idx.sizes()));
+  KILN_CHECK(x.sizes() == idx.sizes(),
+             "max_unpool2d: Expected shape of indices to be same as that of the input tensor (", shape_str(x.sizes()),
+             ") but got indices tensor with shape: ", shape_str(idx.sizes()));
   for (int64_t i = 1; i < x.dim(); ++i)
-    KILN_CHECK(x.sizes()[i] > 0, "max_unpool2d: Expected input to have non-zero size for non-batch dimensions, but got ",
+    KILN_CHECK(x.sizes()[i] > 0,
+               "max_unpool2d: Expected input to have non-zero size for non-batch dimensions, but got ",
                shape_str(x.sizes()), " with dimension ", i, " being empty");
   KILN_CHECK(os[0] >= 0 && os[1] >= 0, "max_unpool2d: expected a non-negative output_size, got [", os[0], ", ", os[1],
              "]");
@@ -134,7 +137,8 @@ KILN_REGISTER_META(fractional_max_pool2d, meta_fractional_max_pool2d);
 // its windows can differ there). Returns the starts as int64 [N, C, out].
 Tensor interval_starts(const Tensor& s, int64_t in, int64_t out, int64_t pool) {
   Shape nc = {s.sizes()[0], s.sizes()[1]};
-  Tensor last = full({nc[0], nc[1], std::min<int64_t>(out, 1)}, in - pool, TensorOptions(DType::Int64).device(s.device()));
+  Tensor last =
+      full({nc[0], nc[1], std::min<int64_t>(out, 1)}, in - pool, TensorOptions(DType::Int64).device(s.device()));
   if (out <= 1) return last;
   Tensor i = arange(out - 1, TensorOptions(s.dtype()).device(s.device()));
   Tensor su = unsqueeze(s, 2);
@@ -172,8 +176,8 @@ std::vector<Tensor> decomp_fractional_max_pool2d(const OpCall& c) {
     Tensor s = rs.to(sd);
     Tensor sh = interval_starts(select(s, 2, 1), h, os[0], ks[0]);  // [N, C, oH]
     Tensor sw = interval_starts(select(s, 2, 0), w, os[1], ks[1]);  // [N, C, oW]
-    Tensor rows = unsqueeze(sh, 3) + arange(ks[0], lo);  // [N, C, oH, kH]
-    Tensor cols = unsqueeze(sw, 3) + arange(ks[1], lo);  // [N, C, oW, kW]
+    Tensor rows = unsqueeze(sh, 3) + arange(ks[0], lo);             // [N, C, oH, kH]
+    Tensor cols = unsqueeze(sw, 3) + arange(ks[1], lo);             // [N, C, oW, kW]
     // [N, C, oH, oW, kH, kW] positions
     Tensor pos = reshape(rows, {n, ch, os[0], 1, ks[0], 1}) * w + reshape(cols, {n, ch, 1, os[1], 1, ks[1]});
     Tensor flat_pos = reshape(pos, {n, ch, os[0] * os[1] * ks[0] * ks[1]});
@@ -216,7 +220,8 @@ Tensor max_unpool2d(const Tensor& x, const Tensor& indices, IntArrayRef kernel_s
   } else {
     os = *output_size;
     if (os.size() == 4) os = {os[2], os[3]};
-    KILN_CHECK(os.size() == 2, op, ": output_size should be a sequence containing 2 or 4 elements, but it has a length of ",
+    KILN_CHECK(os.size() == 2, op,
+               ": output_size should be a sequence containing 2 or 4 elements, but it has a length of ",
                output_size->size());
     for (int d = 0; d < 2; ++d)
       KILN_CHECK(dflt[d] - st[d] < os[d] && os[d] < dflt[d] + st[d], op, ": invalid output_size [", os[0], ", ", os[1],

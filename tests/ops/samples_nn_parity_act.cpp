@@ -48,9 +48,9 @@ std::vector<OpSample> tanhshrink_samples() {
   UnaryFn fn = [](const Tensor& x) { return kiln::tanhshrink(x); };
   std::vector<OpSample> v = float_cases(3000, fn, ref);
   v.push_back(unary("int64 gives float32", make_input({5}, kInt64, 3010, -4, 4), fn, ref, kFloat32));
-  v.push_back(unary("nn::Tanhshrink", make_input({2, 3}, kFloat64, 3011), [](const Tensor& x) {
-    return kiln::nn::Tanhshrink().forward(x);
-  }, ref, kFloat64));
+  v.push_back(unary(
+      "nn::Tanhshrink", make_input({2, 3}, kFloat64, 3011),
+      [](const Tensor& x) { return kiln::nn::Tanhshrink().forward(x); }, ref, kFloat64));
   return v;
 }
 std::vector<ErrorSample> tanhshrink_errors() {
@@ -64,14 +64,17 @@ RefFn softshrink_ref(double l) {
   return [l](double x) { return std::isnan(x) ? x : x > l ? x - l : x < -l ? x + l : 0.0; };
 }
 std::vector<OpSample> softshrink_samples() {
-  std::vector<OpSample> v = float_cases(3100, [](const Tensor& x) { return kiln::softshrink(x); }, softshrink_ref(0.5));
-  v.push_back(unary("lambd=1.25 float64", make_input({3, 5}, kFloat64, 3110, -3, 3),
-                    [](const Tensor& x) { return kiln::softshrink(x, 1.25); }, softshrink_ref(1.25), kFloat64));
-  v.push_back(unary("lambd=0 is the identity", make_input({4}, kFloat64, 3111),
-                    [](const Tensor& x) { return kiln::softshrink(x, 0.0); }, softshrink_ref(0), kFloat64));
-  v.push_back(unary("nn::Softshrink(0.3)", make_input({2, 3}, kFloat64, 3112),
-                    [](const Tensor& x) { return kiln::nn::Softshrink(0.3).forward(x); }, softshrink_ref(0.3),
-                    kFloat64));
+  std::vector<OpSample> v = float_cases(
+      3100, [](const Tensor& x) { return kiln::softshrink(x); }, softshrink_ref(0.5));
+  v.push_back(unary(
+      "lambd=1.25 float64", make_input({3, 5}, kFloat64, 3110, -3, 3),
+      [](const Tensor& x) { return kiln::softshrink(x, 1.25); }, softshrink_ref(1.25), kFloat64));
+  v.push_back(unary(
+      "lambd=0 is the identity", make_input({4}, kFloat64, 3111),
+      [](const Tensor& x) { return kiln::softshrink(x, 0.0); }, softshrink_ref(0), kFloat64));
+  v.push_back(unary(
+      "nn::Softshrink(0.3)", make_input({2, 3}, kFloat64, 3112),
+      [](const Tensor& x) { return kiln::nn::Softshrink(0.3).forward(x); }, softshrink_ref(0.3), kFloat64));
   return v;
 }
 std::vector<ErrorSample> softshrink_errors() {
@@ -87,14 +90,17 @@ RefFn hardshrink_ref(double l) {
   return [l](double x) { return (x >= -l && x <= l) ? 0.0 : x; };
 }
 std::vector<OpSample> hardshrink_samples() {
-  std::vector<OpSample> v = float_cases(3200, [](const Tensor& x) { return kiln::hardshrink(x); }, hardshrink_ref(0.5));
-  v.push_back(unary("lambd=1.5 float64", make_input({3, 5}, kFloat64, 3210, -3, 3),
-                    [](const Tensor& x) { return kiln::hardshrink(x, 1.5); }, hardshrink_ref(1.5), kFloat64));
-  v.push_back(unary("negative lambd zeroes nothing", make_input({6}, kFloat64, 3211),
-                    [](const Tensor& x) { return kiln::hardshrink(x, -1.0); }, hardshrink_ref(-1), kFloat64));
-  v.push_back(unary("nn::Hardshrink(0.2)", make_input({2, 3}, kFloat64, 3212),
-                    [](const Tensor& x) { return kiln::nn::Hardshrink(0.2).forward(x); }, hardshrink_ref(0.2),
-                    kFloat64));
+  std::vector<OpSample> v = float_cases(
+      3200, [](const Tensor& x) { return kiln::hardshrink(x); }, hardshrink_ref(0.5));
+  v.push_back(unary(
+      "lambd=1.5 float64", make_input({3, 5}, kFloat64, 3210, -3, 3),
+      [](const Tensor& x) { return kiln::hardshrink(x, 1.5); }, hardshrink_ref(1.5), kFloat64));
+  v.push_back(unary(
+      "negative lambd zeroes nothing", make_input({6}, kFloat64, 3211),
+      [](const Tensor& x) { return kiln::hardshrink(x, -1.0); }, hardshrink_ref(-1), kFloat64));
+  v.push_back(unary(
+      "nn::Hardshrink(0.2)", make_input({2, 3}, kFloat64, 3212),
+      [](const Tensor& x) { return kiln::nn::Hardshrink(0.2).forward(x); }, hardshrink_ref(0.2), kFloat64));
   return v;
 }
 std::vector<ErrorSample> hardshrink_errors() {
@@ -109,17 +115,21 @@ RefFn leaky_ref(double slope) {
 std::vector<OpSample> rrelu_samples() {
   std::vector<OpSample> v;
   for (DType t : kFloatTypes)
-    v.push_back(unary("eval " + dname(t), make_input({3, 4}, t, 3300 + static_cast<int>(t)),
-                      [](const Tensor& x) { return kiln::rrelu(x); }, leaky_ref((1.0 / 8 + 1.0 / 3) / 2), t,
-                      t == kFloat64));
-  v.push_back(unary("eval lower=0.1 upper=0.5 noncontig", make_input({4, 3}, kFloat64, 3310, -2, 2, true),
-                    [](const Tensor& x) { return kiln::rrelu(x, 0.1, 0.5, false); }, leaky_ref(0.3), kFloat64));
-  v.push_back(unary("eval 0-d", make_input({}, kFloat64, 3311, -2, -1),
-                    [](const Tensor& x) { return kiln::rrelu(x); }, leaky_ref((1.0 / 8 + 1.0 / 3) / 2), kFloat64));
-  v.push_back(unary("training empty", make_input({0, 2}, kFloat32, 3312),
-                    [](const Tensor& x) { return kiln::rrelu(x, 0.1, 0.3, true); }, leaky_ref(0), kFloat32));
-  v.push_back(unary("training lower == upper is leaky_relu", make_input({3, 4}, kFloat64, 3313),
-                    [](const Tensor& x) { return kiln::rrelu(x, 0.25, 0.25, true); }, leaky_ref(0.25), kFloat64));
+    v.push_back(unary(
+        "eval " + dname(t), make_input({3, 4}, t, 3300 + static_cast<int>(t)),
+        [](const Tensor& x) { return kiln::rrelu(x); }, leaky_ref((1.0 / 8 + 1.0 / 3) / 2), t, t == kFloat64));
+  v.push_back(unary(
+      "eval lower=0.1 upper=0.5 noncontig", make_input({4, 3}, kFloat64, 3310, -2, 2, true),
+      [](const Tensor& x) { return kiln::rrelu(x, 0.1, 0.5, false); }, leaky_ref(0.3), kFloat64));
+  v.push_back(unary(
+      "eval 0-d", make_input({}, kFloat64, 3311, -2, -1), [](const Tensor& x) { return kiln::rrelu(x); },
+      leaky_ref((1.0 / 8 + 1.0 / 3) / 2), kFloat64));
+  v.push_back(unary(
+      "training empty", make_input({0, 2}, kFloat32, 3312),
+      [](const Tensor& x) { return kiln::rrelu(x, 0.1, 0.3, true); }, leaky_ref(0), kFloat32));
+  v.push_back(unary(
+      "training lower == upper is leaky_relu", make_input({3, 4}, kFloat64, 3313),
+      [](const Tensor& x) { return kiln::rrelu(x, 0.25, 0.25, true); }, leaky_ref(0.25), kFloat64));
   for (DType t : {kFloat32, kFloat64, DType::BFloat16}) {
     OpSample s;  // a fixed generator makes the slopes constants: values checked, gradient checked
     s.name = "training slopes in [lower, upper] " + dname(t);
@@ -199,8 +209,16 @@ std::vector<OpSample> softmin_samples() {
   return out;
 }
 std::vector<ErrorSample> softmin_errors() {
-  return {{"dim out of range", [] { softmin(make_input({2, 3}, kFloat32, 1), 2); }, "out of range"},
-          {"integer input", [] { softmin(make_input({2, 3}, kInt64, 1), 1); }, "softmin: expected a floating dtype"}};
+  return {{"dim out of range",
+           [] {
+             softmin(make_input({2, 3}, kFloat32, 1), 2);
+           },
+           "out of range"},
+          {"integer input",
+           [] {
+             softmin(make_input({2, 3}, kInt64, 1), 1);
+           },
+           "softmin: expected a floating dtype"}};
 }
 KILN_OP_SAMPLES(softmin, softmin_samples, softmin_errors);
 
@@ -274,9 +292,16 @@ std::vector<OpSample> gumbel_softmax_samples() {
   return v;
 }
 std::vector<ErrorSample> gumbel_softmax_errors() {
-  return {{"integer logits", [] { gumbel_softmax(make_input({2, 3}, kInt64, 1)); },
+  return {{"integer logits",
+           [] {
+             gumbel_softmax(make_input({2, 3}, kInt64, 1));
+           },
            "gumbel_softmax: expected floating logits, got dtype"},
-          {"dim out of range", [] { gumbel_softmax(make_input({2, 3}, kFloat32, 1), 1, false, 2); }, "out of range"}};
+          {"dim out of range",
+           [] {
+             gumbel_softmax(make_input({2, 3}, kFloat32, 1), 1, false, 2);
+           },
+           "out of range"}};
 }
 KILN_OP_SAMPLES(gumbel_softmax, gumbel_softmax_samples, gumbel_softmax_errors);
 
@@ -364,27 +389,42 @@ std::vector<OpSample> dropout_variant_samples(OpId op, DropFn fn) {
 }
 std::vector<ErrorSample> dropout_variant_errors(OpId op, DropFn fn) {
   std::string name = op_name(op);
-  std::vector<ErrorSample> e = {
-      {"p > 1", [fn] { fn(make_input({3, 3, 3}, kFloat32, 1), 1.5, true, nullptr); },
-       name + ": dropout probability has to be between 0 and 1, but got 1.5"},
-      {"p < 0", [fn] { fn(make_input({3, 3, 3}, kFloat32, 1), -0.1, true, nullptr); }, "between 0 and 1"},
-      {"int64 in training", [fn] { fn(make_input({3, 3, 3}, kInt64, 1), 0.5, true, nullptr); },
-       name + ": expected a floating input in training mode"}};
+  std::vector<ErrorSample> e = {{"p > 1",
+                                 [fn] {
+                                   fn(make_input({3, 3, 3}, kFloat32, 1), 1.5, true, nullptr);
+                                 },
+                                 name + ": dropout probability has to be between 0 and 1, but got 1.5"},
+                                {"p < 0",
+                                 [fn] {
+                                   fn(make_input({3, 3, 3}, kFloat32, 1), -0.1, true, nullptr);
+                                 },
+                                 "between 0 and 1"},
+                                {"int64 in training",
+                                 [fn] {
+                                   fn(make_input({3, 3, 3}, kInt64, 1), 0.5, true, nullptr);
+                                 },
+                                 name + ": expected a floating input in training mode"}};
   if (op == OpId::feature_alpha_dropout)
     e.push_back({"1-D input in training", [fn] { fn(make_input({4}, kFloat32, 1), 0.5, true, nullptr); },
                  "feature_alpha_dropout: Feature dropout requires at least 2 dimensions in the input, got shape [4]"});
   if (op == OpId::dropout2d) {
-    e.push_back({"2-D input", [fn] { fn(make_input({3, 4}, kFloat32, 1), 0.5, true, nullptr); },
+    e.push_back({"2-D input",
+                 [fn] {
+                   fn(make_input({3, 4}, kFloat32, 1), 0.5, true, nullptr);
+                 },
                  "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape [3, 4]"});
-    e.push_back({"5-D input in eval", [fn] { fn(make_input({1, 2, 2, 2, 2}, kFloat32, 1), 0.5, false, nullptr); },
+    e.push_back({"5-D input in eval",
+                 [fn] {
+                   fn(make_input({1, 2, 2, 2, 2}, kFloat32, 1), 0.5, false, nullptr);
+                 },
                  "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input"});
   }
   return e;
 }
 
-#define KILN_DROPOUT_VARIANT_SAMPLES(op)                                                              \
-  std::vector<OpSample> samples_##op() { return dropout_variant_samples(OpId::op, &kiln::op); }      \
-  std::vector<ErrorSample> errors_##op() { return dropout_variant_errors(OpId::op, &kiln::op); }     \
+#define KILN_DROPOUT_VARIANT_SAMPLES(op)                                                         \
+  std::vector<OpSample> samples_##op() { return dropout_variant_samples(OpId::op, &kiln::op); }  \
+  std::vector<ErrorSample> errors_##op() { return dropout_variant_errors(OpId::op, &kiln::op); } \
   KILN_OP_SAMPLES(op, samples_##op, errors_##op);
 
 KILN_DROPOUT_VARIANT_SAMPLES(alpha_dropout)

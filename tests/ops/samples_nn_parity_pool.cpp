@@ -30,7 +30,9 @@ std::vector<OpSample> channel_shuffle_samples() {
     s.fn = [=](const TensorList& in) {
       return TensorList{module ? kiln::nn::ChannelShuffle(g).forward(in[0]) : channel_shuffle(in[0], g)};
     };
-    s.reference = [=](const TensorList& in) { return TensorList{channel_shuffle_ref(Ref::of(in[0]), g).to(in[0].dtype())}; };
+    s.reference = [=](const TensorList& in) {
+      return TensorList{channel_shuffle_ref(Ref::of(in[0]), g).to(in[0].dtype())};
+    };
     v.push_back(s);
   };
   for (DType t : {kFloat32, kFloat64, DType::BFloat16, kInt64, DType::Bool})
@@ -45,11 +47,20 @@ std::vector<OpSample> channel_shuffle_samples() {
   return v;
 }
 std::vector<ErrorSample> channel_shuffle_errors() {
-  return {{"2-D input", [] { channel_shuffle(make_input({2, 4}, kFloat32, 1), 2); },
+  return {{"2-D input",
+           [] {
+             channel_shuffle(make_input({2, 4}, kFloat32, 1), 2);
+           },
            "channel_shuffle: expects input to have at least 3 dimensions, but got input of shape [2, 4]"},
-          {"groups 0", [] { channel_shuffle(make_input({2, 4, 3}, kFloat32, 1), 0); },
+          {"groups 0",
+           [] {
+             channel_shuffle(make_input({2, 4, 3}, kFloat32, 1), 0);
+           },
            "channel_shuffle: Number of groups to divide channels in must be positive"},
-          {"not divisible", [] { channel_shuffle(make_input({2, 5, 3}, kFloat32, 1), 2); },
+          {"not divisible",
+           [] {
+             channel_shuffle(make_input({2, 5, 3}, kFloat32, 1), 2);
+           },
            "channel_shuffle: Number of channels must be divisible by groups. Got 5 channels and 2 groups"}};
 }
 KILN_OP_SAMPLES(channel_shuffle, channel_shuffle_samples, channel_shuffle_errors);
@@ -80,8 +91,8 @@ Ref max_unpool2d_ref(const Ref& x, const Ref& idx, int64_t oh, int64_t ow) {
 }
 std::vector<OpSample> max_unpool2d_samples() {
   std::vector<OpSample> v;
-  auto add = [&](std::string name, Tensor x, int64_t k, std::optional<std::vector<int64_t>> output_size,
-                 int64_t oh, int64_t ow, bool module = false) {
+  auto add = [&](std::string name, Tensor x, int64_t k, std::optional<std::vector<int64_t>> output_size, int64_t oh,
+                 int64_t ow, bool module = false) {
     OpSample s;
     s.name = std::move(name);
     s.inputs = {x, pool_indices(x.sizes().vec(), k, ow, 3800 + v.size())};
@@ -98,8 +109,8 @@ std::vector<OpSample> max_unpool2d_samples() {
     add("[2,3,2,3] k2 " + dname(t), make_input({2, 3, 2, 3}, t, 3801), 2, std::nullopt, 4, 6);
   add("3-D [2,3,2] k3", make_input({2, 3, 2}, kFloat64, 3802), 3, std::nullopt, 9, 6);
   add("noncontig [2,2,3,2] k2", make_input({2, 2, 3, 2}, kFloat64, 3803, -2, 2, true), 2, std::nullopt, 6, 4);
-  add("output_size [5,7] (odd input sizes)", make_input({1, 2, 2, 3}, kFloat64, 3804), 2, std::vector<int64_t>{5, 7},
-      5, 7);
+  add("output_size [5,7] (odd input sizes)", make_input({1, 2, 2, 3}, kFloat64, 3804), 2, std::vector<int64_t>{5, 7}, 5,
+      7);
   add("output_size [N,C,5,7]", make_input({1, 2, 2, 3}, kFloat32, 3805), 2, std::vector<int64_t>{1, 2, 5, 7}, 5, 7);
   add("empty batch [0,2,2,2]", make_input({0, 2, 2, 2}, kFloat32, 3806), 2, std::nullopt, 4, 4);
   add("nn::MaxUnpool2d(2)", make_input({1, 2, 2, 2}, kFloat64, 3807), 2, std::nullopt, 4, 4, true);
@@ -122,17 +133,35 @@ std::vector<ErrorSample> max_unpool2d_errors() {
   auto idx = [] { return kiln::tensor<int64_t>({0, 3, 8, 15}, {1, 1, 2, 2}); };
   return {{"int32 indices", [=] { max_unpool2d(x(), idx().to(kInt32), 2); },
            "max_unpool2d: elements in indices should be type int64 but got: int32"},
-          {"shape mismatch", [=] { max_unpool2d(make_input({1, 1, 2, 3}, kFloat32, 1), idx(), 2); },
+          {"shape mismatch",
+           [=] {
+             max_unpool2d(make_input({1, 1, 2, 3}, kFloat32, 1), idx(), 2);
+           },
            "max_unpool2d: Expected shape of indices to be same as that of the input tensor ([1, 1, 2, 3])"},
-          {"2-D input", [] { max_unpool2d(make_input({2, 2}, kFloat32, 1), kiln::tensor<int64_t>({0, 1, 2, 3}, {2, 2}), 2); },
+          {"2-D input",
+           [] {
+             max_unpool2d(make_input({2, 2}, kFloat32, 1), kiln::tensor<int64_t>({0, 1, 2, 3}, {2, 2}), 2);
+           },
            "max_unpool2d: Input to max_unpooling2d should be a 3d or 4d Tensor"},
-          {"index outside the plane", [=] { max_unpool2d(x(), kiln::tensor<int64_t>({0, 3, 8, 16}, {1, 1, 2, 2}), 2); },
+          {"index outside the plane",
+           [=] {
+             max_unpool2d(x(), kiln::tensor<int64_t>({0, 3, 8, 16}, {1, 1, 2, 2}), 2);
+           },
            "max_unpool2d: Found an invalid max index: 16 (output volumes are of size 4x4)"},
-          {"negative index", [=] { max_unpool2d(x(), kiln::tensor<int64_t>({0, -1, 8, 9}, {1, 1, 2, 2}), 2); },
+          {"negative index",
+           [=] {
+             max_unpool2d(x(), kiln::tensor<int64_t>({0, -1, 8, 9}, {1, 1, 2, 2}), 2);
+           },
            "max_unpool2d: Found an invalid max index: -1"},
-          {"output_size out of range", [=] { max_unpool2d(x(), idx(), 2, {}, 0, std::vector<int64_t>{6, 4}); },
+          {"output_size out of range",
+           [=] {
+             max_unpool2d(x(), idx(), 2, {}, 0, std::vector<int64_t>{6, 4});
+           },
            "max_unpool2d: invalid output_size [6, 4] (dim 0 must be between 2 and 6)"},
-          {"output_size of 3", [=] { max_unpool2d(x(), idx(), 2, {}, 0, std::vector<int64_t>{1, 4, 4}); },
+          {"output_size of 3",
+           [=] {
+             max_unpool2d(x(), idx(), 2, {}, 0, std::vector<int64_t>{1, 4, 4});
+           },
            "max_unpool2d: output_size should be a sequence containing 2 or 4 elements"}};
 }
 KILN_OP_SAMPLES(max_unpool2d, max_unpool2d_samples, max_unpool2d_errors);
@@ -188,7 +217,8 @@ std::vector<OpSample> fractional_max_pool2d_samples() {
     int64_t n = x.dim() == 4 ? x.sizes()[0] : 1, c = x.sizes()[x.dim() - 3];
     s.inputs = {x, make_input({n, c, 2}, x.dtype(), 3900 + v.size(), 0, 1)};
     s.fn = [=](const TensorList& in) {
-      auto [o, i] = fractional_max_pool2d_with_indices(in[0], {kh, kw}, std::vector<int64_t>{oh, ow}, std::nullopt, in[1]);
+      auto [o, i] =
+          fractional_max_pool2d_with_indices(in[0], {kh, kw}, std::vector<int64_t>{oh, ow}, std::nullopt, in[1]);
       return TensorList{o, i};
     };
     s.reference = [=](const TensorList& in) {
@@ -235,20 +265,41 @@ std::vector<ErrorSample> fractional_max_pool2d_errors() {
   auto f = [](const Tensor& x, int64_t k, int64_t o, const Tensor& r) {
     return fractional_max_pool2d(x, k, std::vector<int64_t>{o, o}, std::nullopt, r);
   };
-  return {{"2-D input", [=] { f(make_input({5, 5}, kFloat32, 1), 2, 2, rs(1, 5)); },
+  return {{"2-D input",
+           [=] {
+             f(make_input({5, 5}, kFloat32, 1), 2, 2, rs(1, 5));
+           },
            "fractional_max_pool2d: Expected 3D or 4D tensor, but got: [5, 5]"},
-          {"pool too large", [=] { f(make_input({1, 1, 5, 5}, kFloat32, 1), 3, 4, rs(1, 1)); },
+          {"pool too large",
+           [=] {
+             f(make_input({1, 1, 5, 5}, kFloat32, 1), 3, 4, rs(1, 1));
+           },
            "fractional_max_pool2d: pool height 3 too large relative to input height 5"},
-          {"samples of another shape", [=] { f(make_input({2, 3, 5, 5}, kFloat32, 1), 2, 2, rs(1, 3)); },
-           "fractional_max_pool2d: expected _random_samples of shape [2, 3, 2] for input of shape [2, 3, 5, 5], got [1, 3, 2]"},
-          {"samples of another dtype", [=] { f(make_input({1, 3, 5, 5}, kFloat32, 1), 2, 2, rs(1, 3, kFloat64)); },
+          {"samples of another shape",
+           [=] {
+             f(make_input({2, 3, 5, 5}, kFloat32, 1), 2, 2, rs(1, 3));
+           },
+           "fractional_max_pool2d: expected _random_samples of shape [2, 3, 2] for input of shape [2, 3, 5, 5], got "
+           "[1, 3, 2]"},
+          {"samples of another dtype",
+           [=] {
+             f(make_input({1, 3, 5, 5}, kFloat32, 1), 2, 2, rs(1, 3, kFloat64));
+           },
            "fractional_max_pool2d: expected _random_samples of the input's dtype float32, got float64"},
-          {"integer input", [=] { f(make_input({1, 1, 5, 5}, kInt64, 1), 2, 2, rs(1, 1, kInt64)); },
+          {"integer input",
+           [=] {
+             f(make_input({1, 1, 5, 5}, kInt64, 1), 2, 2, rs(1, 1, kInt64));
+           },
            "fractional_max_pool2d: expected a floating point input, got dtype int64"},
-          {"empty plane", [=] { f(make_input({1, 1, 0, 5}, kFloat32, 1), 1, 1, rs(1, 1)); },
+          {"empty plane",
+           [=] {
+             f(make_input({1, 1, 0, 5}, kFloat32, 1), 1, 1, rs(1, 1));
+           },
            "fractional_max_pool2d: Expected input to have non-zero size for non-batch dimensions"},
           {"neither output_size nor output_ratio",
-           [] { fractional_max_pool2d(make_input({1, 1, 5, 5}, kFloat32, 1), 2); },
+           [] {
+             fractional_max_pool2d(make_input({1, 1, 5, 5}, kFloat32, 1), 2);
+           },
            "fractional_max_pool2d: requires specifying either an output_size or an output_ratio"}};
 }
 KILN_OP_SAMPLES(fractional_max_pool2d, fractional_max_pool2d_samples, fractional_max_pool2d_errors);

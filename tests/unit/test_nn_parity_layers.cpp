@@ -35,7 +35,8 @@ TEST(ParityLayers, Reprs) {
   EXPECT_EQ(nn::Dropout2d(0.3, true).repr(), "Dropout2d(p=0.3, inplace=True)");
   EXPECT_EQ(nn::ChannelShuffle(2).repr(), "ChannelShuffle(groups=2)");
   EXPECT_EQ(nn::MaxUnpool2d(2).repr(), "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))");
-  EXPECT_EQ(nn::MaxUnpool2d({3, 2}, 1, {1, 0}).repr(), "MaxUnpool2d(kernel_size=(3, 2), stride=(1, 1), padding=(1, 0))");
+  EXPECT_EQ(nn::MaxUnpool2d({3, 2}, 1, {1, 0}).repr(),
+            "MaxUnpool2d(kernel_size=(3, 2), stride=(1, 1), padding=(1, 0))");
   EXPECT_EQ(nn::FractionalMaxPool2d(2, std::vector<int64_t>{3, 3}).repr(), "FractionalMaxPool2d()");
 }
 
