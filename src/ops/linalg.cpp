@@ -422,7 +422,8 @@ std::vector<TensorMeta> meta_chain_matmul(const OpCall& c) {
 std::vector<Tensor> decomp_chain_matmul(const OpCall& c) {
   meta_chain_matmul(c);
   const size_t n = c.inputs.size();
-  if (n == 1) return {call_op1(OpId::clone, {c.in(0)})};
+  // One matrix: a contiguous copy, as torch's clone(at::MemoryFormat::Contiguous).
+  if (n == 1) return {c.in(0).is_contiguous() ? clone(c.in(0)) : contiguous(c.in(0))};
   std::vector<int64_t> dims{c.in(0).sizes()[0]};
   for (size_t i = 0; i < n; ++i) dims.push_back(c.in(i).sizes()[1]);
   std::vector<std::vector<int64_t>> cost(n, std::vector<int64_t>(n, 0));

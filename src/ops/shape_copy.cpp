@@ -348,7 +348,7 @@ Shape stacked_shape(OpId op, IntArrayRef s) {
   if (op == OpId::column_stack) return v.size() <= 1 ? Shape{v.empty() ? 1 : v[0], 1} : v;
   if (op == OpId::dstack && v.size() == 1) return {1, v[0], 1};
   if (op == OpId::dstack && v.size() == 2) return {v[0], v[1], 1};
-  const size_t n = op == OpId::hstack ? 1 : 2;
+  const size_t n = op == OpId::hstack ? 1 : op == OpId::dstack ? 3 : 2;
   while (v.size() < n) v.insert(v.begin(), 1);
   return v;
 }

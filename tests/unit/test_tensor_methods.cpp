@@ -102,6 +102,10 @@ void check_pointwise() {
   CHECK_METHOD(a, trunc);
   CHECK_METHOD(a, isnan);
   CHECK_METHOD(a, isinf);
+  CHECK_METHOD(a, isneginf);  // parity (#30, names A)
+  CHECK_METHOD(a, isposinf);
+  CHECK_METHOD(a, signbit);
+  CHECK_METHOD(a, sinc);
   CHECK_METHOD(a, isfinite);
   CHECK_METHOD(a, nan_to_num);
   CHECK_METHOD(a, logical_not);
@@ -136,6 +140,11 @@ void check_binary() {
   CHECK_METHOD(a, fmin, b);
   CHECK_METHOD(a, copysign, b);
   CHECK_METHOD(a, logaddexp, b);
+  CHECK_METHOD(a, logaddexp2, b);  // parity (#30, names A)
+  CHECK_METHOD(a, nextafter, b);
+  CHECK_METHOD(a, heaviside, b);
+  CHECK_METHOD(a, float_power, b);
+  CHECK_METHOD(a, float_power, 2.5);
   CHECK_METHOD(a, isclose, b);
   CHECK_METHOD(a, eq, b);
   CHECK_METHOD(a, ne, 0.5);
@@ -219,6 +228,9 @@ void check_shape_and_indexing() {
   CHECK_METHOD(a.t(), contiguous);
   CHECK_METHOD(a, repeat, IntArrayRef{2, 1});
   CHECK_METHOD(a, flip, IntArrayRef{1});
+  CHECK_METHOD(a, fliplr);  // parity (#30, names A)
+  CHECK_METHOD(a, flipud);
+  CHECK_METHOD(a, take, idx);
   CHECK_METHOD(a, roll, IntArrayRef{1}, IntArrayRef{1});
   CHECK_METHOD(a, tril);
   CHECK_METHOD(a, triu, 1);
@@ -230,6 +242,7 @@ void check_shape_and_indexing() {
   CHECK_METHOD(a, index_add, 1, idx, a.narrow(1, 0, 2));
   CHECK_METHOD(a, index_put, std::vector<Tensor>{idx.remainder(2)}, tensor<float>({5.0f}));
   CHECK_METHOD(a, masked_fill, m, 0.0);
+  CHECK_METHOD(a, masked_scatter, m, a.flatten());  // parity (#30, names A)
   CHECK_METHOD(a, masked_select, m);
   CHECK_METHOD(a, nonzero);
   CHECK_METHOD(a, topk, 2);
@@ -249,6 +262,7 @@ void check_linear_algebra() {
   CHECK_METHOD(a, matmul, b);
   CHECK_METHOD(s, addmm, a, b, 0.5, 2.0);
   CHECK_METHOD(s.unsqueeze(0), baddbmm, a3, b3);
+  CHECK_METHOD(s, addbmm, a3, b3);  // parity (#30, names A)
 }
 
 // A call the free function does not take is not a method call either (no error deep inside).
