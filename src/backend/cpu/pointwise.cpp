@@ -47,7 +47,18 @@ KILN_REGISTER_KERNEL(mul, CPU, mul_kernel);
 void to_kernel(const OpCall& c, std::vector<Tensor>& outs) { copy_cpu(outs[0], c.in(0)); }
 KILN_REGISTER_KERNEL(to, CPU, to_kernel);
 
-// Integer division and modulo by zero raise, as PyTorch's "ZeroDivisionError".
+// Integer division and modulo by zero raise, as PyTorch's "ZeroDivisionError". The divisor is
+// tested as the kernel sees it, converted to the compute dtype: a wrapped scalar 2^40 is 0 in
+// int32 (Note [Scalars out of range]).
+bool zero_in(int64_t v, DType compute) {
+  switch (compute) {
+    case DType::UInt8: return static_cast<uint8_t>(v) == 0;
+    case DType::Int8: return static_cast<int8_t>(v) == 0;
+    case DType::Int16: return static_cast<int16_t>(v) == 0;
+    case DType::Int32: return static_cast<int32_t>(v) == 0;
+    default: return v == 0;
+  }
+}
 void check_no_int_zero(const Tensor& b, DType compute, const char* op) {
   if (is_floating_point(compute) || b.numel() == 0) return;
   visit_dtype(b.dtype(), [&]<class T>() {
@@ -55,7 +66,11 @@ void check_no_int_zero(const Tensor& b, DType compute, const char* op) {
     StridedIter<1> it(ops);
     bool zero = false;
     it.for_range(0, it.numel, [&](const std::array<char*, 1>& p, const std::array<int64_t, 1>& st, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) zero = zero || !math::detail::truthy(*reinterpret_cast<const T*>(p[0] + i * st[0]));
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = *reinterpret_cast<const T*>(p[0] + i * st[0]);
+        if constexpr (std::is_integral_v<T>) zero = zero || zero_in(static_cast<int64_t>(v), compute);
+        else zero = zero || !math::detail::truthy(v);
+      }
     });
     KILN_CHECK(!zero, op, ": ZeroDivisionError: integer division or modulo by zero (dtype ", compute, ")");
   });

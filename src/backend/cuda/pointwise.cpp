@@ -313,11 +313,14 @@ void to_kernel(const OpCall& c, std::vector<Tensor>& outs) { copy_same_device(ou
 KILN_REGISTER_KERNEL(to, CUDA, to_kernel);
 
 // Integer division and modulo by zero raise, as on the CPU (PyTorch's "ZeroDivisionError").
-// The check reads the divisor back (a synchronization), only for integer dtypes.
+// The check reads the divisor back (a synchronization), only for integer dtypes, converted to the
+// compute dtype as the kernel sees it (a wrapped scalar 2^40 is 0 in int32).
 void check_no_int_zero(const Tensor& b, DType compute, const char* op) {
   if (is_floating_point(compute) || b.numel() == 0) return;
+  Tensor as_computed = make_tensor(b.sizes(), compute, kCPU);
+  get_backend(b.is_cpu() ? DeviceType::CPU : DeviceType::CUDA)->copy(as_computed, b);
   Tensor host = make_tensor(b.sizes(), DType::Int64, kCPU);
-  get_backend(b.is_cpu() ? DeviceType::CPU : DeviceType::CUDA)->copy(host, b);
+  get_backend(DeviceType::CPU)->copy(host, as_computed);
   const int64_t* v = static_cast<const int64_t*>(host.data_ptr());
   bool zero = false;
   for (int64_t i = 0; i < host.numel(); ++i) zero = zero || v[i] == 0;
