@@ -12,19 +12,6 @@ namespace {
 using namespace nn;
 namespace F = kiln::nn::functional;
 
-using UnaryFn = std::function<Tensor(const Tensor&)>;
-using RefFn = std::function<double(double)>;
-
-OpSample unary(std::string name, Tensor x, UnaryFn fn, RefFn ref, DType out, bool grad = true) {
-  OpSample s;
-  s.name = std::move(name);
-  s.inputs = {std::move(x)};
-  s.fn = [fn](const TensorList& in) { return TensorList{fn(in[0])}; };
-  s.reference = [ref, out](const TensorList& in) { return TensorList{ref_map(Ref::of(in[0]), ref).to(out)}; };
-  s.check_grad = grad;
-  if (in_reduced(out)) s.atol = 2e-3;
-  return s;
-}
 
 // The cases every floating activation gets: each float dtype, non-contiguous, empty, 0-d, a
 // large input (the parallel loops) and the special values (values only).

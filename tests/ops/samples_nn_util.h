@@ -1,6 +1,7 @@
 // Shared pieces of the nn op samples: fp64 row helpers over Ref (naive loops).
 #pragma once
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -15,6 +16,20 @@ inline const std::vector<DType> kFloatTypes = {kFloat32, kFloat64, DType::Float1
 inline bool in_reduced(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 inline std::string dname(DType t) { return std::string(dtype_name(t)); }
+
+// A unary op's sample against an elementwise fp64 reference; gradchecked when `grad`.
+using UnaryFn = std::function<Tensor(const Tensor&)>;
+using RefFn = std::function<double(double)>;
+inline OpSample unary(std::string name, Tensor x, UnaryFn fn, RefFn ref, DType out, bool grad = true) {
+  OpSample s;
+  s.name = std::move(name);
+  s.inputs = {std::move(x)};
+  s.fn = [fn](const TensorList& in) { return TensorList{fn(in[0])}; };
+  s.reference = [ref, out](const TensorList& in) { return TensorList{ref_map(Ref::of(in[0]), ref).to(out)}; };
+  s.check_grad = grad;
+  if (in_reduced(out)) s.atol = 2e-3;
+  return s;
+}
 
 // Calls f(row) for every 1-D slice of `a` along dim d; f may rewrite the row in place.
 template <class F>
