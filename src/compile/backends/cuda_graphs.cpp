@@ -26,6 +26,7 @@
 #include "compile/backends/cuda_graphs.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -112,7 +113,13 @@ class Runner {
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock() || off_) return run_(inputs);  // another thread replays: run as usual
+    if (!lock.owns_lock()) {  // another thread replays the graph: this call runs as usual, said once
+      if (!told_busy_.exchange(true))
+        log(Log::Perf, "reduce-overhead: a call from a second thread ran without CUDA graphs while another "
+                       "thread replayed the graph (one capture serves one thread at a time)\n");
+      return run_(inputs);
+    }
+    if (off_) return run_(inputs);
     PauseRecording pause;
     NoGradGuard no_grad;
     if (graph_ && !replayable(inputs)) {
@@ -308,6 +315,7 @@ class Runner {
   int device_;
   std::shared_ptr<KernelCounts> counts_;
   std::mutex mu_;
+  std::atomic<bool> told_busy_{false};  // the second-thread fallback was logged
   bool off_ = false;
   bool warmed_ = false;
   int captures_ = 0;
