@@ -112,7 +112,7 @@ Tensor Dropout::forward(const Tensor& x) {
 
 std::string Dropout::extra_repr() const { return "p=" + py_float(p) + ", inplace=" + py_bool(inplace); }
 
-// ---- parity (#30, names B) ----
+// ---- the layers of torch.nn added for PyTorch parity (#30) ----
 namespace {
 // inplace=True: the result written into the caller's tensor (torch's in-place forms).
 Tensor write_back(const Tensor& x, const Tensor& r) {

@@ -48,7 +48,7 @@ std::string PixelShuffle::extra_repr() const { return "upscale_factor=" + std::t
 Tensor PixelUnshuffle::forward(const Tensor& x) { return pixel_unshuffle(x, downscale_factor); }
 std::string PixelUnshuffle::extra_repr() const { return "downscale_factor=" + std::to_string(downscale_factor); }
 
-// ---- parity (#30, names B) ----
+// ---- the layers of torch.nn added for PyTorch parity (#30) ----
 Tensor ChannelShuffle::forward(const Tensor& x) { return channel_shuffle(x, groups); }
 std::string ChannelShuffle::extra_repr() const { return "groups=" + std::to_string(groups); }
 

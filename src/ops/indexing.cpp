@@ -437,7 +437,7 @@ Tensor Tensor::nonzero() const { return kiln::nonzero(*this); }
 
 }  // namespace kiln
 
-// ---- parity (#30, names A): take, masked_scatter ----
+// ---- take, masked_scatter ----
 namespace kiln {
 namespace {
 std::vector<TensorMeta> meta_take(const OpCall& c) {

@@ -369,7 +369,7 @@ Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
 Tensor Tensor::mm(const Tensor& o) const { return kiln::mm(*this, o); }
 
 
-// ---- parity (#30, names A): addbmm, chain_matmul, matrix_power, inverse ----
+// ---- addbmm, chain_matmul, matrix_power, inverse ----
 namespace {
 std::vector<TensorMeta> meta_addbmm(const OpCall& c) {
   const Tensor &self = c.in(0), &b1 = c.in(1), &b2 = c.in(2);

@@ -387,7 +387,7 @@ Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, const Scalar& value
 
 }  // namespace kiln
 
-// ---- parity (#30, names A): logaddexp2, nextafter, heaviside, float_power, true_divide, equal ----
+// ---- logaddexp2, nextafter, heaviside, float_power, true_divide, equal ----
 namespace kiln {
 namespace {
 std::vector<TensorMeta> meta_heaviside(const OpCall& c) {

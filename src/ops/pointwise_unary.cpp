@@ -418,7 +418,7 @@ Tensor& Tensor::zero_() { return fill_(Scalar(int64_t(0))); }
 
 }  // namespace kiln
 
-// ---- parity (#30, names A): sinc, isneginf, isposinf, signbit ----
+// ---- sinc, isneginf, isposinf, signbit ----
 namespace kiln {
 namespace {
 std::vector<TensorMeta> meta_sinc(const OpCall& c) {

@@ -326,7 +326,7 @@ Tensor Tensor::triu(int64_t diagonal) const { return kiln::triu(*this, diagonal)
 
 }  // namespace kiln
 
-// ---- parity (#30, names A): fliplr, flipud, hstack, vstack, column_stack, dstack ----
+// ---- fliplr, flipud, hstack, vstack, column_stack, dstack ----
 namespace kiln {
 namespace {
 std::vector<TensorMeta> meta_flip_lr_ud(const OpCall& c) {

@@ -369,7 +369,7 @@ KILN_COMPOSITE_VIEW(expand_as);
 KILN_COMPOSITE_VIEW(split);
 KILN_COMPOSITE_VIEW(chunk);
 KILN_COMPOSITE_VIEW(unbind);
-// parity (#30, names A): torch.atleast_{1,2,3}d, a view of x with leading (and, for 3-D, trailing) 1s.
+// torch.atleast_{1,2,3}d, a view of x with leading (and, for 3-D, trailing) 1s.
 ViewSteps atleast_steps(const OpCall& c, int64_t n) {
   KILN_CHECK(c.in(0).defined(), c.name(), ": expected a defined input tensor");
   std::vector<int64_t> s = c.in(0).sizes().vec();

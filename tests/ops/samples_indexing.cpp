@@ -910,7 +910,7 @@ std::vector<ErrorSample> embedding_errors() {
 }
 KILN_OP_SAMPLES(embedding, embedding_samples, embedding_errors);
 
-// ---- parity (#30, names A): take, masked_scatter ----
+// ---- take, masked_scatter ----
 // x read row-major at each index (negative from the end), in index's shape.
 TensorList take_ref(const TensorList& in) {
   Ref x = Ref::of(in[0]), i = Ref::of(in[1]);

@@ -511,7 +511,7 @@ std::vector<ErrorSample> einsum_errors() {
 }
 KILN_OP_SAMPLES(einsum, einsum_samples, einsum_errors);
 
-// ---- parity (#30, names A): addbmm, chain_matmul ----
+// ---- addbmm, chain_matmul ----
 // beta * self + alpha * sum_b batch1[b] @ batch2[b]; self ignored where beta == 0.
 OpFn addbmm_ref(double beta, double alpha) {
   return [beta, alpha](const TensorList& in) {

@@ -86,7 +86,6 @@ const std::map<OpId, BinarySpec>& specs() {
                         [](const Tensor& a, const Scalar& b) { return kiln::copysign(a, b); }}},
       {OpId::logaddexp, {[](const Tensor& a, const Tensor& b) { return kiln::logaddexp(a, b); }, logaddexp_ref,
                          -5, 5, -5, 5, Kind::FloatOnly}},
-      // parity (#30, names A)
       {OpId::logaddexp2, {[](const Tensor& a, const Tensor& b) { return kiln::logaddexp2(a, b); }, logaddexp2_ref,
                           -5, 5, -5, 5, Kind::FloatOnly}},
       {OpId::eq, {[](const Tensor& a, const Tensor& b) { return kiln::eq(a, b); }, [](double a, double b) { return double(a == b); },
@@ -694,7 +693,7 @@ KILN_OP_SAMPLES(lerp, lerp_samples, lerp_errors);
 KILN_OP_SAMPLES(addcmul, addc_samples<false>, addcmul_errors);
 KILN_OP_SAMPLES(addcdiv, addc_samples<true>, addcdiv_errors);
 
-// ---- parity (#30, names A): nextafter, heaviside, float_power ----
+// ---- nextafter, heaviside, float_power ----
 // The neighbours of a float16/bfloat16 value, from the sorted list of every value the format holds
 // (decoded from all 2^16 bit patterns), independent of the kernel's bit stepping.
 double reduced_next(double a, double b, DType t) {

@@ -93,7 +93,6 @@ const std::map<OpId, UnarySpec>& specs() {
       {OpId::logical_not, {[](const Tensor& x) { return kiln::logical_not(x); }, [](double x) { return double(x == 0); }, -2, 2, Kind::BoolOut}},
       {OpId::nan_to_num, {[](const Tensor& x) { return kiln::nan_to_num(x); }, [](double x) { return x; }, -3, 3, Kind::Same}},
       {OpId::clone, {[](const Tensor& x) { return kiln::clone(x); }, [](double x) { return x; }, -3, 3, Kind::Same}},
-      // parity (#30, names A)
       {OpId::sinc, {[](const Tensor& x) { return kiln::sinc(x); }, sinc_ref, -3, 3, Kind::Float}},
       {OpId::isneginf, {[](const Tensor& x) { return kiln::isneginf(x); }, [](double x) { return double(x == -kInf); }, -3, 3, Kind::BoolOut}},
       {OpId::isposinf, {[](const Tensor& x) { return kiln::isposinf(x); }, [](double x) { return double(x == kInf); }, -3, 3, Kind::BoolOut}},
@@ -498,7 +497,6 @@ KILN_UNARY_SAMPLES(round)
 KILN_UNARY_SAMPLES(trunc)
 KILN_UNARY_SAMPLES(isnan)
 KILN_UNARY_SAMPLES(isinf)
-// parity (#30, names A)
 KILN_UNARY_SAMPLES(sinc)
 KILN_UNARY_SAMPLES(isneginf)
 KILN_UNARY_SAMPLES(isposinf)

@@ -580,7 +580,7 @@ KILN_OP_SAMPLES(tril, samples_tri<true>, errors_tri<true>);
 KILN_OP_SAMPLES(triu, samples_tri<false>, errors_tri<false>);
 KILN_OP_SAMPLES(pad, samples_pad, errors_pad);
 
-// ---- parity (#30, names A): fliplr, flipud, hstack, vstack, column_stack, dstack ----
+// ---- fliplr, flipud, hstack, vstack, column_stack, dstack ----
 namespace {
 Ref ref_flip_dim(const Ref& x, int64_t dim) {
   Ref out(x.shape);

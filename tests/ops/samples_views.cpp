@@ -414,7 +414,7 @@ std::vector<ErrorSample> sum_errors() {
 }
 KILN_OP_SAMPLES(sum, sum_samples, sum_errors);
 
-// ---- parity (#30, names A): atleast_1d / atleast_2d / atleast_3d ----
+// ---- atleast_1d / atleast_2d / atleast_3d ----
 Shape atleast_shape(Shape s, size_t n) {
   if (n == 3 && s.size() == 1) return {1, s[0], 1};
   if (n == 3 && s.size() == 2) return {s[0], s[1], 1};

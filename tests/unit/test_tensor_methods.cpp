@@ -102,7 +102,7 @@ void check_pointwise() {
   CHECK_METHOD(a, trunc);
   CHECK_METHOD(a, isnan);
   CHECK_METHOD(a, isinf);
-  CHECK_METHOD(a, isneginf);  // parity (#30, names A)
+  CHECK_METHOD(a, isneginf);
   CHECK_METHOD(a, isposinf);
   CHECK_METHOD(a, signbit);
   CHECK_METHOD(a, sinc);
@@ -140,7 +140,7 @@ void check_binary() {
   CHECK_METHOD(a, fmin, b);
   CHECK_METHOD(a, copysign, b);
   CHECK_METHOD(a, logaddexp, b);
-  CHECK_METHOD(a, logaddexp2, b);  // parity (#30, names A)
+  CHECK_METHOD(a, logaddexp2, b);
   CHECK_METHOD(a, nextafter, b);
   CHECK_METHOD(a, heaviside, b);
   CHECK_METHOD(a, float_power, b);
@@ -228,7 +228,7 @@ void check_shape_and_indexing() {
   CHECK_METHOD(a.t(), contiguous);
   CHECK_METHOD(a, repeat, IntArrayRef{2, 1});
   CHECK_METHOD(a, flip, IntArrayRef{1});
-  CHECK_METHOD(a, fliplr);  // parity (#30, names A)
+  CHECK_METHOD(a, fliplr);
   CHECK_METHOD(a, flipud);
   CHECK_METHOD(a, take, idx);
   CHECK_METHOD(a, roll, IntArrayRef{1}, IntArrayRef{1});
@@ -242,7 +242,7 @@ void check_shape_and_indexing() {
   CHECK_METHOD(a, index_add, 1, idx, a.narrow(1, 0, 2));
   CHECK_METHOD(a, index_put, std::vector<Tensor>{idx.remainder(2)}, tensor<float>({5.0f}));
   CHECK_METHOD(a, masked_fill, m, 0.0);
-  CHECK_METHOD(a, masked_scatter, m, a.flatten());  // parity (#30, names A)
+  CHECK_METHOD(a, masked_scatter, m, a.flatten());
   CHECK_METHOD(a, masked_select, m);
   CHECK_METHOD(a, nonzero);
   CHECK_METHOD(a, topk, 2);
@@ -262,7 +262,7 @@ void check_linear_algebra() {
   CHECK_METHOD(a, matmul, b);
   CHECK_METHOD(s, addmm, a, b, 0.5, 2.0);
   CHECK_METHOD(s.unsqueeze(0), baddbmm, a3, b3);
-  CHECK_METHOD(s, addbmm, a3, b3);  // parity (#30, names A)
+  CHECK_METHOD(s, addbmm, a3, b3);
 }
 
 // A call the free function does not take is not a method call either (no error deep inside).

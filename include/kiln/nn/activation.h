@@ -178,7 +178,7 @@ class Dropout : public Module {
   bool inplace;
 };
 
-// parity (#30, names B): the layers over src/ops/nn_parity_act.cpp, as torch.nn's.
+// The layers over src/ops/activation_extra.cpp, as torch.nn's.
 // x >= 0 ? x : x * r: r uniform in [lower, upper] per element in training, (lower + upper) / 2 in eval.
 class RReLU : public Module {
  public:

@@ -54,7 +54,7 @@ class PixelUnshuffle : public Module {
   int64_t downscale_factor;
 };
 
-// parity (#30, names B): the layers over src/ops/nn_parity_pool.cpp, as torch.nn's.
+// The layers over src/ops/pooling_extra.cpp, as torch.nn's.
 class ChannelShuffle : public Module {
  public:
   explicit ChannelShuffle(int64_t groups) : Module("ChannelShuffle"), groups(groups) {}

@@ -43,7 +43,7 @@ Tensor glu(const Tensor& x, int64_t dim = -1);
 // x > 0 ? x : weight * x; weight holds one value or one per channel (dim 1 of x).
 Tensor prelu(const Tensor& x, const Tensor& weight);
 
-// parity (#30, names B): the shrink activations and rrelu (src/ops/nn_parity_act.cpp).
+// The shrink activations and rrelu (src/ops/activation_extra.cpp).
 // x - tanh(x), as torch's Python definition (integer inputs give the default float dtype).
 Tensor tanhshrink(const Tensor& x);
 // x > lambd ? x - lambd : x < -lambd ? x + lambd : 0 (lambd >= 0; a NaN stays NaN, as PyTorch 2.x).

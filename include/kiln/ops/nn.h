@@ -21,7 +21,7 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
              const Scalar& alpha = 1);
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
                const Scalar& alpha = 1);
-// parity (#30, names A). addbmm: beta * self + alpha * sum_i batch1[i] @ batch2[i] ([n, p]).
+// addbmm: beta * self + alpha * sum_i batch1[i] @ batch2[i] ([n, p]).
 Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
               const Scalar& alpha = 1);
 // The product of 2-D matrices, multiplied in the cheapest order (torch.chain_matmul, deprecated there
@@ -132,7 +132,7 @@ Tensor adaptive_max_pool3d(const Tensor& x, IntArrayRef output_size);
 std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, IntArrayRef output_size);
 std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, IntArrayRef output_size);
 std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, IntArrayRef output_size);
-// parity (#30, names B) (src/ops/nn_parity_pool.cpp).
+// Channel shuffle, max unpooling and fractional max pooling (src/ops/pooling_extra.cpp).
 // (N, C, *) with C = g * k: channel c = i * k + j moves to j * g + i (ShuffleNet's shuffle).
 Tensor channel_shuffle(const Tensor& x, int64_t groups);
 // The inverse of max_pool2d_with_indices: x [N, C, H, W] or [C, H, W] written at its indices (flat
@@ -169,7 +169,7 @@ Tensor rms_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& wei
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr);
-// parity (#30, names B) (src/ops/nn_parity_act.cpp).
+// softmin, gumbel_softmax and the dropout variants (src/ops/activation_extra.cpp).
 // softmax(-x, dim, dtype).
 Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 // softmax((logits + g) / tau, dim) with g Gumbel(0, 1) noise; hard: the one-hot of its argmax in the

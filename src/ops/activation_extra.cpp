@@ -1,4 +1,4 @@
-// Parity (#30, names B): tanhshrink, softshrink, hardshrink, rrelu, softmin, gumbel_softmax and the
+// tanhshrink, softshrink, hardshrink, rrelu, softmin, gumbel_softmax and the
 // dropout variants (alpha_dropout, feature_alpha_dropout, dropout2d): public functions, meta functions
 // and decompositions. All are composites: autograd differentiates through the decompositions.
 #include <cmath>

@@ -1,4 +1,4 @@
-// The parity (#30, names B) layers: RReLU, Tanhshrink, Softshrink, Hardshrink, Softmin, AlphaDropout,
+// The layers added for PyTorch parity (#30): RReLU, Tanhshrink, Softshrink, Hardshrink, Softmin, AlphaDropout,
 // FeatureAlphaDropout, Dropout2d, ChannelShuffle, MaxUnpool2d and FractionalMaxPool2d: construction and
 // torch's reprs, forward shapes and values, train/eval behaviour, and bad arguments.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Samples for the parity (#30, names B) ops of src/ops/nn_parity_pool.cpp (Note [Op samples]):
+// Samples for the ops of src/ops/pooling_extra.cpp (Note [Op samples]):
 // channel_shuffle, max_unpool2d and fractional_max_pool2d against naive loops written from torch's
 // kernels (fractional_max_pool2d's windows with torch's generate_intervals, in the input's type).
 #include <cmath>

@@ -1,4 +1,4 @@
-// Parity (#30, names B): channel_shuffle, max_unpool2d and fractional_max_pool2d: public functions,
+// channel_shuffle, max_unpool2d and fractional_max_pool2d: public functions,
 // meta functions and decompositions. All three are composites of reshapes, scatter and gather, so
 // autograd differentiates through them and compiled graphs lower them like any other.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Samples for the parity (#30, names B) activations and dropout variants of src/ops/nn_parity_act.cpp
+// Samples for the activations and dropout variants of src/ops/activation_extra.cpp
 // (Note [Op samples]): float64 references written from torch's formulas; the random ops get
 // structural checks and a gradcheck with a fixed generator.
 #include <cmath>

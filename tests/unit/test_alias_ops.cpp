@@ -1,4 +1,4 @@
-// Parity (#30, names A): the torch names with no op of their own (aliases and value reads):
+// the torch names with no op of their own (aliases and value reads):
 // equal, true_divide, swapaxes / swapdims, inverse and matrix_power, against loops written here
 // and torch's documented answers. The names in the op table are covered by tests/ops.
 #include <gtest/gtest.h>
