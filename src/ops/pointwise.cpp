@@ -229,10 +229,9 @@ Tensor fmod(const Tensor& a, const Tensor& b) { return bin(OpId::fmod, a, b); }
 // fit the tensor's dtype wraps, as torch (fmod(uint8, 300) is fmod by 44; Note [Scalars out of
 // range]). pow converts its exponent checked, as torch: pow(int32, 2^40) raises.
 namespace {
-void check_exponent_fits(const Tensor& a, const Scalar& b, const char* op, bool floating_too) {
+void check_exponent_fits(const Tensor& a, const Scalar& b, const char* op) {
   if (!a.defined()) return;
-  bool same_category = is_floating_point(a.dtype()) ? floating_too : !b.is_floating_point();
-  if (same_category) check_scalar_fits(b, a.dtype(), op);
+  if (is_floating_point(a.dtype()) || !b.is_floating_point()) check_scalar_fits(b, a.dtype(), op);
 }
 }  // namespace
 Tensor fmod(const Tensor& a, const Scalar& b) { return bin(OpId::fmod, a, wrap(b)); }
@@ -243,7 +242,7 @@ Tensor pow(const Tensor& a, const Scalar& b) {
   KILN_CHECK(!(b.is_integral() && !b.is_bool() && b.to_long() < 0 && !is_floating_point(a.dtype())),
              "pow: integers to negative integer powers are not allowed (base dtype ", a.dtype(), ", exponent ",
              b.to_long(), ")");
-  check_exponent_fits(a, b, "pow", true);
+  check_exponent_fits(a, b, "pow");
   return bin(OpId::pow, a, wrap(b));
 }
 Tensor pow(const Scalar& a, const Tensor& b) { return bin(OpId::pow, wrap(a), b); }

@@ -273,7 +273,9 @@ Tensor pad_cropping(const Tensor& x, IntArrayRef pad, const std::string& mode) {
   Tensor y = x;
   for (int64_t k = 0; k < np; ++k) {
     const int64_t d = x.dim() - 1 - k, l = pad[2 * k], r = pad[2 * k + 1], in = x.sizes()[d];
-    const int64_t out = in + l + r;
+    int64_t out = 0;
+    KILN_CHECK(!__builtin_add_overflow(in, l, &out) && !__builtin_add_overflow(out, r, &out), "pad: the input size ",
+               in, " at dimension ", d, " plus padding (", l, ", ", r, ") overflows int64");
     KILN_CHECK(out >= 1, "pad: the input size ", in, " at dimension ", d, " plus padding (", l, ", ", r,
                ") leaves no entries (input shape ", shape_str(x.sizes()), ")");
     if (mode == "reflect")
@@ -281,7 +283,14 @@ Tensor pad_cropping(const Tensor& x, IntArrayRef pad, const std::string& mode) {
                  "got padding (", l, ", ", r, ") at dimension ", d, " of input ", shape_str(x.sizes()));
     if (l == 0 && r == 0) continue;
     const int64_t i_start = std::max<int64_t>(0, -l), o_start = std::max<int64_t>(0, l);
-    std::vector<int64_t> src(static_cast<size_t>(out));
+    // Host indices (while tracing too): a length that cannot be held is an error naming it.
+    std::vector<int64_t> src;
+    try {
+      src.resize(static_cast<size_t>(out));
+    } catch (const std::exception&) {
+      KILN_FAIL("pad: cannot allocate the ", out, " indices of ", mode, " padding (", l, ", ", r, ") at dimension ",
+                d, " of input ", shape_str(x.sizes()));
+    }
     for (int64_t j = 0; j < out; ++j) {
       int64_t p = 0;
       if (mode == "reflect")
@@ -289,8 +298,8 @@ Tensor pad_cropping(const Tensor& x, IntArrayRef pad, const std::string& mode) {
       else
         p = j < l ? l : j < in + l ? j : in + l - 1;
       src[static_cast<size_t>(j)] = p - o_start + i_start;
-      KILN_CHECK(src[static_cast<size_t>(j)] >= 0 && src[static_cast<size_t>(j)] < in, "pad: ", mode, " padding (", l,
-                 ", ", r, ") at dimension ", d, " of input ", shape_str(x.sizes()), " reads outside the input");
+      KILN_CHECK(src[static_cast<size_t>(j)] >= 0 && src[static_cast<size_t>(j)] < in, "pad: ", mode, " padding (", l, ", ", r, ") at dimension ", d,
+                 " of input ", shape_str(x.sizes()), " reads outside the input");
     }
     y = index_select(y, d, tensor<int64_t>(src, {out}, TensorOptions(kInt64).device(x.device())));
   }

@@ -516,6 +516,9 @@ TEST(TorchAnswers, NegativeReflectAndReplicatePadding) {
   EXPECT_EQ(vals(z.grad()), (std::vector<double>{0, 0, 0, 1, 2, 18}));
   expect_error([&] { (void)pad(x, {-7, 0}, "replicate"); }, {"pad", "leaves no entries"});
   expect_error([&] { (void)pad(x, {-1, 6}, "reflect"); }, {"pad", "padding size should be less than"});
+  // Huge paddings are errors naming them, not std::length_error or a wrapped size.
+  expect_error([&] { (void)pad(x, {-1, int64_t(1) << 62}, "replicate"); }, {"pad", "cannot allocate"});
+  expect_error([&] { (void)pad(x, {-1, std::numeric_limits<int64_t>::max()}, "replicate"); }, {"pad", "overflows int64"});
 }
 
 // index_add into a 0-d tensor with a one-element index (torch: tensor(3.)).
