@@ -290,8 +290,10 @@ TEST(CudaCompile, CubinCacheServesASecondProcess) {
   auto f = compile(cache_probe, {.backend = "inductor", .background = false});
   expect_close(f(x), cache_probe(x).cpu(), 1e-5, 1e-5);
   EXPECT_GT(compiler::jit::cuda_jit_stats().nvrtc_runs, runs) << "the first process compiles with NVRTC";
-  const std::string cmd = std::string(kCacheChild) + "=1 KILN_CUDA_CODEGEN=1 KILN_CACHE_DIR=" + dir +
-                          " /proc/self/exe --gtest_filter=CudaCompile.CubinCacheChild > " + dir + "/child.log 2>&1";
+  // This binary's path, read here: inside std::system's shell /proc/self/exe is the shell.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = std::string(kCacheChild) + "=1 KILN_CUDA_CODEGEN=1 KILN_CACHE_DIR=" + dir + " '" + self +
+                          "' --gtest_filter=CudaCompile.CubinCacheChild > " + dir + "/child.log 2>&1";
   const int rc = std::system(cmd.c_str());
   std::string log;
   {

@@ -1,11 +1,12 @@
 // CPU kernels for softmax, log_softmax and layer_norm: one pass per row over
 // contiguous data, computing in the opmath type (float for Half/BFloat16),
 // parallel over rows; and the fused backward ops _batch_norm_backward, _layer_norm_backward and
-// _softmax_backward_data, in double (the reference the CUDA kernels are tested against). The decompositions in
+// _softmax_backward_data, in the opmath type with their sums in double. The decompositions in
 // src/ops/nn_*.cpp define the semantics; these are the fast eager path.
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/loops.h"
 #include "core/scalar_math.h"
 #include "ops/registry.h"
@@ -33,35 +34,51 @@ struct Split3 {
   }
 };
 
+// Sum of f(i) over [0, n) in double, in 8 independent partial sums: one accumulator would run at
+// the adder's latency, and 8 lanes let g++ vectorize f. The order is fixed, so the result does
+// not depend on the thread count.
+template <class F>
+inline double lane_sum(int64_t n, const F& f) {
+  double p[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) p[k] += static_cast<double>(f(i + k));
+  double tail = 0;
+  for (; i < n; ++i) tail += static_cast<double>(f(i));
+  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + tail;
+}
+
 template <class T, bool Log>
 void softmax_lastdim(const T* x, T* y, int64_t rows, int64_t n) {
   using C = math::opmath_t<T>;
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const T* xr = x + r * n;
-      T* yr = y + r * n;
-      C mx = -std::numeric_limits<C>::infinity();
-      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, C(xr[i]));
-      // A row of -inf (or a NaN) has no finite shift: x - mx gives NaN, as torch.
-      C s = 0;
-      if constexpr (Log) {
-        for (int64_t i = 0; i < n; ++i) s += std::exp(C(xr[i]) - mx);
-        C lse = mx + std::log(s);
-        for (int64_t i = 0; i < n; ++i) yr[i] = T(C(xr[i]) - lse);
-      } else {
-        // Write exp into y when T is C (saves recomputing it); else recompute.
-        for (int64_t i = 0; i < n; ++i) {
-          C ev = std::exp(C(xr[i]) - mx);
-          if constexpr (std::is_same_v<T, C>) yr[i] = ev;
-          s += ev;
-        }
-        C inv = C(1) / s;
-        for (int64_t i = 0; i < n; ++i) {
-          if constexpr (std::is_same_v<T, C>) yr[i] = yr[i] * inv;
-          else yr[i] = T(std::exp(C(xr[i]) - mx) * inv);
+    with_best_isa([&] {
+      for (int64_t r = b; r < e; ++r) {
+        const T* xr = x + r * n;
+        T* yr = y + r * n;
+        C mx = -std::numeric_limits<C>::infinity();
+        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, C(xr[i]));
+        // A row of -inf (or a NaN) has no finite shift: x - mx gives NaN, as torch.
+        if constexpr (Log) {
+          const double s = lane_sum(n, [&](int64_t i) { return math::Exp{}(C(xr[i]) - mx); });
+          const C lse = mx + C(std::log(s));
+          for (int64_t i = 0; i < n; ++i) yr[i] = T(C(xr[i]) - lse);
+        } else {
+          // Write exp into y when T is C (saves recomputing it); else recompute.
+          C s = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            C ev = math::Exp{}(C(xr[i]) - mx);
+            if constexpr (std::is_same_v<T, C>) yr[i] = ev;
+            s += ev;
+          }
+          C inv = C(1) / s;
+          for (int64_t i = 0; i < n; ++i) {
+            if constexpr (std::is_same_v<T, C>) yr[i] = yr[i] * inv;
+            else yr[i] = T(math::Exp{}(C(xr[i]) - mx) * inv);
+          }
         }
       }
-    }
+    });
   });
 }
 
@@ -162,155 +179,245 @@ void layer_norm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
 }
 KILN_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);
 
-// _batch_norm_backward (Note [Fused batch_norm backward]) in double, a channel at a time: the
-// statistics (two passes in training, the running ones in evaluation), the sums of g and
-// g * xhat, then grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) (training) or
-// w * rstd * g (evaluation).
+// The fused backward kernels below read their operands in their own dtype and compute each
+// element in the opmath type (float for float, Half and BFloat16), as PyTorch's CPU kernels do;
+// their reductions (a row's or a channel's sums) accumulate in double. They used to convert
+// every operand to double first: for gpt_nano's cross-entropy that is two 100 MB copies each way
+// per step, and the time went to the copies and page faults, not the math.
+
+// Where a kernel writes its result: out itself when contiguous (it may share memory with an
+// input the compiled graph no longer needs; every kernel here reads an element before writing
+// it), else a contiguous buffer copied into out by finish().
+struct DenseOut {
+  Tensor out, buf;
+  explicit DenseOut(const Tensor& o) : out(o), buf(o.is_contiguous() ? o : make_tensor(o.sizes(), o.dtype(), o.device())) {}
+  template <class T>
+  T* data() const {
+    return static_cast<T*>(buf.data_ptr());
+  }
+  void finish() const {
+    if (!out.is_contiguous()) copy_cpu(out, buf);
+  }
+};
+
+// A vector of doubles as a tensor of out's dtype, shape and device.
+void store_into(const Tensor& out, const std::vector<double>& v) {
+  if (!out.defined()) return;
+  Tensor t = make_tensor(out.sizes(), DType::Float64, out.device());
+  std::copy(v.begin(), v.end(), static_cast<double*>(t.data_ptr()));
+  copy_cpu(out, t);
+}
+
+// _batch_norm_backward (Note [Fused batch_norm backward]), a channel at a time: the statistics
+// (two passes in training, the running ones in evaluation), the sums of g and g * xhat, then
+// grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) (training) or w * rstd * g
+// (evaluation).
 void batch_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& x0 = c.in(1);
   const bool training = c.attrs.b(0);
   const double eps = c.attrs.f(1);
-  const int64_t N = x0.sizes()[0], C = x0.sizes()[1];
-  const int64_t HW = N * C == 0 ? 0 : x0.numel() / (N * C), M = N * HW;
-  const DType d = DType::Float64;
-  Tensor g = dense(c.in(0), d), x = dense(x0, d);
-  Tensor w = c.in(2).defined() ? dense(c.in(2), d) : Tensor();
-  Tensor rm = training ? Tensor() : dense(c.in(3), d), rv = training ? Tensor() : dense(c.in(4), d);
-  Tensor gx = make_tensor(x0.sizes(), d, x0.device()), gw = make_tensor({C}, d, x0.device()),
-         gb = make_tensor({C}, d, x0.device());
-  const double* gp = static_cast<const double*>(g.data_ptr());
-  const double* xp = static_cast<const double*>(x.data_ptr());
-  const double* wp = w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr;
-  double* gxp = static_cast<double*>(gx.data_ptr());
-  double* gwp = static_cast<double*>(gw.data_ptr());
-  double* gbp = static_cast<double*>(gb.data_ptr());
-  parallel_for(0, C, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t ch = lo; ch < hi; ++ch) {
-      auto each = [&](auto&& f) {
-        for (int64_t b = 0; b < N; ++b)
-          for (int64_t i = 0; i < HW; ++i) f((b * C + ch) * HW + i);
-      };
-      double mean = 0, rstd = 0;
-      if (!training) {
-        mean = static_cast<const double*>(rm.data_ptr())[ch];
-        rstd = 1 / std::sqrt(static_cast<const double*>(rv.data_ptr())[ch] + eps);
-      } else if (M > 0) {
-        double s = 0, sq = 0;
-        each([&](int64_t e) { s += xp[e]; });
-        mean = s / static_cast<double>(M);
-        each([&](int64_t e) { sq += (xp[e] - mean) * (xp[e] - mean); });
-        rstd = 1 / std::sqrt(sq / static_cast<double>(M) + eps);
-      }
-      double sg = 0, sgx = 0;
-      each([&](int64_t e) {
-        sg += gp[e];
-        sgx += gp[e] * (xp[e] - mean) * rstd;
+  const int64_t N = x0.sizes()[0], Ch = x0.sizes()[1];
+  const int64_t HW = N * Ch == 0 ? 0 : x0.numel() / (N * Ch), M = N * HW;
+  const std::vector<double> w = c.in(2).defined() ? dense_doubles(c.in(2)) : std::vector<double>();
+  const std::vector<double> rm = training ? std::vector<double>() : dense_doubles(c.in(3));
+  const std::vector<double> rv = training ? std::vector<double>() : dense_doubles(c.in(4));
+  std::vector<double> gw(static_cast<size_t>(Ch)), gb(static_cast<size_t>(Ch));
+  const DenseOut gx(outs[0]);
+  visit_floating(outs[0].dtype(), c.name(), [&]<class T>() {
+    using C = math::opmath_t<T>;
+    const Tensor g = dense(c.in(0), outs[0].dtype()), x = dense(x0, outs[0].dtype());
+    const T* gp = static_cast<const T*>(g.data_ptr());
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* gxp = gx.data<T>();
+    parallel_for(0, Ch, 1, [&](int64_t lo, int64_t hi) {
+      with_best_isa([&] {
+        for (int64_t ch = lo; ch < hi; ++ch) {
+          // The sum of f(plane, i) over the channel's N planes of HW.
+          auto channel_sum = [&](const auto& f) {
+            double s = 0;
+            for (int64_t b = 0; b < N; ++b) {
+              const int64_t o = (b * Ch + ch) * HW;
+              s += lane_sum(HW, [&](int64_t i) { return f(o + i); });
+            }
+            return s;
+          };
+          double mean = 0, rstd = 0;
+          if (!training) {
+            mean = rm[ch];
+            rstd = 1 / std::sqrt(rv[ch] + eps);
+          } else if (M > 0) {
+            mean = channel_sum([&](int64_t e) { return C(xp[e]); }) / static_cast<double>(M);
+            const C cm = C(mean);
+            const double sq = channel_sum([&](int64_t e) {
+              const C d = C(xp[e]) - cm;
+              return d * d;
+            });
+            rstd = 1 / std::sqrt(sq / static_cast<double>(M) + eps);
+          }
+          const C cm = C(mean);
+          const double sg = channel_sum([&](int64_t e) { return C(gp[e]); });
+          const double sgx = channel_sum([&](int64_t e) { return C(gp[e]) * (C(xp[e]) - cm); }) * rstd;
+          gw[ch] = sgx;
+          gb[ch] = sg;
+          const C a = C((w.empty() ? 1.0 : w[ch]) * rstd);
+          const bool centred = training && M > 0;
+          const C mg = centred ? C(sg / static_cast<double>(M)) : C(0);
+          const C k = centred ? C(rstd * sgx / static_cast<double>(M)) : C(0);
+          for (int64_t b = 0; b < N; ++b) {
+            const int64_t o = (b * Ch + ch) * HW;
+            for (int64_t i = 0; i < HW; ++i)
+              gxp[o + i] = T(a * (C(gp[o + i]) - mg - (C(xp[o + i]) - cm) * k));
+          }
+        }
       });
-      gwp[ch] = sgx;
-      gbp[ch] = sg;
-      const double a = (wp ? wp[ch] : 1.0) * rstd;
-      if (training && M > 0) {
-        const double mg = sg / static_cast<double>(M), mgx = sgx / static_cast<double>(M);
-        each([&](int64_t e) { gxp[e] = a * (gp[e] - mg - (xp[e] - mean) * rstd * mgx); });
-      } else {
-        each([&](int64_t e) { gxp[e] = a * gp[e]; });
-      }
-    }
+    });
   });
-  copy_cpu(outs[0], gx);
-  copy_cpu(outs[1], gw);
-  copy_cpu(outs[2], gb);
+  gx.finish();
+  store_into(outs[1], gw);
+  store_into(outs[2], gb);
 }
 KILN_REGISTER_KERNEL(_batch_norm_backward, CPU, batch_norm_backward_kernel);
 
-// _layer_norm_backward (Note [Fused norm and activation backward]) in double over M rows of N:
-// per row mean and rstd (two passes), then with gh = g * w, grad_x = rstd * (gh - mean(gh) -
-// xhat * mean(gh * xhat)); grad_weight = sum over rows of g * xhat, grad_bias of g.
+// _layer_norm_backward (Note [Fused norm and activation backward]) over M rows of N: per row
+// mean and rstd (two passes), then with gh = g * w, grad_x = rstd * (gh - mean(gh) -
+// xhat * mean(gh * xhat)); grad_weight = sum over rows of g * xhat, grad_bias of g, summed a
+// block of columns at a time so that the rows are read along memory.
 void layer_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& x0 = c.in(1);
   int64_t N = 1;
   for (int64_t s : c.attrs.ints(0)) N *= s;
   const int64_t M = N == 0 ? 0 : x0.numel() / N;
   const double eps = c.attrs.f(1);
-  const DType d = DType::Float64;
-  Tensor g = dense(c.in(0), d), x = dense(x0, d);
-  Tensor w = c.in(2).defined() ? dense(c.in(2), d) : Tensor();
-  Tensor gx = make_tensor(x0.sizes(), d, x0.device());
-  Tensor xhat = make_tensor(x0.sizes(), d, x0.device());  // kept for the column sums below
-  const double* gp = static_cast<const double*>(g.data_ptr());
-  const double* xp = static_cast<const double*>(x.data_ptr());
-  const double* wp = w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr;
-  double* gxp = static_cast<double*>(gx.data_ptr());
-  double* hp = static_cast<double*>(xhat.data_ptr());
-  parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const double *gr = gp + r * N, *xr = xp + r * N;
-      double *gxr = gxp + r * N, *hr = hp + r * N;
-      double mu = 0, var = 0;
-      for (int64_t i = 0; i < N; ++i) mu += xr[i];
-      mu /= static_cast<double>(N);
-      for (int64_t i = 0; i < N; ++i) var += (xr[i] - mu) * (xr[i] - mu);
-      const double rstd = 1 / std::sqrt(var / static_cast<double>(N) + eps);
-      double sgh = 0, sghx = 0;
-      for (int64_t i = 0; i < N; ++i) {
-        hr[i] = (xr[i] - mu) * rstd;
-        const double gh = wp ? gr[i] * wp[i] : gr[i];
-        sgh += gh;
-        sghx += gh * hr[i];
-      }
-      const double mg = sgh / static_cast<double>(N), mgx = sghx / static_cast<double>(N);
-      for (int64_t i = 0; i < N; ++i) gxr[i] = rstd * ((wp ? gr[i] * wp[i] : gr[i]) - mg - hr[i] * mgx);
+  const DenseOut gx(outs[0]);
+  std::vector<double> gw(static_cast<size_t>(N)), gb(static_cast<size_t>(N));
+  visit_floating(outs[0].dtype(), c.name(), [&]<class T>() {
+    using C = math::opmath_t<T>;
+    const Tensor g = dense(c.in(0), outs[0].dtype()), x = dense(x0, outs[0].dtype());
+    const Tensor w = c.in(2).defined() ? dense(c.in(2), dtype_of<C>()) : Tensor();
+    const T* gp = static_cast<const T*>(g.data_ptr());
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const C* wp = w.defined() ? static_cast<const C*>(w.data_ptr()) : nullptr;
+    T* gxp = gx.data<T>();
+    // Each row's mean and rstd, for the column sums over g and x. When grad_x takes the memory
+    // of g or x (an input the compiled graph no longer needs), it is written last.
+    std::vector<C> mus(static_cast<size_t>(M)), rstds(static_cast<size_t>(M));
+    const bool need_columns = outs[1].defined() || outs[2].defined();
+    const bool aliased = gx.buf.data_ptr() == g.data_ptr() || gx.buf.data_ptr() == x.data_ptr();
+    auto column_sums = [&] {
+      constexpr int64_t kCols = 256;
+      parallel_for(0, (N + kCols - 1) / kCols, 1, [&](int64_t lo, int64_t hi) {
+        with_best_isa([&] {
+          double sw[kCols], sb[kCols];
+          for (int64_t blk = lo; blk < hi; ++blk) {
+            const int64_t j0 = blk * kCols, wd = std::min(kCols, N - j0);
+            std::fill(sw, sw + wd, 0.0);
+            std::fill(sb, sb + wd, 0.0);
+            for (int64_t r = 0; r < M; ++r) {
+              const T *gr = gp + r * N + j0, *xr = xp + r * N + j0;
+              const C mu = mus[r], rs = rstds[r];
+              for (int64_t j = 0; j < wd; ++j) {
+                sw[j] += static_cast<double>(C(gr[j]) * ((C(xr[j]) - mu) * rs));
+                sb[j] += static_cast<double>(C(gr[j]));
+              }
+            }
+            std::copy(sw, sw + wd, gw.begin() + j0);
+            std::copy(sb, sb + wd, gb.begin() + j0);
+          }
+        });
+      });
+    };
+    parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+      with_best_isa([&] {
+        for (int64_t r = lo; r < hi; ++r) {
+          const T *gr = gp + r * N, *xr = xp + r * N;
+          const double mu = lane_sum(N, [&](int64_t i) { return C(xr[i]); }) / static_cast<double>(N);
+          const C cm = C(mu);
+          const double var = lane_sum(N, [&](int64_t i) {
+            const C d = C(xr[i]) - cm;
+            return d * d;
+          });
+          const C rstd = C(1 / std::sqrt(var / static_cast<double>(N) + eps));
+          mus[r] = cm;
+          rstds[r] = rstd;
+          auto gh = [&](int64_t i) { return wp ? C(gr[i]) * wp[i] : C(gr[i]); };
+          const C mg = C(lane_sum(N, gh) / static_cast<double>(N));
+          const C mgx = C(lane_sum(N, [&](int64_t i) { return gh(i) * ((C(xr[i]) - cm) * rstd); }) / static_cast<double>(N));
+          if (!aliased) {
+            T* gxr = gxp + r * N;
+            for (int64_t i = 0; i < N; ++i) gxr[i] = T(rstd * (gh(i) - mg - ((C(xr[i]) - cm) * rstd) * mgx));
+          }
+        }
+      });
+    });
+    if (need_columns) column_sums();
+    // grad_x into the memory of g or x: after the column sums have read them; each element
+    // of a row is read before it is written.
+    if (aliased) {
+      parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+        with_best_isa([&] {
+          for (int64_t r = lo; r < hi; ++r) {
+            const T *gr = gp + r * N, *xr = xp + r * N;
+            T* gxr = gxp + r * N;
+            const C cm = mus[r], rstd = rstds[r];
+            auto gh = [&](int64_t i) { return wp ? C(gr[i]) * wp[i] : C(gr[i]); };
+            const C mg = C(lane_sum(N, gh) / static_cast<double>(N));
+            const C mgx = C(lane_sum(N, [&](int64_t i) { return gh(i) * ((C(xr[i]) - cm) * rstd); }) / static_cast<double>(N));
+            for (int64_t i = 0; i < N; ++i) gxr[i] = T(rstd * (gh(i) - mg - ((C(xr[i]) - cm) * rstd) * mgx));
+          }
+        });
+      });
     }
   });
-  Tensor gw = make_tensor(outs[1].sizes(), d, x0.device()), gb = make_tensor(outs[2].sizes(), d, x0.device());
-  double* gwp = static_cast<double*>(gw.data_ptr());
-  double* gbp = static_cast<double*>(gb.data_ptr());
-  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(M, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      double sw = 0, sb = 0;
-      for (int64_t r = 0; r < M; ++r) {
-        sw += gp[r * N + i] * hp[r * N + i];
-        sb += gp[r * N + i];
-      }
-      gwp[i] = sw;
-      gbp[i] = sb;
-    }
-  });
-  copy_cpu(outs[0], gx);
-  copy_cpu(outs[1], gw);
-  copy_cpu(outs[2], gb);
+  gx.finish();
+  store_into(outs[1], gw);
+  store_into(outs[2], gb);
 }
 KILN_REGISTER_KERNEL(_layer_norm_backward, CPU, layer_norm_backward_kernel);
 
-// _softmax_backward_data (Note [Fused norm and activation backward]) in double, for each of the
-// outer x inner rows along dim: softmax y (g - sum(g y)); log_softmax g - exp(y) sum(g).
+// _softmax_backward_data (Note [Fused norm and activation backward]), for each of the outer x
+// inner rows along dim: softmax y (g - sum(g y)); log_softmax g - exp(y) sum(g).
 void softmax_backward_data_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const Tensor& y0 = c.in(1);
   if (y0.numel() == 0) return;
   const int64_t dim = y0.dim() == 0 ? 0 : wrap_dim(c.attrs.i(0), y0.dim(), c.name());
   const bool log = c.attrs.b(1);
   const Split3 sp(y0.sizes(), dim);
-  const DType d = DType::Float64;
-  Tensor g = dense(c.in(0), d), y = dense(y0, d), gx = make_tensor(y0.sizes(), d, y0.device());
-  const double* gp = static_cast<const double*>(g.data_ptr());
-  const double* yp = static_cast<const double*>(y.data_ptr());
-  double* gxp = static_cast<double*>(gx.data_ptr());
-  parallel_for(0, sp.outer * sp.inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(sp.n, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t t = lo; t < hi; ++t) {
-                   const int64_t base = (t / sp.inner) * sp.n * sp.inner + t % sp.inner;
-                   double s = 0;
-                   for (int64_t i = 0; i < sp.n; ++i) {
-                     const int64_t e = base + i * sp.inner;
-                     s += log ? gp[e] : gp[e] * yp[e];
-                   }
-                   for (int64_t i = 0; i < sp.n; ++i) {
-                     const int64_t e = base + i * sp.inner;
-                     gxp[e] = log ? gp[e] - std::exp(yp[e]) * s : yp[e] * (gp[e] - s);
-                   }
-                 }
-               });
-  copy_cpu(outs[0], gx);
+  const DenseOut gx(outs[0]);
+  visit_floating(outs[0].dtype(), c.name(), [&]<class T>() {
+    using C = math::opmath_t<T>;
+    const Tensor g = dense(c.in(0), outs[0].dtype()), y = dense(y0, outs[0].dtype());
+    const T* gp = static_cast<const T*>(g.data_ptr());
+    const T* yp = static_cast<const T*>(y.data_ptr());
+    T* gxp = gx.data<T>();
+    const int64_t n = sp.n, inner = sp.inner;
+    parallel_for(0, sp.outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+      with_best_isa([&] {
+        for (int64_t t = lo; t < hi; ++t) {
+          const int64_t base = (t / inner) * n * inner + t % inner;
+          const T *gr = gp + base, *yr = yp + base;
+          T* gxr = gxp + base;
+          // inner == 1 (the softmax dim is the last) is the common case: its own loops, so that
+          // they run over contiguous memory and vectorize.
+          if (inner == 1) {
+            const C s = C(log ? lane_sum(n, [&](int64_t i) { return C(gr[i]); })
+                              : lane_sum(n, [&](int64_t i) { return C(gr[i]) * C(yr[i]); }));
+            if (log)
+              for (int64_t i = 0; i < n; ++i) gxr[i] = T(C(gr[i]) - math::Exp{}(C(yr[i])) * s);
+            else
+              for (int64_t i = 0; i < n; ++i) gxr[i] = T(C(yr[i]) * (C(gr[i]) - s));
+          } else {
+            const C s = C(log ? lane_sum(n, [&](int64_t i) { return C(gr[i * inner]); })
+                              : lane_sum(n, [&](int64_t i) { return C(gr[i * inner]) * C(yr[i * inner]); }));
+            for (int64_t i = 0; i < n; ++i) {
+              const C gv = C(gr[i * inner]), yv = C(yr[i * inner]);
+              gxr[i * inner] = T(log ? gv - math::Exp{}(yv) * s : yv * (gv - s));
+            }
+          }
+        }
+      });
+    });
+  });
+  gx.finish();
 }
 KILN_REGISTER_KERNEL(_softmax_backward_data, CPU, softmax_backward_data_kernel);
 
