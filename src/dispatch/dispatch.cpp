@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <new>
+#include <stdexcept>
 
 #include "dispatch/autocast.h"
 #include "kiln/autograd.h"
@@ -294,6 +296,24 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
 }
 }  // namespace
 
+namespace {
+// Note [Host memory failures]
+// A kernel or decomposition that cannot get host memory for its own bookkeeping (the source
+// indices of an interpolation to 2^40 elements, a workspace: std::vector throws std::bad_alloc
+// or std::length_error) raises kiln::Error naming the op and its inputs' sizes, as the allocator
+// does for a tensor, never a bare std::bad_alloc. The innermost op converts it; ops above it see
+// a kiln::Error and let it pass.
+[[noreturn]] void fail_host_memory(const OpInfo& info, std::span<const Tensor> inputs) {
+  std::string sizes;
+  for (const Tensor& t : inputs) {
+    if (!sizes.empty()) sizes += ", ";
+    sizes += t.defined() ? shape_str(t.sizes()) : "None";
+  }
+  KILN_FAIL(info.name, ": not enough memory for the result or the work it needs (inputs of sizes ", sizes,
+            "): the requested output is too large");
+}
+}  // namespace
+
 std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpInfo& info = op_info(op);
   OpCall call{op, inputs, attrs};
@@ -342,15 +362,27 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
       for (const TensorMeta& m : metas) outs.push_back(make_tensor(m.sizes, m.dtype, m.device));
     }
     const Tensor* first = !inputs.empty() && inputs[0].defined() ? &inputs[0] : nullptr;
-    timed(op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
-          [&] { kernel(call, outs); });
+    try {
+      timed(op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
+            [&] { kernel(call, outs); });
+    } catch (const std::bad_alloc&) {
+      fail_host_memory(info, inputs);
+    } catch (const std::length_error&) {
+      fail_host_memory(info, inputs);
+    }
     return outs;
   }
   if (info.decomp) {
     // Validate with the meta function first, so a composite gives its own error.
     if (info.meta && metas.empty() && !info.has(DATA_DEPENDENT)) (void)info.meta(call);
     SymAttrScope sizes_at_hand(attrs);
-    return info.decomp(call);
+    try {
+      return info.decomp(call);
+    } catch (const std::bad_alloc&) {
+      fail_host_memory(info, inputs);
+    } catch (const std::length_error&) {
+      fail_host_memory(info, inputs);
+    }
   }
   // A device without a backend was left out of the build (the CUDA backend's no_cuda.cpp).
   KILN_CHECK(get_backend(dev.type) || dev.type == DeviceType::Meta, info.name, ": ", dev, " is not available: ",

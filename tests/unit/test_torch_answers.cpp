@@ -548,3 +548,19 @@ TEST(TorchAnswers, MaxAndMinOfTwoTensors) {
   EXPECT_EQ(vals(m), (std::vector<double>{2.5, 7}));
   expect_error([&] { (void)kiln::max(a, ones({2})); }, "maximum");
 }
+
+// Note [Host memory failures]: an output too large for the host's memory raises kiln::Error
+// naming the op (torch: "not enough memory"), also where the op builds host-side index vectors
+// before it allocates the result (these threw a bare std::bad_alloc).
+TEST(TorchAnswers, OutputsTooLargeForMemoryRaiseKilnError) {
+  Tensor x = randn({1, 1, 4});
+  const int64_t huge = int64_t(1) << 40;
+  for (const char* mode : {"nearest", "nearest-exact", "linear"})
+    expect_error([&] { (void)interpolate(x, std::vector<int64_t>{huge}, std::nullopt, mode); },
+                 {"interpolate", "not enough memory", "[1, 1, 4]"});
+  // "area" is adaptive average pooling, which names itself.
+  expect_error([&] { (void)interpolate(x, std::vector<int64_t>{huge}, std::nullopt, "area"); }, "not enough memory");
+  expect_error([&] { (void)adaptive_avg_pool1d(x, {huge}); }, {"adaptive_avg_pool", "not enough memory"});
+  expect_error([&] { (void)interpolate(randn({1, 1, 2, 2}), std::vector<int64_t>{huge, 2}, std::nullopt, "bicubic"); },
+               "not enough memory");
+}
