@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/isa.h"
 #include "core/convert.h"
 #include "core/parallel.h"
 #include "core/tensor_impl.h"
@@ -149,6 +150,12 @@ inline void elementwise_run(const std::array<char*, sizeof...(In) + 1>& p,
   }(std::index_sequence_for<In...>{});
 }
 
+// Element types whose loops gain from a wider ISA: floating outputs and inputs (bool masks too).
+template <class T>
+inline constexpr bool kFloatLane = std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class Out, class... In>
+inline constexpr bool kFloatRun = kFloatLane<Out> && ((kFloatLane<In> || std::is_same_v<In, bool>) && ...);
+
 // out[i] = f(in0[i], in1[i], ...) with exact types: Out is out's C++ type and
 // In... the inputs' (callers convert dtypes first). Inputs broadcast to out.
 template <class Out, class... In, class F>
@@ -161,6 +168,15 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(In)>& ins
   StridedIter<N> it(ops);
   parallel_for(0, it.numel, kElementwiseGrain, [&](int64_t b, int64_t e) {
     it.for_range(b, e, [&](const std::array<char*, N>& p, const std::array<int64_t, N>& st, int64_t n) {
+      // Floating runs long enough to pay for a call run in the copy for the CPU's best ISA
+      // (backend/cpu/isa.h): AVX2 doubles the width, and the math functors (exp_float,
+      // tanh_float, ...) inline and vectorize there.
+      if constexpr (kFloatRun<Out, In...>) {
+        if (n >= 64) {
+          with_best_isa([&] { elementwise_run<Out, In...>(p, st, n, f); });
+          return;
+        }
+      }
       elementwise_run<Out, In...>(p, st, n, f);
     });
   });
