@@ -111,9 +111,16 @@ class KernelEmitter : LoopEmitter {
   std::string simd_clause(const std::vector<int>& reds, const std::string& suffix) const {
     std::string s;
     for (int e : reds) {
-      const ReduceOp r = k_.exprs[static_cast<size_t>(e)].reduce;
-      if (r != ReduceOp::Sum && r != ReduceOp::Prod) return "";  // max/min: NaN is not an OpenMP reduction
-      s += std::string(" reduction(") + (r == ReduceOp::Sum ? "+" : "*") + ":acc" + std::to_string(e) + suffix + ")";
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const ReduceOp r = x.reduce;
+      std::string op = r == ReduceOp::Sum ? "+" : r == ReduceOp::Prod ? "*" : "";
+      // Floating max/min: NaN-sticky reductions of the umbrella header (kiln_jit.h), whose
+      // combiner is the step's own comparison, so each vector lane keeps eager's semantics
+      // (OpenMP's max/min leave NaN unspecified). Other accumulator types stay scalar.
+      if ((r == ReduceOp::Max || r == ReduceOp::Min) && (x.acc == DType::Float32 || x.acc == DType::Float64))
+        op = r == ReduceOp::Max ? "kiln_max" : "kiln_min";
+      if (op.empty()) return "";
+      s += " reduction(" + op + ":acc" + std::to_string(e) + suffix + ")";
     }
     return s.empty() ? "" : "#pragma omp simd" + s;
   }

@@ -184,11 +184,18 @@ std::string headers_dir(const std::string& root) {
 std::string pch_dir(const std::string& hdr, const std::string& cxx, const std::string& version,
                     const std::string& flags) {
   static std::unordered_map<std::string, std::string> built;
-  const std::string dir = hdr + "/pch-" + hex(fnv1a(cxx + "\n" + version + "\n" + flags));
-  if (auto it = built.find(dir); it != built.end()) return it->second;
   const std::string umbrella =
       "// Included first by generated code (Note [Generated C++]).\n#pragma once\n#include <cstdint>\n"
-      "#include <limits>\n#include \"core/convert.h\"\n#include \"core/scalar_math.h\"\n";
+      "#include <limits>\n#include \"core/convert.h\"\n#include \"core/scalar_math.h\"\n"
+      // NaN-sticky max/min for `omp simd reduction` (cpp_codegen.cpp's simd_clause): a NaN on
+      // either side wins, as the generated step `if (v > a || v != v) a = v;` does.
+      "#pragma omp declare reduction(kiln_max : float, double : omp_out = (omp_in > omp_out || omp_in != omp_in) ? "
+      "omp_in : omp_out) initializer(omp_priv = -std::numeric_limits<decltype(omp_orig)>::infinity())\n"
+      "#pragma omp declare reduction(kiln_min : float, double : omp_out = (omp_in < omp_out || omp_in != omp_in) ? "
+      "omp_in : omp_out) initializer(omp_priv = std::numeric_limits<decltype(omp_orig)>::infinity())\n";
+  // By its text too: a changed umbrella must not meet the .gch of the old one.
+  const std::string dir = hdr + "/pch-" + hex(fnv1a(cxx + "\n" + version + "\n" + flags + "\n" + umbrella));
+  if (auto it = built.find(dir); it != built.end()) return it->second;
   const std::string path = dir + "/kiln_jit.h";
   std::string have;
   if (!read_file(path, have) || have != umbrella) {
