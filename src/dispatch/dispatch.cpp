@@ -312,6 +312,17 @@ namespace {
   KILN_FAIL(info.name, ": not enough memory for the result or the work it needs (inputs of sizes ", sizes,
             "): the requested output is too large");
 }
+// f(), with a host memory failure inside it raised as above.
+template <class F>
+auto with_host_memory_errors(const OpInfo& info, std::span<const Tensor> inputs, const F& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    fail_host_memory(info, inputs);
+  } catch (const std::length_error&) {
+    fail_host_memory(info, inputs);
+  }
+}
 }  // namespace
 
 std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
@@ -362,27 +373,17 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
       for (const TensorMeta& m : metas) outs.push_back(make_tensor(m.sizes, m.dtype, m.device));
     }
     const Tensor* first = !inputs.empty() && inputs[0].defined() ? &inputs[0] : nullptr;
-    try {
+    with_host_memory_errors(info, inputs, [&] {
       timed(op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
             [&] { kernel(call, outs); });
-    } catch (const std::bad_alloc&) {
-      fail_host_memory(info, inputs);
-    } catch (const std::length_error&) {
-      fail_host_memory(info, inputs);
-    }
+    });
     return outs;
   }
   if (info.decomp) {
     // Validate with the meta function first, so a composite gives its own error.
     if (info.meta && metas.empty() && !info.has(DATA_DEPENDENT)) (void)info.meta(call);
     SymAttrScope sizes_at_hand(attrs);
-    try {
-      return info.decomp(call);
-    } catch (const std::bad_alloc&) {
-      fail_host_memory(info, inputs);
-    } catch (const std::length_error&) {
-      fail_host_memory(info, inputs);
-    }
+    return with_host_memory_errors(info, inputs, [&] { return info.decomp(call); });
   }
   // A device without a backend was left out of the build (the CUDA backend's no_cuda.cpp).
   KILN_CHECK(get_backend(dev.type) || dev.type == DeviceType::Meta, info.name, ": ", dev, " is not available: ",

@@ -185,29 +185,6 @@ KILN_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);
 // every operand to double first: for gpt_nano's cross-entropy that is two 100 MB copies each way
 // per step, and the time went to the copies and page faults, not the math.
 
-// Where a kernel writes its result: out itself when contiguous (it may share memory with an
-// input the compiled graph no longer needs; every kernel here reads an element before writing
-// it), else a contiguous buffer copied into out by finish().
-struct DenseOut {
-  Tensor out, buf;
-  explicit DenseOut(const Tensor& o) : out(o), buf(o.is_contiguous() ? o : make_tensor(o.sizes(), o.dtype(), o.device())) {}
-  template <class T>
-  T* data() const {
-    return static_cast<T*>(buf.data_ptr());
-  }
-  void finish() const {
-    if (!out.is_contiguous()) copy_cpu(out, buf);
-  }
-};
-
-// A vector of doubles as a tensor of out's dtype, shape and device.
-void store_into(const Tensor& out, const std::vector<double>& v) {
-  if (!out.defined()) return;
-  Tensor t = make_tensor(out.sizes(), DType::Float64, out.device());
-  std::copy(v.begin(), v.end(), static_cast<double*>(t.data_ptr()));
-  copy_cpu(out, t);
-}
-
 // _batch_norm_backward (Note [Fused batch_norm backward]), a channel at a time: the statistics
 // (two passes in training, the running ones in evaluation), the sums of g and g * xhat, then
 // grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) (training) or w * rstd * g
@@ -222,13 +199,12 @@ void batch_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const std::vector<double> rm = training ? std::vector<double>() : dense_doubles(c.in(3));
   const std::vector<double> rv = training ? std::vector<double>() : dense_doubles(c.in(4));
   std::vector<double> gw(static_cast<size_t>(Ch)), gb(static_cast<size_t>(Ch));
-  const DenseOut gx(outs[0]);
   visit_floating(outs[0].dtype(), c.name(), [&]<class T>() {
     using C = math::opmath_t<T>;
     const Tensor g = dense(c.in(0), outs[0].dtype()), x = dense(x0, outs[0].dtype());
     const T* gp = static_cast<const T*>(g.data_ptr());
     const T* xp = static_cast<const T*>(x.data_ptr());
-    T* gxp = gx.data<T>();
+    T* gxp = static_cast<T*>(outs[0].data_ptr());
     parallel_for(0, Ch, 1, [&](int64_t lo, int64_t hi) {
       with_best_isa([&] {
         for (int64_t ch = lo; ch < hi; ++ch) {
@@ -272,9 +248,8 @@ void batch_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       });
     });
   });
-  gx.finish();
-  store_into(outs[1], gw);
-  store_into(outs[2], gb);
+  store_doubles(outs[1], gw);
+  store_doubles(outs[2], gb);
 }
 KILN_REGISTER_KERNEL(_batch_norm_backward, CPU, batch_norm_backward_kernel);
 
@@ -288,7 +263,6 @@ void layer_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   for (int64_t s : c.attrs.ints(0)) N *= s;
   const int64_t M = N == 0 ? 0 : x0.numel() / N;
   const double eps = c.attrs.f(1);
-  const DenseOut gx(outs[0]);
   std::vector<double> gw(static_cast<size_t>(N)), gb(static_cast<size_t>(N));
   visit_floating(outs[0].dtype(), c.name(), [&]<class T>() {
     using C = math::opmath_t<T>;
@@ -297,13 +271,31 @@ void layer_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
     const T* gp = static_cast<const T*>(g.data_ptr());
     const T* xp = static_cast<const T*>(x.data_ptr());
     const C* wp = w.defined() ? static_cast<const C*>(w.data_ptr()) : nullptr;
-    T* gxp = gx.data<T>();
-    // Each row's mean and rstd, for the column sums over g and x. When grad_x takes the memory
-    // of g or x (an input the compiled graph no longer needs), it is written last.
+    T* gxp = static_cast<T*>(outs[0].data_ptr());
+    // Each row's mean and rstd, for the column sums below.
     std::vector<C> mus(static_cast<size_t>(M)), rstds(static_cast<size_t>(M));
-    const bool need_columns = outs[1].defined() || outs[2].defined();
-    const bool aliased = gx.buf.data_ptr() == g.data_ptr() || gx.buf.data_ptr() == x.data_ptr();
-    auto column_sums = [&] {
+    parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+      with_best_isa([&] {
+        for (int64_t r = lo; r < hi; ++r) {
+          const T *gr = gp + r * N, *xr = xp + r * N;
+          const double mu = lane_sum(N, [&](int64_t i) { return C(xr[i]); }) / static_cast<double>(N);
+          const C cm = C(mu);
+          const double var = lane_sum(N, [&](int64_t i) {
+            const C d = C(xr[i]) - cm;
+            return d * d;
+          });
+          const C rstd = C(1 / std::sqrt(var / static_cast<double>(N) + eps));
+          mus[r] = cm;
+          rstds[r] = rstd;
+          auto gh = [&](int64_t i) { return wp ? C(gr[i]) * wp[i] : C(gr[i]); };
+          const C mg = C(lane_sum(N, gh) / static_cast<double>(N));
+          const C mgx = C(lane_sum(N, [&](int64_t i) { return gh(i) * ((C(xr[i]) - cm) * rstd); }) / static_cast<double>(N));
+          T* gxr = gxp + r * N;
+          for (int64_t i = 0; i < N; ++i) gxr[i] = T(rstd * (gh(i) - mg - ((C(xr[i]) - cm) * rstd) * mgx));
+        }
+      });
+    });
+    {
       constexpr int64_t kCols = 256;
       parallel_for(0, (N + kCols - 1) / kCols, 1, [&](int64_t lo, int64_t hi) {
         with_best_isa([&] {
@@ -325,52 +317,10 @@ void layer_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
           }
         });
       });
-    };
-    parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
-      with_best_isa([&] {
-        for (int64_t r = lo; r < hi; ++r) {
-          const T *gr = gp + r * N, *xr = xp + r * N;
-          const double mu = lane_sum(N, [&](int64_t i) { return C(xr[i]); }) / static_cast<double>(N);
-          const C cm = C(mu);
-          const double var = lane_sum(N, [&](int64_t i) {
-            const C d = C(xr[i]) - cm;
-            return d * d;
-          });
-          const C rstd = C(1 / std::sqrt(var / static_cast<double>(N) + eps));
-          mus[r] = cm;
-          rstds[r] = rstd;
-          auto gh = [&](int64_t i) { return wp ? C(gr[i]) * wp[i] : C(gr[i]); };
-          const C mg = C(lane_sum(N, gh) / static_cast<double>(N));
-          const C mgx = C(lane_sum(N, [&](int64_t i) { return gh(i) * ((C(xr[i]) - cm) * rstd); }) / static_cast<double>(N));
-          if (!aliased) {
-            T* gxr = gxp + r * N;
-            for (int64_t i = 0; i < N; ++i) gxr[i] = T(rstd * (gh(i) - mg - ((C(xr[i]) - cm) * rstd) * mgx));
-          }
-        }
-      });
-    });
-    if (need_columns) column_sums();
-    // grad_x into the memory of g or x: after the column sums have read them; each element
-    // of a row is read before it is written.
-    if (aliased) {
-      parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
-        with_best_isa([&] {
-          for (int64_t r = lo; r < hi; ++r) {
-            const T *gr = gp + r * N, *xr = xp + r * N;
-            T* gxr = gxp + r * N;
-            const C cm = mus[r], rstd = rstds[r];
-            auto gh = [&](int64_t i) { return wp ? C(gr[i]) * wp[i] : C(gr[i]); };
-            const C mg = C(lane_sum(N, gh) / static_cast<double>(N));
-            const C mgx = C(lane_sum(N, [&](int64_t i) { return gh(i) * ((C(xr[i]) - cm) * rstd); }) / static_cast<double>(N));
-            for (int64_t i = 0; i < N; ++i) gxr[i] = T(rstd * (gh(i) - mg - ((C(xr[i]) - cm) * rstd) * mgx));
-          }
-        });
-      });
     }
   });
-  gx.finish();
-  store_into(outs[1], gw);
-  store_into(outs[2], gb);
+  store_doubles(outs[1], gw);
+  store_doubles(outs[2], gb);
 }
 KILN_REGISTER_KERNEL(_layer_norm_backward, CPU, layer_norm_backward_kernel);
 
@@ -382,13 +332,12 @@ void softmax_backward_data_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   const int64_t dim = y0.dim() == 0 ? 0 : wrap_dim(c.attrs.i(0), y0.dim(), c.name());
   const bool log = c.attrs.b(1);
   const Split3 sp(y0.sizes(), dim);
-  const DenseOut gx(outs[0]);
   visit_floating(outs[0].dtype(), c.name(), [&]<class T>() {
     using C = math::opmath_t<T>;
     const Tensor g = dense(c.in(0), outs[0].dtype()), y = dense(y0, outs[0].dtype());
     const T* gp = static_cast<const T*>(g.data_ptr());
     const T* yp = static_cast<const T*>(y.data_ptr());
-    T* gxp = gx.data<T>();
+    T* gxp = static_cast<T*>(outs[0].data_ptr());
     const int64_t n = sp.n, inner = sp.inner;
     parallel_for(0, sp.outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
       with_best_isa([&] {
@@ -417,7 +366,6 @@ void softmax_backward_data_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       });
     });
   });
-  gx.finish();
 }
 KILN_REGISTER_KERNEL(_softmax_backward_data, CPU, softmax_backward_data_kernel);
 
