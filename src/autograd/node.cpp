@@ -107,8 +107,9 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grads) {
   for (auto& s : saved_outputs) vc.outputs.push_back(s.unpack(info.name, self));
   vc.inputs.resize(input_meta.size());
   vc.outputs.resize(output_meta.size());
-  for (size_t k = 0; k < grads.size(); ++k)
-    if (!grads[k].defined() && is_floating_point(output_meta[k].dtype)) grads[k] = zeros_for(output_meta[k]);
+  if (!info.has(UNDEFINED_GRADS))
+    for (size_t k = 0; k < grads.size(); ++k)
+      if (!grads[k].defined() && is_floating_point(output_meta[k].dtype)) grads[k] = zeros_for(output_meta[k]);
   vc.grads = std::move(grads);
   vc.needs_grad.resize(next_edges.size());
   for (size_t i = 0; i < next_edges.size(); ++i) vc.needs_grad[i] = next_edges[i].valid();

@@ -277,9 +277,11 @@ bool record_call(RecordLayer* rec, const OpInfo& info, const OpCall& call, std::
   // write an input the op's flags do not name (batch_norm's running statistics), which only a
   // functionalized decomposition turns into the graph's write-backs. embedding too: its
   // decomposition (index) reads only its inputs, and it gives the padding row a gradient that
-  // eager's VJP (and PyTorch's embedding_backward) leaves at zero.
+  // eager's VJP (and PyTorch's embedding_backward) leaves at zero. _batch_norm_training too: it
+  // writes nothing, and its VJP is the fused backward (Note [Batch norm's training node]).
   const bool own_vjp = info.kind == OpKind::Composite && info.vjp && info.meta && !info.has(MUTATES) &&
-                       (info.has(POINTWISE) || info.has(REDUCTION) || call.op == OpId::embedding);
+                       (info.has(POINTWISE) || info.has(REDUCTION) || call.op == OpId::embedding ||
+                        call.op == OpId::_batch_norm_training);
   if (!has_kernel && info.decomp && !info.has(DATA_DEPENDENT) && !own_vjp) return false;
   if (info.has(DATA_DEPENDENT) || !info.meta) {
     rec->graph_break(

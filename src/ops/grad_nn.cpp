@@ -84,30 +84,29 @@ KILN_REGISTER_VJP(layer_norm, vjp_layer_norm);
 // what eager backward and traced backward graphs run. It is NONDIFF, so when the gradient is
 // itself to be differentiated (grad mode on in a create_graph pass, with anything here
 // requiring grad: grad_needs_graph) the op formula runs instead and double backward works as before.
-std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
-  const Tensor &x0 = v.inputs[0], &rm = v.inputs[1], &rv = v.inputs[2], &w = v.inputs[3];
-  bool training = v.attrs.b(0);
-  double eps = v.attrs.f(2);
-  std::vector<Tensor> r(5);
+// batch_norm's gradients for x, weight and bias (r[ix], r[iw], r[ib], where v needs them) from g.
+void batch_norm_grads(const VjpCall& v, const Tensor& g0, const Tensor& x0, const Tensor& w, const Tensor& rm,
+                      const Tensor& rv, bool training, double eps, size_t ix, size_t iw, size_t ib,
+                      std::vector<Tensor>& r) {
   if (x0.numel() == 0) {
-    for (size_t i : {0, 3, 4})
+    for (size_t i : {ix, iw, ib})
       if (v.needs(i)) r[i] = zeros(v.input_meta[i].sizes, TensorOptions(v.input_meta[i].dtype).device(x0.device()));
-    return r;
+    return;
   }
   if (!grad_needs_graph(v)) {
-    Tensor g = v.grads[0].dtype() == x0.dtype() ? v.grads[0] : v.grads[0].to(x0.dtype());
+    Tensor g = g0.dtype() == x0.dtype() ? g0 : g0.to(x0.dtype());
     std::vector<Tensor> gs = call_op(OpId::_batch_norm_backward,
                                      {g, x0, w, training ? Tensor() : rm, training ? Tensor() : rv}, {training, eps});
-    for (auto [i, k] : {std::pair<size_t, size_t>{0, 0}, {3, 1}, {4, 2}})
+    for (auto [i, k] : {std::pair<size_t, size_t>{ix, 0}, {iw, 1}, {ib, 2}})
       if (v.needs(i)) r[i] = reduce_grad(v, i, gs[k]);
-    return r;
+    return;
   }
   int64_t nd = x0.dim(), C = x0.sizes()[1];
   Shape cs = channel_shape(nd, C);
   std::vector<int64_t> dims{0};
   for (int64_t i = 2; i < nd; ++i) dims.push_back(i);
   DType ct = opmath(x0.dtype());
-  Tensor x = x0.to(ct), g = v.grads[0].to(ct);
+  Tensor x = x0.to(ct), g = g0.to(ct);
   Tensor xhat, rstd;
   if (training) {
     Tensor d = x - mean(x, dims, true);
@@ -117,15 +116,46 @@ std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
     rstd = reshape(rsqrt(rv.to(ct) + eps), cs);
     xhat = (x - reshape(rm.to(ct), cs)) * rstd;
   }
-  if (v.needs(0)) {
+  if (v.needs(ix)) {
     Tensor gh = w.defined() ? g * reshape(w.to(ct), cs) : g;
-    r[0] = reduce_grad(v, 0, training ? norm_input_grad(gh, xhat, rstd, dims) : gh * rstd);
+    r[ix] = reduce_grad(v, ix, training ? norm_input_grad(gh, xhat, rstd, dims) : gh * rstd);
   }
-  if (v.needs(3)) r[3] = reduce_grad(v, 3, reshape(sum(g * xhat, dims), {C}));
-  if (v.needs(4)) r[4] = reduce_grad(v, 4, reshape(sum(g, dims), {C}));
+  if (v.needs(iw)) r[iw] = reduce_grad(v, iw, reshape(sum(g * xhat, dims), {C}));
+  if (v.needs(ib)) r[ib] = reduce_grad(v, ib, reshape(sum(g, dims), {C}));
+}
+
+std::vector<Tensor> vjp_batch_norm(const VjpCall& v) {
+  std::vector<Tensor> r(5);
+  batch_norm_grads(v, v.grads[0], v.inputs[0], v.inputs[3], v.inputs[1], v.inputs[2], v.attrs.b(0), v.attrs.f(2), 0,
+                   3, 4, r);
   return r;
 }
 KILN_REGISTER_VJP(batch_norm, vjp_batch_norm);
+
+// Note [Batch norm's training node]: output gradients arrive undefined where none flowed
+// (UNDEFINED_GRADS), so the statistics' terms, d mean / dx = 1/M and d var / dx = 2 (x - mean) / M
+// over a channel's M values, cost nothing when only the output is differentiated.
+std::vector<Tensor> vjp_batch_norm_training(const VjpCall& v) {
+  const Tensor &x0 = v.inputs[0], &w = v.inputs[1];
+  std::vector<Tensor> r(3);
+  if (v.grads[0].defined()) batch_norm_grads(v, v.grads[0], x0, w, Tensor(), Tensor(), true, v.attrs.f(0), 0, 1, 2, r);
+  const bool gm = v.grads[1].defined(), gv = v.grads[2].defined();
+  if (!v.needs(0) || !(gm || gv) || x0.numel() == 0) return r;
+  const int64_t nd = x0.dim(), C = x0.sizes()[1];
+  const Shape cs = channel_shape(nd, C);
+  std::vector<int64_t> dims{0};
+  for (int64_t i = 2; i < nd; ++i) dims.push_back(i);
+  const DType ct = opmath(x0.dtype());
+  const Tensor x = x0.to(ct);
+  const double M = static_cast<double>(x0.numel() / C);
+  Tensor t = zeros_like(x);
+  if (gm) t = t + reshape(v.grads[1].to(ct), cs) * (1.0 / M);
+  if (gv) t = t + (x - mean(x, dims, true)) * reshape(v.grads[2].to(ct), cs) * (2.0 / M);
+  Tensor gx = reduce_grad(v, 0, t);
+  r[0] = r[0].defined() ? r[0] + gx : gx;
+  return r;
+}
+KILN_REGISTER_VJP(_batch_norm_training, vjp_batch_norm_training);
 
 // binary_cross_entropy, as torch's binary_cross_entropy_backward: the input's
 // gradient is w (x - t) / max(x (1 - x), 1e-12), finite at x = 0 and 1 where the

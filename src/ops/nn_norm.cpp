@@ -53,11 +53,60 @@ std::vector<TensorMeta> meta_batch_norm(const OpCall& c) {
 }
 KILN_REGISTER_META(batch_norm, meta_batch_norm);
 
+// Note [Batch norm's training node]
+// batch_norm in training is _batch_norm_training (the normalisation, and the batch statistics
+// it used) plus the running-stat update written with ops. Its writes into the running statistics
+// are why a recording decomposes batch_norm (kernel_writes_inputs, dispatch.cpp); the node below
+// writes nothing, so a joint graph keeps it and differentiates it with its own VJP, the fused
+// _batch_norm_backward (two passes over x and grad_out), where the derivative of its prims
+// took about ten. Lowered for the compiler, its forward becomes prims and fuses with its
+// neighbours, and the running update reads the statistics it computed, never a second pass.
+// The statistics carry no gradient into batch_norm's output (they feed buffers, under no_grad),
+// but a caller of this op may differentiate them: its VJP adds their terms when given.
+std::vector<TensorMeta> meta_batch_norm_training(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const char* op = c.name();
+  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
+             shape_str(x.sizes()));
+  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  const int64_t C = x.sizes()[1];
+  const Shape cs{C};
+  check_param(c.in(1), cs, op, "weight");
+  check_param(c.in(2), cs, op, "bias");
+  if (x.numel() > 0)
+    KILN_CHECK(x.numel() / C > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
+               shape_str(x.sizes()));
+  const DType ct = opmath(x.dtype());
+  std::vector<TensorMeta> m = one_output(x.sizes().vec(), x.dtype(), x.device());
+  m.push_back(one_output(cs, ct, x.device())[0]);
+  m.push_back(one_output(cs, ct, x.device())[0]);
+  return m;
+}
+KILN_REGISTER_META(_batch_norm_training, meta_batch_norm_training);
+
 std::vector<int64_t> non_channel_dims(int64_t ndim) {
   std::vector<int64_t> d{0};
   for (int64_t i = 2; i < ndim; ++i) d.push_back(i);
   return d;
 }
+
+std::vector<Tensor> decomp_batch_norm_training(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_batch_norm_training(c);
+  const Tensor& x0 = c.in(0);
+  const Tensor &w = c.in(1), &b = c.in(2);
+  const int64_t nd = x0.dim(), C = x0.sizes()[1];
+  const Shape cs = channel_shape(nd, C);
+  const Tensor x = x0.to(opmath(x0.dtype()));
+  const std::vector<int64_t> dims = non_channel_dims(nd);
+  const Tensor mu = mean(x, dims, true);
+  const Tensor d = x - mu;
+  const Tensor var = mean(d * d, dims, true);
+  Tensor y = d * rsqrt(var + c.attrs.f(0));
+  if (w.defined()) y = y * reshape(w, cs);
+  if (b.defined()) y = y + reshape(b, cs);
+  return {y.to(m[0].dtype), reshape(mu, {C}), reshape(var, {C})};
+}
+KILN_REGISTER_DECOMP(_batch_norm_training, decomp_batch_norm_training);
 
 // Training: normalise with the batch statistics (biased variance) and update
 // the running statistics in place with the unbiased variance, as torch.
@@ -68,32 +117,26 @@ std::vector<Tensor> decomp_batch_norm(const OpCall& c) {
   bool training = c.attrs.b(0);
   double momentum = c.attrs.f(1), eps = c.attrs.f(2);
   int64_t nd = x0.dim(), C = x0.sizes()[1];
-  Shape cs = channel_shape(nd, C);
-  DType ct = opmath(x0.dtype());
-  Tensor x = x0.to(ct);
-  Tensor mu, var;
   if (training) {
-    if (x.numel() == 0) return {x.to(m[0].dtype, true)};
-    std::vector<int64_t> dims = non_channel_dims(nd);
-    mu = mean(x, dims, true);
-    Tensor d = x - mu;
-    var = mean(d * d, dims, true);
+    if (x0.numel() == 0) return {x0.to(m[0].dtype, true)};
+    std::vector<Tensor> r = call_op(OpId::_batch_norm_training, {x0, w, b}, {eps});
     if (rm.defined()) {
       // The running statistics are buffers, written without bumping their version
       // (as torch's kernel does): the training VJP never reads them, so two
       // training forwards before one backward stay valid.
       NoGradGuard no_grad;
-      double n = static_cast<double>(x.numel() / C);
-      Tensor mu_c = reshape(mu, {C}).to(rm.dtype());
-      Tensor var_c = (reshape(var, {C}) * (n / (n - 1))).to(rv.dtype());
+      double n = static_cast<double>(x0.numel() / C);
+      Tensor mu_c = r[1].to(rm.dtype());
+      Tensor var_c = (r[2] * (n / (n - 1))).to(rv.dtype());
       copy_into(rm, rm * (1.0 - momentum) + mu_c * momentum);
       copy_into(rv, rv * (1.0 - momentum) + var_c * momentum);
     }
-  } else {
-    mu = reshape(rm.to(ct), cs);
-    var = reshape(rv.to(ct), cs);
+    return {r[0].to(m[0].dtype)};
   }
-  Tensor y = (x - mu) * rsqrt(var + eps);
+  Shape cs = channel_shape(nd, C);
+  DType ct = opmath(x0.dtype());
+  Tensor x = x0.to(ct);
+  Tensor y = (x - reshape(rm.to(ct), cs)) * rsqrt(reshape(rv.to(ct), cs) + eps);
   if (w.defined()) y = y * reshape(w, cs);
   if (b.defined()) y = y + reshape(b, cs);
   return {y.to(m[0].dtype)};

@@ -17,7 +17,7 @@ inline constexpr int kNumOps = 0
     ;
 // Note [Op table]: adding or removing an op changes this count; update it
 // together with the op's meta/decomposition/VJP/kernels and test samples.
-static_assert(kNumOps == 309, "ops.def changed: update kNumOps' expected value and the op's pieces");
+static_assert(kNumOps == 310, "ops.def changed: update kNumOps' expected value and the op's pieces");
 
 const char* op_name(OpId op);
 

@@ -34,6 +34,10 @@ enum OpFlags : uint32_t {
   // Its kernel refuses some input values (one_hot's classes): a graph lowered to prims keeps it
   // whole, so the kernel checks every call (Note [Value checks]).
   CHECKS_VALUES = 1u << 14,
+  // Its VJP takes an undefined gradient for an output that no gradient reached, where others get
+  // zeros: a rule that would otherwise do full-size work with a [C] zero (the statistics outputs
+  // of _batch_norm_training) skips that term.
+  UNDEFINED_GRADS = 1u << 15,
 };
 inline constexpr uint32_t kAutocastFlags =
     AUTOCAST_LOW | AUTOCAST_FP32 | AUTOCAST_FP32_CUDA | AUTOCAST_PROMOTE | AUTOCAST_FP32_DTYPE;

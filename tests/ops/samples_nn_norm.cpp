@@ -183,6 +183,55 @@ std::vector<ErrorSample> batch_norm_errors() {
 }
 KILN_OP_SAMPLES(batch_norm, batch_norm_samples, batch_norm_errors);
 
+// ---- _batch_norm_training (Note [Batch norm's training node]): the output, and the batch mean
+// and biased variance per channel; gradients through all three ----
+std::vector<OpSample> batch_norm_training_samples() {
+  std::vector<OpSample> out;
+  auto add = [&](std::string name, Tensor x, bool affine, double eps = 1e-5) {
+    const int64_t C = x.sizes()[1];
+    const DType t = x.dtype();
+    OpSample s;
+    s.name = std::move(name);
+    s.inputs = {x, affine ? make_input({C}, t, 41) : Tensor(), affine ? make_input({C}, t, 42) : Tensor()};
+    s.fn = [=](const TensorList& in) {
+      std::vector<Tensor> r = call_op(OpId::_batch_norm_training, {in[0], in[1], in[2]}, {eps});
+      return TensorList(r.begin(), r.end());
+    };
+    s.reference = [=](const TensorList& in) {
+      Ref a = Ref::of(in[0]);
+      Ref mu(Shape{C}), var(Shape{C});
+      const double n = static_cast<double>(a.numel() / C);
+      for (int64_t i = 0; i < a.numel(); ++i) mu.v[unravel(i, a.shape)[1]] += a.v[i] / n;
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        const int64_t c = unravel(i, a.shape)[1];
+        var.v[c] += (a.v[i] - mu.v[c]) * (a.v[i] - mu.v[c]) / n;
+      }
+      auto chan = [](const Shape& idx) { return idx[1]; };
+      Ref y = ref_affine(ref_normalize(a, C, chan, eps), in[1], in[2], chan);
+      const DType ct = t == kFloat64 ? kFloat64 : kFloat32;
+      return TensorList{y.to(t), mu.to(ct), var.to(ct)};
+    };
+    s.atol = norm_atol(t);
+    s.rtol = in_reduced(t) ? 2e-2 : 1e-5;
+    out.push_back(s);
+  };
+  for (DType t : kFloatTypes) add("[4,3] affine " + dname(t), make_input({4, 3}, t, 1), true);
+  add("[2,3,4] noncontig", make_input({2, 3, 4}, kFloat64, 3, -2, 2, true), true);
+  add("[2,2,2,3] no affine, eps 0.1", make_input({2, 2, 2, 3}, kFloat32, 4), false, 0.1);
+  add("[3,2,5] offset values", make_input({3, 2, 5}, kFloat32, 5, 3, 5), true);
+  return out;
+}
+std::vector<ErrorSample> batch_norm_training_errors() {
+  auto run = [](const Tensor& x, const Tensor& w) { call_op(OpId::_batch_norm_training, {x, w, Tensor()}, {1e-5}); };
+  return {
+      {"1-D input", [=] { run(make_input({3}, kFloat32, 1), Tensor()); }, "at least 2 dims"},
+      {"weight shape", [=] { run(make_input({2, 4}, kFloat32, 1), ones({3})); }, "expected weight of shape"},
+      {"one value per channel", [=] { run(make_input({1, 3}, kFloat32, 1), Tensor()); }, "more than 1 value per channel"},
+      {"integer input", [=] { run(make_input({2, 3}, kInt64, 1), Tensor()); }, "floating"},
+  };
+}
+KILN_OP_SAMPLES(_batch_norm_training, batch_norm_training_samples, batch_norm_training_errors);
+
 // ---- _batch_norm_backward (Note [Fused batch_norm backward]): against the Jacobian of the
 // normalisation taken element by element, d xhat_j / d x_i = rstd (delta_ij - 1/M - xhat_i
 // xhat_j / M) over a channel's M values in training, rstd delta_ij in evaluation ----

@@ -77,6 +77,7 @@ TEST_P(TorchParity, Samples) {
       {"_scaled_dot_product_flash_attention_backward",
        "torch 1.13 lacks it: its fused attention op arrived in torch 2.0 (and is internal there)"},
       {"_batch_norm_backward", "internal: kiln's batch_norm VJP kernel"},
+      {"_batch_norm_training", "internal: batch_norm's training node without running statistics"},
       {"_to_copy", "internal: kiln's device move (torch's aten._to_copy, reached through Tensor.to); torch_ops "
                    "compares the to samples"},
       {"_addmm_bias", "internal: kiln's linear with the bias added in the GEMM's epilogue"},
