@@ -1401,6 +1401,9 @@ struct Where {
   KILN_HD T operator()(bool cond, T a, T b) const {
     return cond ? a : b;
   }
+  // Between bools, the same choice as logic: g++ vectorizes it beside float and int64 values,
+  // where a select of bools stops the loop's vectorization (a causal mask's where, generated C++).
+  KILN_HD bool operator()(bool cond, bool a, bool b) const { return (cond & a) | (!cond & b); }
 };
 
 // torch.clamp with tensor bounds: min(max(x, lo), hi), so lo > hi gives hi; a NaN in

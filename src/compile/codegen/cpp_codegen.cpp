@@ -50,9 +50,10 @@ class KernelEmitter : LoopEmitter {
   // Prints the kernel's function; returns its parameters (Note [Kernel parameters]).
   std::vector<int64_t> emit(const std::string& symbol) {
     name_buffers();
+    bool_buffers_as_bytes_ = true;
     for (size_t b = 0; b < k_.buffers.size(); ++b) {
       const lower::Buffer& buf = k_.buffers[b];
-      const std::string t = cpp_type(buf.dtype), c = buf.output ? "" : "const ";
+      const std::string t = buf.dtype == DType::Bool ? "uint8_t" : cpp_type(buf.dtype), c = buf.output ? "" : "const ";
       os_ << "  " << c << t << "* __restrict " << bufname_[b] << " = reinterpret_cast<" << c << t << "*>(bufs[" << b
           << "]);\n";
     }

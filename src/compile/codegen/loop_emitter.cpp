@@ -121,6 +121,8 @@ void LoopEmitter::emit_exprs(const std::vector<bool>& which, const std::string& 
       os_ << ind << "const " << t << " " << name(static_cast<int>(e)) << " = ";
       if (e < load_override_.size() && !load_override_[e].empty())
         os_ << load_override_[e] << ";\n";
+      else if (bool_buffers_as_bytes_ && x.dtype == DType::Bool)
+        os_ << "(" << bufname_[static_cast<size_t>(x.buffer)] << "[" << index_expr(x.index) << "] != 0);\n";
       else
         os_ << bufname_[static_cast<size_t>(x.buffer)] << "[" << index_expr(x.index) << "];\n";
     } else if (x.kind == ExprKind::Pointwise) {

@@ -75,6 +75,10 @@ class LoopEmitter {
   // Per expression, a replacement for a load's `buf[index]` (empty: none); the CUDA emitter's
   // vectorized loop reads lanes of a vector loaded before it.
   std::vector<std::string> load_override_;
+  // Bool buffers are bytes (the C++ emitter's uint8_t pointers): a load reads `buf[index] != 0`.
+  // g++ vectorizes a loop that loads bytes beside float and int64 values, not one that loads
+  // `bool` (it finds no vector type for such a loop's float loads: a causal mask's softmax).
+  bool bool_buffers_as_bytes_ = false;
 };
 
 }  // namespace kiln::compiler::codegen
