@@ -27,14 +27,26 @@ DType norm_dtype(const OpCall& c) {
   return t;
 }
 
+// batch norm's input x (N, C, *), floating; returns C.
+int64_t batch_norm_channels(const Tensor& x, const char* op) {
+  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
+             shape_str(x.sizes()));
+  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  return x.sizes()[1];
+}
+
+// Training normalises over each channel's values: a channel of one value has no variance.
+void check_values_per_channel(const Tensor& x, int64_t C, const char* op) {
+  if (x.numel() > 0)
+    KILN_CHECK(x.numel() / C > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
+               shape_str(x.sizes()));
+}
+
 // ---- batch_norm: (x, running_mean?, running_var?, weight?, bias?; training, momentum, eps) ----
 std::vector<TensorMeta> meta_batch_norm(const OpCall& c) {
   const Tensor& x = c.in(0);
   const char* op = c.name();
-  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
-             shape_str(x.sizes()));
-  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
-  int64_t C = x.sizes()[1];
+  const int64_t C = batch_norm_channels(x, op);
   Shape cs{C};
   check_param(c.in(1), cs, op, "running_mean");
   check_param(c.in(2), cs, op, "running_var");
@@ -44,11 +56,7 @@ std::vector<TensorMeta> meta_batch_norm(const OpCall& c) {
   KILN_CHECK(c.in(1).defined() == c.in(2).defined(), op,
              ": running_mean and running_var must both be given or both be undefined");
   KILN_CHECK(training || c.in(1).defined(), op, ": running_mean and running_var must be defined in evaluation mode");
-  if (training && x.numel() > 0) {
-    int64_t per_channel = x.numel() / C;
-    KILN_CHECK(per_channel > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
-               shape_str(x.sizes()));
-  }
+  if (training) check_values_per_channel(x, C, op);
   return one_output(x.sizes().vec(), norm_dtype(c), x.device());
 }
 KILN_REGISTER_META(batch_norm, meta_batch_norm);
@@ -66,16 +74,11 @@ KILN_REGISTER_META(batch_norm, meta_batch_norm);
 std::vector<TensorMeta> meta_batch_norm_training(const OpCall& c) {
   const Tensor& x = c.in(0);
   const char* op = c.name();
-  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
-             shape_str(x.sizes()));
-  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
-  const int64_t C = x.sizes()[1];
+  const int64_t C = batch_norm_channels(x, op);
   const Shape cs{C};
   check_param(c.in(1), cs, op, "weight");
   check_param(c.in(2), cs, op, "bias");
-  if (x.numel() > 0)
-    KILN_CHECK(x.numel() / C > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
-               shape_str(x.sizes()));
+  check_values_per_channel(x, C, op);
   const DType ct = opmath(x.dtype());
   std::vector<TensorMeta> m = one_output(x.sizes().vec(), x.dtype(), x.device());
   m.push_back(one_output(cs, ct, x.device())[0]);
@@ -148,13 +151,10 @@ KILN_REGISTER_DECOMP(batch_norm, decomp_batch_norm);
 std::vector<TensorMeta> meta_batch_norm_backward(const OpCall& c) {
   const Tensor &g = c.in(0), &x = c.in(1);
   const char* op = c.name();
-  KILN_CHECK(x.dim() >= 2, op, ": expected input of shape (N, C, *) with at least 2 dims, got shape ",
-             shape_str(x.sizes()));
-  KILN_CHECK(is_floating_point(x.dtype()), op, ": expected a floating input, got dtype ", x.dtype());
+  const int64_t C = batch_norm_channels(x, op);
   KILN_CHECK(g.sizes() == x.sizes(), op, ": expected grad_out of shape ", shape_str(x.sizes()), ", got ",
              shape_str(g.sizes()));
   KILN_CHECK(g.dtype() == x.dtype(), op, ": expected grad_out of dtype ", x.dtype(), ", got ", g.dtype());
-  const int64_t C = x.sizes()[1];
   const Shape cs{C};
   check_param(c.in(2), cs, op, "weight");
   check_param(c.in(3), cs, op, "running_mean");
