@@ -4,6 +4,7 @@
 // _softmax_backward_data, in the opmath type with their sums in double. The decompositions in
 // src/ops/nn_*.cpp define the semantics; these are the fast eager path.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backend/cpu/isa.h"
@@ -178,6 +179,58 @@ void layer_norm_kernel(const OpCall& c, std::vector<Tensor>& outs) {
   });
 }
 KILN_REGISTER_KERNEL(layer_norm, CPU, layer_norm_kernel);
+
+// _batch_norm_training (Note [Batch norm's training node]), a channel at a time: the mean and
+// biased variance in double (two passes over the channel), then the normalised output in the
+// opmath type; the decomposition takes about eight passes and as many temporaries.
+void batch_norm_training_kernel(const OpCall& c, std::vector<Tensor>& outs) {
+  const Tensor& x0 = c.in(0);
+  const double eps = c.attrs.f(0);
+  const int64_t N = x0.sizes()[0], Ch = x0.sizes()[1];
+  const int64_t HW = N * Ch == 0 ? 0 : x0.numel() / (N * Ch), M = N * HW;
+  const std::vector<double> w = c.in(1).defined() ? dense_doubles(c.in(1)) : std::vector<double>();
+  const std::vector<double> b = c.in(2).defined() ? dense_doubles(c.in(2)) : std::vector<double>();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> means(static_cast<size_t>(Ch), nan), vars(static_cast<size_t>(Ch), nan);
+  visit_floating(outs[0].dtype(), c.name(), [&]<class T>() {
+    using C = math::opmath_t<T>;
+    const Tensor x = dense(x0, outs[0].dtype());
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* yp = static_cast<T*>(outs[0].data_ptr());
+    parallel_for(0, M > 0 ? Ch : 0, 1, [&](int64_t lo, int64_t hi) {
+      with_best_isa([&] {
+        for (int64_t ch = lo; ch < hi; ++ch) {
+          auto channel_sum = [&](const auto& f) {
+            double s = 0;
+            for (int64_t n = 0; n < N; ++n) {
+              const int64_t o = (n * Ch + ch) * HW;
+              s += lane_sum(HW, [&](int64_t i) { return f(o + i); });
+            }
+            return s;
+          };
+          const double mean = channel_sum([&](int64_t e) { return C(xp[e]); }) / static_cast<double>(M);
+          const C cm = C(mean);
+          const double var = channel_sum([&](int64_t e) {
+                               const C d = C(xp[e]) - cm;
+                               return d * d;
+                             }) /
+                             static_cast<double>(M);
+          means[static_cast<size_t>(ch)] = mean;
+          vars[static_cast<size_t>(ch)] = var;
+          const double rstd = 1 / std::sqrt(var + eps);
+          const C a = C((w.empty() ? 1.0 : w[ch]) * rstd), sh = C(b.empty() ? 0.0 : b[ch]);
+          for (int64_t n = 0; n < N; ++n) {
+            const int64_t o = (n * Ch + ch) * HW;
+            for (int64_t i = 0; i < HW; ++i) yp[o + i] = T((C(xp[o + i]) - cm) * a + sh);
+          }
+        }
+      });
+    });
+  });
+  store_doubles(outs[1], means);
+  store_doubles(outs[2], vars);
+}
+KILN_REGISTER_KERNEL(_batch_norm_training, CPU, batch_norm_training_kernel);
 
 // The fused backward kernels below read their operands in their own dtype and compute each
 // element in the opmath type (float for float, Half and BFloat16), as PyTorch's CPU kernels do;
