@@ -391,10 +391,66 @@ Schedule schedule(const Graph& g) {
     node_group[static_cast<size_t>(n)] = gi;
     for (int v : g.nodes[static_cast<size_t>(n)].outputs) value_group[static_cast<size_t>(v)] = gi;
   };
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  // Note [Deferred side work]
+  // Small work beside a big kernel waits for it: a node that does not fit the open kernel, over
+  // at most 1/8 of its points (batch norm's running-statistic update, [C], between its output's
+  // [N, C, H, W] loop and the ReLU that reads it), or a view of one of its values such work
+  // reads, is set aside while the kernel stays open, so that later nodes of its shape still join
+  // it (the ReLU fuses into the normalisation's last pass instead of re-reading its output).
+  // Whatever reads a deferred value, and every close, first places the deferred nodes in order;
+  // a deferred node reads only values that exist when the kernel closes, so order holds.
+  std::vector<int> pending;
+  std::vector<bool> pending_value(nv, false);
+  auto numel_of = [](const Shape& sz) {
+    int64_t k = 1;
+    for (int64_t d : sz) k *= d;
+    return k;
+  };
+  // Whether node ni, or an inlined producer it pulls in, reads a deferred value.
+  auto reads_pending = [&](int ni) {
+    if (pending.empty()) return false;
+    std::vector<int> nodes = closure(ni);
+    nodes.push_back(ni);
+    for (int m : nodes)
+      for (int v : g.nodes[static_cast<size_t>(m)].inputs)
+        if (v >= 0 && pending_value[static_cast<size_t>(v)]) return true;
+    return false;
+  };
+  bool flushing = false;  // deferred nodes being placed are not deferred again
+  auto side_work = [&](const Shape& shape) {
+    return !flushing && open >= 0 && numel_of(shape) * 8 <= numel_of(groups[static_cast<size_t>(open)].shape);
+  };
+  auto defer = [&](int ni) {
+    pending.push_back(ni);
+    for (int v : g.nodes[static_cast<size_t>(ni)].outputs) pending_value[static_cast<size_t>(v)] = true;
+  };
+  std::function<void(int)> place_node;
+  auto flush = [&] {
+    std::vector<int> p;
+    p.swap(pending);
+    for (int ni : p)
+      for (int v : g.nodes[static_cast<size_t>(ni)].outputs) pending_value[static_cast<size_t>(v)] = false;
+    flushing = true;
+    for (int ni : p) place_node(ni);
+    flushing = false;
+  };
+  // Closes the open kernel, then places the deferred nodes and closes what they opened, so that
+  // nothing is deferred afterwards.
+  auto close_and_flush = [&](const std::string& reason) {
+    close(reason);
+    if (pending.empty()) return;
+    flush();
+    close("deferred side work placed");
+  };
+  place_node = [&](int ni) {
+    const size_t i = static_cast<size_t>(ni);
     const Node& n = g.nodes[i];
-    const int ni = static_cast<int>(i);
-    if (place.inlined[i]) continue;  // placed by its readers
+    if (reads_pending(ni)) {
+      const bool loop = is_loop_pointwise(g, n) || is_reduction(g, n);
+      const Shape& sz = g.values[static_cast<size_t>(is_reduction(g, n) ? n.inputs[0] : n.outputs[0])].meta.sizes;
+      if ((loop || op_info(n.op).has(VIEW)) && side_work(sz)) return defer(ni);  // side work of side work
+      close_and_flush(std::string(op_info(n.op).name) + " reads deferred side work");
+    }
     if (is_loop_pointwise(g, n)) {
       const Shape& shape = g.values[static_cast<size_t>(n.outputs[0])].meta.sizes;
       std::vector<int> pulls = closure(ni);
@@ -402,8 +458,9 @@ Schedule schedule(const Graph& g) {
       const bool here = open >= 0 && groups[static_cast<size_t>(open)].device == dev;
       const bool fits = here && (groups[static_cast<size_t>(open)].shape == shape ||
                                  (!groups[static_cast<size_t>(open)].mask.empty() && kept_shape(open) == shape));
+      if (!fits && here && side_work(shape)) return defer(ni);
       if (!fits) {
-        close(std::string(op_info(n.op).name) + " over " + shape_str(shape) + (open >= 0 && !here ? " on " + dev.str() : ", another shape"));
+        close_and_flush(std::string(op_info(n.op).name) + " over " + shape_str(shape) + (open >= 0 && !here ? " on " + dev.str() : ", another shape"));
         groups.push_back({dev, shape, {}, {}});
         open = static_cast<int>(groups.size()) - 1;
       }
@@ -416,9 +473,10 @@ Schedule schedule(const Graph& g) {
       const bool here = open >= 0 && groups[static_cast<size_t>(open)].device == dev;
       bool fits = here && groups[static_cast<size_t>(open)].shape == shape &&
                   (groups[static_cast<size_t>(open)].mask.empty() || groups[static_cast<size_t>(open)].mask == mask);
+      if (!fits && here && side_work(shape)) return defer(ni);
       if (!fits) {
         const bool same_shape = here && groups[static_cast<size_t>(open)].shape == shape;
-        close(std::string(op_info(n.op).name) +
+        close_and_flush(std::string(op_info(n.op).name) +
               (open >= 0 && !here ? " on " + dev.str()
                                   : same_shape ? " over other dims" : " of " + shape_str(shape) + ", another shape"));
         groups.push_back({dev, shape, {}, {}});
@@ -427,14 +485,20 @@ Schedule schedule(const Graph& g) {
       groups[static_cast<size_t>(open)].mask = mask;
       join(open, ni, pulls);
     } else {
+      if (open >= 0 && reads(n, open) && op_info(n.op).has(VIEW) &&
+          side_work(g.values[static_cast<size_t>(n.outputs[0])].meta.sizes))
+        return defer(ni);
       if (open >= 0 && reads(n, open))
-        close(std::string("extern ") + op_info(n.op).name + " reads it");
+        close_and_flush(std::string("extern ") + op_info(n.op).name + " reads it");
       else if (open >= 0 && op_info(n.op).has(MUTATES))
-        close(std::string("extern ") + op_info(n.op).name + " writes");
+        close_and_flush(std::string("extern ") + op_info(n.op).name + " writes");
       steps.push_back({false, ni});
       ++s.extern_nodes;
     }
-  }
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!place.inlined[i]) place_node(static_cast<int>(i));  // inlined nodes are placed by their readers
+  close_and_flush("end of graph");
   close("end of graph");
   why.resize(groups.size());
   for (Step& st : steps) {
