@@ -49,6 +49,18 @@ inline double lane_sum(int64_t n, const F& f) {
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + tail;
 }
 
+// Sum of f(e) over the flat offsets e of channel ch of a dense [N, Ch, HW] tensor, a plane of HW
+// at a time in lane_sum's fixed order.
+template <class F>
+inline double channel_lane_sum(int64_t N, int64_t Ch, int64_t HW, int64_t ch, const F& f) {
+  double s = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t o = (n * Ch + ch) * HW;
+    s += lane_sum(HW, [&](int64_t i) { return f(o + i); });
+  }
+  return s;
+}
+
 template <class T, bool Log>
 void softmax_lastdim(const T* x, T* y, int64_t rows, int64_t n) {
   using C = math::opmath_t<T>;
@@ -200,14 +212,7 @@ void batch_norm_training_kernel(const OpCall& c, std::vector<Tensor>& outs) {
     parallel_for(0, M > 0 ? Ch : 0, 1, [&](int64_t lo, int64_t hi) {
       with_best_isa([&] {
         for (int64_t ch = lo; ch < hi; ++ch) {
-          auto channel_sum = [&](const auto& f) {
-            double s = 0;
-            for (int64_t n = 0; n < N; ++n) {
-              const int64_t o = (n * Ch + ch) * HW;
-              s += lane_sum(HW, [&](int64_t i) { return f(o + i); });
-            }
-            return s;
-          };
+          auto channel_sum = [&](const auto& f) { return channel_lane_sum(N, Ch, HW, ch, f); };
           const double mean = channel_sum([&](int64_t e) { return C(xp[e]); }) / static_cast<double>(M);
           const C cm = C(mean);
           const double var = channel_sum([&](int64_t e) {
@@ -262,14 +267,7 @@ void batch_norm_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       with_best_isa([&] {
         for (int64_t ch = lo; ch < hi; ++ch) {
           // The sum of f(plane, i) over the channel's N planes of HW.
-          auto channel_sum = [&](const auto& f) {
-            double s = 0;
-            for (int64_t b = 0; b < N; ++b) {
-              const int64_t o = (b * Ch + ch) * HW;
-              s += lane_sum(HW, [&](int64_t i) { return f(o + i); });
-            }
-            return s;
-          };
+          auto channel_sum = [&](const auto& f) { return channel_lane_sum(N, Ch, HW, ch, f); };
           double mean = 0, rstd = 0;
           if (!training) {
             mean = rm[ch];
