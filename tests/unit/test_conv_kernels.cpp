@@ -181,6 +181,12 @@ const Conv2dParams kConvCases[] = {
     {1, 128, 40, 32, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // float: 3 bands, serial
     {2, 128, 81, 61, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1},  // strided, uneven last band
     {2, 256, 40, 40, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2},  // grouped, 4 bands
+    // Output planes of at most 16 pixels batch samples into one GEMM (Note [Small planes
+    // batch samples]), 512 columns at a time: whole batches, a short last batch, groups.
+    {5, 6, 4, 4, 9, 3, 3, 1, 1, 1, 1, 1, 1, 3},      // grouped, 4x4 planes
+    {35, 3, 4, 4, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // 32 samples, then 3
+    {130, 2, 2, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 2x2 planes: 128 samples, then 2
+    {4, 3, 7, 7, 4, 3, 3, 2, 2, 2, 2, 2, 2, 1},      // strided, dilated, 4x4 planes
 };
 
 TEST(CpuConv2d, FloatMatchesNaive) {

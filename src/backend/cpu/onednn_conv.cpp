@@ -116,6 +116,14 @@ namespace {
 // reference kernel; channel counts off the 16-lane blocks (the resnet stem's 3 input channels,
 // mobilenet's 24) pay for the padding in 1x1 convs and in backward-data, which run plain; the
 // backward passes of a depthwise conv over 4 or fewer output pixels are faster in kiln's loops.
+// Where oneDNN would run a pass with its gemm-based implementation (im2col and a GEMM per
+// sample: what it falls back to when no JIT kernel takes the shape), kiln's own kernels run it:
+// for ResNet's last stage at 64x64 inputs (a 512->512 3x3 conv on [8, 512, 2, 2]) oneDNN's AVX2
+// JIT refuses the weight gradient and the gemm fallback took 13 ms, where kiln's samples
+// batched into one GEMM (Note [Small planes batch samples], conv_kernels.cpp) take 3 ms. Below
+// AVX-512, the other passes of a dense conv with a spatial kernel over 4 or fewer output pixels
+// run in kiln too: 3.6 -> 2.3 ms for that conv's forward (2-core AVX2 EPYC; not measured on
+// AVX-512, where oneDNN's blocks are 16 wide).
 // KILN_ONEDNN_FORMAT=plain|any forces one layout (for measuring); read once.
 enum class Route { Kiln, Plain, Blocked };
 Route route(const ConvDesc& d, int pass) {
@@ -126,6 +134,8 @@ Route route(const ConvDesc& d, int pass) {
   bool one_by_one = true;
   for (int i = 0; i < d.nd; ++i) plane *= d.out[i], one_by_one = one_by_one && d.k[i] == 1;
   if (d.groups > 1 && d.groups == d.C_in) return pass != Forward && plane <= 4 ? Route::Kiln : Route::Blocked;
+  static const bool below_avx512 = dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_mic;
+  if (below_avx512 && plane <= 4 && !one_by_one) return Route::Kiln;
   const bool off_block = (d.C_in / d.groups) % 16 != 0 || (d.C_out / d.groups) % 16 != 0;
   if (off_block && (one_by_one || pass == BackwardData)) return Route::Plain;
   return Route::Blocked;
@@ -232,6 +242,10 @@ Entry build(const ConvDesc& d, int pass, bool with_bias, bool blocked) {
                         : convolution_backward_weights::desc(algorithm::convolution_direct, xa, wa, ya, p.strides,
                                                              p.dil, p.pad_l, p.pad_r);
     convolution_backward_weights::primitive_desc pd(bd, attr, engine(), fwd);
+    // The gemm fallback on a small plane: kiln's batched kernel runs it (see route()).
+    int64_t plane = 1;
+    for (int i = 0; i < d.nd; ++i) plane *= d.out[i];
+    if (plane <= 16 && d.groups != d.C_in && std::strstr(pd.impl_info_str(), "gemm")) return e;
     e.prim = convolution_backward_weights(pd);
     e.in0 = make_arg(DNNL_ARG_SRC, x, pd.src_desc(), false);
     e.in1 = make_arg(DNNL_ARG_DIFF_DST, y, pd.diff_dst_desc(), false);
