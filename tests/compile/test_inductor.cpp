@@ -634,6 +634,73 @@ TEST_F(Inductor, WholeTrainingStepWritesParametersInPlaceLikeEager) {
   EXPECT_GT(fast.stats().generated_kernel_runs, 0);
 }
 
+// A compiled training step's optimizer update, as scheduled: each parameter's AdamW update is one
+// pass (the step count it reads is computed ahead, Note [Deferred side work]), the weight
+// gradient is read where the matmul left it (Note [Copy elision]), and large parameters are not
+// all updated in one loop that streams every array at once (Note [Horizontal streams]).
+TEST_F(Inductor, WholeStepUpdatesEachParameterInOnePass) {
+  static std::vector<std::pair<compiler::Graph, compiler::lower::Schedule>> got;
+  got.clear();
+  register_backend(
+      "whole_step_schedule",
+      [](compiler::GraphView gv, compiler::GraphFn eager) {
+        got.emplace_back(gv.graph(), compiler::lower::schedule(gv.graph()));
+        return eager;
+      },
+      true);
+  manual_seed(4);
+  // Four 512 x 512 weights (each over the streaming threshold) and their biases.
+  std::vector<std::shared_ptr<nn::Linear>> layers;
+  std::vector<Tensor> params;
+  for (int i = 0; i < 4; ++i) {
+    layers.push_back(std::make_shared<nn::Linear>(512, 512));
+    params.push_back(layers.back()->weight);
+    params.push_back(layers.back()->bias);
+  }
+  optim::AdamW opt(params, {.lr = 1e-3});
+  Tensor x = randn({8, 512});
+  auto step = compile(
+      [&] {
+        Tensor h = x;
+        for (auto& l : layers) h = relu(l->forward(h));
+        Tensor loss = h.square().mean();
+        loss.backward();
+        opt.step();
+        opt.zero_grad(true);
+        return loss;
+      },
+      {.backend = "whole_step_schedule"});
+  (void)step();
+  ASSERT_EQ(got.size(), 1u);
+  const compiler::Graph& g = got[0].first;
+  const compiler::lower::Schedule& s = got[0].second;
+  for (const compiler::Node& n : g.nodes) {
+    if (n.op != OpId::to && n.op != OpId::clone) continue;
+    const TensorMeta &in = g.values[static_cast<size_t>(n.inputs[0])].meta, &out = g.values[static_cast<size_t>(n.outputs[0])].meta;
+    EXPECT_FALSE(in.dtype == out.dtype && in.sizes == out.sizes && in.strides == out.strides)
+        << "a copy of a " << shape_str(in.sizes) << " value is left in the step";
+  }
+  int updates = 0;  // kernels that store a [512, 512] value: the weights' updates
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    EXPECT_EQ(s.closed_by[k].find("reads deferred side work"), std::string::npos) << s.closed_by[k];
+    const compiler::lower::LoopKernel& kern = s.kernels[k];
+    int64_t points = 1;
+    for (int64_t d : kern.sizes) points *= d;
+    int streamed = 0;
+    for (const compiler::lower::Buffer& b : kern.buffers) {
+      int64_t n = 1;
+      for (int64_t d : g.values[static_cast<size_t>(b.value)].meta.sizes) n *= d;
+      streamed += !b.output && n == points;
+    }
+    if (points == 512 * 512) {
+      ++updates;
+      EXPECT_LE(streamed, 8) << "kernel " << k << " reads " << streamed << " arrays side by side";
+    }
+  }
+  // Four weights, two side by side per loop at most.
+  EXPECT_GE(updates, 2);
+}
+
 // Note [Background compilation]: calls run the graph with eager kernels while its code compiles,
 // then the kernels; the values agree throughout (reductions within the accuracy rule).
 TEST_F(Inductor, BackgroundCompilationRunsEagerKernelsUntilTheCodeIsReady) {

@@ -206,6 +206,11 @@ void tidy(Graph& g) {
   dead_code_elimination(g);
   g.verify();
 }
+// The graphs that run: nothing differentiates them again (Note [Copy elision]).
+void tidy_final(Graph& g) {
+  elide_copies(g);
+  tidy(g);
+}
 
 // Applies the functional graph's write-backs to the real inputs (their
 // versions were bumped when the writes were recorded).
@@ -343,7 +348,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   if (!differentiable) {
     std::vector<Tensor> constants = f.constants;
     Graph g = decompose ? decompose_graph(f.graph, constants) : f.graph;
-    tidy(g);
+    tidy_final(g);
     ctx.stats.prim_ops_per_graph.push_back(decompose ? g.num_ops() : prim_count(g));
     ctx.stats.saved_bytes.push_back(0);
     ctx.stats.saveall_bytes.push_back(0);
@@ -463,8 +468,8 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
     if (!eager_saves_primal[i]) pinned_primals[i] = true;
   Partition p =
       min_cut_partition(joint, n_primals, n_tangents, n_forward_nodes, fwd.size(), ctx.recompute, pinned_primals);
-  tidy(p.forward);
-  tidy(p.backward);
+  tidy_final(p.forward);
+  tidy_final(p.backward);
   ctx.stats.prim_ops_per_graph.push_back(decompose ? p.forward.num_ops() + p.backward.num_ops()
                                                    : prim_count(p.forward) + prim_count(p.backward));
   ctx.stats.saved_bytes.push_back(p.saved_bytes);

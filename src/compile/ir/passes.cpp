@@ -152,4 +152,45 @@ int common_subexpression_elimination(Graph& g) {
   return merged;
 }
 
+// Note [Copy elision]
+// A same-dtype `to` (what clone decomposes to) whose input already has the copy's layout only
+// duplicates a buffer in a graph where no value changes. Eager makes such copies to keep
+// aliases apart: AccumulateGrad clones a gradient it cannot prove unshared (a tracer has no
+// storage to prove it with), so a compiled training step copied every weight's gradient before
+// the optimizer read it. The copy's readers read its input instead when nothing can tell them
+// apart: neither is written, the copy reaches no graph output (outputs stay distinct buffers),
+// and the input is not a graph input or a view of one (an output made from it would alias the
+// caller's tensor). Only for graphs that are not differentiated again: a detach()ed copy would
+// pass gradient.
+int elide_copies(Graph& g) {
+  std::vector<bool> mut = mutable_values(g);
+  std::vector<int> root(g.values.size());
+  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
+  for (const Node& n : g.nodes)
+    if (op_info(n.op).has(VIEW) && !n.inputs.empty() && n.inputs[0] >= 0)
+      for (int o : n.outputs) root[o] = root[n.inputs[0]];
+  std::vector<bool> is_input(g.values.size(), false), reaches_output(g.values.size(), false);
+  for (int v : g.inputs) is_input[v] = true;
+  for (int v : g.outputs) reaches_output[root[v]] = true;
+  std::vector<int> replace(g.values.size());
+  for (size_t v = 0; v < replace.size(); ++v) replace[v] = static_cast<int>(v);
+  int elided = 0;
+  for (Node& n : g.nodes) {
+    for (int& in : n.inputs)
+      if (in >= 0) in = replace[in];
+    if ((n.op != OpId::to && n.op != OpId::clone) || n.inputs.size() != 1 || n.outputs.size() != 1 || n.inputs[0] < 0)
+      continue;
+    const int x = n.inputs[0], y = n.outputs[0];
+    const TensorMeta &mx = g.values[x].meta, &my = g.values[y].meta;
+    if (mx.dtype != my.dtype || mx.device != my.device || mx.sizes != my.sizes || mx.strides != my.strides) continue;
+    if (mut[x] || mut[y] || reaches_output[y] || is_input[root[x]]) continue;
+    replace[y] = x;
+    ++elided;
+  }
+  if (elided == 0) return 0;
+  for (int& v : g.outputs) v = replace[v];
+  dead_code_elimination(g);
+  return elided;
+}
+
 }  // namespace kiln::compiler

@@ -10,6 +10,10 @@ int dead_code_elimination(Graph& g);
 // Merges nodes that compute the same op on the same inputs with equal attrs
 // (not random, not writing, and never on buffers that a write may change).
 int common_subexpression_elimination(Graph& g);
+// Lets the readers of a same-dtype copy whose input has its layout read that input instead,
+// where nothing can tell them apart (Note [Copy elision]). Only for graphs that are not
+// differentiated again. Returns how many copies went.
+int elide_copies(Graph& g);
 // Renumbers values in definition order, dropping values no node defines.
 void compact(Graph& g);
 
