@@ -340,6 +340,7 @@ struct InductorGraph {
   // run time the input must also be contiguous as the kernel writes it and share its storage
   // with no other input; otherwise the value gets a buffer of its own as before.
   std::vector<int> inplace_input;  // per value: the graph-input position its store goes to, or -1
+  bool any_in_place = false;
 
   void plan_writes_into_inputs() {
     inplace_input.assign(g.values.size(), -1);
@@ -398,22 +399,31 @@ struct InductorGraph {
       targets += g.write_targets[o] >= 0;
       in_place += o < g.outputs.size() && inplace_input[static_cast<size_t>(g.outputs[o])] >= 0;
     }
+    any_in_place = in_place > 0;
     log(Log::Fusion, "writes into inputs: " + std::to_string(in_place) + " of " + std::to_string(targets) +
                          " write-backs stored in place (Note [Writing into inputs])\n");
   }
 
   // Whether input tensor `dst` can receive value v in place: v's dtype and sizes, contiguous, and
-  // no other graph input on its storage.
-  bool can_store_into(const Tensor& dst, const Value& v, const std::vector<Tensor>& vals, int j) const {
-    if (!dst.defined() || !dst.has_storage() || dst.numel() == 0 || dst.dtype() != v.meta.dtype) return false;
-    if (!(dst.sizes() == IntArrayRef(v.meta.sizes)) || !dst.is_contiguous()) return false;
-    const Storage* mine = dst.unsafe_impl()->storage.get();
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      if (static_cast<int>(i) == j) continue;
-      const Tensor& t = vals[static_cast<size_t>(g.inputs[i])];
-      if (t.defined() && t.has_storage() && t.unsafe_impl()->storage.get() == mine) return false;
-    }
-    return true;
+  // no other graph input on its storage (`shared`, from shared_inputs: a whole step of a model
+  // with hundreds of parameters stores hundreds of write-backs, each of which compared its
+  // storage with every input).
+  static bool can_store_into(const Tensor& dst, const Value& v, bool shared) {
+    if (shared || !dst.defined() || !dst.has_storage() || dst.numel() == 0 || dst.dtype() != v.meta.dtype) return false;
+    return dst.sizes() == IntArrayRef(v.meta.sizes) && dst.is_contiguous();
+  }
+  // Per graph input: whether another input shares its storage. Empty where nothing is stored in place.
+  std::vector<bool> shared_inputs(const std::vector<Tensor>& inputs) const {
+    if (!any_in_place) return {};
+    std::vector<std::pair<const Storage*, size_t>> by_storage;
+    by_storage.reserve(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined() && inputs[i].has_storage()) by_storage.emplace_back(inputs[i].unsafe_impl()->storage.get(), i);
+    std::sort(by_storage.begin(), by_storage.end());
+    std::vector<bool> shared(inputs.size(), false);
+    for (size_t k = 1; k < by_storage.size(); ++k)
+      if (by_storage[k].first == by_storage[k - 1].first) shared[by_storage[k].second] = shared[by_storage[k - 1].second] = true;
+    return shared;
   }
 
   // The storage a call's planned values live in: the kept one when this call may take it.
@@ -488,7 +498,7 @@ struct InductorGraph {
   }
 
   void run_kernel(size_t ki, std::vector<Tensor>& vals, const std::vector<int64_t>* random_state, size_t& random_index,
-                  const Arena& arena) const {
+                  const Arena& arena, const std::vector<bool>& shared_input) const {
     const lower::LoopKernel& k = schedule.kernels[ki];
     bool ok = where[ki] != Where::Eager;
     for (size_t l = 0; l < k.input_metas.size() && ok; ++l)
@@ -522,7 +532,7 @@ struct InductorGraph {
       const Value& v = g.values[static_cast<size_t>(b.value)];
       if (const int j = inplace_input[static_cast<size_t>(b.value)]; j >= 0) {
         const Tensor& dst = vals[static_cast<size_t>(g.inputs[static_cast<size_t>(j)])];
-        if (can_store_into(dst, v, vals, j)) {
+        if (can_store_into(dst, v, shared_input[static_cast<size_t>(j)])) {
           bufs.push_back(dst.unsafe_impl()->data());
           vals[static_cast<size_t>(b.value)] = dst;
           in_place = true;
@@ -604,6 +614,7 @@ struct InductorGraph {
     const std::vector<int64_t>* random_state = current_random_state();
     Arena arena;  // declared before vals: released after every tensor in it
     std::vector<Tensor> vals(g.values.size());
+    const std::vector<bool> shared_input = shared_inputs(inputs);  // before donated inputs move
     // Donated inputs (a backward's saved tensors) are freed after their last use, as `frees` says.
     const bool donated = take_donated_inputs(inputs);
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -614,7 +625,7 @@ struct InductorGraph {
       const lower::Step& st = schedule.steps[s];
       if (static_cast<int>(s) == arena_first) acquire(arena);
       if (st.is_kernel) {
-        run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index, arena);
+        run_kernel(static_cast<size_t>(st.index), vals, random_state, random_index, arena, shared_input);
       } else {
         const Node& n = g.nodes[static_cast<size_t>(st.index)];
         ins.clear();
