@@ -265,26 +265,31 @@ void im2col_samples(const ConvGeom& g, const T* input, int64_t grp, int64_t n0, 
   });
 }
 
+// Calls body(n0, s_n, grp, col, block) for each batch of up to S samples [n0, n0 + s_n) and
+// group: col holds [Cg*kk, s_n*HWo] columns, block [Cog, s_n*HWo] planes, both the caller's to fill.
+template <class T, class F>
+void for_sample_batches(const ConvGeom& g, int64_t S, const F& body) {
+  std::unique_ptr<T[]> col(new T[static_cast<size_t>(g.col_rows * S * g.HWo)]);
+  std::unique_ptr<T[]> block(new T[static_cast<size_t>(g.Cog * S * g.HWo)]);
+  for (int64_t n0 = 0; n0 < g.N; n0 += S)
+    for (int64_t grp = 0; grp < g.G; ++grp) body(n0, std::min(S, g.N - n0), grp, col.get(), block.get());
+}
+
 template <class T>
 void batched_forward(const ConvGeom& g, int64_t S, const T* input, const T* weight, const T* bias, T* output) {
-  const int64_t ld = S * g.HWo;
-  std::unique_ptr<T[]> col(new T[static_cast<size_t>(g.col_rows * ld)]);
-  std::unique_ptr<T[]> out(new T[static_cast<size_t>(g.Cog * ld)]);
-  for (int64_t n0 = 0; n0 < g.N; n0 += S) {
-    const int64_t s_n = std::min(S, g.N - n0), ld_n = s_n * g.HWo;
-    for (int64_t grp = 0; grp < g.G; ++grp) {
-      im2col_samples(g, input, grp, n0, s_n, col.get());
-      gemm<T>(false, false, g.Cog, ld_n, g.col_rows, T(1), weight + grp * g.Cog * g.col_rows, g.col_rows, col.get(),
-              ld_n, T(0), out.get(), ld_n);
-      for (int64_t s = 0; s < s_n; ++s)
-        for (int64_t co = 0; co < g.Cog; ++co) {
-          const T* src = out.get() + co * ld_n + s * g.HWo;
-          T* dst = output + ((n0 + s) * g.C_out + grp * g.Cog + co) * g.HWo;
-          const T b = bias ? bias[grp * g.Cog + co] : T(0);
-          for (int64_t o = 0; o < g.HWo; ++o) dst[o] = src[o] + b;
-        }
-    }
-  }
+  for_sample_batches<T>(g, S, [&](int64_t n0, int64_t s_n, int64_t grp, T* col, T* out) {
+    const int64_t ld = s_n * g.HWo;
+    im2col_samples(g, input, grp, n0, s_n, col);
+    gemm<T>(false, false, g.Cog, ld, g.col_rows, T(1), weight + grp * g.Cog * g.col_rows, g.col_rows, col, ld, T(0),
+            out, ld);
+    for (int64_t s = 0; s < s_n; ++s)
+      for (int64_t co = 0; co < g.Cog; ++co) {
+        const T* src = out + co * ld + s * g.HWo;
+        T* dst = output + ((n0 + s) * g.C_out + grp * g.Cog + co) * g.HWo;
+        const T b = bias ? bias[grp * g.Cog + co] : T(0);
+        for (int64_t o = 0; o < g.HWo; ++o) dst[o] = src[o] + b;
+      }
+  });
 }
 
 // grad_output's planes of samples [n0, n0 + S), group grp, as a [Cog, S*HWo] block.
@@ -300,44 +305,34 @@ void gather_planes(const ConvGeom& g, const T* grad_output, int64_t grp, int64_t
 
 template <class T>
 void batched_backward_input(const ConvGeom& g, int64_t S, const T* grad_output, const T* weight, T* grad_input) {
-  const int64_t ld = S * g.HWo;
-  std::unique_ptr<T[]> col(new T[static_cast<size_t>(g.col_rows * ld)]);
-  std::unique_ptr<T[]> gy(new T[static_cast<size_t>(g.Cog * ld)]);
   std::fill(grad_input, grad_input + g.N * g.C_in * g.HW, T(0));
-  for (int64_t n0 = 0; n0 < g.N; n0 += S) {
-    const int64_t s_n = std::min(S, g.N - n0), ld_n = s_n * g.HWo;
-    for (int64_t grp = 0; grp < g.G; ++grp) {
-      gather_planes(g, grad_output, grp, n0, s_n, gy.get());
-      // cols = W_g^T [Cg*kk, Cog] @ grad_out block [Cog, S*HWo]
-      gemm<T>(true, false, g.col_rows, ld_n, g.Cog, T(1), weight + grp * g.Cog * g.col_rows, g.col_rows, gy.get(),
-              ld_n, T(0), col.get(), ld_n);
-      // Each (sample, channel) owns its input plane: no two tasks add into the same one.
-      parallel_for(0, s_n * g.Cg, std::max<int64_t>(1, channel_grain(g, g.HWo)), [&](int64_t a, int64_t b) {
-        for (int64_t i = a; i < b; ++i) {
-          const int64_t s = i / g.Cg, c = i % g.Cg;
-          T* gx_g = grad_input + ((n0 + s) * g.C_in + grp * g.Cg) * g.HW;
-          col2im(g, static_cast<const T*>(col.get() + s * g.HWo), gx_g, c, c + 1, 0, g.Ho, ld_n);
-        }
-      });
-    }
-  }
+  for_sample_batches<T>(g, S, [&](int64_t n0, int64_t s_n, int64_t grp, T* col, T* gy) {
+    const int64_t ld = s_n * g.HWo;
+    gather_planes(g, grad_output, grp, n0, s_n, gy);
+    // cols = W_g^T [Cg*kk, Cog] @ grad_out block [Cog, S*HWo]
+    gemm<T>(true, false, g.col_rows, ld, g.Cog, T(1), weight + grp * g.Cog * g.col_rows, g.col_rows, gy, ld, T(0), col,
+            ld);
+    // Each (sample, channel) owns its input plane: no two tasks add into the same one.
+    parallel_for(0, s_n * g.Cg, std::max<int64_t>(1, channel_grain(g, g.HWo)), [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) {
+        const int64_t s = i / g.Cg, c = i % g.Cg;
+        T* gx_g = grad_input + ((n0 + s) * g.C_in + grp * g.Cg) * g.HW;
+        col2im(g, static_cast<const T*>(col + s * g.HWo), gx_g, c, c + 1, 0, g.Ho, ld);
+      }
+    });
+  });
 }
 
 template <class T>
 void batched_backward_weight(const ConvGeom& g, int64_t S, const T* grad_output, const T* input, T* grad_weight) {
-  const int64_t ld = S * g.HWo;
-  std::unique_ptr<T[]> col(new T[static_cast<size_t>(g.col_rows * ld)]);
-  std::unique_ptr<T[]> gy(new T[static_cast<size_t>(g.Cog * ld)]);
-  for (int64_t n0 = 0; n0 < g.N; n0 += S) {
-    const int64_t s_n = std::min(S, g.N - n0), ld_n = s_n * g.HWo;
-    for (int64_t grp = 0; grp < g.G; ++grp) {
-      im2col_samples(g, input, grp, n0, s_n, col.get());
-      gather_planes(g, grad_output, grp, n0, s_n, gy.get());
-      // grad_w_g (+)= grad_out block [Cog, S*HWo] @ cols^T [S*HWo, Cg*kk]
-      gemm<T>(false, true, g.Cog, g.col_rows, ld_n, T(1), gy.get(), ld_n, col.get(), ld_n, n0 == 0 ? T(0) : T(1),
-              grad_weight + grp * g.Cog * g.col_rows, g.col_rows);
-    }
-  }
+  for_sample_batches<T>(g, S, [&](int64_t n0, int64_t s_n, int64_t grp, T* col, T* gy) {
+    const int64_t ld = s_n * g.HWo;
+    im2col_samples(g, input, grp, n0, s_n, col);
+    gather_planes(g, grad_output, grp, n0, s_n, gy);
+    // grad_w_g (+)= grad_out block [Cog, S*HWo] @ cols^T [S*HWo, Cg*kk]
+    gemm<T>(false, true, g.Cog, g.col_rows, ld, T(1), gy, ld, col, ld, n0 == 0 ? T(0) : T(1),
+            grad_weight + grp * g.Cog * g.col_rows, g.col_rows);
+  });
 }
 
 // --- Depthwise (groups == C_in == C_out): direct loops, one plane at a time.
