@@ -239,13 +239,12 @@ void for_unit_ranges(int64_t units, int64_t scratch_elems, const F& body) {
 // gathered or scattered to and from a [Cog, S*HWo] block around it. On the 2-core AVX2
 // machine this took a 512->512 3x3 conv on [8, 512, 2, 2] from oneDNN's 13 ms (its gemm
 // implementation) and kiln's per-sample 8 ms for the weight gradient to about 3 ms.
-constexpr int64_t kBatchedMaxPlane = 16;   // output planes up to 4x4
 constexpr int64_t kBatchedColumns = 512;   // columns per GEMM (Note [Conv column chunks])
 constexpr int64_t kBatchedBudget = 8 << 20;  // bytes of the column block
 
 template <class T>
 int64_t batched_samples(const ConvGeom& g) {
-  if (g.depthwise || g.N < 2 || g.HWo == 0 || g.HWo > kBatchedMaxPlane) return 0;
+  if (g.depthwise || g.N < 2 || g.HWo == 0 || g.HWo > kBatchedConvMaxPlane) return 0;
   const int64_t by_columns = std::max<int64_t>(1, kBatchedColumns / g.HWo);
   const int64_t by_budget = kBatchedBudget / std::max<int64_t>(g.col_rows * g.HWo * int64_t(sizeof(T)), 1);
   const int64_t s = std::min({g.N, by_columns, by_budget});

@@ -19,6 +19,10 @@
 
 namespace kiln::cpu {
 
+// Output planes of at most this many pixels batch their samples into one GEMM per pass (Note
+// [Small planes batch samples], conv_kernels.cpp); oneDNN's routing sends such passes here.
+inline constexpr int64_t kBatchedConvMaxPlane = 16;
+
 struct Conv2dParams {
   int64_t N, C_in, H, W, C_out, kH, kW;
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;

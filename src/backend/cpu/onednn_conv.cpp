@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/conv_kernels.h"
 #include "backend/cpu/onednn_common.h"
 #endif
 
@@ -126,16 +127,25 @@ namespace {
 // AVX-512, where oneDNN's blocks are 16 wide).
 // KILN_ONEDNN_FORMAT=plain|any forces one layout (for measuring); read once.
 enum class Route { Kiln, Plain, Blocked };
+int64_t out_plane(const ConvDesc& d) {
+  int64_t plane = 1;
+  for (int i = 0; i < d.nd; ++i) plane *= d.out[i];
+  return plane;
+}
+// Whether kiln's kernel for d batches its samples: 1-D and 2-D dense convs over small planes.
+bool kiln_batches(const ConvDesc& d, int64_t max_plane) {
+  return d.nd <= 2 && d.groups != d.C_in && out_plane(d) <= max_plane;
+}
 Route route(const ConvDesc& d, int pass) {
   static const char* env = std::getenv("KILN_ONEDNN_FORMAT");
   if (env && std::strcmp(env, "plain") == 0) return Route::Plain;
   if (env && std::strcmp(env, "any") == 0) return Route::Blocked;
-  int64_t plane = 1;
+  const int64_t plane = out_plane(d);
   bool one_by_one = true;
-  for (int i = 0; i < d.nd; ++i) plane *= d.out[i], one_by_one = one_by_one && d.k[i] == 1;
+  for (int i = 0; i < d.nd; ++i) one_by_one = one_by_one && d.k[i] == 1;
   if (d.groups > 1 && d.groups == d.C_in) return pass != Forward && plane <= 4 ? Route::Kiln : Route::Blocked;
   static const bool below_avx512 = dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_mic;
-  if (below_avx512 && plane <= 4 && !one_by_one) return Route::Kiln;
+  if (below_avx512 && kiln_batches(d, 4) && !one_by_one) return Route::Kiln;
   const bool off_block = (d.C_in / d.groups) % 16 != 0 || (d.C_out / d.groups) % 16 != 0;
   if (off_block && (one_by_one || pass == BackwardData)) return Route::Plain;
   return Route::Blocked;
@@ -243,9 +253,7 @@ Entry build(const ConvDesc& d, int pass, bool with_bias, bool blocked) {
                                                              p.dil, p.pad_l, p.pad_r);
     convolution_backward_weights::primitive_desc pd(bd, attr, engine(), fwd);
     // The gemm fallback on a small plane: kiln's batched kernel runs it (see route()).
-    int64_t plane = 1;
-    for (int i = 0; i < d.nd; ++i) plane *= d.out[i];
-    if (plane <= 16 && d.groups != d.C_in && std::strstr(pd.impl_info_str(), "gemm")) return e;
+    if (kiln_batches(d, kBatchedConvMaxPlane) && std::strstr(pd.impl_info_str(), "gemm")) return e;
     e.prim = convolution_backward_weights(pd);
     e.in0 = make_arg(DNNL_ARG_SRC, x, pd.src_desc(), false);
     e.in1 = make_arg(DNNL_ARG_DIFF_DST, y, pd.diff_dst_desc(), false);

@@ -75,14 +75,21 @@ int dead_code_elimination(Graph& g) {
 }
 
 namespace {
-// Values that a write may change: every buffer written by a MUTATES node and
-// every view taken of it, transitively (views alias input 0 of their node).
-std::vector<bool> mutable_values(const Graph& g) {
+// Per value, the value it is a view of, transitively (views alias input 0 of their node); itself
+// where it is no view.
+std::vector<int> view_roots(const Graph& g) {
   std::vector<int> root(g.values.size());
   for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
   for (const Node& n : g.nodes)
     if (op_info(n.op).has(VIEW) && !n.inputs.empty() && n.inputs[0] >= 0)
       for (int o : n.outputs) root[o] = root[n.inputs[0]];
+  return root;
+}
+
+// Values that a write may change: every buffer written by a MUTATES node and
+// every view taken of it, transitively.
+std::vector<bool> mutable_values(const Graph& g) {
+  const std::vector<int> root = view_roots(g);
   std::vector<bool> written_root(g.values.size(), false);
   for (const Node& n : g.nodes) {
     if (!op_info(n.op).has(MUTATES)) continue;
@@ -164,11 +171,7 @@ int common_subexpression_elimination(Graph& g) {
 // pass gradient.
 int elide_copies(Graph& g) {
   std::vector<bool> mut = mutable_values(g);
-  std::vector<int> root(g.values.size());
-  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
-  for (const Node& n : g.nodes)
-    if (op_info(n.op).has(VIEW) && !n.inputs.empty() && n.inputs[0] >= 0)
-      for (int o : n.outputs) root[o] = root[n.inputs[0]];
+  const std::vector<int> root = view_roots(g);
   std::vector<bool> is_input(g.values.size(), false), reaches_output(g.values.size(), false);
   for (int v : g.inputs) is_input[v] = true;
   for (int v : g.outputs) reaches_output[root[v]] = true;

@@ -447,14 +447,18 @@ Schedule schedule(const Graph& g) {
   // optimizer's step count, incremented beside a parameter's update whose next node (the bias
   // correction) reads the new count, is placed as its own kernel ahead of the update, which
   // stays open. Deferred nodes are pure loops and views, so only their inputs order them.
+  // Whether node ni, with the producers it inlines (pulls), reads nothing group gi computes.
+  auto side_by_side = [&](int gi, int ni, const std::vector<int>& pulls) {
+    std::vector<int> nodes = pulls;
+    nodes.push_back(ni);
+    for (int m : nodes)
+      for (int v : g.nodes[static_cast<size_t>(m)].inputs)
+        if (v >= 0 && value_group[static_cast<size_t>(v)] == gi) return false;
+    return true;
+  };
   auto independent_of_open = [&] {
-    for (int ni : pending) {
-      std::vector<int> nodes = closure(ni);
-      nodes.push_back(ni);
-      for (int m : nodes)
-        for (int v : g.nodes[static_cast<size_t>(m)].inputs)
-          if (v >= 0 && value_group[static_cast<size_t>(v)] == open) return false;
-    }
+    for (int ni : pending)
+      if (!side_by_side(open, ni, closure(ni))) return false;
     return true;
   };
   auto hoist = [&] {
@@ -497,14 +501,6 @@ Schedule schedule(const Graph& g) {
           out.push_back(v);
       }
     return out;
-  };
-  auto side_by_side = [&](int gi, int ni, const std::vector<int>& pulls) {
-    std::vector<int> nodes = pulls;
-    nodes.push_back(ni);
-    for (int m : nodes)
-      for (int v : g.nodes[static_cast<size_t>(m)].inputs)
-        if (v >= 0 && value_group[static_cast<size_t>(v)] == gi) return false;
-    return true;
   };
   auto too_many_streams = [&](int gi, int ni, const std::vector<int>& pulls) {
     const Group& grp = groups[static_cast<size_t>(gi)];
