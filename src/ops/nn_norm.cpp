@@ -101,13 +101,26 @@ std::vector<Tensor> decomp_batch_norm_training(const OpCall& c) {
   const Shape cs = channel_shape(nd, C);
   const Tensor x = x0.to(opmath(x0.dtype()));
   const std::vector<int64_t> dims = non_channel_dims(nd);
-  const Tensor mu = mean(x, dims, true);
-  const Tensor d = x - mu;
-  const Tensor var = mean(d * d, dims, true);
-  Tensor y = d * rsqrt(var + c.attrs.f(0));
+  // Note [Shifted batch statistics]: one pass over x gives both statistics. Sums of x and x²
+  // would lose the variance to cancellation where the mean is large against the spread, so
+  // the sums are of x - k, k being each channel's first element (a view: an index in the
+  // fused kernel): var = E[(x-k)²] - E[x-k]², whose cancellation is bounded by how far k lies
+  // from the mean in standard deviations, not by the mean's size. The generated kernels
+  // accumulate float sums in double. A second pass (x - mean, then its square) cost a full
+  // read of x per batch norm; PyTorch's kernels use Welford's update, also one pass.
+  Tensor k = x;
+  for (int64_t d : dims) k = narrow(k, d, 0, 1);
+  // The per-channel arithmetic runs in double (C values), the per-element in opmath.
+  const Tensor xk = x - k;
+  const double count = static_cast<double>(x0.numel() / C);
+  const Tensor s1 = sum(xk, dims, true, kFloat64), s2 = sum(xk * xk, dims, true, kFloat64);
+  const Tensor shift = s1 / count;
+  const Tensor mu = (k.to(kFloat64) + shift).to(x.dtype());
+  const Tensor var = clamp_min(s2 / count - shift * shift, 0.0);
+  Tensor y = (x - mu) * rsqrt(var + c.attrs.f(0)).to(x.dtype());
   if (w.defined()) y = y * reshape(w, cs);
   if (b.defined()) y = y + reshape(b, cs);
-  return {y.to(m[0].dtype), reshape(mu, {C}), reshape(var, {C})};
+  return {y.to(m[0].dtype), reshape(mu, {C}), reshape(var.to(x.dtype()), {C})};
 }
 KILN_REGISTER_DECOMP(_batch_norm_training, decomp_batch_norm_training);
 

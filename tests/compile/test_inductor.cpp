@@ -189,6 +189,27 @@ TEST_F(Inductor, SplitReductionsMatchEager) {
   EXPECT_GE(compiler::lower::reductions_split() - before, 12);
 }
 
+// Note [Shifted batch statistics]: the compiled batch norm takes its statistics in one pass of
+// sums shifted by each channel's first element. A mean far above the spread (1e4 against 1),
+// and a first element far from its channel's mean, still give eager's output and statistics.
+TEST_F(Inductor, BatchNormStatisticsSurviveALargeMean) {
+  manual_seed(4);
+  auto bn = std::make_shared<nn::BatchNorm2d>(3), bn_ref = std::make_shared<nn::BatchNorm2d>(3);
+  bn->momentum = bn_ref->momentum = 1.0;  // the running statistics are the batch's
+  auto f = compile([&](const Tensor& x) { return bn->forward(x); }, inductor());
+  Tensor x = randn({8, 3, 10, 10}) + 1e4;
+  x.select(0, 0).select(0, 1).select(0, 0).select(0, 0).fill_(1e4 + 40.0);  // channel 1 starts 40 sd away
+  for (int i = 0; i < 2; ++i) {
+    Tensor got = f(x), want = bn_ref->forward(x);
+    expect_close(got, want, 1e-3, "batch norm output");
+    expect_close(bn->running_mean, bn_ref->running_mean, 1e-6, "running mean");
+    expect_close(bn->running_var, bn_ref->running_var, 1e-4, "running var");
+    x = x.to(kFloat64);
+    bn->to(kFloat64);
+    bn_ref->to(kFloat64);
+  }
+}
+
 TEST_F(Inductor, TrainingStepMatchesEager) {
   manual_seed(7);
   nn::Linear l1(12, 24), l2(24, 5);
