@@ -187,6 +187,54 @@ std::vector<TensorMeta> meta_batch_norm_backward(const OpCall& c) {
 }
 KILN_REGISTER_META(_batch_norm_backward, meta_batch_norm_backward);
 
+// Note [Batch norm backward decomposed]
+// What a compiled graph runs in place of the fused kernel: one pass of four per-channel sums
+// over x and grad_out (the statistics shifted as in Note [Shifted batch statistics], and the
+// sums of g and g·(x - k)), then grad_x in one pointwise pass. Lowered, both passes fuse with
+// their neighbours (the ReLU's backward that makes grad_out, the residual add that takes
+// grad_x), where the kernel was an extern call between generated loops that wrote and re-read
+// grad_out. Per-channel arithmetic in double, per-element in opmath, as the kernels.
+std::vector<Tensor> decomp_batch_norm_backward(const OpCall& c) {
+  std::vector<TensorMeta> m = meta_batch_norm_backward(c);
+  const Tensor &x0 = c.in(1), &w = c.in(2);
+  const bool training = c.attrs.b(0);
+  const double eps = c.attrs.f(1);
+  const int64_t nd = x0.dim(), C = x0.sizes()[1];
+  const TensorOptions copt = TensorOptions(m[1].dtype).device(x0.device());
+  if (x0.numel() == 0) return {zeros(m[0].sizes, TensorOptions(m[0].dtype).device(x0.device())), zeros({C}, copt),
+                               zeros({C}, copt)};
+  const Shape cs = channel_shape(nd, C);
+  const DType ct = opmath(x0.dtype());
+  const Tensor x = x0.to(ct), g = c.in(0).to(ct);
+  const std::vector<int64_t> dims = non_channel_dims(nd);
+  const double count = static_cast<double>(x0.numel() / C);
+  const Tensor w64 = w.defined() ? reshape(w, cs).to(kFloat64) : Tensor();
+  Tensor sg, sgxhat, gx;
+  if (training) {
+    Tensor k = x;
+    for (int64_t d : dims) k = narrow(k, d, 0, 1);
+    const Tensor xk = x - k;
+    const Tensor s1 = sum(xk, dims, true, kFloat64), s2 = sum(xk * xk, dims, true, kFloat64);
+    sg = sum(g, dims, true, kFloat64);
+    const Tensor sgx = sum(g * xk, dims, true, kFloat64);
+    const Tensor shift = s1 / count;
+    const Tensor rstd = rsqrt(clamp_min(s2 / count - shift * shift, 0.0) + eps);
+    sgxhat = (sgx - sg * shift) * rstd;  // Σ g · x̂
+    const Tensor a = w64.defined() ? w64 * rstd : rstd;
+    // grad_x = a · (g - Σg/M - x̂ · Σ(g·x̂)/M), x̂ = (x - mean) · rstd
+    const Tensor mean = (k.to(kFloat64) + shift).to(ct);
+    const Tensor b = (a * rstd * sgxhat / -count).to(ct), d0 = (a * sg / -count).to(ct);
+    gx = g * a.to(ct) + (x - mean) * b + d0;
+  } else {
+    const Tensor rstd = rsqrt(reshape(c.in(4), cs).to(kFloat64) + eps);
+    sg = sum(g, dims, true, kFloat64);
+    sgxhat = sum(g * (x - reshape(c.in(3), cs).to(ct)), dims, true, kFloat64) * rstd;
+    gx = g * (w64.defined() ? w64 * rstd : rstd).to(ct);
+  }
+  return {gx.to(m[0].dtype), reshape(sgxhat, {C}).to(m[1].dtype), reshape(sg, {C}).to(m[2].dtype)};
+}
+KILN_REGISTER_DECOMP(_batch_norm_backward, decomp_batch_norm_backward);
+
 // ---- layer_norm: (x, weight?, bias?; normalized_shape, eps) ----
 void check_normalized_shape(const Tensor& x, IntArrayRef ns, const char* op) {
   KILN_CHECK(!ns.empty(), op, ": normalized_shape must have at least one dim");
