@@ -188,7 +188,8 @@ std::vector<TensorMeta> meta_batch_norm_backward(const OpCall& c) {
 KILN_REGISTER_META(_batch_norm_backward, meta_batch_norm_backward);
 
 // Note [Batch norm backward decomposed]
-// What a compiled graph runs in place of the fused kernel: one pass of four per-channel sums
+// What a compiled CUDA graph runs in place of the fused kernel (the CPU keeps its kernel: Note
+// [Kernels worth keeping] in dispatch.cpp): one pass of four per-channel sums
 // over x and grad_out (the statistics shifted as in Note [Shifted batch statistics], and the
 // sums of g and g·(x - k)), then grad_x in one pointwise pass. Lowered, both passes fuse with
 // their neighbours (the ReLU's backward that makes grad_out, the residual add that takes
