@@ -331,6 +331,19 @@ auto with_host_memory_errors(const OpInfo& info, std::span<const Tensor> inputs,
 }
 }  // namespace
 
+bool kernel_into(OpId op, Device dev, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
+  const OpInfo& info = op_info(op);
+  KernelFn kernel = info.kernels[static_cast<int>(dev.type)];
+  if (!kernel) return false;
+  const OpCall call{op, inputs, attrs};
+  const Tensor* first = !inputs.empty() && inputs[0].defined() ? &inputs[0] : nullptr;
+  with_host_memory_errors(info, inputs, [&] {
+    timed(op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
+          [&] { kernel(call, outs); });
+  });
+  return true;
+}
+
 std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpInfo& info = op_info(op);
   OpCall call{op, inputs, attrs};

@@ -23,6 +23,10 @@ Tensor call_op1(OpId op, std::initializer_list<Tensor> inputs, Attrs attrs = {})
 
 // Below autograd: runs the device kernel, else the decomposition, else throws.
 std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
+// Runs op's kernel for device `dev` into `outs`, which the caller allocated (a compiled graph
+// giving a value the layout it planned: Note [Channels-last convolutions]), timed as
+// backend_call's. False where that device has no kernel for op.
+bool kernel_into(OpId op, Device dev, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs);
 
 // Note [In-place ops]: writes op(inputs) into `self` (which is inputs[0] for
 // ops like add_), bumping its version. Without autograd a pointwise kernel

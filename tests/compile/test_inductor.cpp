@@ -13,6 +13,7 @@
 
 #include "compile/ir/graph.h"
 #include "compile/jit/cpp_jit.h"
+#include "compile/lower/layout.h"
 #include "compile/lower/schedule.h"
 #include "compile/lower/split_reduction.h"
 #include "dispatch/dispatch.h"
@@ -207,6 +208,58 @@ TEST_F(Inductor, BatchNormStatisticsSurviveALargeMean) {
     x = x.to(kFloat64);
     bn->to(kFloat64);
     bn_ref->to(kFloat64);
+  }
+}
+
+// Note [Channels-last graphs]: with KILN_CHANNELS_LAST=all the CPU's graphs take the layout pass
+// too (their convolutions compute NCHW and the inductor converts their outputs), so the pass,
+// the re-derived views and the generated NHWC kernels are checked here without a GPU: a residual
+// conv-BN-ReLU block, pooling, a 1x1 convolution, a permute (re-derived) and a view across the
+// permuted dims (its base stays contiguous), forward and gradients against eager's, and the
+// caller's tensors contiguous as eager's.
+TEST_F(Inductor, ChannelsLastConvolutionsMatchEager) {
+  setenv("KILN_CHANNELS_LAST", "all", 1);
+  manual_seed(12);
+  Tensor w1 = (randn({8, 3, 3, 3}) * 0.3).requires_grad_(), w2 = (randn({8, 8, 3, 3}) * 0.2).requires_grad_();
+  Tensor w3 = (randn({4, 8, 1, 1}) * 0.3).requires_grad_(), b3 = randn({4}).requires_grad_();
+  auto bn1 = std::make_shared<nn::BatchNorm2d>(8), bn2 = std::make_shared<nn::BatchNorm2d>(8);
+  auto fn = [&](const Tensor& x) {
+    Tensor h = relu(bn1->forward(conv2d(x, w1, {}, 1, 1)));
+    Tensor r = relu(bn2->forward(conv2d(h, w2, {}, 1, 1)) + h);
+    Tensor p = max_pool2d(r, {2, 2});
+    Tensor c = conv2d(p, w3, b3);
+    Tensor t = c.permute({0, 2, 3, 1}) * 0.5;           // a view of an NHWC value, re-derived
+    Tensor v = (c + 1).view({c.size(0), c.size(1), -1});  // no NHWC view: its base stays contiguous
+    return std::vector<Tensor>{adaptive_avg_pool2d(c, {1, 1}).flatten(1), t.sum({3}), v.amax({2}), r};
+  };
+  const int64_t before = compiler::lower::nhwc_convolutions();
+  auto f = compile(fn, inductor());
+  Tensor x = randn({4, 3, 12, 12}), g0 = randn({4, 4}), g1 = randn({4, 6, 6}), g2 = randn({4, 4}), g3 = randn({4, 8, 12, 12});
+  std::vector<Tensor> params{w1, w2, w3, b3, bn1->weight, bn2->weight};
+  auto run = [&](bool compiled) {
+    std::vector<Tensor> out = compiled ? f(x) : fn(x);
+    ((out[0] * g0).sum() + (out[1] * g1).sum() + (out[2] * g2).sum() + (out[3] * g3).sum()).backward();
+    std::vector<Tensor> grads;
+    for (Tensor& p : params) {
+      grads.push_back(p.grad().clone());
+      p.set_grad(Tensor());
+    }
+    return std::make_pair(out, grads);
+  };
+  auto [ce, ge] = run(false);
+  auto [cc, gc] = run(true);
+  unsetenv("KILN_CHANNELS_LAST");
+  EXPECT_GE(compiler::lower::nhwc_convolutions() - before, 5);  // 3 forward, 3 backward, less the first's x gradient
+  // Every generated kernel met its buffers in the layouts it was compiled for.
+  EXPECT_GT(f.stats().generated_kernel_runs, 0);
+  EXPECT_EQ(f.stats().kernel_fallbacks, 0);
+  for (size_t k = 0; k < ce.size(); ++k) {
+    expect_close(cc[k], ce[k], 1e-5, "output");
+    EXPECT_EQ(cc[k].strides().vec(), ce[k].strides().vec()) << "output " << k << " laid out as eager's";
+  }
+  for (size_t k = 0; k < ge.size(); ++k) {
+    expect_close(gc[k], ge[k], 1e-4, "gradient");
+    EXPECT_TRUE(gc[k].is_contiguous()) << "gradient " << k;
   }
 }
 

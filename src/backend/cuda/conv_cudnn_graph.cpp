@@ -64,9 +64,11 @@ std::unordered_map<std::string, std::shared_ptr<Plan>> g_plans;
 constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
 constexpr int64_t kMaxWorkspace = int64_t(1) << 30;
 
-bool make_tensor_desc(Desc& t, int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims, int64_t align) {
+bool make_tensor_desc(Desc& t, int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims, int64_t align,
+                      bool channels_last) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  if (channels_last && dims.size() == 4) strides = {dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]};
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type, 1);
   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), static_cast<int64_t>(dims.size()));
   t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), static_cast<int64_t>(strides.size()));
@@ -100,8 +102,9 @@ bool allowed(cudnnBackendDescriptor_t cfg, const GraphConv& g) {
 
 std::shared_ptr<Plan> build_plan(cudnnHandle_t h, const GraphConv& g) {
   Desc x(CUDNN_BACKEND_TENSOR_DESCRIPTOR), w(CUDNN_BACKEND_TENSOR_DESCRIPTOR), y(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  if (!make_tensor_desc(x, kUidX, g.type, g.x, g.align) || !make_tensor_desc(w, kUidW, g.type, g.w, g.align) ||
-      !make_tensor_desc(y, kUidY, g.type, g.y, g.align))
+  const bool cl = g.channels_last;
+  if (!make_tensor_desc(x, kUidX, g.type, g.x, g.align, cl) || !make_tensor_desc(w, kUidW, g.type, g.w, g.align, cl) ||
+      !make_tensor_desc(y, kUidY, g.type, g.y, g.align, cl))
     return nullptr;
   Desc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
   const int64_t spatial = static_cast<int64_t>(g.pad.size());

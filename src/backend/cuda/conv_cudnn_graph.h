@@ -11,7 +11,7 @@
 namespace kiln::cuda {
 
 // One convolution call in cuDNN's sense: x the input side, w the filter, y the output side
-// (a transposed convolution swaps x and y), packed NC... tensors.
+// (a transposed convolution swaps x and y), packed NC... tensors, or NHWC where channels_last.
 struct GraphConv {
   enum Kind { Forward, BackwardData, BackwardFilter } kind = Forward;
   cudnnDataType_t type{}, compute{};
@@ -20,6 +20,7 @@ struct GraphConv {
   bool no_tf32 = false;                   // float32 without TF32
   bool deterministic = true;
   int64_t align = 16;  // bytes every data pointer is aligned to
+  bool channels_last = false;  // x, w and y laid out NHWC (Note [Channels-last convolutions])
   std::string key;     // shape, dtype, device and math (conv_cudnn.cpp's algorithm key)
 };
 

@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "compile/aot/partition.h"
+#include "compile/lower/layout.h"
 #include "compile/backends/backend.h"
 #include "compile/ir/passes.h"
 #include "compile/logs.h"
@@ -348,6 +349,7 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   if (!differentiable) {
     std::vector<Tensor> constants = f.constants;
     Graph g = decompose ? decompose_graph(f.graph, constants) : f.graph;
+    if (decompose) lower::channels_last_convolutions(g);
     tidy_final(g);
     ctx.stats.prim_ops_per_graph.push_back(decompose ? g.num_ops() : prim_count(g));
     ctx.stats.saved_bytes.push_back(0);
@@ -456,6 +458,9 @@ Runnable aot_compile(const Graph& captured, CompileContext& ctx, bool decompose,
   std::vector<Tensor> joint_constants;
   Graph joint = rec.take(joint_outs, &joint_constants);
   map_random_source(joint, f.graph);
+  // Note [Channels-last graphs]: before the partition, so that the values saved for backward
+  // cross in the layout both halves use.
+  if (decompose) lower::channels_last_convolutions(joint, &n_forward_nodes);
   log(Log::Aot, "joint:\n" + joint.str("joint"));
 
   // Inputs of the joint graph: primals (captured inputs, then f's constants), tangents, new constants.

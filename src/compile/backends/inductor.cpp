@@ -485,6 +485,44 @@ struct InductorGraph {
     return a.storage && t.defined() && t.has_storage() && t.unsafe_impl()->storage == a.storage;
   }
 
+  // Note [Channels-last graphs]: a value that is not a view has eager's contiguous layout
+  // unless its meta gives strides, which the graph's layout pass chose.
+  static bool laid_out(const TensorMeta& m) {
+    if (m.strides.size() != m.sizes.size() || m.sizes.empty()) return false;
+    int64_t s = 1;
+    for (size_t d = m.sizes.size(); d-- > 0;) {
+      if (m.sizes[d] != 1 && m.strides[d] != s) return true;
+      s *= m.sizes[d];
+    }
+    return false;
+  }
+  static Tensor fresh_output(const TensorMeta& m) {
+    return laid_out(m) ? make_tensor_strided(m.sizes, m.strides, m.dtype, m.device) : make_tensor(m.sizes, m.dtype, m.device);
+  }
+  // An extern node's outputs in the layouts the graph chose: CUDA convolutions write them
+  // directly (Note [Channels-last convolutions]); other kernels' outputs are copied into them.
+  bool extern_into_layout(const Node& n, std::span<const Tensor> ins, std::vector<Tensor>& outs) const {
+    if (op_info(n.op).has(VIEW)) return false;
+    bool any = false;
+    for (int o : n.outputs) any = any || laid_out(g.values[static_cast<size_t>(o)].meta);
+    if (!any || (n.op != OpId::convolution && n.op != OpId::convolution_backward)) return false;
+    const Device d = g.values[static_cast<size_t>(n.outputs[0])].meta.device;
+    if (!d.is_cuda()) return false;
+    outs.clear();
+    for (int o : n.outputs) outs.push_back(fresh_output(g.values[static_cast<size_t>(o)].meta));
+    return kernel_into(n.op, d, ins, n.attrs, outs);
+  }
+  void to_layouts(const Node& n, std::vector<Tensor>& outs) const {
+    if (op_info(n.op).has(VIEW)) return;
+    for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {
+      const TensorMeta& m = g.values[static_cast<size_t>(n.outputs[k])].meta;
+      if (!laid_out(m) || !outs[k].defined() || matches(outs[k], m)) continue;
+      Tensor t = fresh_output(m);
+      copy_into(t, outs[k]);
+      outs[k] = std::move(t);
+    }
+  }
+
   // Whether t is the buffer kernel k was compiled for (dtype, device, sizes, strides).
   static bool matches(const Tensor& t, const TensorMeta& m) {
     if (!t.defined() || !t.has_storage()) return false;
@@ -513,6 +551,7 @@ struct InductorGraph {
         ins.clear();
         for (int v : node.inputs) ins.push_back(vals[static_cast<size_t>(v)]);
         std::vector<Tensor> outs = run_node(g, node, ins, random_state, random_index, {});
+        to_layouts(node, outs);
         for (size_t o = 0; o < outs.size(); ++o) vals[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
       }
       // A member that returned its (planned) input may leave a stored value aliasing another's region.
@@ -540,9 +579,8 @@ struct InductorGraph {
           continue;
         }
       }
-      Tensor t = arena.storage && plan.slot[static_cast<size_t>(b.value)] >= 0
-                     ? planned_tensor(arena, b.value)
-                     : make_tensor(v.meta.sizes, v.meta.dtype, v.meta.device);
+      Tensor t = arena.storage && plan.slot[static_cast<size_t>(b.value)] >= 0 ? planned_tensor(arena, b.value)
+                                                                               : fresh_output(v.meta);
       bufs.push_back(t.numel() ? t.unsafe_impl()->data() : nullptr);
       vals[static_cast<size_t>(b.value)] = std::move(t);
     }
@@ -635,9 +673,11 @@ struct InductorGraph {
         if (writes_into_input0(n) && !in_arena(arena, ins[0]) &&
             std::find(frees[s].begin(), frees[s].end(), n.inputs[0]) != frees[s].end())
           vals[static_cast<size_t>(n.inputs[0])] = Tensor();  // Note [Externs into dead inputs]
-        if (!run_into_dead_input(g, n, ins, outs)) outs = run_node(g, n, ins, random_state, random_index, {});
+        if (!run_into_dead_input(g, n, ins, outs) && !extern_into_layout(n, ins, outs))
+          outs = run_node(g, n, ins, random_state, random_index, {});
         KILN_CHECK(outs.size() == n.outputs.size(), "internal: ", op_info(n.op).name, " returned ", outs.size(),
                    " outputs, the graph has ", n.outputs.size());
+        to_layouts(n, outs);
         // A VIEW op's outputs alias the arena by plan (their roots live as long as they do);
         // another op's output that does (it returned its input) is copied out.
         const bool view = op_info(n.op).has(VIEW);

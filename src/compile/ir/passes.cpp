@@ -136,6 +136,10 @@ int common_subexpression_elimination(Graph& g) {
         continue;
       bool same = true;
       for (size_t a = 0; a < n.attrs.size() && same; ++a) same = attr_equal(m.attrs[a], n.attrs[a]);
+      // Outputs laid out otherwise (Note [Channels-last graphs]: a channels-last copy beside a
+      // contiguous one) are not interchangeable: a view's meta depends on its base's strides.
+      for (size_t k = 0; k < n.outputs.size() && same; ++k)
+        same = g.values[m.outputs[k]].meta.strides == g.values[n.outputs[k]].meta.strides;
       if (!same) continue;
       for (size_t k = 0; k < n.outputs.size(); ++k) replace[n.outputs[k]] = m.outputs[k];
       found = true;
