@@ -219,6 +219,8 @@ TEST_F(Inductor, BatchNormStatisticsSurviveALargeMean) {
 // caller's tensors contiguous as eager's.
 TEST_F(Inductor, ChannelsLastConvolutionsMatchEager) {
   setenv("KILN_CHANNELS_LAST", "all", 1);
+  setenv("KILN_SPLIT_REDUCTIONS", "1", 1);  // batch norm's statistics split as on a GPU (Note [Split loop order])
+  const int64_t split_before = compiler::lower::reductions_split();
   manual_seed(12);
   Tensor w1 = (randn({8, 3, 3, 3}) * 0.3).requires_grad_(), w2 = (randn({8, 8, 3, 3}) * 0.2).requires_grad_();
   Tensor w3 = (randn({4, 8, 1, 1}) * 0.3).requires_grad_(), b3 = randn({4}).requires_grad_();
@@ -234,7 +236,7 @@ TEST_F(Inductor, ChannelsLastConvolutionsMatchEager) {
   };
   const int64_t before = compiler::lower::nhwc_convolutions();
   auto f = compile(fn, inductor());
-  Tensor x = randn({4, 3, 12, 12}), g0 = randn({4, 4}), g1 = randn({4, 6, 6}), g2 = randn({4, 4}), g3 = randn({4, 8, 12, 12});
+  Tensor x = randn({4, 3, 48, 48}), g0 = randn({4, 4}), g1 = randn({4, 24, 24}), g2 = randn({4, 4}), g3 = randn({4, 8, 48, 48});
   std::vector<Tensor> params{w1, w2, w3, b3, bn1->weight, bn2->weight};
   auto run = [&](bool compiled) {
     std::vector<Tensor> out = compiled ? f(x) : fn(x);
@@ -249,6 +251,8 @@ TEST_F(Inductor, ChannelsLastConvolutionsMatchEager) {
   auto [ce, ge] = run(false);
   auto [cc, gc] = run(true);
   unsetenv("KILN_CHANNELS_LAST");
+  unsetenv("KILN_SPLIT_REDUCTIONS");
+  EXPECT_GE(compiler::lower::reductions_split() - split_before, 2);
   EXPECT_GE(compiler::lower::nhwc_convolutions() - before, 5);  // 3 forward, 3 backward, less the first's x gradient
   // Every generated kernel met its buffers in the layouts it was compiled for.
   EXPECT_GT(f.stats().generated_kernel_runs, 0);

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -309,6 +311,58 @@ std::vector<LoopKernel> split(Graph& g, const LoopKernel& k, int s) {
   return out;
 }
 
+// Note [Split loop order]: the kernels of a split keep the dims of the kernel they came from,
+// whose order a multi-pass kernel took from its reduced rows (kept dims outside, reduced inside).
+// Each is single-pass, so each takes the order the scheduler would give it (Note [Loop order]):
+// dims by decreasing stride in its largest input, kept before reduced, and a contiguous kept dim
+// innermost (column form). This matters where the reduced dims are not the contiguous ones: batch
+// norm over channels-last activations (Note [Channels-last graphs]) would otherwise walk memory
+// with a stride of the channel count in every kernel of the split.
+void order_loops(LoopKernel& k) {
+  const size_t nd = k.sizes.size();
+  if (nd < 2 || k.num_phases() > 1) return;
+  const Expr* primary = nullptr;
+  int64_t best = -1;
+  for (const Expr& e : k.exprs) {
+    if (e.kind != ExprKind::Load || static_cast<size_t>(e.buffer) >= k.input_metas.size()) continue;
+    int64_t n = 1;
+    for (int64_t s : k.input_metas[static_cast<size_t>(e.buffer)].sizes) n *= s;
+    if (n > best) best = n, primary = &e;
+  }
+  if (!primary) return;
+  const std::vector<int64_t>& st = primary->index.coeffs;
+  std::vector<size_t> kept, red;
+  for (size_t d = 0; d < nd; ++d) (k.reduced[d] ? red : kept).push_back(d);
+  auto by_stride = [&](std::vector<size_t>& dims) {
+    std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return std::abs(st[a]) > std::abs(st[b]); });
+  };
+  by_stride(kept);
+  by_stride(red);
+  std::vector<size_t> order(kept.begin(), kept.end());
+  order.insert(order.end(), red.begin(), red.end());
+  if (!kept.empty() && !red.empty()) {
+    int64_t min_red = INT64_MAX;
+    for (size_t d : red) min_red = std::min(min_red, std::abs(st[d]));
+    if (std::abs(st[kept.back()]) < min_red) {
+      order.erase(std::find(order.begin(), order.end(), kept.back()));
+      order.push_back(kept.back());
+    }
+  }
+  bool same = true;
+  for (size_t i = 0; i < nd; ++i) same = same && order[i] == i;
+  if (same) return;
+  auto permute = [&](auto& v) {
+    auto old = v;
+    for (size_t i = 0; i < nd; ++i) v[i] = old[order[i]];
+  };
+  permute(k.sizes);
+  std::vector<bool> r = k.reduced;
+  for (size_t i = 0; i < nd; ++i) k.reduced[i] = r[order[i]];
+  for (Expr& e : k.exprs)
+    if (e.kind == ExprKind::Load) permute(e.index.coeffs);
+  for (Store& s : k.stores) permute(s.index.coeffs);
+}
+
 }  // namespace
 
 int split_reductions(Graph& g, Schedule& s, const std::function<bool(const LoopKernel&)>& want,
@@ -320,6 +374,7 @@ int split_reductions(Graph& g, Schedule& s, const std::function<bool(const LoopK
     if (w.dim < 0 || !want(s.kernels[i]) || !splittable(s.kernels[i])) continue;
     const LoopKernel k = w.parts ? cut(s.kernels[i], w.dim, w.parts) : s.kernels[i];
     std::vector<LoopKernel> parts = split(g, k, w.dim);
+    for (LoopKernel& part : parts) order_loops(part);
     // The last part takes k's place (and its graph nodes); the others run just before it.
     s.kernels[i] = std::move(parts.back());
     parts.pop_back();
