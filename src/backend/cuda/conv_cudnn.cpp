@@ -549,7 +549,10 @@ void convolution_backward_nhwc(const OpCall& c, const ConvShape& sh, std::vector
   setup(s, sh, shape_of(x), shape_of(w), shape_of(go), t, d, true);
   if (mask[0]) run_backward_data(s, w, go, outs[0]);
   if (mask[1]) {
-    Tensor dw = as_channels_last(outs[1], t);  // the filter's gradient in the call's layout
+    // The filter's gradient in the call's layout, copied into the output's where that differs.
+    Tensor dw = channels_last_dense(outs[1])
+                    ? outs[1]
+                    : make_tensor_strided(outs[1].sizes(), channels_last_strides(outs[1].sizes()), t, outs[1].device());
     run_backward_filter(s, x, go, dw);
     if (dw.unsafe_impl() != outs[1].unsafe_impl()) copy_same_device(outs[1], dw);
   }
