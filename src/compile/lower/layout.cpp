@@ -18,12 +18,17 @@ namespace kiln::compiler::lower {
 // backend/cuda/conv_cudnn.cpp). Eager kiln keeps PyTorch's contiguous default, but inside a
 // compiled graph the layout of a value nobody outside sees is free, as TorchInductor's layout
 // optimization uses it:
-// - a 2-d convolution (not transposed, not depthwise) gets a channels-last input, through a
-//   copy (`to` of the same dtype, a generated kernel) where its producer does not give one;
-//   its output, and convolution_backward's input gradient, are channels-last;
+// - in a graph whose convolutions are all 2-d, not transposed and not depthwise (kiln's own
+//   NCHW kernels; copies around each would cost what the rest gain), each convolution gets a
+//   channels-last input, through a copy (`to` of the same dtype, a generated kernel) where its
+//   producer does not give one; its output, and convolution_backward's input gradient, are
+//   channels-last;
 // - a generated pointwise value of the same shape as a channels-last input is channels-last,
 //   so batch norm, ReLU and residual adds read and write NHWC and the next convolution needs
 //   no copy; reductions read any layout through their index math;
+// - an extern op reading a channels-last value (max pooling, its backward) has its 4-d outputs
+//   converted to channels-last after it runs, so the generated kernels around it read one layout
+//   (a kernel mixing layouts reads one operand across the grain);
 // - a view of a channels-last value gets its meta again from the new strides; where the view
 //   cannot be taken (a `view` across the permuted dims) the base stays contiguous;
 // - graph inputs keep their layouts and graph outputs (what the caller receives: results,
@@ -119,7 +124,13 @@ int64_t nhwc_convolutions() { return g_nhwc.load(std::memory_order_relaxed); }
 int channels_last_convolutions(Graph& g, size_t* boundary) {
   if (g.is_symbolic()) return 0;
   int convs = 0;
-  for (const Node& n : g.nodes) convs += nhwc_conv(g, n);
+  for (const Node& n : g.nodes) {
+    if (n.op != OpId::convolution && n.op != OpId::convolution_backward) continue;
+    // A graph with convolutions that stay NCHW (depthwise: kiln's own kernels; transposed) is
+    // left alone: copies around each of them would cost what the others gain.
+    if (!nhwc_conv(g, n)) return 0;
+    ++convs;
+  }
   if (convs == 0) return 0;
 
   // Which values are channels-last: convolution outputs, then generated pointwise values of a
@@ -136,6 +147,14 @@ int channels_last_convolutions(Graph& g, size_t* boundary) {
       for (int v : n.inputs)
         if (v >= 0 && cl[static_cast<size_t>(v)] && g.values[static_cast<size_t>(v)].meta.sizes == om.sizes)
           cl[static_cast<size_t>(n.outputs[0])] = 1;
+    } else if (!op_info(n.op).has(VIEW) && !op_info(n.op).has(REDUCTION) && !op_info(n.op).has(MUTATES)) {
+      // Another extern reading a channels-last value (max pooling and its backward): its 4-d
+      // outputs are converted after it, so that the generated kernels around it read one layout.
+      bool reads_cl = false;
+      for (int v : n.inputs) reads_cl = reads_cl || (v >= 0 && cl[static_cast<size_t>(v)]);
+      if (reads_cl)
+        for (int o : n.outputs)
+          if (four_d(g.values[static_cast<size_t>(o)].meta)) cl[static_cast<size_t>(o)] = 1;
     }
   }
   // What the caller receives stays contiguous, and so does a value some view cannot be taken
