@@ -8,6 +8,8 @@
 #include "compile/codegen/cuda_codegen.h"
 #include "compile/jit/cuda_jit.h"
 #include "compile/lower/split_reduction.h"
+#include "dispatch/dispatch.h"
+#include "ops/registry.h"
 #include "tests/compile/golden_file.h"
 #include "tests/compile/schedules.h"
 
@@ -98,6 +100,42 @@ TEST(CudaCodegen, SplitReductions) {
   std::string cubin;
   EXPECT_NO_THROW(cubin = compiler::jit::nvrtc_compile(src, "sm_90"));
   EXPECT_GT(cubin.size(), 0u);
+}
+
+// Batch norm as a compiled CUDA training graph runs it: the one-pass statistics (Note [Shifted
+// batch statistics]) and the decomposed backward (Note [Batch norm backward decomposed], called
+// here directly: the CPU's graphs keep its kernel), split as on a GPU, NCHW and channels-last
+// (Note [Channels-last graphs], Note [Split loop order]: column-form partial kernels).
+TEST(CudaCodegen, BatchNormTrainingKernels) {
+  if (!compiler::jit::cuda_jit_built()) GTEST_SKIP() << "kiln built without CUDA: no NVRTC";
+  Tensor w = randn({4, 3, 3, 3}), rm = zeros({4}), rv = ones({4}), gamma = randn({4}), beta = randn({4});
+  auto fn = [&](const Tensor& x) {
+    Tensor y = conv2d(x, w, {}, 1, 1);
+    Tensor out = batch_norm(y, rm, rv, gamma, beta, /*training=*/true, 0.1, 1e-5);
+    const Tensor args[] = {out * 2, y, gamma, Tensor(), Tensor()};
+    const Attrs attrs{true, 1e-5};
+    std::vector<Tensor> grads = op_info(OpId::_batch_norm_backward)
+                                    .decomp(OpCall{OpId::_batch_norm_backward, std::span<const Tensor>(args), attrs});
+    return relu(out) + grads[0] + reshape(grads[1] + grads[2], {1, 4, 1, 1});
+  };
+  for (const char* layout : {"0", "all"}) {
+    setenv("KILN_CHANNELS_LAST", layout, 1);
+    std::string src = compiler::codegen::cuda_source_prelude();
+    int split = 0, n = 0;
+    for (testing::ScheduledGraph& sg : testing::schedules_of(fn, randn({16, 3, 32, 32}))) {
+      split += compiler::lower::split_reductions(sg.graph, sg.schedule, [](const compiler::lower::LoopKernel&) { return true; });
+      for (const compiler::lower::LoopKernel& k : sg.schedule.kernels) {
+        std::vector<int64_t> params;
+        src += compiler::codegen::generate_cuda_kernel(k, "kiln_kernel_" + std::to_string(n++),
+                                                       std::vector<bool>(k.buffers.size(), false), &params);
+      }
+    }
+    EXPECT_GE(split, 1) << layout;  // the statistics, with the backward's sums where they fuse
+    std::string cubin;
+    EXPECT_NO_THROW(cubin = compiler::jit::nvrtc_compile(src, "sm_90")) << layout;
+    EXPECT_GT(cubin.size(), 0u) << layout;
+  }
+  unsetenv("KILN_CHANNELS_LAST");
 }
 
 TEST(CudaCodegen, MultiPassKernels) {
