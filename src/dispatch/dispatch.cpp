@@ -329,18 +329,22 @@ auto with_host_memory_errors(const OpInfo& info, std::span<const Tensor> inputs,
     fail_host_memory(info, inputs);
   }
 }
+
+// kernel(call, outs), timed, with host allocation failures named (backend_call, kernel_into).
+void run_kernel(const OpInfo& info, KernelFn kernel, const OpCall& call, Device dev, std::vector<Tensor>& outs) {
+  const Tensor* first = !call.inputs.empty() && call.inputs[0].defined() ? &call.inputs[0] : nullptr;
+  with_host_memory_errors(info, call.inputs, [&] {
+    timed(call.op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
+          [&] { kernel(call, outs); });
+  });
+}
 }  // namespace
 
 bool kernel_into(OpId op, Device dev, std::span<const Tensor> inputs, const Attrs& attrs, std::vector<Tensor>& outs) {
   const OpInfo& info = op_info(op);
   KernelFn kernel = info.kernels[static_cast<int>(dev.type)];
   if (!kernel) return false;
-  const OpCall call{op, inputs, attrs};
-  const Tensor* first = !inputs.empty() && inputs[0].defined() ? &inputs[0] : nullptr;
-  with_host_memory_errors(info, inputs, [&] {
-    timed(op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
-          [&] { kernel(call, outs); });
-  });
+  run_kernel(info, kernel, OpCall{op, inputs, attrs}, dev, outs);
   return true;
 }
 
@@ -391,11 +395,7 @@ std::vector<Tensor> backend_call(OpId op, std::span<const Tensor> inputs, const 
       outs.reserve(metas.size());
       for (const TensorMeta& m : metas) outs.push_back(make_tensor(m.sizes, m.dtype, m.device));
     }
-    const Tensor* first = !inputs.empty() && inputs[0].defined() ? &inputs[0] : nullptr;
-    with_host_memory_errors(info, inputs, [&] {
-      timed(op, dev, first ? first->dtype() : (outs.empty() ? kFloat32 : outs[0].dtype()), first,
-            [&] { kernel(call, outs); });
-    });
+    run_kernel(info, kernel, call, dev, outs);
     return outs;
   }
   if (info.decomp) {

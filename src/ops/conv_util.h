@@ -1,6 +1,7 @@
 // Shapes and checks of the convolution and pooling prims, shared by their meta
 // functions (src/ops/conv.cpp) and CPU kernels (src/backend/cpu/conv.cpp).
 #pragma once
+#include <algorithm>
 #include <array>
 
 #include "ops/registry.h"
@@ -11,6 +12,17 @@ namespace kiln {
 // sees it (channels first, batched). For transposed convolutions C_in/C_out
 // are those of the transposed op: x [N, C_in, *in], weight [C_in,
 // C_out/groups, *k], out [N, C_out, *out]. Arrays hold the nd spatial values.
+// One group per input channel: a depthwise convolution (PyTorch's test: a single-channel input
+// is an ordinary convolution).
+inline bool depthwise_groups(int64_t groups, int64_t c_in) { return groups > 1 && c_in == groups; }
+
+// Channels-last (NHWC) strides of 4-d sizes [N, C, H, W]: the layout cuDNN's convolution kernels
+// run in (Note [Channels-last graphs], compile/lower/layout.cpp).
+inline Shape channels_last_strides(IntArrayRef sizes) {
+  const int64_t c = std::max<int64_t>(sizes[1], 1), h = std::max<int64_t>(sizes[2], 1), w = std::max<int64_t>(sizes[3], 1);
+  return Shape{h * w * c, 1, w * c, c};
+}
+
 struct ConvShape {
   int64_t N, C_in, C_out, groups;
   int nd;

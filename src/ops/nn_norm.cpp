@@ -93,6 +93,30 @@ std::vector<int64_t> non_channel_dims(int64_t ndim) {
   return d;
 }
 
+// Note [Shifted batch statistics]: one pass over x gives both statistics. Sums of x and x²
+// would lose the variance to cancellation where the mean is large against the spread, so the
+// sums are of x - k, k being each channel's first element (a view: an index in the fused
+// kernel): var = E[(x-k)²] - E[x-k]², whose cancellation is bounded by how far k lies from the
+// mean in standard deviations, not by the mean's size. The generated kernels accumulate float
+// sums in double. A second pass (x - mean, then its square) cost a full read of x per batch
+// norm; PyTorch's kernels use Welford's update, also one pass. The per-channel values are
+// float64 (C of them), x - k is in x's (opmath) dtype.
+struct ShiftedStats {
+  Tensor k, xk;             // each channel's first element; x - k
+  Tensor shift, mean, var;  // E[x - k], the mean, the biased variance: [1, C, 1, ...] float64
+};
+ShiftedStats shifted_stats(const Tensor& x, const std::vector<int64_t>& dims) {
+  ShiftedStats st;
+  st.k = x;
+  for (int64_t d : dims) st.k = narrow(st.k, d, 0, 1);
+  st.xk = x - st.k;
+  const double count = static_cast<double>(x.numel() / x.sizes()[1]);
+  st.shift = sum(st.xk, dims, true, kFloat64) / count;
+  st.mean = st.k.to(kFloat64) + st.shift;
+  st.var = clamp_min(sum(st.xk * st.xk, dims, true, kFloat64) / count - st.shift * st.shift, 0.0);
+  return st;
+}
+
 std::vector<Tensor> decomp_batch_norm_training(const OpCall& c) {
   std::vector<TensorMeta> m = meta_batch_norm_training(c);
   const Tensor& x0 = c.in(0);
@@ -101,22 +125,8 @@ std::vector<Tensor> decomp_batch_norm_training(const OpCall& c) {
   const Shape cs = channel_shape(nd, C);
   const Tensor x = x0.to(opmath(x0.dtype()));
   const std::vector<int64_t> dims = non_channel_dims(nd);
-  // Note [Shifted batch statistics]: one pass over x gives both statistics. Sums of x and x²
-  // would lose the variance to cancellation where the mean is large against the spread, so
-  // the sums are of x - k, k being each channel's first element (a view: an index in the
-  // fused kernel): var = E[(x-k)²] - E[x-k]², whose cancellation is bounded by how far k lies
-  // from the mean in standard deviations, not by the mean's size. The generated kernels
-  // accumulate float sums in double. A second pass (x - mean, then its square) cost a full
-  // read of x per batch norm; PyTorch's kernels use Welford's update, also one pass.
-  Tensor k = x;
-  for (int64_t d : dims) k = narrow(k, d, 0, 1);
-  // The per-channel arithmetic runs in double (C values), the per-element in opmath.
-  const Tensor xk = x - k;
-  const double count = static_cast<double>(x0.numel() / C);
-  const Tensor s1 = sum(xk, dims, true, kFloat64), s2 = sum(xk * xk, dims, true, kFloat64);
-  const Tensor shift = s1 / count;
-  const Tensor mu = (k.to(kFloat64) + shift).to(x.dtype());
-  const Tensor var = clamp_min(s2 / count - shift * shift, 0.0);
+  const ShiftedStats st = shifted_stats(x, dims);
+  const Tensor mu = st.mean.to(x.dtype()), &var = st.var;
   Tensor y = (x - mu) * rsqrt(var + c.attrs.f(0)).to(x.dtype());
   if (w.defined()) y = y * reshape(w, cs);
   if (b.defined()) y = y + reshape(b, cs);
@@ -212,18 +222,15 @@ std::vector<Tensor> decomp_batch_norm_backward(const OpCall& c) {
   const Tensor w64 = w.defined() ? reshape(w, cs).to(kFloat64) : Tensor();
   Tensor sg, sgxhat, gx;
   if (training) {
-    Tensor k = x;
-    for (int64_t d : dims) k = narrow(k, d, 0, 1);
-    const Tensor xk = x - k;
-    const Tensor s1 = sum(xk, dims, true, kFloat64), s2 = sum(xk * xk, dims, true, kFloat64);
+    const ShiftedStats st = shifted_stats(x, dims);
+    const Tensor& shift = st.shift;
     sg = sum(g, dims, true, kFloat64);
-    const Tensor sgx = sum(g * xk, dims, true, kFloat64);
-    const Tensor shift = s1 / count;
-    const Tensor rstd = rsqrt(clamp_min(s2 / count - shift * shift, 0.0) + eps);
+    const Tensor sgx = sum(g * st.xk, dims, true, kFloat64);
+    const Tensor rstd = rsqrt(st.var + eps);
     sgxhat = (sgx - sg * shift) * rstd;  // Σ g · x̂
     const Tensor a = w64.defined() ? w64 * rstd : rstd;
     // grad_x = a · (g - Σg/M - x̂ · Σ(g·x̂)/M), x̂ = (x - mean) · rstd
-    const Tensor mean = (k.to(kFloat64) + shift).to(ct);
+    const Tensor mean = st.mean.to(ct);
     const Tensor b = (a * rstd * sgxhat / -count).to(ct), d0 = (a * sg / -count).to(ct);
     gx = g * a.to(ct) + (x - mean) * b + d0;
   } else {

@@ -142,10 +142,6 @@ std::vector<int> contiguous_strides(const std::vector<int>& d) {
 // An output in any other layout (a depthwise or transposed call given a channels-last one)
 // is computed into a contiguous temporary and copied, so every output layout is right.
 // Eager calls get contiguous outputs and run as before.
-Shape channels_last_strides(IntArrayRef sizes) {
-  const int64_t c = sizes[1], h = sizes[2], w = sizes[3];
-  return Shape{h * w * c, 1, w * c, c};
-}
 bool channels_last_dense(const Tensor& t) {
   if (t.dim() != 4) return false;
   const Shape want = channels_last_strides(t.sizes());
@@ -163,7 +159,10 @@ Tensor as_channels_last(const Tensor& t, DType dt) {
 
 void set_tensor(TensorDesc& t, cudnnDataType_t type, const std::vector<int>& d, bool channels_last = false) {
   std::vector<int> s = contiguous_strides(d);
-  if (channels_last && d.size() == 4) s = {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+  if (channels_last && d.size() == 4) {
+    const Shape cl = kiln::channels_last_strides(Shape(d.begin(), d.end()));
+    s.assign(cl.begin(), cl.end());
+  }
   check_cudnn(cudnnSetTensorNdDescriptor(t.d, type, static_cast<int>(d.size()), d.data(), s.data()),
               "cudnnSetTensorNdDescriptor");
 }
@@ -456,10 +455,41 @@ void zero(const Tensor& t) {
 
 Shape shape_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 
+// out += bias on its channels (out NCHW, or NHWC where channels_last).
+void add_bias(cudnnHandle_t h, cudnnDataType_t type, const Tensor& bias, const Tensor& out, int64_t channels,
+              bool channels_last) {
+  Tensor b = dense(bias);
+  TensorDesc bd, od;
+  set_bias_desc(bd, type, channels, static_cast<size_t>(out.dim()));
+  set_tensor(od, type, dims_of(shape_of(out)), channels_last);
+  Scale k(out.dtype());
+  check_cudnn(cudnnAddTensor(h, k.one(), bd.d, ptr(b), k.one(), od.d, ptr(out)), "cudnnAddTensor");
+}
+
+// gb = go summed over every dim but the channels (go NCHW, or NHWC where channels_last).
+void bias_grad(cudnnHandle_t h, cudnnDataType_t type, const Tensor& go, const Tensor& gb, int64_t channels,
+               bool channels_last) {
+  if (go.dtype() == DType::BFloat16) {
+    // cuDNN has no bfloat16 bias gradient: the sum over every dim but the channels (the CUDA
+    // reduction, Note [CUDA reductions over outer and inner dims]).
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < go.dim(); ++d) dims.push_back(d);
+    Tensor sum = backend_call(OpId::sum, std::span<const Tensor>(&go, 1), Attrs{dims, false, std::monostate{}})[0];
+    copy_same_device(gb, sum);
+    return;
+  }
+  TensorDesc bd, gd;
+  set_bias_desc(bd, type, channels, static_cast<size_t>(go.dim()));
+  set_tensor(gd, type, dims_of(shape_of(go)), channels_last);
+  Scale k(go.dtype());
+  check_cudnn(cudnnConvolutionBackwardBias(h, k.one(), gd.d, ptr(go), k.zero(), bd.d, ptr(gb)),
+              "cudnnConvolutionBackwardBias");
+}
+
 // Whether a call of this shape runs in NHWC when its output is channels-last (Note
 // [Channels-last convolutions]): 2-d, not transposed, not depthwise (kiln's own kernels).
 bool nhwc_capable(const ConvShape& sh, const Tensor& x) {
-  return x.dim() == 4 && !sh.transposed && !(sh.groups > 1 && sh.C_in == sh.groups);
+  return x.dim() == 4 && !sh.transposed && !depthwise_groups(sh.groups, sh.C_in);
 }
 
 // The kernel below into contiguous temporaries for the outputs that are not contiguous, then
@@ -486,14 +516,7 @@ void convolution_nhwc(const OpCall& c, const ConvShape& sh, const Tensor& out) {
   ConvSetup s;
   setup(s, sh, shape_of(x), shape_of(w), shape_of(out), out.dtype(), d, true);
   run_forward(s, x, w, out);
-  if (c.in(2).defined()) {
-    Tensor b = dense(c.in(2));
-    TensorDesc bd, od;
-    set_bias_desc(bd, s.type, sh.C_out, 4);
-    set_tensor(od, s.type, dims_of(shape_of(out)), true);
-    Scale k(out.dtype());
-    check_cudnn(cudnnAddTensor(s.h, k.one(), bd.d, ptr(b), k.one(), od.d, ptr(out)), "cudnnAddTensor");
-  }
+  if (c.in(2).defined()) add_bias(s.h, s.type, c.in(2), out, sh.C_out, true);
 }
 
 // Outputs are fresh contiguous tensors (backend_call) or, from a compiled graph, channels-last
@@ -526,15 +549,9 @@ void convolution_kernel(const OpCall& c, std::vector<Tensor>& outs) {
     run_backward_data(s, w, x, out);
   }
   if (c.in(2).defined()) {
-    Tensor b = dense(c.in(2));
     cudnnHandle_t h = handle_for(d);
     check_cudnn(cudnnSetStream(h, current_cuda_stream(d)), "cudnnSetStream");
-    cudnnDataType_t type = cudnn_type(c.name(), out.dtype());
-    TensorDesc bd, od;
-    set_bias_desc(bd, type, sh.C_out, static_cast<size_t>(out.dim()));
-    set_tensor(od, type, dims_of(shape_of(out)));
-    Scale k(out.dtype());
-    check_cudnn(cudnnAddTensor(h, k.one(), bd.d, ptr(b), k.one(), od.d, ptr(out)), "cudnnAddTensor");
+    add_bias(h, cudnn_type(c.name(), out.dtype()), c.in(2), out, sh.C_out, false);
   }
 }
 KILN_REGISTER_KERNEL(convolution, CUDA, convolution_kernel);
@@ -556,19 +573,7 @@ void convolution_backward_nhwc(const OpCall& c, const ConvShape& sh, std::vector
     run_backward_filter(s, x, go, dw);
     if (dw.unsafe_impl() != outs[1].unsafe_impl()) copy_same_device(outs[1], dw);
   }
-  if (mask[2]) {
-    TensorDesc bd, gd;
-    set_bias_desc(bd, s.type, sh.C_out, 4);
-    set_tensor(gd, s.type, dims_of(shape_of(go)), true);
-    if (t == DType::BFloat16) {  // cuDNN has no bfloat16 bias gradient (as below)
-      Tensor gb = backend_call(OpId::sum, std::span<const Tensor>(&go, 1), Attrs{std::vector<int64_t>{0, 2, 3}, false, std::monostate{}})[0];
-      copy_same_device(outs[2], gb);
-    } else {
-      Scale k(t);
-      check_cudnn(cudnnConvolutionBackwardBias(s.h, k.one(), gd.d, ptr(go), k.zero(), bd.d, ptr(outs[2])),
-                  "cudnnConvolutionBackwardBias");
-    }
-  }
+  if (mask[2]) bias_grad(s.h, s.type, go, outs[2], sh.C_out, true);
 }
 
 // Outputs not asked for by output_mask have shape [0] (meta_convolution_backward).
@@ -607,21 +612,7 @@ void convolution_backward_kernel(const OpCall& c, std::vector<Tensor>& outs) {
       run_forward(s, go, w, outs[0]);
   }
   if (mask[1]) run_backward_filter(s, in, res, outs[1]);
-  if (mask[2] && (go.dtype() == DType::Float32 || go.dtype() == DType::Float64 || go.dtype() == DType::Float16)) {
-    TensorDesc bd, gd;
-    set_bias_desc(bd, s.type, sh.C_out, static_cast<size_t>(go.dim()));
-    set_tensor(gd, s.type, dims_of(shape_of(go)));
-    Scale k(go.dtype());
-    check_cudnn(cudnnConvolutionBackwardBias(s.h, k.one(), gd.d, ptr(go), k.zero(), bd.d, ptr(outs[2])),
-                "cudnnConvolutionBackwardBias");
-  } else if (mask[2]) {
-    // cuDNN has no bfloat16 bias gradient: the sum over every dim but the channels (the CUDA
-    // reduction, Note [CUDA reductions over outer and inner dims]).
-    std::vector<int64_t> dims{0};
-    for (int64_t d = 2; d < go.dim(); ++d) dims.push_back(d);
-    Tensor gb = backend_call(OpId::sum, std::span<const Tensor>(&go, 1), Attrs{dims, false, std::monostate{}})[0];
-    copy_same_device(outs[2], gb);
-  }
+  if (mask[2]) bias_grad(s.h, s.type, go, outs[2], sh.C_out, false);
 }
 KILN_REGISTER_KERNEL(convolution_backward, CUDA, convolution_backward_kernel);
 

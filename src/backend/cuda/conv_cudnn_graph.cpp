@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "ops/conv_util.h"
 
 namespace kiln::cuda {
 namespace {
@@ -68,7 +69,10 @@ bool make_tensor_desc(Desc& t, int64_t uid, cudnnDataType_t type, const std::vec
                       bool channels_last) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
-  if (channels_last && dims.size() == 4) strides = {dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]};
+  if (channels_last && dims.size() == 4) {
+    const Shape cl = channels_last_strides(IntArrayRef(dims));
+    strides.assign(cl.begin(), cl.end());
+  }
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type, 1);
   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), static_cast<int64_t>(dims.size()));
   t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), static_cast<int64_t>(strides.size()));

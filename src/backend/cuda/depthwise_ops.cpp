@@ -14,7 +14,7 @@ namespace {
 // groups = in channels > 1 (PyTorch's test too: a single-channel input is an ordinary
 // convolution to cuDNN), 1-d or 2-d, not transposed.
 bool is_depthwise(const ConvShape& sh, DType t) {
-  return is_floating_point(t) && !sh.transposed && sh.nd <= 2 && sh.groups > 1 && sh.C_in == sh.groups &&
+  return is_floating_point(t) && !sh.transposed && sh.nd <= 2 && depthwise_groups(sh.groups, sh.C_in) &&
          sh.C_out % sh.groups == 0;
 }
 

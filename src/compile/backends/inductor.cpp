@@ -488,13 +488,7 @@ struct InductorGraph {
   // Note [Channels-last graphs]: a value that is not a view has eager's contiguous layout
   // unless its meta gives strides, which the graph's layout pass chose.
   static bool laid_out(const TensorMeta& m) {
-    if (m.strides.size() != m.sizes.size() || m.sizes.empty()) return false;
-    int64_t s = 1;
-    for (size_t d = m.sizes.size(); d-- > 0;) {
-      if (m.sizes[d] != 1 && m.strides[d] != s) return true;
-      s *= m.sizes[d];
-    }
-    return false;
+    return m.strides.size() == m.sizes.size() && !m.sizes.empty() && !compute_contiguous(m.sizes, m.strides);
   }
   static Tensor fresh_output(const TensorMeta& m) {
     return laid_out(m) ? make_tensor_strided(m.sizes, m.strides, m.dtype, m.device) : make_tensor(m.sizes, m.dtype, m.device);

@@ -74,9 +74,6 @@ int dead_code_elimination(Graph& g) {
   return removed;
 }
 
-namespace {
-// Per value, the value it is a view of, transitively (views alias input 0 of their node); itself
-// where it is no view.
 std::vector<int> view_roots(const Graph& g) {
   std::vector<int> root(g.values.size());
   for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
@@ -86,6 +83,7 @@ std::vector<int> view_roots(const Graph& g) {
   return root;
 }
 
+namespace {
 // Values that a write may change: every buffer written by a MUTATES node and
 // every view taken of it, transitively.
 std::vector<bool> mutable_values(const Graph& g) {

@@ -14,6 +14,9 @@ int common_subexpression_elimination(Graph& g);
 // where nothing can tell them apart (Note [Copy elision]). Only for graphs that are not
 // differentiated again. Returns how many copies went.
 int elide_copies(Graph& g);
+// Per value, the value it is a view of, transitively (views alias input 0 of their node); itself
+// where it is no view.
+std::vector<int> view_roots(const Graph& g);
 // Renumbers values in definition order, dropping values no node defines.
 void compact(Graph& g);
 

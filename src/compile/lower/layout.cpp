@@ -7,7 +7,9 @@
 #include <unordered_map>
 
 #include "compile/logs.h"
+#include "compile/ir/passes.h"
 #include "compile/lower/pointwise.h"
+#include "ops/conv_util.h"
 #include "core/tensor_impl.h"
 
 namespace kiln::compiler::lower {
@@ -48,15 +50,7 @@ namespace {
 
 std::atomic<int64_t> g_nhwc{0};
 
-Shape cl_strides(const Shape& s) { return Shape{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}; }
-
-int64_t numel(const TensorMeta& m) {
-  int64_t n = 1;
-  for (int64_t s : m.sizes) n *= s;
-  return n;
-}
-
-bool four_d(const TensorMeta& m) { return m.sizes.size() == 4 && numel(m) > 0; }
+bool four_d(const TensorMeta& m) { return m.sizes.size() == 4 && compute_numel(m.sizes) > 0; }
 
 // A convolution or its backward that runs NHWC when its output is channels-last.
 bool nhwc_conv(const Graph& g, const Node& n) {
@@ -65,31 +59,22 @@ bool nhwc_conv(const Graph& g, const Node& n) {
   if (n.inputs.size() < xi + 2 || n.inputs[xi] < 0 || n.inputs[xi + 1] < 0) return false;
   const TensorMeta& x = g.values[static_cast<size_t>(n.inputs[xi])].meta;
   const TensorMeta& w = g.values[static_cast<size_t>(n.inputs[xi + 1])].meta;
-  if (!four_d(x) || numel(w) == 0 || !is_floating_point(x.dtype) || !channels_last_enabled(x.device)) return false;
-  const int64_t groups = n.attrs.i(5);
-  return !n.attrs.b(3) && !(groups > 1 && x.sizes[1] == groups);
+  if (!four_d(x) || compute_numel(w.sizes) == 0 || !is_floating_point(x.dtype) || !channels_last_enabled(x.device))
+    return false;
+  return !n.attrs.b(3) && !depthwise_groups(n.attrs.i(5), x.sizes[1]);
 }
 
-// The value a chain of views starts from.
-std::vector<int> view_bases(const Graph& g) {
-  std::vector<int> base(g.values.size());
-  for (size_t v = 0; v < base.size(); ++v) base[v] = static_cast<int>(v);
-  for (const Node& n : g.nodes)
-    if (op_info(n.op).has(VIEW) && !n.inputs.empty() && n.inputs[0] >= 0)
-      for (int o : n.outputs) base[static_cast<size_t>(o)] = base[static_cast<size_t>(n.inputs[0])];
-  return base;
+// The values marked in cl laid out channels-last.
+void lay_out(Graph& g, const std::vector<char>& cl) {
+  for (size_t v = 0; v < cl.size(); ++v)
+    if (cl[v]) {
+      g.values[v].meta.strides = channels_last_strides(g.values[v].meta.sizes);
+      g.values[v].meta.storage_offset = 0;
+    }
 }
 
 Tensor meta_tensor(const TensorMeta& m) {
-  Shape st = m.strides.size() == m.sizes.size() ? m.strides : Shape();
-  if (st.empty()) {
-    st.resize(m.sizes.size());
-    int64_t s = 1;
-    for (size_t d = m.sizes.size(); d-- > 0;) {
-      st[d] = s;
-      s *= m.sizes[d];
-    }
-  }
+  const Shape st = m.strides.size() == m.sizes.size() ? m.strides : contiguous_strides(m.sizes);
   Tensor t = make_meta_tensor(m.sizes, st, m.dtype, m.device);
   t.unsafe_impl()->storage_offset = m.storage_offset;
   return t;
@@ -159,7 +144,7 @@ int channels_last_convolutions(Graph& g, size_t* boundary) {
   }
   // What the caller receives stays contiguous, and so does a value some view cannot be taken
   // of in NHWC: trial metas, until nothing changes.
-  const std::vector<int> base = view_bases(g);
+  const std::vector<int> base = view_roots(g);
   for (bool changed = true; changed;) {
     changed = false;
     for (int v : g.outputs) {
@@ -167,8 +152,7 @@ int channels_last_convolutions(Graph& g, size_t* boundary) {
       if (cl[b]) cl[b] = 0, changed = true;
     }
     Graph trial = g;
-    for (size_t v = 0; v < cl.size(); ++v)
-      if (cl[v]) trial.values[v].meta.strides = cl_strides(trial.values[v].meta.sizes), trial.values[v].meta.storage_offset = 0;
+    lay_out(trial, cl);
     for (const Node& n : trial.nodes) {
       if (!op_info(n.op).has(VIEW) || n.inputs.empty() || n.inputs[0] < 0) continue;
       const size_t b = static_cast<size_t>(base[static_cast<size_t>(n.inputs[0])]);
@@ -184,7 +168,7 @@ int channels_last_convolutions(Graph& g, size_t* boundary) {
     if (cl[static_cast<size_t>(v)]) return v;
     if (auto it = copy_of.find(v); it != copy_of.end()) return it->second;
     Value c = g.values[static_cast<size_t>(v)];
-    c.meta.strides = cl_strides(c.meta.sizes);
+    c.meta.strides = channels_last_strides(c.meta.sizes);
     c.meta.storage_offset = 0;
     c.wrapped_number = false;
     const int nv = static_cast<int>(g.values.size());
@@ -228,9 +212,8 @@ int channels_last_convolutions(Graph& g, size_t* boundary) {
       v.node = static_cast<int>(i);
       v.index = static_cast<int>(k);
     }
-  for (size_t v = 0; v < cl.size(); ++v)
-    if (cl[v]) g.values[v].meta.strides = cl_strides(g.values[v].meta.sizes), g.values[v].meta.storage_offset = 0;
-  const std::vector<int> bases = view_bases(g);
+  lay_out(g, cl);
+  const std::vector<int> bases = view_roots(g);
   for (const Node& n : g.nodes)
     if (op_info(n.op).has(VIEW) && !n.inputs.empty() && n.inputs[0] >= 0 &&
         cl[static_cast<size_t>(bases[static_cast<size_t>(n.inputs[0])])])

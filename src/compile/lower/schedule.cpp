@@ -47,6 +47,30 @@ namespace kiln::compiler::lower {
 // accumulators, so neither walks memory with a stride. Neighbouring dims of one
 // class that every operand steps through as through one dim are merged.
 
+std::vector<size_t> loop_order(std::vector<size_t> kept, std::vector<size_t> red, const std::vector<int64_t>* strides,
+                               bool column) {
+  auto by_stride = [&](std::vector<size_t>& dims) {
+    if (strides)
+      std::stable_sort(dims.begin(), dims.end(),
+                       [&](size_t a, size_t b) { return std::abs((*strides)[a]) > std::abs((*strides)[b]); });
+  };
+  by_stride(kept);
+  by_stride(red);
+  std::vector<size_t> order(kept.begin(), kept.end());
+  order.insert(order.end(), red.begin(), red.end());
+  // Column form: the primary's contiguous dim is kept.
+  if (strides && column && !kept.empty() && !red.empty()) {
+    const size_t inner = kept.back();
+    int64_t min_red = INT64_MAX;
+    for (size_t d : red) min_red = std::min(min_red, std::abs((*strides)[d]));
+    if (std::abs((*strides)[inner]) < min_red) {
+      order.erase(std::find(order.begin(), order.end(), inner));
+      order.push_back(inner);
+    }
+  }
+  return order;
+}
+
 std::vector<int64_t> value_strides(const Value& v) {
   if (!v.meta.strides.empty()) return std::vector<int64_t>(v.meta.strides.begin(), v.meta.strides.end());
   std::vector<int64_t> st(v.meta.sizes.size());
@@ -191,31 +215,13 @@ LoopKernel build_kernel(const Graph& g, const Group& grp, const Placement& place
   std::vector<size_t> kept, red;
   for (size_t d = 0; d < mask.size(); ++d)
     if (grp.shape[d] != 1) (mask[d] ? red : kept).push_back(d);
-  auto by_stride = [&](std::vector<size_t>& dims) {
-    if (primary)
-      std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) {
-        return std::abs((*primary)[a]) > std::abs((*primary)[b]);
-      });
-  };
-  by_stride(kept);
-  by_stride(red);
-  std::vector<size_t> order(kept.begin(), kept.end());
-  order.insert(order.end(), red.begin(), red.end());
-  // Column form: the primary's contiguous dim is kept (and the kernel has one pass).
+  // Column form only where the kernel has one pass.
   bool phased = false;
   for (int n : grp.nodes)
     for (int v : g.nodes[static_cast<size_t>(n)].inputs)
       if (produced[static_cast<size_t>(v)] && is_reduction(g, g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)]))
         phased = true;
-  if (primary && !kept.empty() && !red.empty() && !phased) {
-    const size_t inner = kept.back();
-    int64_t min_red = INT64_MAX;
-    for (size_t d : red) min_red = std::min(min_red, std::abs((*primary)[d]));
-    if (std::abs((*primary)[inner]) < min_red) {
-      order.erase(std::find(order.begin(), order.end(), inner));
-      order.push_back(inner);
-    }
-  }
+  const std::vector<size_t> order = loop_order(std::move(kept), std::move(red), primary, !phased);
   // Merge neighbours of one class that every operand steps through as through one dim.
   LoopKernel k;
   std::vector<std::vector<int64_t>> coeffs(all.size());

@@ -30,6 +30,12 @@ struct Schedule {
 // Groups g's nodes into kernels (Note [Loop kernels]); g must be pure (functionalized).
 Schedule schedule(const Graph& g);
 
+// Note [Loop order]: dims `kept` then `red`, each by decreasing |stride| in the primary
+// operand's `strides` (kept as given without them); where `column`, a kept dim whose stride is
+// below every reduced dim's goes innermost (the column form).
+std::vector<size_t> loop_order(std::vector<size_t> kept, std::vector<size_t> red, const std::vector<int64_t>* strides,
+                               bool column);
+
 // A value's strides: its meta's, or contiguous where the meta has none (non-view outputs).
 std::vector<int64_t> value_strides(const Value& v);
 

@@ -18,8 +18,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -330,24 +328,9 @@ void order_loops(LoopKernel& k) {
     if (n > best) best = n, primary = &e;
   }
   if (!primary) return;
-  const std::vector<int64_t>& st = primary->index.coeffs;
   std::vector<size_t> kept, red;
   for (size_t d = 0; d < nd; ++d) (k.reduced[d] ? red : kept).push_back(d);
-  auto by_stride = [&](std::vector<size_t>& dims) {
-    std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return std::abs(st[a]) > std::abs(st[b]); });
-  };
-  by_stride(kept);
-  by_stride(red);
-  std::vector<size_t> order(kept.begin(), kept.end());
-  order.insert(order.end(), red.begin(), red.end());
-  if (!kept.empty() && !red.empty()) {
-    int64_t min_red = INT64_MAX;
-    for (size_t d : red) min_red = std::min(min_red, std::abs(st[d]));
-    if (std::abs(st[kept.back()]) < min_red) {
-      order.erase(std::find(order.begin(), order.end(), kept.back()));
-      order.push_back(kept.back());
-    }
-  }
+  const std::vector<size_t> order = loop_order(std::move(kept), std::move(red), &primary->index.coeffs, true);
   bool same = true;
   for (size_t i = 0; i < nd; ++i) same = same && order[i] == i;
   if (same) return;
@@ -356,8 +339,7 @@ void order_loops(LoopKernel& k) {
     for (size_t i = 0; i < nd; ++i) v[i] = old[order[i]];
   };
   permute(k.sizes);
-  std::vector<bool> r = k.reduced;
-  for (size_t i = 0; i < nd; ++i) k.reduced[i] = r[order[i]];
+  permute(k.reduced);
   for (Expr& e : k.exprs)
     if (e.kind == ExprKind::Load) permute(e.index.coeffs);
   for (Store& s : k.stores) permute(s.index.coeffs);
